@@ -1,0 +1,323 @@
+"""build_zipapp.py and the askrich.pyz it writes: reproducible bytes, --check, layout, running
+alone from an empty folder, the exit code, and the per-user code cache of __main__.py."""
+
+import hashlib
+import io
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import time
+import zipfile
+
+import pytest
+
+import zipapp_support as zs
+
+SHEBANG = b"#!/usr/bin/env python3\n"
+
+
+@pytest.fixture(scope="module")
+def pyz(tmp_path_factory):
+    return zs.shared_pyz(tmp_path_factory)
+
+
+def _printed(stdout, field):
+    match = re.search(r"^%s: (.+)$" % field, stdout, re.M)
+    assert match, "builder did not print %s:\n%s" % (field, stdout)
+    return match.group(1).strip()
+
+
+def _entries(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        return data, archive.infolist(), {i.filename: archive.read(i) for i in archive.infolist()}
+
+
+def _expected_names(root):
+    names = {"__main__.py", "askrich.py"}
+    assets = os.path.join(root, "assets")
+    for folder, dirs, files in os.walk(assets):
+        rel = os.path.relpath(folder, assets)
+        dirs[:] = [d for d in dirs if not (rel == "." and d == "screenshots")
+                   and d != "__pycache__" and not d.startswith(".")]
+        for name in files:
+            if name.startswith(".") or name.endswith(".pyc"):
+                continue
+            names.add("assets/" + os.path.relpath(os.path.join(folder, name), assets).replace(os.sep, "/"))
+    return names
+
+
+# --- the build -------------------------------------------------------------------------------
+
+def test_two_builds_give_identical_bytes_and_the_printed_size_and_sha256(tmp_path):
+    env = dict(os.environ)
+    env.pop("SOURCE_DATE_EPOCH", None)
+    first = zs.build_ok(tmp_path / "one.pyz", env=env)
+    time.sleep(1.1)  # a build that stamped the current time would now differ
+    zs.build_ok(tmp_path / "two.pyz", env=env)
+    one = (tmp_path / "one.pyz").read_bytes()
+    two = (tmp_path / "two.pyz").read_bytes()
+    assert one == two
+    assert _printed(first.stdout, "sha256") == hashlib.sha256(one).hexdigest()
+    assert _printed(first.stdout, "size") == "%d bytes" % len(one)
+    assert _printed(first.stdout, "path") == str(tmp_path / "one.pyz")
+    assert _printed(first.stdout, "ran").startswith("ask-user-rich ")
+
+
+def test_builds_by_the_oldest_and_newest_interpreter_are_identical(tmp_path, pyz):
+    found = [p for p in (zs.interpreter(v) for v in zs.SUPPORTED) if p]
+    if len(found) < 2:
+        pytest.skip("needs two of the pyenv interpreters %s" % zs.SUPPORTED)
+    env = dict(os.environ)
+    env.pop("SOURCE_DATE_EPOCH", None)
+    for python in (found[0], found[-1]):
+        out = tmp_path / (os.path.basename(python) + ".pyz")
+        zs.build_ok(out, env=env, python=python, args=["--no-run"])
+        assert out.read_bytes() == open(pyz, "rb").read(), python
+
+
+def test_archive_is_a_shebang_then_sorted_plain_files_with_fixed_metadata(pyz):
+    data, infos, contents = _entries(pyz)
+    assert data.startswith(SHEBANG)
+    names = [i.filename for i in infos]
+    assert names == sorted(names)
+    assert set(names) == _expected_names(zs.ROOT)
+    assert not any(n.endswith("/") for n in names), "directory entries"
+    assert not any(n.startswith("assets/screenshots/") for n in names)
+    for info in infos:
+        assert info.date_time == (1980, 1, 1, 0, 0, 0), info
+        assert info.external_attr >> 16 == 0o100644, (info.filename, oct(info.external_attr >> 16))
+        assert info.create_system == 3
+        assert info.compress_type == zipfile.ZIP_DEFLATED
+        assert info.extra == b"" and info.comment == b""
+    with open(os.path.join(zs.ROOT, "askrich.py"), "rb") as f:
+        assert contents["askrich.py"] == f.read()
+    assert b"askrich" in contents["__main__.py"]
+    assert os.stat(pyz).st_mode & 0o111, "the archive is not executable"
+
+
+def test_archive_is_small(pyz):
+    size = os.path.getsize(pyz)
+    assert size < 200 * 1024, "askrich.pyz is %d bytes" % size
+
+
+def test_source_date_epoch_sets_every_timestamp_and_nothing_else(tmp_path, pyz):
+    env = dict(os.environ, SOURCE_DATE_EPOCH="1764460800")  # 2025-11-30 00:00:00 UTC
+    zs.build_ok(tmp_path / "dated.pyz", env=env, args=["--no-run"])
+    _, infos, contents = _entries(str(tmp_path / "dated.pyz"))
+    assert {i.date_time for i in infos} == {(2025, 11, 30, 0, 0, 0)}
+    assert contents == _entries(pyz)[2]
+    again = zs.build(None, env=env, args=["--check", str(tmp_path / "dated.pyz")])
+    assert again.returncode == 0, again.stdout + again.stderr
+
+
+def test_tree_junk_and_screenshots_stay_out_of_the_archive(tmp_path):
+    tree = zs.copy_tree(str(tmp_path / "tree"))
+    junk = {
+        "assets/screenshots/form.png": b"png",
+        "assets/__pycache__/x.cpython-311.pyc": b"pyc",
+        "assets/.DS_Store": b"mac",
+        "assets/extra/readme.txt": b"a nested asset ships",
+    }
+    for name, data in junk.items():
+        path = os.path.join(tree, *name.split("/"))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+    zs.build_ok(tmp_path / "t.pyz", root=tree, args=["--no-run"])
+    names = {i.filename for i in _entries(str(tmp_path / "t.pyz"))[1]}
+    assert "assets/extra/readme.txt" in names
+    assert not names & {"assets/screenshots/form.png", "assets/__pycache__/x.cpython-311.pyc",
+                        "assets/.DS_Store"}
+    assert names == _expected_names(tree)
+
+
+# --- --check ----------------------------------------------------------------------------------
+
+def test_check_accepts_the_archive_this_tree_builds(pyz):
+    proc = zs.build(None, args=["--check", pyz])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("OK ")
+
+
+def test_check_rejects_an_archive_with_a_changed_file_and_names_it(tmp_path, pyz):
+    tampered = tmp_path / "tampered.pyz"
+    with zipfile.ZipFile(pyz) as src:
+        items = [(i, src.read(i)) for i in src.infolist()]
+    with open(tampered, "wb") as f:
+        f.write(SHEBANG)
+        with zipfile.ZipFile(f, "w") as out:
+            for info, data in items:
+                if info.filename == "askrich.py":
+                    data += b"\n# an extra line\n"
+                out.writestr(info, data)
+    proc = zs.build(None, args=["--check", str(tampered)])
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "MISMATCH" in proc.stdout and "askrich.py: content differs" in proc.stdout
+
+
+def test_check_rejects_an_archive_built_from_another_tree(tmp_path, pyz):
+    tree = zs.copy_tree(str(tmp_path / "tree"))
+    with open(os.path.join(tree, "assets", "added.txt"), "w") as f:
+        f.write("new\n")
+    proc = zs.build(None, root=tree, args=["--check", pyz])
+    assert proc.returncode == 1
+    assert "missing entry assets/added.txt" in proc.stdout
+
+
+def test_check_of_a_missing_file_is_a_usage_error(tmp_path):
+    proc = zs.build(None, args=["--check", str(tmp_path / "nope.pyz")])
+    assert proc.returncode == 2
+
+
+# --- running the archive alone ------------------------------------------------------------
+
+def _version():
+    proc = subprocess.run([sys.executable, os.path.join(zs.ROOT, "askrich.py"), "--version"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, timeout=zs.RUN_TIMEOUT, env=zs.child_env("/nonexistent"))
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+@pytest.mark.parametrize("how", ["python3 askrich.pyz", "./askrich.pyz"])
+def test_archive_copied_alone_into_an_empty_folder_runs(tmp_path, pyz, how):
+    if how.startswith("python3") and not shutil.which("python3"):
+        pytest.skip("no python3 on PATH")
+    target = zs.lone_copy(pyz, str(tmp_path / "empty"))
+    cmd = how.split()
+    env = zs.child_env(tmp_path)
+    version = zs.run(cmd + ["--version"], cwd=os.path.dirname(target), env=env)
+    assert version.returncode == 0, version.stderr
+    assert version.stdout.strip() == _version()
+    server = zs.McpServer(cmd, cwd=os.path.dirname(target), env=env)
+    try:
+        info, _ = zs.handshake(server)
+        assert "ask-user-rich %s" % info["version"] == _version()
+        assert server.close() == 0
+    finally:
+        server.kill()
+
+
+def test_exit_code_of_main_is_the_exit_code_of_the_archive(tmp_path, pyz):
+    target = zs.lone_copy(pyz, str(tmp_path / "empty"))
+    env = zs.child_env(tmp_path)
+    for attempt in ("cold cache", "warm cache"):
+        proc = zs.run([sys.executable, target, "--no-such-option"], cwd=tmp_path, env=env)
+        assert proc.returncode == 2, (attempt, proc.stdout, proc.stderr)
+
+
+# --- the code cache --------------------------------------------------------------------------
+
+def _cache_files(tmp_path):
+    folder = tmp_path / "cache" / "ask-user-rich"
+    return sorted(folder.glob("askrich-*.pyc")) if folder.is_dir() else []
+
+
+def test_code_cache_is_written_once_per_interpreter_then_reused(tmp_path, pyz):
+    target = zs.lone_copy(pyz, str(tmp_path / "empty"))
+    env = zs.child_env(tmp_path)
+    assert zs.run([sys.executable, target, "--version"], cwd=tmp_path, env=env).returncode == 0
+    files = _cache_files(tmp_path)
+    tag = sys.implementation.cache_tag
+    assert len(files) == 1 and files[0].name.startswith("askrich-%s-o0-" % tag), files
+    before = files[0].stat()
+    assert stat.S_IMODE(before.st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "cache" / "ask-user-rich").stat().st_mode) == 0o700
+    proc = zs.run([sys.executable, target, "--version"], cwd=tmp_path, env=env)
+    assert proc.returncode == 0 and proc.stdout.strip() == _version()
+    after = _cache_files(tmp_path)[0].stat()
+    # A miss would have compiled and replaced the file (a new inode).
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+def test_a_rebuilt_archive_at_the_same_path_never_runs_the_old_cached_code(tmp_path):
+    tree = zs.copy_tree(str(tmp_path / "tree"))
+    main_py = os.path.join(tree, "askrich.py")
+    with open(main_py, "rb") as f:
+        original = f.read()
+    target = str(tmp_path / "run" / "askrich.pyz")
+    env = zs.child_env(tmp_path)
+    seen = []
+    for marker in ("BUILD-A", "BUILD-B", "BUILD-A"):
+        with open(main_py, "wb") as f:
+            f.write(original + b"\nimport sys as _zt_sys\n_zt_sys.stderr.write('%s\\n')\n"
+                    % marker.encode())
+        zs.build_ok(target, root=tree, args=["--no-run"])
+        proc = zs.run([sys.executable, target, "--version"], cwd=tmp_path, env=env)
+        assert proc.returncode == 0, proc.stderr
+        seen.append([m for m in ("BUILD-A", "BUILD-B") if m in proc.stderr])
+    assert seen == [["BUILD-A"], ["BUILD-B"], ["BUILD-A"]]
+    assert len(_cache_files(tmp_path)) == 2
+
+
+def test_a_corrupt_cache_file_is_ignored_and_replaced(tmp_path, pyz):
+    target = zs.lone_copy(pyz, str(tmp_path / "empty"))
+    env = zs.child_env(tmp_path)
+    zs.run([sys.executable, target, "--version"], cwd=tmp_path, env=env)
+    [cached] = _cache_files(tmp_path)
+    good = cached.read_bytes()
+    cached.write_bytes(good[:len(good) // 2])
+    proc = zs.run([sys.executable, target, "--version"], cwd=tmp_path, env=env)
+    assert proc.returncode == 0 and proc.stdout.strip() == _version(), proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert cached.read_bytes() == good
+
+
+def test_an_unusable_cache_folder_falls_back_silently(tmp_path, pyz):
+    target = zs.lone_copy(pyz, str(tmp_path / "empty"))
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache folder would go")
+    env = zs.child_env(tmp_path, XDG_CACHE_HOME=str(blocker))
+    proc = zs.run([sys.executable, target, "--version"], cwd=tmp_path, env=env)
+    assert proc.returncode == 0 and proc.stdout.strip() == _version()
+    assert proc.stderr == ""
+
+
+def test_a_cache_folder_others_can_write_is_not_trusted(tmp_path, pyz):
+    if os.name != "posix":
+        pytest.skip("POSIX permissions")
+    target = zs.lone_copy(pyz, str(tmp_path / "empty"))
+    folder = tmp_path / "cache" / "ask-user-rich"
+    folder.mkdir(parents=True)
+    folder.chmod(0o777)
+    env = zs.child_env(tmp_path)
+    proc = zs.run([sys.executable, target, "--version"], cwd=tmp_path, env=env)
+    assert proc.returncode == 0 and proc.stdout.strip() == _version()
+    assert _cache_files(tmp_path) == []
+
+
+def test_code_cache_can_be_turned_off(tmp_path, pyz):
+    target = zs.lone_copy(pyz, str(tmp_path / "empty"))
+    env = zs.child_env(tmp_path, ASK_USER_RICH_CODE_CACHE="0")
+    proc = zs.run([sys.executable, target, "--version"], cwd=tmp_path, env=env)
+    assert proc.returncode == 0
+    assert not (tmp_path / "cache").exists()
+
+
+def test_cached_module_reads_its_assets_like_the_imported_one(tmp_path, pyz):
+    """Cached or not, askrich gets an absolute __file__ and a loader that reads the archive by it,
+    even when the archive was started by a relative path (Python 3.8 keeps those relative)."""
+    target = zs.lone_copy(pyz, str(tmp_path / "empty"))
+    env = zs.child_env(tmp_path)
+    probe = (
+        "import runpy, sys, os\n"
+        "sys.argv = ['askrich.pyz', '--version']\n"
+        "try:\n"
+        "    runpy.run_path('askrich.pyz', run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "m = sys.modules['askrich']\n"
+        "print(m.__file__)\n"
+        "print(len(m.__loader__.get_data(os.path.join(os.path.dirname(m.__file__), 'askrich.py'))))\n"
+    )
+    for attempt in ("cold", "warm"):
+        proc = zs.run([sys.executable, "-c", probe], cwd=os.path.dirname(target), env=env)
+        assert proc.returncode == 0, (attempt, proc.stderr)
+        lines = proc.stdout.strip().splitlines()
+        assert lines[-2] == os.path.join(target, "askrich.py"), (attempt, lines)
+        assert int(lines[-1]) == os.path.getsize(os.path.join(zs.ROOT, "askrich.py"))

@@ -1,0 +1,341 @@
+"""Shared helpers for the zipapp, version-matrix and registration tests.
+
+Everything here drives real processes (the builder, the built askrich.pyz under several
+interpreters, the Claude Code CLI) and bounds each of them with a hard timeout, so a hang is a
+failure with a message, never a stuck run.
+"""
+
+import glob
+import json
+import os
+import queue
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILDER = os.path.join(ROOT, "build_zipapp.py")
+PYENV_VERSIONS = os.environ.get("ASK_USER_RICH_TEST_PYENV", "/root/.pyenv/versions")
+SUPPORTED = ["3.8", "3.9", "3.10", "3.11", "3.12", "3.13"]
+
+# Hard limits (seconds) for every child process and every wait on one.
+BUILD_TIMEOUT = 120
+RUN_TIMEOUT = 60
+REPLY_TIMEOUT = 30
+HTTP_TIMEOUT = 15
+
+INTERVIEW = {
+    "title": "Zipapp smoke test",
+    "questions": [{"id": "q", "header": "Pick?", "options": [{"id": "a", "label": "A"}]}],
+    "delivery": "link",
+}
+
+
+def interpreter(version):
+    """The real binary of a pyenv-installed CPython `version` (e.g. "3.8"), or None if absent."""
+    for folder in sorted(glob.glob(os.path.join(PYENV_VERSIONS, version + ".*"))):
+        # 3.1 must not match 3.10: only <version>.<patch> folders count.
+        rest = os.path.basename(folder)[len(version) + 1:]
+        if not rest.split("-")[0].isdigit():
+            continue
+        binary = os.path.join(folder, "bin", "python" + version)
+        if os.access(binary, os.X_OK):
+            return binary
+    return None
+
+
+def child_env(tmp, **extra):
+    """An environment for a server child: private log dir and code cache, no browser."""
+    env = dict(os.environ)
+    for name in list(env):
+        if name.startswith("ASK_USER_RICH_"):
+            del env[name]
+    env["ASK_USER_RICH_LOG_DIR"] = os.path.join(str(tmp), "logs")
+    env["ASK_USER_RICH_OPEN"] = "0"
+    env["XDG_CACHE_HOME"] = os.path.join(str(tmp), "cache")
+    env.update({k: v for k, v in extra.items() if v is not None})
+    return env
+
+
+def build(output, root=ROOT, env=None, args=(), python=None):
+    """Run build_zipapp.py from `root`; return the CompletedProcess (text)."""
+    cmd = [python or sys.executable, os.path.join(root, "build_zipapp.py")]
+    if output is not None:
+        cmd += ["-o", str(output)]
+    cmd += list(args)
+    return subprocess.run(cmd, cwd=str(root), env=env, stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, timeout=BUILD_TIMEOUT)
+
+
+def build_ok(output, **kwargs):
+    proc = build(output, **kwargs)
+    assert proc.returncode == 0, "build failed:\n%s\n%s" % (proc.stdout, proc.stderr)
+    return proc
+
+
+_BUILT = {}
+
+
+def shared_pyz(tmp_path_factory):
+    """One askrich.pyz built from the checkout for the whole session (built on first use)."""
+    if "path" not in _BUILT:
+        folder = tmp_path_factory.mktemp("shared-build")
+        path = os.path.join(str(folder), "askrich.pyz")
+        env = dict(os.environ)
+        env.pop("SOURCE_DATE_EPOCH", None)
+        build_ok(path, env=env)
+        _BUILT["path"] = path
+    return _BUILT["path"]
+
+
+def copy_tree(dest):
+    """A minimal source tree (askrich.py, build_zipapp.py, assets/) the tests may modify."""
+    os.makedirs(dest, exist_ok=True)
+    shutil.copy2(os.path.join(ROOT, "askrich.py"), dest)
+    shutil.copy2(BUILDER, dest)
+    shutil.copytree(os.path.join(ROOT, "assets"), os.path.join(dest, "assets"),
+                    ignore=shutil.ignore_patterns("screenshots", "__pycache__"))
+    return dest
+
+
+def lone_copy(pyz, folder):
+    """Copy the archive alone into an empty folder, executable, and return its path."""
+    os.makedirs(folder, exist_ok=True)
+    assert os.listdir(folder) == [], "expected an empty folder"
+    target = os.path.join(folder, "askrich.pyz")
+    shutil.copyfile(pyz, target)
+    os.chmod(target, 0o755)
+    return target
+
+
+def run(cmd, cwd, env, stdin_data=""):
+    """Run a short command to completion under RUN_TIMEOUT; return the CompletedProcess (text)."""
+    return subprocess.run(cmd, cwd=str(cwd), env=env, input=stdin_data,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, timeout=RUN_TIMEOUT)
+
+
+class McpServer:
+    """A stdio MCP server child: one JSON message per line, checked as it arrives."""
+
+    def __init__(self, cmd, cwd, env):
+        self.cmd = cmd
+        self.proc = subprocess.Popen(cmd, cwd=str(cwd), env=env, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.lines = queue.Queue()
+        self.stderr = []
+        self.bad_lines = []
+        self.notifications = []
+        self._next_id = 0
+        threading.Thread(target=self._read_stdout, daemon=True).start()
+        threading.Thread(target=self._read_stderr, daemon=True).start()
+
+    def _read_stdout(self):
+        for raw in self.proc.stdout:
+            try:
+                message = json.loads(raw.decode("utf-8"))
+            except ValueError:
+                self.bad_lines.append(raw)
+                continue
+            self.lines.put(message)
+        self.lines.put(None)
+
+    def _read_stderr(self):
+        for raw in self.proc.stderr:
+            self.stderr.append(raw.decode("utf-8", "replace"))
+
+    def send(self, message):
+        self.proc.stdin.write((json.dumps(message) + "\n").encode("utf-8"))
+        self.proc.stdin.flush()
+
+    def notify(self, method, params=None):
+        message = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        self.send(message)
+
+    def request(self, method, params=None, timeout=REPLY_TIMEOUT):
+        """Send a request; return its response (result or error), collecting notifications."""
+        self._next_id += 1
+        ident = self._next_id
+        message = {"jsonrpc": "2.0", "id": ident, "method": method}
+        if params is not None:
+            message["params"] = params
+        self.send(message)
+        while True:
+            try:
+                reply = self.lines.get(timeout=timeout)
+            except queue.Empty:
+                raise AssertionError("no reply to %s within %ss; stderr:\n%s"
+                                     % (method, timeout, "".join(self.stderr)))
+            if reply is None:
+                raise AssertionError("server exited (code %s) before answering %s; stderr:\n%s"
+                                     % (self.proc.poll(), method, "".join(self.stderr)))
+            if reply.get("id") == ident and "method" not in reply:
+                assert not self.bad_lines, "non-JSON lines on stdout: %r" % self.bad_lines
+                return reply
+            self.notifications.append(reply)
+
+    def result(self, method, params=None, timeout=REPLY_TIMEOUT):
+        reply = self.request(method, params, timeout)
+        assert "result" in reply, "%s failed: %r" % (method, reply)
+        return reply["result"]
+
+    def initialize(self):
+        result = self.result("initialize", {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "ask-user-rich-zipapp-tests", "version": "1"},
+        })
+        self.notify("notifications/initialized")
+        return result
+
+    def close(self, timeout=10):
+        """Close stdin (EOF) and return the exit code; kill on timeout and fail."""
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+            raise AssertionError("server did not exit within %ss of stdin EOF" % timeout)
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def http(url, data=None, headers=None):
+    """(status, headers, body bytes) for a GET, or a POST when data is given; never raises on 4xx."""
+    request = urllib.request.Request(url, data=data, headers=headers or {})
+    try:
+        with _NO_PROXY.open(request, timeout=HTTP_TIMEOUT) as response:
+            return response.status, response.headers, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers, error.read()
+
+
+_HTML_REF = re.compile(r"""(?:src|href)\s*=\s*["']([^"']+)["']""", re.I)
+_CSS_REF = re.compile(r"""url\(\s*["']?([^"')]+)["']?\s*\)|@import\s+["']([^"']+)["']""", re.I)
+_JS_REF = re.compile(
+    r"""(?:\bimport|\bexport)\s[^'";]*?\bfrom\s*["']([^"']+)["']"""
+    r"""|\bimport\s*["']([^"']+)["']"""
+    r"""|\bimport\(\s*["']([^"']+)["']\s*\)""")
+
+
+def _references(url, content_type, body):
+    text = body.decode("utf-8", "replace")
+    if "html" in content_type:
+        found = _HTML_REF.findall(text)
+    elif "css" in content_type:
+        found = [a or b for a, b in _CSS_REF.findall(text)]
+    elif "javascript" in content_type:
+        found = [a or b or c for a, b, c in _JS_REF.findall(text)]
+    else:
+        found = []
+    origin = urllib.parse.urlsplit(url)[:2]
+    refs = []
+    for ref in found:
+        if ref.startswith(("data:", "#", "mailto:", "javascript:")):
+            continue
+        target = urllib.parse.urljoin(url, ref).split("#")[0]
+        if urllib.parse.urlsplit(target)[:2] == origin:
+            refs.append(target)
+    return refs
+
+
+def fetch_page_and_assets(page_url):
+    """GET the form page and, transitively, every same-origin file it references.
+
+    Returns {url: (status, content type, body)}. The page must reference at least one asset.
+    """
+    seen = {}
+    pending = [page_url]
+    while pending and len(seen) < 300:
+        url = pending.pop(0)
+        if url in seen:
+            continue
+        status, headers, body = http(url)
+        content_type = headers.get("Content-Type", "") if headers else ""
+        seen[url] = (status, content_type, body)
+        if status == 200:
+            pending.extend(r for r in _references(url, content_type, body) if r not in seen)
+    return seen
+
+
+def check_page_and_assets(page_url):
+    """Assert the page and all it references are served (200), typed, and equal to assets/."""
+    fetched = fetch_page_and_assets(page_url)
+    status, content_type, body = fetched[page_url]
+    assert status == 200 and "text/html" in content_type, (status, content_type, body[:200])
+    assets = [u for u in fetched if u != page_url]
+    assert assets, "the form page references no assets: %r" % body[:500]
+    failures = ["%s -> %s" % (u, s) for u, (s, _, _) in fetched.items() if s != 200]
+    assert not failures, "assets not served: %s" % failures
+    for url in assets:
+        _, content_type, body = fetched[url]
+        path = urllib.parse.urlsplit(url).path
+        if path.endswith((".js", ".mjs")):
+            assert "javascript" in content_type, (url, content_type)
+        elif path.endswith(".css"):
+            assert "text/css" in content_type, (url, content_type)
+        if path.startswith("/assets/"):
+            local = os.path.join(ROOT, "assets", *path[len("/assets/"):].split("/"))
+            if os.path.isfile(local):
+                with open(local, "rb") as f:
+                    assert body == f.read(), "%s differs from %s" % (url, local)
+    return sorted(urllib.parse.urlsplit(u).path for u in assets)
+
+
+def tool_call(server, name, arguments, timeout=REPLY_TIMEOUT):
+    result = server.result("tools/call", {"name": name, "arguments": arguments}, timeout)
+    assert not result.get("isError"), "%s returned an error: %r" % (name, result)
+    return result["structuredContent"]
+
+
+def link_interview_round_trip(server):
+    """Ask a link interview, check the served form, answer it over HTTP, collect the answers."""
+    awaiting = tool_call(server, "ask_user_rich", INTERVIEW)
+    assert awaiting["status"] == "awaiting", awaiting
+    url = awaiting["url"]
+    match = re.match(r"^(http://localhost:\d+)/s/([A-Za-z0-9_-]+)$", url)
+    assert match, url
+    served = check_page_and_assets(url)
+    body = json.dumps({"answers": {"q": {"status": "answer", "selected": ["a"]}}}).encode()
+    status, _, text = http("%s/api/s/%s/submit" % match.groups(), data=body,
+                           headers={"Content-Type": "application/json"})
+    assert status == 200, (status, text)
+    done = tool_call(server, "await_user_answers", {"sessionId": awaiting["sessionId"]})
+    assert done["status"] == "submitted", done
+    answers = done["answers"]
+    assert [a["id"] for a in answers] == ["q"], answers
+    assert answers[0]["status"] == "answered" and answers[0]["selected"] == ["a"], answers
+    return served
+
+
+def handshake(server):
+    """initialize + tools/list; return (serverInfo, tool names)."""
+    init = server.initialize()
+    assert init["serverInfo"]["name"] == "ask-user-rich", init
+    tools = server.result("tools/list")["tools"]
+    names = sorted(t["name"] for t in tools)
+    assert names == ["append_questions", "ask_user_rich", "await_user_answers"], names
+    return init["serverInfo"], names
