@@ -1,0 +1,2887 @@
+#!/usr/bin/env python3
+"""ask-user-rich: a stdio MCP server that asks the user a long, structured interview.
+
+An agent sends every question of a round in one `ask_user_rich` call; this server serves the
+interview as a local web form, blocks the call until the user submits, and returns every answer,
+structured. Run it as an MCP command (`python3 askrich.py`), or try it with
+`python3 askrich.py demo`. Standard library only; Python 3.8 to 3.13.
+
+Security model, in three lines: the form server listens on loopback and answers only requests
+whose Host is a loopback name (DNS rebinding) and whose Origin, if any, is its own; each
+interview URL carries a 144-bit bearer token, never logged whole; submits must be JSON, which
+forces a CORS preflight that is never answered.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+__all__ = [
+    "Config",
+    "InvalidInterview",
+    "Interview",
+    "Runtime",
+    "McpServer",
+    "validate_interview",
+    "validate_questions",
+    "build_result",
+    "plan_openers",
+    "main",
+]
+
+# Only what the MCP handshake needs is imported here: every agent session spawns this server,
+# so start-up time is felt. The HTTP server, subprocess, unicodedata, difflib, secrets and the
+# like are imported where they are first used.
+import json
+import os
+import sys
+import threading
+import time
+
+# ============================================================================================
+# Constants
+# ============================================================================================
+
+SERVER_NAME = "ask-user-rich"
+SERVER_TITLE = "Ask User Rich"
+PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+LATEST_PROTOCOL = PROTOCOL_VERSIONS[0]
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
+ENV_OPEN = "ASK_USER_RICH_OPEN"
+ENV_OPEN_CMD = "ASK_USER_RICH_OPEN_CMD"
+ENV_PORT = "ASK_USER_RICH_PORT"
+ENV_HOST = "ASK_USER_RICH_HOST"
+ENV_PUBLIC_HOST = "ASK_USER_RICH_PUBLIC_HOST"
+ENV_PROGRESS_MS = "ASK_USER_RICH_PROGRESS_MS"
+ENV_LOG_DIR = "ASK_USER_RICH_LOG_DIR"
+
+MAX_TIMEOUT_SECONDS = 604800  # one week
+SETTLED_RETENTION_SECONDS = 30 * 60
+MAX_LINE_BYTES = 16 * 1024 * 1024  # a longer stdin line is refused without being held whole
+MAX_BODY_BYTES = 5 * 1024 * 1024
+SSE_PING_SECONDS = 15.0
+PROGRESS_CHANGE_MIN_SECONDS = 1.0  # answered-count changes are reported at most once a second
+OPENER_GRACE_SECONDS = 5.0  # an opener still running after this long is a foreground launcher
+HTTP_IDLE_TIMEOUT_SECONDS = 30  # a client that trickles its request in loses its thread
+
+# Summary cuts (CONTRACT §4.1).
+CUT_HEADER, CUT_NOTES, CUT_OTHER, CUT_GENERAL = 80, 140, 100, 400
+
+# The files the form may load, relative to assets/. Nothing else under /assets/ is served.
+ASSET_FILES = frozenset(
+    {
+        "form.html",
+        "form.css",
+        "js/main.js",
+        "js/state.js",
+        "js/view.js",
+        "js/keys.js",
+        "js/rank.js",
+        "js/live.js",
+        "vendor/marked.esm.js",
+        "vendor/purify.es.mjs",
+    }
+)
+# Fixed, not guessed: on Windows `mimetypes` often calls .js text/plain, which browsers refuse
+# to run as a module.
+ASSET_CONTENT_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".mjs": "text/javascript; charset=utf-8",
+    ".json": "application/json",
+    ".svg": "image/svg+xml",
+    ".png": "image/png",
+    ".txt": "text/plain; charset=utf-8",
+}
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+
+
+def read_asset(name: str) -> bytes:
+    """One file of assets/, read the same way from a checkout and from inside askrich.pyz."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets", *name.split("/"))
+    loader = globals().get("__loader__")
+    if loader is not None and hasattr(loader, "get_data"):
+        return loader.get_data(path)
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+# ============================================================================================
+# Configuration
+# ============================================================================================
+
+
+class Config:
+    """Every setting, read once from the environment. Tests construct it directly."""
+
+    __slots__ = (
+        "open_browser",
+        "open_cmd",
+        "port",
+        "host",
+        "public_host",
+        "progress_ms",
+        "log_dir",
+    )
+
+    def __init__(
+        self,
+        *,
+        open_browser: bool = True,
+        open_cmd: str | None = None,
+        port: int = 0,
+        host: str = "127.0.0.1",
+        public_host: str = "localhost",
+        progress_ms: int = 15000,
+        log_dir: str | None = None,
+    ) -> None:
+        self.open_browser = open_browser
+        self.open_cmd = open_cmd
+        self.port = port
+        self.host = host
+        self.public_host = public_host
+        self.progress_ms = progress_ms
+        self.log_dir = log_dir or default_log_dir()
+
+    @classmethod
+    def from_env(cls, environ=None) -> tuple[Config, list[str]]:
+        """The configuration and a list of warnings, one per bad value (its default is used)."""
+        env = os.environ if environ is None else environ
+        warnings: list[str] = []
+
+        def integer(name: str, default: int, low: int, high: int) -> int:
+            raw = env.get(name, "").strip()
+            if not raw:
+                return default
+            try:
+                value = int(raw)
+            except ValueError:
+                value = None
+            if value is None or not low <= value <= high:
+                warnings.append(
+                    "%s=%r is not a number from %d to %d; using %d" % (name, raw, low, high, default)
+                )
+                return default
+            return value
+
+        open_raw = env.get(ENV_OPEN, "").strip().lower()
+        if open_raw not in ("", "0", "1", "false", "true", "no", "yes", "off", "on"):
+            warnings.append("%s=%r is not 0 or 1; browsers will be opened" % (ENV_OPEN, open_raw))
+        return (
+            cls(
+                open_browser=open_raw not in ("0", "false", "no", "off"),
+                open_cmd=env.get(ENV_OPEN_CMD, "").strip() or None,
+                port=integer(ENV_PORT, 0, 0, 65535),
+                host=env.get(ENV_HOST, "").strip() or "127.0.0.1",
+                public_host=env.get(ENV_PUBLIC_HOST, "").strip() or "localhost",
+                progress_ms=integer(ENV_PROGRESS_MS, 15000, 10, 86_400_000),
+                log_dir=env.get(ENV_LOG_DIR, "").strip() or default_log_dir(env),
+            ),
+            warnings,
+        )
+
+
+def default_log_dir(environ=None) -> str:
+    """The platform's per-user state directory for logs and the answer archive."""
+    env = os.environ if environ is None else environ
+    home = os.path.expanduser("~")
+    if sys.platform == "darwin":
+        return os.path.join(home, "Library", "Logs", SERVER_NAME)
+    if sys.platform == "win32":
+        base = env.get("LOCALAPPDATA") or os.path.join(home, "AppData", "Local")
+        return os.path.join(base, SERVER_NAME)
+    base = env.get("XDG_STATE_HOME") or os.path.join(home, ".local", "state")
+    return os.path.join(base, SERVER_NAME)
+
+
+# ============================================================================================
+# Errors
+# ============================================================================================
+
+
+class InvalidInterview(ValueError):
+    """Arguments that do not make an interview; `problems` lists every `- path: problem` line."""
+
+    def __init__(self, problems: list[str], heading: str = "Invalid interview:") -> None:
+        self.problems = problems
+        self.heading = heading
+        super().__init__("\n".join([heading] + ["- " + p for p in problems]))
+
+
+class ToolError(Exception):
+    """A tool call that cannot proceed; its text goes back to the model as an isError result."""
+
+
+class SubmitRejected(Exception):
+    """A form submit the server refuses; carries the HTTP status and the JSON body."""
+
+    def __init__(self, status: int, body: dict) -> None:
+        super().__init__(body.get("error", ""))
+        self.status = status
+        self.body = body
+
+
+# ============================================================================================
+# Interview model and validation
+# ============================================================================================
+#
+# An interview arrives as untrusted JSON from the model. Validation checks everything, reports
+# every problem at once (so one corrected call suffices), and returns the normalized spec with
+# every default filled in: the form and the result builder never guess.
+
+ID_MAX = 200
+ID_ALLOWED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:-")
+DELIVERIES = ("browser", "link", "elicitation")
+KINDS = ("choice", "rank")
+ASK_FIELDS = ("title", "intro", "questions", "delivery", "timeoutSeconds")
+APPEND_FIELDS = ("sessionId", "questions", "note")
+AWAIT_FIELDS = ("sessionId", "timeoutSeconds")
+QUESTION_FIELDS = (
+    "id", "header", "body", "kind", "options", "recommended", "rationale", "multiSelect",
+    "allowOther", "dependsOn",
+)
+OPTION_FIELDS = ("id", "label", "description", "preview", "textInput")
+TEXT_INPUT_FIELDS = ("placeholder", "required")
+ID_RULE = (
+    "ids may only contain A-Z, a-z, 0-9, '_', '.', ':' and '-' "
+    "(no accents, spaces or other Unicode)"
+)
+
+
+def quote(text: str) -> str:
+    """A value as it appears in an error text: JSON-style double quotes, Unicode kept."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def describe(value) -> str:
+    """A short, safe rendering of any JSON value for an error text (never recurses)."""
+    if isinstance(value, str):
+        return quote(value if len(value) <= 60 else value[:59] + "…")
+    if isinstance(value, bool) or value is None or isinstance(value, (int, float)):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return "a " + type(value).__name__
+
+
+def slugify(text: str) -> str:
+    """An ASCII id suggestion: accents dropped, every other run of bad characters made '-'."""
+    import unicodedata
+
+    decomposed = unicodedata.normalize("NFKD", text)
+    kept = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    out, pending_dash = [], False
+    for ch in kept:
+        if ch in ID_ALLOWED:
+            if pending_dash and out:
+                out.append("-")
+            pending_dash = False
+            out.append(ch)
+        else:
+            pending_dash = True
+    return "".join(out).strip("-")[:ID_MAX]
+
+
+def did_you_mean(name: str, fields) -> str:
+    """'; did you mean "x"?' for a misspelt field name, or '' when nothing is close."""
+    for field in fields:
+        if field.lower() == name.lower():
+            return "; did you mean %s?" % quote(field)
+    import difflib
+
+    close = difflib.get_close_matches(name, fields, n=1, cutoff=0.6)
+    return "; did you mean %s?" % quote(close[0]) if close else ""
+
+
+class Problems:
+    """Collects `path: problem` lines; one place builds every message prefix."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def add(self, path: str, text: str) -> None:
+        self.lines.append("%s: %s" % (path, text))
+
+    def unknown_fields(self, path: str, obj: dict, fields) -> None:
+        for name in obj:
+            if name not in fields:
+                self.add(path, "unknown field %s%s" % (quote(name), did_you_mean(name, fields)))
+
+    def check_id(self, path: str, value, what: str = "id") -> str | None:
+        """The id when it is well formed, else None with the problem recorded."""
+        if not isinstance(value, str):
+            self.add(path, "%s must be a string id, not %s" % (quote(what), describe(value)))
+            return None
+        if not value:
+            self.add(path, "%s must not be empty" % quote(what))
+            return None
+        if any(ch not in ID_ALLOWED for ch in value):
+            slug = slugify(value)
+            fix = "; use %s instead." % quote(slug) if slug else "."
+            self.add(path, "id %s is not ASCII-safe: %s%s" % (quote(value), ID_RULE, fix))
+            return None
+        if len(value) > ID_MAX:
+            self.add(path, "id %s is longer than %d characters" % (describe(value), ID_MAX))
+            return None
+        return value
+
+    def text(self, path: str, obj: dict, field: str, *, required: bool = False) -> str | None:
+        """An optional (or required, non-empty) string field; null counts as absent."""
+        value = obj.get(field)
+        if value is None:
+            if required:
+                self.add(path, "%s is required" % quote(field))
+            return None
+        if not isinstance(value, str):
+            self.add(path, "%s must be a string, not %s" % (quote(field), describe(value)))
+            return None
+        if required and not value.strip():
+            self.add(path, "%s must not be empty" % quote(field))
+            return None
+        return value
+
+    def flag(self, path: str, obj: dict, field: str, default: bool) -> bool:
+        value = obj.get(field)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            self.add(path, "%s must be true or false, not %s" % (quote(field), describe(value)))
+            return default
+        return value
+
+
+def question_path(index: int, raw) -> str:
+    """`questions[3] (db)`: the position, and the id when the question has a usable one."""
+    qid = raw.get("id") if isinstance(raw, dict) else None
+    if isinstance(qid, str) and qid:
+        return "questions[%d] (%s)" % (index, qid if len(qid) <= 40 else qid[:39] + "…")
+    return "questions[%d]" % index
+
+
+def validate_questions(raw_questions, existing_ids=(), *, heading: str = "Invalid interview:"):
+    """Normalized questions, or InvalidInterview listing every problem.
+
+    `existing_ids` are the ids of the questions already in the interview (for appends): new ids
+    must not repeat them, and `dependsOn` may name them.
+    """
+    problems = Problems()
+    questions = _check_questions(raw_questions, list(existing_ids), problems)
+    if problems.lines:
+        raise InvalidInterview(problems.lines, heading)
+    return questions
+
+
+def _check_questions(raw_questions, existing_ids: list, problems: Problems) -> list:
+    if not isinstance(raw_questions, list) or not raw_questions:
+        problems.add("questions", '"questions" must be a non-empty array')
+        return []
+    # Where each id stands, so that dependsOn can say "later" rather than "unknown".
+    position = {qid: -1 for qid in existing_ids}
+    for index, raw in enumerate(raw_questions):
+        qid = raw.get("id") if isinstance(raw, dict) else None
+        if isinstance(qid, str) and qid not in position:
+            position[qid] = index
+    seen = set(existing_ids)
+    questions = []
+    for index, raw in enumerate(raw_questions):
+        question = _check_question(raw, index, position, seen, problems)
+        if question is not None:
+            questions.append(question)
+    return questions
+
+
+def _check_question(raw, index: int, position: dict, seen: set, problems: Problems):
+    path = question_path(index, raw)
+    if not isinstance(raw, dict):
+        problems.add(path, "a question must be an object, not %s" % describe(raw))
+        return None
+    before = len(problems.lines)
+    problems.unknown_fields(path, raw, QUESTION_FIELDS)
+    qid = None
+    if "id" not in raw or raw["id"] is None:
+        problems.add(path, '"id" is required')
+    else:
+        qid = problems.check_id(path, raw["id"])
+        if qid is not None:
+            if qid in seen:
+                problems.add(path, "duplicate question id %s" % quote(qid))
+            seen.add(qid)
+    header = problems.text(path, raw, "header", required=True)
+    body = problems.text(path, raw, "body")
+    rationale = problems.text(path, raw, "rationale")
+    kind = raw.get("kind", "choice")
+    if kind is None:
+        kind = "choice"
+    if kind not in KINDS:
+        problems.add(path, '"kind" must be "choice" or "rank", not %s' % describe(kind))
+        kind = "choice"
+    rank = kind == "rank"
+    multi = problems.flag(path, raw, "multiSelect", False)
+    allow_other = problems.flag(path, raw, "allowOther", not rank)
+    options = _check_options(raw.get("options"), path, rank, problems)
+    option_ids = [option["id"] for option in options]
+
+    if rank:
+        if len(raw.get("options") or []) < 2 and isinstance(raw.get("options"), (list, type(None))):
+            count = len(raw.get("options") or [])
+            problems.add(
+                path, "a rank question needs at least 2 options to order (it has %d)" % count
+            )
+        if multi:
+            problems.add(
+                path,
+                "multiSelect does not apply to rank questions; drop it "
+                "(the user orders every option)",
+            )
+        if raw.get("allowOther") is True:
+            problems.add(
+                path,
+                "allowOther does not apply to rank questions (there is no Other field); drop it",
+            )
+        allow_other = False
+        recommended = _check_rank_recommendation(raw.get("recommended"), path, options, problems)
+    else:
+        if not options and not allow_other and isinstance(raw.get("options"), (list, type(None))):
+            problems.add(path, "has no options and allowOther=false, so it cannot be answered")
+        recommended = _check_choice_recommendation(
+            raw.get("recommended"), path, options, multi, problems
+        )
+
+    depends_on = _check_depends_on(raw.get("dependsOn"), path, qid, index, position, problems)
+    if len(problems.lines) > before:
+        return None
+    return {
+        "id": qid,
+        "header": header,
+        "body": body,
+        "kind": kind,
+        "options": options,
+        "recommended": recommended,
+        "rationale": rationale,
+        "multiSelect": multi,
+        "allowOther": allow_other,
+        "dependsOn": depends_on,
+    }
+
+
+def _check_options(raw_options, path: str, rank: bool, problems: Problems) -> list:
+    if raw_options is None:
+        return []
+    if not isinstance(raw_options, list):
+        problems.add(path, '"options" must be an array, not %s' % describe(raw_options))
+        return []
+    options, seen = [], set()
+    for index, raw in enumerate(raw_options):
+        option_path = "%s.options[%d]" % (path, index)
+        if not isinstance(raw, dict):
+            problems.add(option_path, "an option must be an object, not %s" % describe(raw))
+            continue
+        problems.unknown_fields(option_path, raw, OPTION_FIELDS)
+        oid = None
+        if "id" not in raw or raw["id"] is None:
+            problems.add(option_path, '"id" is required')
+        else:
+            oid = problems.check_id(option_path, raw["id"])
+            if oid is not None:
+                if oid in seen:
+                    problems.add(option_path, "duplicate option id %s" % quote(oid))
+                seen.add(oid)
+        label = problems.text(option_path, raw, "label", required=True)
+        description = problems.text(option_path, raw, "description")
+        preview = problems.text(option_path, raw, "preview")
+        text_input = None
+        if raw.get("textInput") is not None:
+            if rank:
+                problems.add(option_path, "textInput does not apply to rank options")
+            else:
+                text_input = _check_text_input(raw["textInput"], option_path, problems)
+        options.append(
+            {
+                "id": oid,
+                "label": label,
+                "description": description,
+                "preview": preview,
+                "textInput": text_input,
+            }
+        )
+    return options
+
+
+def _check_text_input(raw, path: str, problems: Problems):
+    if not isinstance(raw, dict):
+        problems.add(
+            path,
+            '"textInput" must be an object like {"placeholder": "…", "required": true}, not %s'
+            % describe(raw),
+        )
+        return None
+    text_path = path + ".textInput"
+    problems.unknown_fields(text_path, raw, TEXT_INPUT_FIELDS)
+    return {
+        "placeholder": problems.text(text_path, raw, "placeholder"),
+        "required": problems.flag(text_path, raw, "required", False),
+    }
+
+
+def _recommended_list(raw, path: str, problems: Problems):
+    """`recommended` as a list of well-formed ids, or None when absent or unusable."""
+    if raw is None:
+        return None
+    entries = raw if isinstance(raw, list) else [raw]
+    if not isinstance(raw, (list, str)):
+        problems.add(
+            path,
+            '"recommended" must be an option id or an array of option ids, not %s' % describe(raw),
+        )
+        return None
+    ids = [problems.check_id(path, entry, "recommended") for entry in entries]
+    return None if None in ids else ids
+
+
+def _not_an_option(value: str, options: list) -> str:
+    """Why `value` is not an option id, with the id to use when it looks like a label."""
+    for option in options:
+        label = option["label"] or ""
+        if value == label or (label and value == slugify(label) and option["id"]):
+            return "recommended %s is not one of its option ids (it looks like a label; use the id %s)" % (
+                quote(value),
+                quote(option["id"]),
+            )
+    if not options:
+        return "recommended %s is not one of its option ids (the question has no options)" % quote(
+            value
+        )
+    return "recommended %s is not one of its option ids (ids: %s)" % (
+        quote(value),
+        ", ".join(option["id"] for option in options if option["id"]),
+    )
+
+
+def _check_choice_recommendation(raw, path: str, options: list, multi: bool, problems: Problems):
+    ids = _recommended_list(raw, path, problems)
+    if not ids:
+        return []
+    if len(ids) > 1 and not multi:
+        problems.add(path, "several recommended ids but multiSelect is false")
+    option_ids = {option["id"] for option in options}
+    seen = set()
+    for value in ids:
+        if value not in option_ids:
+            problems.add(path, _not_an_option(value, options))
+        elif value in seen:
+            problems.add(path, "recommended lists %s twice" % quote(value))
+        seen.add(value)
+    return ids
+
+
+def _check_rank_recommendation(raw, path: str, options: list, problems: Problems):
+    option_ids = [option["id"] for option in options if option["id"]]
+    if isinstance(raw, str):
+        example = ", ".join(quote(oid) for oid in (option_ids[:4] or ["a", "b"]))
+        problems.add(
+            path,
+            "recommended on a rank question is the recommended order, an array holding every "
+            "option id exactly once (e.g. [%s]), not the single id %s" % (example, quote(raw)),
+        )
+        return []
+    ids = _recommended_list(raw, path, problems)
+    if not ids:
+        return []
+    known = set(option_ids)
+    missing = [oid for oid in option_ids if oid not in ids]
+    unknown = [value for value in ids if value not in known]
+    repeated, seen = [], set()
+    for value in ids:
+        if value in seen and value in known and value not in repeated:
+            repeated.append(value)
+        seen.add(value)
+    if missing or unknown or repeated:
+        parts = []
+        if missing:
+            parts.append("missing " + ", ".join(quote(v) for v in missing))
+        if unknown:
+            parts.append("not option ids: " + ", ".join(quote(v) for v in unknown))
+        if repeated:
+            parts.append("repeated " + ", ".join(quote(v) for v in repeated))
+        parts.append("ids: [%s]" % ", ".join(quote(v) for v in option_ids))
+        problems.add(
+            path,
+            "recommended must list every option id exactly once, in the order you recommend (%s)"
+            % "; ".join(parts),
+        )
+    return ids
+
+
+def _check_depends_on(raw, path: str, qid, index: int, position: dict, problems: Problems) -> list:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        problems.add(
+            path, '"dependsOn" must be an array of earlier question ids, not %s' % describe(raw)
+        )
+        return []
+    links = []
+    for entry in raw:
+        target = problems.check_id(path, entry, "dependsOn")
+        if target is None:
+            continue
+        if target == qid:
+            problems.add(path, "depends on itself")
+        elif target not in position:
+            problems.add(path, "dependsOn %s is not an earlier question id" % quote(target))
+        elif position[target] > index:
+            problems.add(
+                path,
+                "dependsOn %s points at a later question; move %s before %s or drop the link"
+                % (quote(target), quote(target), quote(qid or "this question")),
+            )
+        elif target not in links:
+            links.append(target)
+    return links
+
+
+def validate_interview(args) -> tuple[dict, dict]:
+    """(spec, call options) for `ask_user_rich` arguments, or InvalidInterview.
+
+    The spec is `{title, intro, questions}` with every default filled in; the call options are
+    `{delivery, timeoutSeconds}`.
+    """
+    problems = Problems()
+    if not isinstance(args, dict):
+        problems.add("arguments", "must be an object, not %s" % describe(args))
+        raise InvalidInterview(problems.lines)
+    for name in args:
+        if name not in ASK_FIELDS:
+            problems.add(name, "unknown field %s%s" % (quote(name), did_you_mean(name, ASK_FIELDS)))
+    title = args.get("title")
+    if title is None:
+        problems.add("title", '"title" is required')
+    elif not isinstance(title, str) or not title.strip():
+        problems.add("title", '"title" must be a non-empty string, not %s' % describe(title))
+    intro = problems.text("intro", args, "intro")
+    delivery = args.get("delivery")
+    if delivery is None:
+        delivery = "browser"
+    elif delivery not in DELIVERIES:
+        problems.add(
+            "delivery",
+            '"delivery" must be one of %s, not %s'
+            % (", ".join(quote(d) for d in DELIVERIES), describe(delivery)),
+        )
+    timeout = check_timeout(args.get("timeoutSeconds"), problems)
+    questions = _check_questions(args.get("questions"), [], problems)
+    if problems.lines:
+        raise InvalidInterview(problems.lines)
+    spec = {"title": title, "intro": intro, "questions": questions}
+    return spec, {"delivery": delivery, "timeoutSeconds": timeout}
+
+
+def check_timeout(value, problems: Problems):
+    """`timeoutSeconds` as an int, None when absent; integral floats such as 30.0 are taken."""
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TIMEOUT_SECONDS:
+        problems.add(
+            "timeoutSeconds",
+            '"timeoutSeconds" must be an integer from 1 to %d (seconds), not %s'
+            % (MAX_TIMEOUT_SECONDS, describe(value)),
+        )
+        return None
+    return value
+
+
+# ============================================================================================
+# Answers and results
+# ============================================================================================
+#
+# The form posts raw answers; they are checked against the spec, then turned into the result
+# the agent reads. The result must stand on its own (Claude Code shows the model only
+# structuredContent, and a backgrounded call returns long after its question scrolled away),
+# so it restates the title, each header and each label, and carries a one-screen summary.
+
+ANSWER_FIELDS = ("status", "selected", "optionTexts", "other", "ranked", "notes")
+ANSWER_MODES = {"answer": "answered", "defer": "deferred", "needs-info": "needs-info"}
+
+
+def unanswered(notes=None) -> dict:
+    return {
+        "status": "unanswered",
+        "selected": [],
+        "optionTexts": {},
+        "other": None,
+        "ranked": None,
+        "notes": notes,
+    }
+
+
+def _clean_text(value):
+    """A free-text answer: stripped, None when empty or not a string."""
+    if not isinstance(value, str):
+        return None
+    value = value.strip()
+    return value or None
+
+
+def permutation_problems(given: list, option_ids: list) -> list:
+    """The parts of a 'must list every option id exactly once' message; empty when it does."""
+    missing = [oid for oid in option_ids if oid not in given]
+    unknown = [value for value in given if value not in option_ids]
+    repeated = []
+    for position, value in enumerate(given):
+        if value in option_ids and value in given[:position] and value not in repeated:
+            repeated.append(value)
+    parts = []
+    if missing:
+        parts.append("missing " + ", ".join(quote(v) for v in missing))
+    if unknown:
+        parts.append("not option ids: " + ", ".join(quote(str(v)) for v in unknown))
+    if repeated:
+        parts.append("repeated " + ", ".join(quote(v) for v in repeated))
+    return parts
+
+
+def check_submission(spec: dict, payload: dict) -> dict:
+    """Normalized answers by question id, or SubmitRejected(422) naming every problem."""
+    raw_answers = payload["answers"]
+    questions = {q["id"]: q for q in spec["questions"]}
+    problems = []
+    for qid in raw_answers:
+        if qid not in questions:
+            problems.append("unknown question id %s" % quote(qid))
+    answers = {}
+    for qid, question in questions.items():
+        raw = raw_answers.get(qid)
+        if raw is None:
+            answers[qid] = unanswered()
+            continue
+        where = "question %s: " % quote(qid)
+        if not isinstance(raw, dict):
+            problems.append(where + "an answer must be an object, not %s" % describe(raw))
+            continue
+        before = len(problems)
+        answer = _check_answer(question, raw, problems, where)
+        if len(problems) == before:
+            answers[qid] = answer
+    if problems:
+        raise SubmitRejected(422, {"error": "; ".join(problems), "problems": problems})
+    return answers
+
+
+def _check_answer(question: dict, raw: dict, problems: list, where: str) -> dict:
+    for name in raw:
+        if name not in ANSWER_FIELDS:
+            problems.append(where + "unknown field %s" % quote(name))
+    mode = raw.get("status", "answer")
+    if mode not in ANSWER_MODES:
+        problems.append(
+            where + 'status must be "answer", "defer" or "needs-info", not %s' % describe(mode)
+        )
+        return unanswered()
+    notes = raw.get("notes")
+    if notes is not None and not isinstance(notes, str):
+        problems.append(where + "notes must be a string, not %s" % describe(notes))
+    notes = _clean_text(notes)
+    if mode != "answer":
+        answer = unanswered(notes)
+        answer["status"] = ANSWER_MODES[mode]
+        return answer
+
+    options = {option["id"]: option for option in question["options"]}
+    option_order = [option["id"] for option in question["options"]]
+    selected = raw.get("selected") or []
+    if not isinstance(selected, list) or not all(isinstance(v, str) for v in selected):
+        problems.append(where + "selected must be an array of option ids")
+        selected = []
+    for value in selected:
+        if value not in options:
+            problems.append(where + "unknown option id %s" % quote(value))
+    picked = [oid for oid in option_order if oid in selected]
+    if question["kind"] == "rank" and picked:
+        problems.append(where + "a rank question takes ranked, not selected")
+    if not question["multiSelect"] and len(picked) > 1:
+        problems.append(where + "single-select got %d options" % len(picked))
+
+    other = raw.get("other")
+    if other is not None and not isinstance(other, str):
+        problems.append(where + "other must be a string, not %s" % describe(other))
+    other = _clean_text(other)
+    if other is not None and not question["allowOther"]:
+        problems.append(where + "this question takes no Other answer")
+
+    texts = raw.get("optionTexts") or {}
+    option_texts = {}
+    if not isinstance(texts, dict):
+        problems.append(where + "optionTexts must be an object of option id to text")
+        texts = {}
+    for oid, text in texts.items():
+        if oid not in options:
+            problems.append(where + "optionTexts names unknown option id %s" % quote(oid))
+        elif options[oid]["textInput"] is None:
+            problems.append(where + "option %s has no text field" % quote(oid))
+        elif text is not None and not isinstance(text, str):
+            problems.append(where + "the text of option %s must be a string" % quote(oid))
+    for oid in picked:
+        text_input = options[oid]["textInput"]
+        if text_input is None:
+            continue
+        text = _clean_text(texts.get(oid))
+        if text is not None:
+            option_texts[oid] = text
+        elif text_input["required"]:
+            problems.append(where + "option %s needs its text" % quote(oid))
+
+    ranked = raw.get("ranked")
+    if ranked is not None and ranked != []:
+        if question["kind"] != "rank":
+            problems.append(where + "ranked applies only to rank questions")
+            ranked = None
+        elif not isinstance(ranked, list):
+            problems.append(where + "ranked must be an array of option ids")
+            ranked = None
+        else:
+            parts = permutation_problems(ranked, option_order)
+            if parts:
+                problems.append(
+                    where + "ranked must list every option id exactly once (%s)" % "; ".join(parts)
+                )
+                ranked = None
+    else:
+        ranked = None
+
+    answered = bool(ranked) if question["kind"] == "rank" else bool(picked or other)
+    if not answered:
+        return unanswered(notes)
+    return {
+        "status": "answered",
+        "selected": picked,
+        "optionTexts": option_texts,
+        "other": other,
+        "ranked": ranked,
+        "notes": notes,
+    }
+
+
+def iso_utc(timestamp: float) -> str:
+    """2026-11-30T09:21:37.123Z"""
+    whole = int(timestamp)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + ".%03dZ" % int(
+        (timestamp - whole) * 1000
+    )
+
+
+def build_result(
+    spec: dict,
+    answers: dict,
+    general_notes,
+    *,
+    interview_id: str,
+    status: str,
+    via: str,
+    submitted_at: float,
+    duration_seconds: float,
+) -> dict:
+    """The structuredContent of a settled interview, `summary` first."""
+    rows = []
+    counts = {"answered": 0, "deferred": 0, "needsInfo": 0, "unanswered": 0}
+    count_key = {
+        "answered": "answered",
+        "deferred": "deferred",
+        "needs-info": "needsInfo",
+        "unanswered": "unanswered",
+    }
+    for question in spec["questions"]:
+        answer = answers.get(question["id"]) or unanswered()
+        labels = {option["id"]: option["label"] for option in question["options"]}
+        counts[count_key[answer["status"]]] += 1
+        ranked = answer["ranked"]
+        rows.append(
+            {
+                "id": question["id"],
+                "header": question["header"],
+                "status": answer["status"],
+                "selected": list(answer["selected"]),
+                "selectedLabels": [labels[oid] for oid in answer["selected"]],
+                "optionTexts": dict(answer["optionTexts"]),
+                "other": answer["other"],
+                "ranked": list(ranked) if ranked else None,
+                "rankedLabels": [labels[oid] for oid in ranked] if ranked else None,
+                "notes": answer["notes"],
+                "followedRecommendation": followed_recommendation(question, answer),
+            }
+        )
+    result = {
+        "summary": "",
+        "interviewId": interview_id,
+        "title": spec["title"],
+        "status": status,
+        "via": via,
+        "submittedAt": iso_utc(submitted_at),
+        "durationSeconds": max(0, int(round(duration_seconds))),
+        "counts": counts,
+        "generalNotes": _clean_text(general_notes),
+        "answers": rows,
+    }
+    result["summary"] = summarize(result, spec)
+    return result
+
+
+def followed_recommendation(question: dict, answer: dict):
+    if not question["recommended"] or answer["status"] != "answered":
+        return None
+    if question["kind"] == "rank":
+        return answer["ranked"] == question["recommended"]
+    return answer["other"] is None and set(answer["selected"]) == set(question["recommended"])
+
+
+def cut(text: str, limit: int) -> str:
+    """Whitespace runs collapsed to one space, then cut to `limit` characters with '…'."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def format_duration(seconds: float) -> str:
+    """42s, 3m05s, 1h02m05s."""
+    seconds = max(0, int(round(seconds)))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return "%dh%02dm%02ds" % (hours, minutes, secs)
+    if minutes:
+        return "%dm%02ds" % (minutes, secs)
+    return "%ds" % secs
+
+
+def summarize(result: dict, spec: dict) -> str:
+    """The text the model reads first: one line per question, cut for a glance."""
+    counts = result["counts"]
+    title = quote(cut(result["title"], CUT_HEADER))
+    tally = "%d answered, %d deferred, %d need more info, %d unanswered." % (
+        counts["answered"],
+        counts["deferred"],
+        counts["needsInfo"],
+        counts["unanswered"],
+    )
+    if result["status"] == "submitted":
+        head = "%s submitted after %s via %s: %s" % (
+            title,
+            format_duration(result["durationSeconds"]),
+            result["via"],
+            tally,
+        )
+    else:
+        head = "%s %s via %s: %s" % (title, result["status"], result["via"], tally)
+    questions = {q["id"]: q for q in spec["questions"]}
+    lines = [head]
+    for number, row in enumerate(result["answers"], 1):
+        question = questions.get(row["id"])
+        lines.append(
+            "%d. [%s] %s -> %s"
+            % (number, row["id"], cut(row["header"], CUT_HEADER), _summary_answer(row, question))
+        )
+    if result["generalNotes"]:
+        lines.append("General notes: %s" % quote(cut(result["generalNotes"], CUT_GENERAL)))
+    lines.append("Full answers (JSON) follow; notes are untruncated there.")
+    return "\n".join(lines)
+
+
+def _summary_answer(row: dict, question) -> str:
+    status = row["status"]
+    if status == "deferred":
+        text = "DEFERRED"
+    elif status == "needs-info":
+        text = "NEEDS-INFO"
+    elif status == "unanswered":
+        text = "UNANSWERED"
+    elif row["ranked"]:
+        text = " > ".join(row["rankedLabels"])
+    else:
+        parts = []
+        for oid, label in zip(row["selected"], row["selectedLabels"]):
+            typed = row["optionTexts"].get(oid)
+            parts.append("%s [%s]" % (label, cut(typed, CUT_OTHER)) if typed else label)
+        if row["other"] is not None:
+            parts.append("Other: %s" % quote(cut(row["other"], CUT_OTHER)))
+        text = ", ".join(parts)
+    if row["followedRecommendation"] is True:
+        text += " (recommended)"
+    elif row["followedRecommendation"] is False and question is not None:
+        labels = {option["id"]: option["label"] for option in question["options"]}
+        joiner = " > " if question["kind"] == "rank" else ", "
+        text += " (recommended was %s)" % joiner.join(
+            labels.get(oid, oid) for oid in question["recommended"]
+        )
+    if row["notes"]:
+        text += " | notes: %s" % quote(cut(row["notes"], CUT_NOTES))
+    return text
+
+
+# ============================================================================================
+# Session hub: logs, the answer archive, interviews and the waits on them
+# ============================================================================================
+
+
+def redact(token: str) -> str:
+    """A token as it may appear in a log: its first 4 characters, never the live bearer."""
+    return token[:4] + "…"
+
+
+class Log:
+    """server.log plus stderr, one line per event: time, pid, event, key=value pairs.
+
+    A log directory that cannot be written degrades to stderr only, with one warning: logging
+    must never break a call.
+    """
+
+    def __init__(self, log_dir: str, stream=None) -> None:
+        self.log_dir = log_dir
+        self.stream = stream if stream is not None else sys.stderr
+        self.lock = threading.Lock()
+        self.listener = None  # called with (level, event, fields); the MCP server forwards them
+        self.file = None
+        try:
+            os.makedirs(log_dir, mode=0o700, exist_ok=True)
+            self.file = open(os.path.join(log_dir, "server.log"), "a", encoding="utf-8")
+        except OSError as error:
+            self._warn_degraded(error)
+
+    def _warn_degraded(self, error: OSError) -> None:
+        self._write_stderr(
+            "%s %d log-degraded dir=%s error=%s (logging to stderr only)"
+            % (iso_utc(time.time()), os.getpid(), quote(self.log_dir), quote(str(error)))
+        )
+
+    def _write_stderr(self, line: str) -> None:
+        try:
+            self.stream.write("[ask-user-rich] " + line + "\n")
+            self.stream.flush()
+        except (OSError, ValueError):
+            pass
+
+    def event(self, event: str, level: str = "info", **fields) -> None:
+        pairs = " ".join("%s=%s" % (key, _log_value(value)) for key, value in fields.items())
+        line = "%s %d %s%s" % (iso_utc(time.time()), os.getpid(), event, " " + pairs if pairs else "")
+        with self.lock:
+            if self.file is not None:
+                try:
+                    self.file.write(line + "\n")
+                    self.file.flush()
+                except (OSError, ValueError) as error:
+                    self.file = None
+                    self._warn_degraded(error)
+            self._write_stderr(line)
+        listener = self.listener
+        if listener is not None:
+            listener(level, event, fields)
+
+    def close(self) -> None:
+        with self.lock:
+            if self.file is not None:
+                try:
+                    self.file.close()
+                except OSError:
+                    pass
+                self.file = None
+
+
+def _log_value(value) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    if not text or any(ch.isspace() or ch in "\"=" for ch in text):
+        return quote(text)
+    return text
+
+
+class Archive:
+    """answers/<submittedAt>-<interviewId>.json: every settled result, durable before the ack."""
+
+    def __init__(self, log_dir: str, log: Log) -> None:
+        self.directory = os.path.join(log_dir, "answers")
+        self.log = log
+
+    def save(self, record: dict) -> str | None:
+        """Write atomically (temp file, fsync, rename); the path, or None if it could not be."""
+        stamp = record["submittedAt"].replace(":", "-").replace(".", "-")
+        path = os.path.join(self.directory, "%s-%s.json" % (stamp, record["interviewId"]))
+        temporary = path + ".tmp"
+        try:
+            os.makedirs(self.directory, mode=0o700, exist_ok=True)
+            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+                json.dump(record, handle, ensure_ascii=False, indent=2)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temporary, path)
+            self._sync_directory()
+        except OSError as error:
+            self.log.event(
+                "archive-failed", "error", interview=record["interviewId"], error=str(error)
+            )
+            try:
+                os.unlink(temporary)
+            except OSError:
+                pass
+            return None
+        return path
+
+    def _sync_directory(self) -> None:
+        # The rename itself must survive a crash: sync the directory entry where POSIX allows.
+        if not hasattr(os, "O_DIRECTORY"):
+            return
+        try:
+            descriptor = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            return
+        try:
+            os.fsync(descriptor)
+        except OSError:
+            pass
+        finally:
+            os.close(descriptor)
+
+    def find(self, interview_id: str) -> dict | None:
+        """The newest archived record of an interview, or None."""
+        if not is_session_id(interview_id):
+            return None
+        try:
+            names = sorted(
+                name
+                for name in os.listdir(self.directory)
+                if name.endswith("-%s.json" % interview_id)
+            )
+        except OSError:
+            return None
+        for name in reversed(names):
+            try:
+                with open(os.path.join(self.directory, name), encoding="utf-8") as handle:
+                    record = json.load(handle)
+            except (OSError, ValueError):
+                continue
+            if isinstance(record, dict) and record.get("interviewId") == interview_id:
+                return record
+        return None
+
+
+def is_session_id(value) -> bool:
+    return (
+        isinstance(value, str)
+        and len(value) == 12
+        and all(ch in "0123456789abcdef" for ch in value)
+    )
+
+
+def token_key(token: str) -> bytes:
+    """Interviews are found by a digest of their token, so that the lookup's timing does not
+    depend on how much of a guessed token matches a real one."""
+    import hashlib
+
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
+
+
+class Interview:
+    """One interview: its spec, its state, and the condition every wait on it uses.
+
+    State moves pending -> submitted | cancelled exactly once. `revision` grows on every change
+    that the /state JSON shows; the condition is also notified on form activity (progress,
+    streams opening and closing) that only the progress messages use.
+    """
+
+    def __init__(self, interview_id: str, token: str, spec: dict, url: str) -> None:
+        self.id = interview_id
+        self.token = token
+        self.spec = spec
+        self.url = url
+        self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)
+        self.created = time.time()
+        self.created_monotonic = time.monotonic()
+        self.version = 1
+        self.note = None
+        self.state = "pending"
+        self.result = None
+        self.settled_monotonic = None
+        self.waiters = 0
+        self.revision = 0
+        self.counts = None  # the form's latest {answered, deferred, needsInfo, open}
+        self.counts_revision = 0
+        self.page_views = 0
+        self.streams = 0
+
+    def state_json(self) -> dict:
+        return {"state": self.state, "waiting": self.waiters > 0, "version": self.version}
+
+    def form_status(self) -> str:
+        if self.streams > 0:
+            return "form open"
+        if self.page_views or self.counts is not None:
+            return "form closed"
+        return "form not opened yet"
+
+    def touch(self) -> None:
+        """Record a change the /state JSON shows. Call with the lock held."""
+        self.revision += 1
+        self.changed.notify_all()
+
+
+class Call:
+    """One tools/call in flight: its cancellation flag and the interview it waits on."""
+
+    def __init__(self, request_id, progress_token=None) -> None:
+        self.request_id = request_id
+        self.progress_token = progress_token
+        self.cancelled = False
+        self.waiting_on = None
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        interview = self.waiting_on
+        if interview is not None:
+            with interview.changed:
+                interview.changed.notify_all()
+
+
+class SessionHub:
+    """Every interview of this process, by id and by token digest."""
+
+    def __init__(self, log: Log, archive: Archive) -> None:
+        self.log = log
+        self.archive = archive
+        self.lock = threading.Lock()
+        self.by_id: dict = {}
+        self.by_token: dict = {}
+        self.closed = False
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def create(self, spec: dict, base_url: str) -> Interview:
+        import secrets
+
+        for question in spec["questions"]:
+            question["version"] = 1
+        with self.lock:
+            interview_id = secrets.token_hex(6)
+            while interview_id in self.by_id:
+                interview_id = secrets.token_hex(6)
+            token = secrets.token_urlsafe(18)
+            interview = Interview(interview_id, token, spec, "%s/s/%s" % (base_url, token))
+            self.by_id[interview_id] = interview
+            self.by_token[token_key(token)] = interview
+        self.log.event(
+            "session-created",
+            interview=interview_id,
+            token=redact(token),
+            questions=len(spec["questions"]),
+            title=spec["title"],
+        )
+        return interview
+
+    def _purge_expired(self) -> None:
+        """Drop interviews settled more than 30 minutes ago (their archive remains)."""
+        horizon = time.monotonic() - SETTLED_RETENTION_SECONDS
+        with self.lock:
+            expired = [
+                interview
+                for interview in self.by_id.values()
+                if interview.settled_monotonic is not None
+                and interview.settled_monotonic < horizon
+            ]
+            for interview in expired:
+                del self.by_id[interview.id]
+                del self.by_token[token_key(interview.token)]
+        for interview in expired:
+            self.log.event("session-expired", interview=interview.id)
+            with interview.changed:
+                interview.touch()
+
+    def get(self, interview_id) -> Interview | None:
+        self._purge_expired()
+        if not isinstance(interview_id, str):
+            return None
+        with self.lock:
+            return self.by_id.get(interview_id)
+
+    def find_by_token(self, token: str) -> Interview | None:
+        import hmac
+
+        self._purge_expired()
+        with self.lock:
+            interview = self.by_token.get(token_key(token))
+        if interview is None or not hmac.compare_digest(
+            interview.token.encode("ascii"), token.encode("utf-8", "surrogatepass")
+        ):
+            return None
+        return interview
+
+    def is_live(self, interview: Interview) -> bool:
+        with self.lock:
+            return self.by_id.get(interview.id) is interview and not self.closed
+
+    def close(self) -> None:
+        """Stop every wait and every event stream."""
+        with self.lock:
+            self.closed = True
+            interviews = list(self.by_id.values())
+        for interview in interviews:
+            with interview.changed:
+                interview.changed.notify_all()
+
+    # -- changes from the agent -----------------------------------------------------------
+
+    def append(self, interview_id, raw_questions, note) -> dict:
+        interview = self.get(interview_id)
+        if interview is None:
+            raise ToolError(unknown_session_text(interview_id))
+        with interview.changed:
+            if interview.state != "pending":
+                raise ToolError(
+                    'Interview "%s" is already %s, so questions can no longer be appended. '
+                    "Ask the follow-ups in a new ask_user_rich call." % (interview.id, interview.state)
+                )
+            problems = Problems()
+            existing = [question["id"] for question in interview.spec["questions"]]
+            questions = _check_questions(raw_questions, existing, problems)
+            if note is not None and not isinstance(note, str):
+                problems.add("note", '"note" must be a markdown string, not %s' % describe(note))
+            if problems.lines:
+                raise ToolError(str(InvalidInterview(problems.lines, "Invalid follow-up questions:")))
+            interview.version += 1
+            for question in questions:
+                question["version"] = interview.version
+            interview.spec["questions"].extend(questions)
+            if note is not None and note.strip():
+                interview.note = {"version": interview.version, "text": note}
+            interview.touch()
+            reply = {
+                "status": "appended",
+                "sessionId": interview.id,
+                "appended": len(questions),
+                "total": len(interview.spec["questions"]),
+                "version": interview.version,
+                "url": interview.url,
+            }
+        self.log.event(
+            "questions-appended",
+            interview=interview.id,
+            appended=len(questions),
+            total=reply["total"],
+            version=reply["version"],
+        )
+        return reply
+
+    # -- changes from the form ------------------------------------------------------------
+
+    def record_page_view(self, interview: Interview, user_agent: str) -> None:
+        with interview.changed:
+            interview.page_views += 1
+            interview.changed.notify_all()
+        self.log.event("page-view", interview=interview.id, user_agent=user_agent)
+
+    def record_stream(self, interview: Interview, delta: int) -> None:
+        with interview.changed:
+            interview.streams += delta
+            interview.changed.notify_all()
+
+    def record_counts(self, interview: Interview, counts: dict) -> None:
+        with interview.changed:
+            if counts != interview.counts:
+                interview.counts = counts
+                interview.counts_revision += 1
+                interview.changed.notify_all()
+        self.log.event("form-progress", "debug", interview=interview.id, **counts)
+
+    def check_pending(self, interview: Interview) -> None:
+        """409 unless the interview still takes a submit."""
+        with interview.lock:
+            state = interview.state
+        if state != "pending":
+            raise SubmitRejected(409, {"error": "interview already %s" % state})
+
+    def submit(self, interview: Interview, payload) -> dict:
+        """Check, archive durably, settle, wake every waiter; the 200 body."""
+        if not isinstance(payload, dict) or not isinstance(payload.get("answers"), dict):
+            raise SubmitRejected(422, {"error": "payload must be an object with an answers object"})
+        with interview.changed:
+            if interview.state != "pending":
+                raise SubmitRejected(409, {"error": "interview already %s" % interview.state})
+            version = payload.get("specVersion")
+            if version is not None and (
+                isinstance(version, bool) or not isinstance(version, int) or version != interview.version
+            ):
+                raise SubmitRejected(
+                    409, {"error": "new questions were added", "version": interview.version}
+                )
+            answers = check_submission(interview.spec, payload)
+            general_notes = payload.get("generalNotes")
+            if general_notes is not None and not isinstance(general_notes, str):
+                raise SubmitRejected(422, {"error": "generalNotes must be a string"})
+            delivered = interview.waiters > 0
+            self._settle(interview, answers, general_notes, "submitted", "browser")
+            counts = interview.result["counts"]
+        self.log.event("submitted", interview=interview.id, delivered=delivered, **counts)
+        return {"ok": True, "counts": counts, "delivered": delivered}
+
+    def settle_without_form(self, interview: Interview, answers: dict, status: str, via: str):
+        """Settle through another channel (a native elicitation); None if already settled."""
+        with interview.changed:
+            if interview.state != "pending":
+                return None
+            self._settle(interview, answers, None, status, via)
+            return interview.result
+
+    def _settle(self, interview: Interview, answers, general_notes, status: str, via: str) -> None:
+        """Call with the lock held: the archive is durable before anyone is told."""
+        now = time.time()
+        result = build_result(
+            interview.spec,
+            answers,
+            general_notes,
+            interview_id=interview.id,
+            status=status,
+            via=via,
+            submitted_at=now,
+            duration_seconds=now - interview.created,
+        )
+        record = {key: value for key, value in result.items() if key != "summary"}
+        record["interview"] = interview.spec
+        path = self.archive.save(record)
+        self.log.event("archived" if path else "archive-skipped", interview=interview.id, path=path)
+        interview.result = result
+        interview.state = "submitted" if status == "submitted" else "cancelled"
+        interview.settled_monotonic = time.monotonic()
+        interview.touch()
+
+    # -- waiting --------------------------------------------------------------------------
+
+    def wait(self, interview: Interview, call: Call, timeout=None, progress=None, interval=15.0):
+        """Block until the interview settles; (result, why) with why one of
+        "settled", "timeout", "cancelled", "shutdown".
+
+        `progress(message, first)` is called (outside the lock) at once, every `interval`
+        seconds, and when the form reports new counts, at most once a second.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        call.waiting_on = interview
+        with interview.changed:
+            interview.waiters += 1
+            interview.touch()
+        self.log.event(
+            "wait-start",
+            interview=interview.id,
+            timeout=timeout,
+            progressToken="present" if progress else "absent",
+        )
+        seen_counts = -1
+        next_tick = time.monotonic()
+        last_sent = float("-inf")
+        try:
+            while True:
+                with interview.changed:
+                    while True:
+                        if interview.state != "pending":
+                            return interview.result, "settled"
+                        if call.cancelled:
+                            return None, "cancelled"
+                        if self.closed:
+                            return None, "shutdown"
+                        now = time.monotonic()
+                        if deadline is not None and now >= deadline:
+                            return None, "timeout"
+                        wake = [] if deadline is None else [deadline]
+                        if progress is not None:
+                            counts_new = interview.counts_revision != seen_counts
+                            if now >= next_tick or (
+                                counts_new and now - last_sent >= PROGRESS_CHANGE_MIN_SECONDS
+                            ):
+                                break
+                            wake.append(next_tick)
+                            if counts_new:
+                                wake.append(last_sent + PROGRESS_CHANGE_MIN_SECONDS)
+                        interview.changed.wait(min(wake) - now if wake else None)
+                    seen_counts = interview.counts_revision
+                    message = self.progress_message(interview)
+                first = last_sent == float("-inf")
+                progress(message + (". Form: " + interview.url if first else ""), first)
+                last_sent = time.monotonic()
+                next_tick = last_sent + interval
+        finally:
+            call.waiting_on = None
+            with interview.changed:
+                interview.waiters -= 1
+                interview.touch()
+            self.log.event("wait-end", interview=interview.id)
+
+    @staticmethod
+    def progress_message(interview: Interview) -> str:
+        """`Waiting for answers to "T": 3 of 12 answered, form open (1:05 elapsed)`."""
+        total = len(interview.spec["questions"])
+        answered = (interview.counts or {}).get("answered", 0)
+        elapsed = int(time.time() - interview.created)
+        hours, rest = divmod(elapsed, 3600)
+        clock = "%d:%02d:%02d" % (hours, rest // 60, rest % 60) if hours else "%d:%02d" % divmod(rest, 60)
+        return "Waiting for answers to %s: %d of %d answered, %s (%s elapsed)" % (
+            quote(cut(interview.spec["title"], CUT_HEADER)),
+            answered,
+            total,
+            interview.form_status(),
+            clock,
+        )
+
+
+def unknown_session_text(session_id) -> str:
+    return 'No interview with sessionId %s (it may have expired or the server restarted).' % (
+        quote(session_id) if isinstance(session_id, str) else describe(session_id)
+    )
+
+
+# ============================================================================================
+# HTTP form server
+# ============================================================================================
+#
+# http.server is imported on first use (it pulls in email, html, socketserver, ...), so the
+# server classes are built by a function the first time a form is needed.
+
+_FORM_SERVER_CLASS = None
+TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+API_ACTIONS = frozenset({"", "state", "events", "progress", "submit"})
+MAX_PROGRESS_BYTES = 64 * 1024
+NOT_FOUND_TEXT = "Interview not found or expired."
+
+
+def form_server_class():
+    """The ThreadingHTTPServer subclass that serves forms (built once, on first use)."""
+    global _FORM_SERVER_CLASS
+    if _FORM_SERVER_CLASS is None:
+        _FORM_SERVER_CLASS = _build_form_server_class()
+    return _FORM_SERVER_CLASS
+
+
+def _build_form_server_class():
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class FormRequestHandler(BaseHTTPRequestHandler):
+        server_version = "ask-user-rich/" + __version__
+        sys_version = ""
+        timeout = HTTP_IDLE_TIMEOUT_SECONDS
+        error_content_type = "application/json"
+
+        # -- plumbing ---------------------------------------------------------------------
+
+        def log_message(self, format, *args):  # noqa: A002 (the base class's signature)
+            # The default writes the request line, token included, to stderr. Our own events
+            # log what matters, with tokens redacted.
+            pass
+
+        def send_error(self, code, message=None, explain=None):
+            # Every error, even one raised by the base class for a malformed request line,
+            # is JSON with the security headers, never the default HTML page.
+            try:
+                self.send_json(code, {"error": message or self.responses.get(code, ("",))[0]})
+            except OSError:
+                pass
+
+        def send_body(self, status: int, body: bytes, content_type: str, headers=()):
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_security_headers()
+            for name, value in headers:
+                self.send_header(name, value)
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        def send_security_headers(self):
+            self.send_header("Cache-Control", "no-store")
+            self.send_header("X-Content-Type-Options", "nosniff")
+            self.send_header("Referrer-Policy", "no-referrer")
+            self.send_header("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+            self.send_header("X-Frame-Options", "DENY")
+            self.send_header("Cross-Origin-Resource-Policy", "same-origin")
+
+        def send_json(self, status: int, payload) -> None:
+            body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+            self.send_body(status, body, "application/json; charset=utf-8")
+
+        def send_text(self, status: int, text: str) -> None:
+            self.send_body(status, text.encode("utf-8"), "text/plain; charset=utf-8")
+
+        # -- the two checks every request passes ------------------------------------------
+
+        def request_allowed(self) -> bool:
+            host = self.headers.get("Host", "")
+            if host_name(host) not in self.server.allowed_hosts:
+                self.send_json(403, {"error": "forbidden host"})
+                return False
+            origin = self.headers.get("Origin")
+            if origin is not None and origin not in self.server.allowed_origins:
+                self.send_json(403, {"error": "forbidden origin"})
+                return False
+            return True
+
+        # -- routes -----------------------------------------------------------------------
+
+        def do_GET(self):
+            if not self.request_allowed():
+                return
+            parts = self.path.split("?", 1)[0].split("/")
+            if len(parts) == 3 and parts[1] == "s":
+                return self.serve_form_page(parts[2])
+            if len(parts) >= 3 and parts[1] == "assets":
+                return self.serve_asset("/".join(parts[2:]))
+            route = self.api_route(parts)
+            if route is None:
+                return self.send_json(404, {"error": "not found"})
+            interview, action = route
+            if action == "":
+                return self.send_json(200, self.server.runtime.form_payload(interview))
+            if action == "state":
+                with interview.lock:
+                    state = interview.state_json()
+                return self.send_json(200, state)
+            if action == "events":
+                return self.stream_events(interview)
+            self.send_json(405, {"error": "use POST"})
+
+        def do_POST(self):
+            if not self.request_allowed():
+                return
+            route = self.api_route(self.path.split("?", 1)[0].split("/"))
+            if route is None or route[1] not in ("progress", "submit"):
+                return self.send_json(404 if route is None else 405, {"error": "not found" if route is None else "use GET"})
+            interview, action = route
+            if not is_json_media_type(self.headers.get("Content-Type", "")):
+                return self.send_json(415, {"error": "expected application/json"})
+            if action == "submit":
+                return self.submit(interview)
+            payload = self.read_json(MAX_PROGRESS_BYTES)
+            if payload is None:
+                return
+            counts = progress_counts(payload)
+            if counts is None:
+                return self.send_json(
+                    422, {"error": "progress must be an object of answered, deferred, needsInfo and open counts"}
+                )
+            self.server.runtime.hub.record_counts(interview, counts)
+            self.send_response(204)
+            self.send_security_headers()
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def do_HEAD(self):
+            self.send_json(405, {"error": "use GET"})
+
+        do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = do_HEAD
+
+        def api_route(self, parts):
+            """(interview, action) for /api/s/<token>[/<action>], or None."""
+            if len(parts) not in (4, 5) or parts[1:3] != ["api", "s"]:
+                return None
+            action = parts[4] if len(parts) == 5 else ""
+            if action not in API_ACTIONS:
+                return None
+            interview = self.find_interview(parts[3])
+            return None if interview is None else (interview, action)
+
+        def find_interview(self, token: str):
+            if not token or len(token) > 64 or not set(token) <= TOKEN_CHARS:
+                return None
+            return self.server.runtime.hub.find_by_token(token)
+
+        def serve_form_page(self, token: str):
+            interview = self.find_interview(token)
+            if interview is None:
+                return self.send_text(404, NOT_FOUND_TEXT)
+            self.server.runtime.hub.record_page_view(
+                interview, self.headers.get("User-Agent", "")[:200]
+            )
+            self.serve_asset("form.html")
+
+        def serve_asset(self, name: str):
+            if name not in ASSET_FILES:
+                return self.send_json(404, {"error": "not found"})
+            try:
+                body = read_asset(name)
+            except OSError:
+                return self.send_json(404, {"error": "not found"})
+            extension = os.path.splitext(name)[1]
+            self.send_body(200, body, ASSET_CONTENT_TYPES.get(extension, "application/octet-stream"))
+
+        def read_json(self, limit: int):
+            """The parsed JSON body, or None after answering 411/413/400."""
+            length = self.headers.get("Content-Length")
+            if length is None or not length.strip().isdigit():
+                self.send_json(411, {"error": "a Content-Length header is required"})
+                return None
+            length = int(length)
+            if length > limit:
+                self.close_connection = True
+                self.send_json(413, {"error": "body larger than %d bytes" % limit})
+                return None
+            raw = self.rfile.read(length)
+            try:
+                return json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError, RecursionError) as error:
+                self.send_json(400, {"error": "invalid JSON: %s" % error})
+                return None
+
+        def submit(self, interview):
+            hub = self.server.runtime.hub
+            try:
+                hub.check_pending(interview)
+                payload = self.read_json(MAX_BODY_BYTES)
+                if payload is None:
+                    return
+                reply = hub.submit(interview, payload)
+            except SubmitRejected as rejection:
+                hub.log.event(
+                    "submit-rejected", interview=interview.id, status=rejection.status,
+                    error=rejection.body.get("error", ""),
+                )
+                return self.send_json(rejection.status, rejection.body)
+            self.send_json(200, reply)
+
+        def stream_events(self, interview):
+            """Server-Sent Events: the /state JSON at once and on every change."""
+            hub = self.server.runtime.hub
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+            self.send_security_headers()
+            self.end_headers()
+            self.close_connection = True
+            hub.record_stream(interview, +1)
+            try:
+                seen = None
+                while hub.is_live(interview):
+                    with interview.changed:
+                        changed = interview.changed.wait_for(
+                            lambda: interview.revision != seen or hub.closed, SSE_PING_SECONDS
+                        )
+                        seen = interview.revision
+                        state = interview.state_json()
+                    if hub.closed:
+                        break
+                    if changed:
+                        chunk = "event: state\ndata: %s\n\n" % json.dumps(state)
+                    else:
+                        chunk = ": ping\n\n"
+                    self.wfile.write(chunk.encode("utf-8"))
+                    self.wfile.flush()
+            except OSError:
+                pass  # the page went away
+            finally:
+                hub.record_stream(interview, -1)
+
+    class FormServer(ThreadingHTTPServer):
+        daemon_threads = True
+        allow_reuse_address = True
+
+        def __init__(self, runtime, address):
+            self.runtime = runtime
+            super().__init__(address, FormRequestHandler)
+            port = self.server_address[1]
+            config = runtime.config
+            names = {"localhost", "127.0.0.1", "[::1]", config.public_host.lower()}
+            self.allowed_hosts = frozenset(names)
+            self.allowed_origins = frozenset("http://%s:%d" % (name, port) for name in names)
+
+        def handle_error(self, request, client_address):
+            # A broken connection is routine for a local form; never print a traceback to
+            # stderr with a request in it.
+            error = sys.exc_info()[1]
+            if not isinstance(error, OSError):
+                self.runtime.log.event("http-error", "error", error=repr(error)[:300])
+
+    return FormServer
+
+
+def host_name(host_header: str) -> str:
+    """The Host header without its port, lower-cased: 'localhost', '[::1]', ..."""
+    host = host_header.strip().lower()
+    if host.startswith("["):
+        end = host.find("]")
+        return host[: end + 1] if end != -1 else host
+    return host.rsplit(":", 1)[0] if ":" in host else host
+
+
+def is_json_media_type(content_type: str) -> bool:
+    return content_type.split(";", 1)[0].strip().lower() == "application/json"
+
+
+def progress_counts(payload):
+    """{answered, deferred, needsInfo, open} as non-negative ints, or None."""
+    if not isinstance(payload, dict):
+        return None
+    counts = {}
+    for key in ("answered", "deferred", "needsInfo", "open"):
+        value = payload.get(key, 0)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            return None
+        counts[key] = value
+    return counts
+
+
+# ============================================================================================
+# Runtime: the hub, the archive, the log and the lazily started form server, together
+# ============================================================================================
+
+
+class Runtime:
+    """What the MCP server, the command line and the tests drive."""
+
+    def __init__(self, config: Config, log: Log | None = None) -> None:
+        self.config = config
+        self.log = log if log is not None else Log(config.log_dir)
+        self.archive = Archive(config.log_dir, self.log)
+        self.hub = SessionHub(self.log, self.archive)
+        self.server_lock = threading.Lock()
+        self.form_server = None
+        self.server_thread = None
+
+    def base_url(self) -> str:
+        """Start the form server on first need; its base URL. ToolError if it cannot bind."""
+        with self.server_lock:
+            if self.form_server is None:
+                address = (self.config.host, self.config.port)
+                try:
+                    server = form_server_class()(self, address)
+                except OSError as error:
+                    self.log.event("http-bind-failed", "error", host=self.config.host,
+                                   port=self.config.port, error=str(error))
+                    raise ToolError(
+                        "Could not start the form server on %s:%d (%s). Free the port or set "
+                        "%s to another one (0 picks a free port); the next call tries again."
+                        % (self.config.host, self.config.port, error, ENV_PORT)
+                    )
+                self.server_thread = threading.Thread(
+                    target=server.serve_forever, kwargs={"poll_interval": 0.2},
+                    name="ask-user-rich-http", daemon=True,
+                )
+                self.server_thread.start()
+                self.form_server = server
+                self.log.event("http-started", host=self.config.host, port=server.server_address[1])
+            return "http://%s:%d" % (self.config.public_host, self.form_server.server_address[1])
+
+    def open_interview(self, args) -> Interview:
+        """Validate `ask_user_rich` arguments and open the interview's form."""
+        spec, _ = validate_interview(args)
+        return self.hub.create(spec, self.base_url())
+
+    def append_questions(self, session_id, questions, note=None) -> dict:
+        return self.hub.append(session_id, questions, note)
+
+    def wait_for_result(self, session_id, timeout=None):
+        """The settled result (structuredContent), or None on timeout."""
+        interview = self.hub.get(session_id)
+        if interview is None:
+            raise ToolError(unknown_session_text(session_id))
+        result, _ = self.hub.wait(interview, Call(None), timeout)
+        return result
+
+    def form_payload(self, interview: Interview) -> dict:
+        with interview.lock:
+            return {
+                "id": interview.id,
+                "state": interview.state,
+                "version": interview.version,
+                "note": interview.note,
+                "spec": interview.spec,
+                "result": interview.result,
+            }
+
+    def close(self) -> None:
+        self.hub.close()
+        with self.server_lock:
+            server, self.form_server = self.form_server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+            self.log.event("http-stopped")
+        self.log.close()
+
+
+# ============================================================================================
+# MCP protocol and tools
+# ============================================================================================
+
+RULES_TEXT = """Rules (a call that breaks one is rejected with every problem listed, and nothing is shown to the user):
+- ids (question ids, option ids, recommended and dependsOn entries) match ^[A-Za-z0-9_.:-]{1,200}$: ASCII only, no spaces or accents ("secao-tabs", not "seção-tabs"). Labels, headers and markdown take any Unicode.
+- Question ids are unique in the interview (appends included); option ids are unique in their question.
+- recommended names option ids, never labels: a single id, or an array of ids when multiSelect is true. Several ids on a single-select question are rejected.
+- kind "rank": the user orders every option. It needs at least 2 options, takes no multiSelect, no allowOther and no textInput; its recommended is the full order, an array holding every option id exactly once.
+- A question with no options and allowOther false cannot be answered and is rejected.
+- dependsOn lists ids of earlier questions only (not itself, not a later one).
+- Unknown fields are rejected (a typo such as "multiselect" must not silently change the interview).
+- timeoutSeconds is an integer from 1 to 604800; delivery is "browser", "link" or "elicitation"."""
+
+AFTER_TEXT = """After the call:
+- status "submitted": read every answer and its notes (notes often change the meaning). "deferred" and "needs-info" are open questions, not consent: do not act as if the recommendation was accepted; answer the needs-info notes and ask again when it matters.
+- status "awaiting": show the url to the user, then call await_user_answers with the sessionId to wait for the submit.
+- Follow-up questions while the form is open (or while a call waits): append_questions, not a second interview."""
+
+SERVER_INSTRUCTIONS = (
+    "ask-user-rich asks the user a structured interview in a local web form and returns every "
+    "answer. Prefer ask_user_rich over the built-in AskUserQuestion when a round has more than "
+    "4 questions or options, long question text, code or layout previews, a recommendation you "
+    "want to argue for, or a ranking. Put every question of the round in one call, give each a "
+    "recommended option with a rationale, and use markdown in body/rationale/preview.\n\n"
+    + RULES_TEXT + "\n\n" + AFTER_TEXT
+)
+
+_ID = {"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,200}$"}
+_MARKDOWN = {"type": "string", "description": "Markdown."}
+
+QUESTION_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["id", "header"],
+    "properties": {
+        "id": dict(_ID, description="Unique in the interview. ASCII: A-Z a-z 0-9 _ . : -"),
+        "header": {"type": "string", "minLength": 1, "description": "The question itself; any length."},
+        "body": dict(_MARKDOWN, description="Markdown context shown under the header."),
+        "kind": {
+            "type": "string",
+            "enum": list(KINDS),
+            "default": "choice",
+            "description": "choice (default) or rank: the user puts every option in order.",
+        },
+        "options": {
+            "type": "array",
+            "default": [],
+            "description": "Any number. Empty: a free-text question (needs allowOther true).",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["id", "label"],
+                "properties": {
+                    "id": dict(_ID, description="Unique in the question. ASCII."),
+                    "label": {"type": "string", "minLength": 1},
+                    "description": dict(_MARKDOWN, description="Markdown: what it means, the trade-off."),
+                    "preview": dict(
+                        _MARKDOWN,
+                        description="Markdown shown in a box beside the option, e.g. a fenced code block.",
+                    ),
+                    "textInput": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "description": "A text field shown when this option is picked (not on rank).",
+                        "properties": {
+                            "placeholder": {"type": "string"},
+                            "required": {
+                                "type": "boolean",
+                                "description": "The answer cannot be submitted with this option picked and the field empty.",
+                            },
+                        },
+                    },
+                },
+            },
+        },
+        "recommended": {
+            "description": "Option id (single select), array of ids (multiSelect), or for rank the full recommended order. Ids, never labels.",
+            "anyOf": [_ID, {"type": "array", "items": _ID}],
+        },
+        "rationale": dict(_MARKDOWN, description="Markdown: why you recommend it."),
+        "multiSelect": {"type": "boolean", "default": False},
+        "allowOther": {
+            "type": "boolean",
+            "default": True,
+            "description": "A free-text Other answer. Not allowed on rank questions.",
+        },
+        "dependsOn": {
+            "type": "array",
+            "items": _ID,
+            "default": [],
+            "description": "Ids of earlier questions this one builds on (display only).",
+        },
+    },
+}
+
+_NULLABLE_TEXT = {"type": ["string", "null"]}
+ANSWER_SCHEMA = {
+    "type": "object",
+    "required": [
+        "id", "header", "status", "selected", "selectedLabels", "optionTexts", "other",
+        "ranked", "rankedLabels", "notes", "followedRecommendation",
+    ],
+    "properties": {
+        "id": {"type": "string"},
+        "header": {"type": "string"},
+        "status": {"type": "string", "enum": ["answered", "deferred", "needs-info", "unanswered"]},
+        "selected": {"type": "array", "items": {"type": "string"}},
+        "selectedLabels": {"type": "array", "items": {"type": "string"}},
+        "optionTexts": {"type": "object", "additionalProperties": {"type": "string"}},
+        "other": _NULLABLE_TEXT,
+        "ranked": {"type": ["array", "null"], "items": {"type": "string"}},
+        "rankedLabels": {"type": ["array", "null"], "items": {"type": "string"}},
+        "notes": _NULLABLE_TEXT,
+        "followedRecommendation": {"type": ["boolean", "null"]},
+    },
+}
+
+RESULT_SCHEMA = {
+    "type": "object",
+    "required": ["status", "summary"],
+    "properties": {
+        "status": {"type": "string", "enum": ["submitted", "declined", "cancelled", "awaiting"]},
+        "summary": {"type": "string", "description": "One line per question; read it first."},
+        "interviewId": {"type": "string"},
+        "title": {"type": "string"},
+        "via": {"type": "string", "enum": ["browser", "elicitation"]},
+        "submittedAt": {"type": "string"},
+        "durationSeconds": {"type": "number"},
+        "counts": {
+            "type": "object",
+            "properties": {
+                key: {"type": "integer"} for key in ("answered", "deferred", "needsInfo", "unanswered")
+            },
+        },
+        "generalNotes": _NULLABLE_TEXT,
+        "answers": {"type": "array", "items": ANSWER_SCHEMA},
+        "sessionId": {"type": "string", "description": "awaiting: pass it to await_user_answers."},
+        "url": {"type": "string", "description": "awaiting: show it to the user."},
+        "reason": {"type": "string", "description": "awaiting: why the call ended without answers."},
+    },
+}
+
+APPEND_RESULT_SCHEMA = {
+    "type": "object",
+    "required": ["status", "sessionId", "appended", "total", "version", "url"],
+    "properties": {
+        "status": {"type": "string", "enum": ["appended"]},
+        "sessionId": {"type": "string"},
+        "appended": {"type": "integer"},
+        "total": {"type": "integer"},
+        "version": {"type": "integer"},
+        "url": {"type": "string"},
+    },
+}
+
+_SESSION_ID = {
+    "type": "string",
+    "pattern": "^[0-9a-f]{12}$",
+    "description": "The sessionId (= interviewId) from ask_user_rich.",
+}
+_TIMEOUT = {
+    "type": "integer",
+    "minimum": 1,
+    "maximum": MAX_TIMEOUT_SECONDS,
+    "description": "Stop waiting after this many seconds and return status awaiting; the form stays open. Default: wait until the client gives up.",
+}
+ANNOTATIONS = {
+    "readOnlyHint": True,
+    "destructiveHint": False,
+    "idempotentHint": False,
+    "openWorldHint": False,
+}
+
+TOOLS = (
+    {
+        "name": "ask_user_rich",
+        "title": "Ask the user a rich interview",
+        "description": (
+            "Ask the user any number of questions in one local web form and block until they "
+            "submit; returns every answer, structured. Each question can carry markdown context, "
+            "options with descriptions and code previews, a recommendation with its rationale, "
+            "multi-select, a free-text Other, per-option text fields (textInput), or a ranking "
+            "(kind: rank). The user can also defer a question, ask for more info, and add notes. "
+            "Use it instead of AskUserQuestion for more than 4 questions or options, long "
+            "headers, previews or rankings.\n\n" + RULES_TEXT + "\n\n" + AFTER_TEXT
+        ),
+        "inputSchema": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["title", "questions"],
+            "properties": {
+                "title": {"type": "string", "minLength": 1, "description": "The interview's title."},
+                "intro": dict(_MARKDOWN, description="Markdown shown on an intro screen before the first question."),
+                "questions": {"type": "array", "minItems": 1, "items": QUESTION_SCHEMA},
+                "delivery": {
+                    "type": "string",
+                    "enum": list(DELIVERIES),
+                    "default": "browser",
+                    "description": "browser (default): open the form and wait. link: return the URL at once (then call await_user_answers). elicitation: the client's own form for small flat interviews (no rank, no textInput); falls back to browser.",
+                },
+                "timeoutSeconds": _TIMEOUT,
+            },
+        },
+        "outputSchema": RESULT_SCHEMA,
+        "annotations": ANNOTATIONS,
+    },
+    {
+        "name": "append_questions",
+        "title": "Add follow-up questions to an open interview",
+        "description": (
+            "Add follow-up questions to an interview whose form is still open (after an "
+            "awaiting result, or while ask_user_rich / await_user_answers waits). Returns at "
+            "once; the open form shows them live, and the answers arrive through the call that "
+            "waits (or call await_user_answers). Same question rules as ask_user_rich; ids must "
+            "be unique across the whole interview; dependsOn may name any existing question or "
+            "an earlier one in this call; problems are numbered from questions[0], the first "
+            "appended question. Fails once the user has submitted: then ask a new interview."
+        ),
+        "inputSchema": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["sessionId", "questions"],
+            "properties": {
+                "sessionId": _SESSION_ID,
+                "questions": {"type": "array", "minItems": 1, "items": QUESTION_SCHEMA},
+                "note": dict(_MARKDOWN, description="Markdown shown to the user with the new questions."),
+            },
+        },
+        "outputSchema": APPEND_RESULT_SCHEMA,
+        "annotations": ANNOTATIONS,
+    },
+    {
+        "name": "await_user_answers",
+        "title": "Wait for the answers to an open interview",
+        "description": (
+            "Wait for the user to submit an interview that ask_user_rich left open (status "
+            "awaiting: delivery link, no browser, timeoutSeconds, or a cancelled call) and "
+            "return the same result as ask_user_rich. Returns at once if they already submitted "
+            "(also after a server restart, from the answer archive)."
+        ),
+        "inputSchema": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["sessionId"],
+            "properties": {"sessionId": _SESSION_ID, "timeoutSeconds": _TIMEOUT},
+        },
+        "outputSchema": RESULT_SCHEMA,
+        "annotations": ANNOTATIONS,
+    },
+)
+TOOL_NAMES = frozenset(tool["name"] for tool in TOOLS)
+
+
+def error_result(text: str) -> dict:
+    return {"content": [{"type": "text", "text": text}], "isError": True}
+
+
+def answers_result(result: dict) -> dict:
+    """A settled interview: the summary, then the full JSON without it."""
+    full = {key: value for key, value in result.items() if key != "summary"}
+    return {
+        "content": [
+            {"type": "text", "text": result["summary"]},
+            {"type": "text", "text": json.dumps(full, ensure_ascii=False, indent=2)},
+        ],
+        "structuredContent": result,
+    }
+
+
+def awaiting_result(interview: Interview, reason: str) -> dict:
+    text = (
+        "%s\nThe interview %s is waiting at:\n%s\n\nShow this link to the user, then call "
+        "await_user_answers with sessionId %s to wait for the submit."
+        % (reason, quote(interview.spec["title"]), interview.url, quote(interview.id))
+    )
+    structured = {
+        "status": "awaiting",
+        "sessionId": interview.id,
+        "url": interview.url,
+        "reason": reason,
+        "summary": text,
+    }
+    return {"content": [{"type": "text", "text": text}], "structuredContent": structured}
+
+
+def archived_result(record: dict) -> dict:
+    """A result read back from the archive, with its summary rebuilt."""
+    spec = record.get("interview") or {"questions": []}
+    result = {"summary": ""}
+    result.update((key, value) for key, value in record.items() if key != "interview")
+    result["summary"] = summarize(result, spec)
+    return result
+
+
+class JsonRpcError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class McpServer:
+    """Line-delimited JSON-RPC 2.0 over a pair of byte streams.
+
+    stdin is read on its own thread; each tools/call runs on its own worker, so ping,
+    cancellation and responses to our own requests are handled while calls block. Every write
+    is one whole line under one lock.
+    """
+
+    def __init__(self, runtime: Runtime, reader, writer) -> None:
+        self.runtime = runtime
+        self.log = runtime.log
+        self.reader = reader
+        self.writer = writer
+        self.write_lock = threading.Lock()
+        self.state_lock = threading.Lock()
+        self.calls: dict = {}
+        self.requests: dict = {}  # our request id -> [Event, response]
+        self.request_counter = 0
+        self.client_capabilities: dict = {}
+        self.client_info: dict = {}
+        self.protocol_version = None
+        self.log_level = None
+        self.stopped = threading.Event()
+        self.log.listener = self.forward_log
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def serve(self) -> None:
+        """Read until EOF or stop(); then stop every wait."""
+        reader = threading.Thread(target=self.read_loop, name="ask-user-rich-stdin", daemon=True)
+        reader.start()
+        self.stopped.wait()
+        self.runtime.hub.close()
+        with self.state_lock:
+            waiting = list(self.requests.values())
+        for slot in waiting:
+            slot[0].set()
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+    def read_loop(self) -> None:
+        try:
+            for line in bounded_lines(self.reader, MAX_LINE_BYTES):
+                if self.stopped.is_set():
+                    break
+                self.handle_line(line)
+        except (OSError, ValueError) as error:
+            self.log.event("stdin-error", "error", error=str(error))
+        finally:
+            self.log.event("stdin-closed")
+            self.stop()
+
+    def handle_line(self, line) -> None:
+        if line is None:  # longer than MAX_LINE_BYTES; skipped without being held
+            return self.send(rpc_error(None, -32700, "Parse error: line longer than %d bytes" % MAX_LINE_BYTES))
+        if not line.strip():
+            return None
+        try:
+            message = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError) as error:
+            return self.send(rpc_error(None, -32700, "Parse error: %s" % error))
+        if isinstance(message, list):
+            if not message:
+                return self.send(rpc_error(None, -32600, "Invalid Request: empty batch"))
+            replies = [reply for reply in map(self.handle_message, message) if reply is not None]
+            if replies:
+                self.send(replies)
+            return None
+        reply = self.handle_message(message)
+        if reply is not None:
+            self.send(reply)
+        return None
+
+    def send(self, message) -> None:
+        data = (json.dumps(message) + "\n").encode("utf-8")
+        with self.write_lock:
+            try:
+                self.writer.write(data)
+                self.writer.flush()
+            except (OSError, ValueError):
+                self.stop()  # the client is gone
+
+    # -- one message ----------------------------------------------------------------------
+
+    def handle_message(self, message):
+        """The reply to one message (None for notifications, responses and tool calls)."""
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+            return rpc_error(_request_id(message), -32600, "Invalid Request: not a JSON-RPC 2.0 message")
+        method = message.get("method")
+        has_id = "id" in message
+        if method is None:
+            if has_id and ("result" in message or "error" in message):
+                self.handle_response(message)
+                return None
+            return rpc_error(_request_id(message), -32600, "Invalid Request: no method")
+        if not isinstance(method, str):
+            return rpc_error(_request_id(message), -32600, "Invalid Request: method must be a string")
+        params = message.get("params", {})
+        if not has_id:
+            self.handle_notification(method, params if isinstance(params, dict) else {})
+            return None
+        request_id = message["id"]
+        if isinstance(request_id, bool) or not isinstance(request_id, (str, int, float)) and request_id is not None:
+            return rpc_error(None, -32600, "Invalid Request: id must be a string or a number")
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            return rpc_error(request_id, -32602, "Invalid params: params must be an object")
+        try:
+            if method == "tools/call":
+                return self.start_tool_call(request_id, params)
+            return {"jsonrpc": "2.0", "id": request_id, "result": self.handle_request(method, params)}
+        except JsonRpcError as error:
+            return rpc_error(request_id, error.code, error.message)
+        except Exception as error:  # a bug must not take the server down
+            self.log.event("internal-error", "error", method=method, error=repr(error)[:300])
+            return rpc_error(request_id, -32603, "Internal error: %s" % error)
+
+    def handle_request(self, method: str, params: dict):
+        if method == "initialize":
+            return self.initialize(params)
+        if method == "ping":
+            return {}
+        if method == "tools/list":
+            return {"tools": list(TOOLS)}
+        if method == "logging/setLevel":
+            level = params.get("level")
+            if level not in LOG_LEVELS:
+                raise JsonRpcError(
+                    -32602, "Invalid params: level must be one of %s" % ", ".join(LOG_LEVELS)
+                )
+            self.log_level = level
+            return {}
+        if method == "server/discover":
+            # The 2026-07-28 probe: an immediate "not found" makes the client fall back to
+            # initialize at once instead of waiting out its connect timeout.
+            raise JsonRpcError(-32601, "Method not found: server/discover (use initialize)")
+        raise JsonRpcError(-32601, "Method not found: %s" % method)
+
+    def initialize(self, params: dict) -> dict:
+        requested = params.get("protocolVersion")
+        version = requested if requested in PROTOCOL_VERSIONS else LATEST_PROTOCOL
+        capabilities = params.get("capabilities")
+        client_info = params.get("clientInfo")
+        with self.state_lock:
+            self.protocol_version = version
+            self.client_capabilities = capabilities if isinstance(capabilities, dict) else {}
+            self.client_info = client_info if isinstance(client_info, dict) else {}
+        self.log.event(
+            "initialize",
+            protocol=version,
+            requested=requested if isinstance(requested, str) else None,
+            client=self.client_info.get("name"),
+            elicitation=json.dumps(self.client_capabilities.get("elicitation")),
+        )
+        return {
+            "protocolVersion": version,
+            "capabilities": {"tools": {"listChanged": False}, "logging": {}},
+            "serverInfo": {"name": SERVER_NAME, "title": SERVER_TITLE, "version": __version__},
+            "instructions": SERVER_INSTRUCTIONS,
+        }
+
+    def handle_notification(self, method: str, params: dict) -> None:
+        if method == "notifications/cancelled":
+            with self.state_lock:
+                call = self.calls.get(_hashable(params.get("requestId")))
+            if call is not None:
+                self.log.event("call-cancelled", request=str(call.request_id))
+                call.cancel()
+        elif method == "notifications/initialized":
+            self.log.event("initialized")
+
+    def handle_response(self, message: dict) -> None:
+        with self.state_lock:
+            slot = self.requests.get(_hashable(message.get("id")))
+        if slot is not None:
+            slot[1] = message
+            slot[0].set()
+
+    # -- requests of our own (elicitation) ------------------------------------------------
+
+    def request(self, method: str, params: dict, call: Call):
+        """Send a request to the client and wait for its response (a dict with result or
+        error), or None when the call is cancelled or the server stops. No timeout of ours."""
+        with self.state_lock:
+            self.request_counter += 1
+            request_id = "srv-%d" % self.request_counter
+            slot = [threading.Event(), None]
+            self.requests[request_id] = slot
+        self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        try:
+            while not slot[0].wait(1.0):
+                if call.cancelled or self.stopped.is_set():
+                    return None
+            return slot[1]
+        finally:
+            with self.state_lock:
+                self.requests.pop(request_id, None)
+
+    # -- tool calls -----------------------------------------------------------------------
+
+    def start_tool_call(self, request_id, params: dict):
+        name = params.get("name")
+        if name not in TOOL_NAMES:
+            raise JsonRpcError(-32602, "Unknown tool: %s" % describe(name))
+        arguments = params.get("arguments", {})
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            raise JsonRpcError(-32602, "Invalid params: arguments must be an object")
+        meta = params.get("_meta")
+        token = meta.get("progressToken") if isinstance(meta, dict) else None
+        if isinstance(token, bool) or not isinstance(token, (str, int, float)):
+            token = None
+        call = Call(request_id, token)
+        key = _hashable(request_id)
+        with self.state_lock:
+            if key in self.calls:
+                raise JsonRpcError(-32600, "Invalid Request: request id %s is already in use" % describe(request_id))
+            self.calls[key] = call
+        worker = threading.Thread(
+            target=self.run_tool_call, args=(call, name, arguments),
+            name="ask-user-rich-call", daemon=True,
+        )
+        worker.start()
+        return None
+
+    def run_tool_call(self, call: Call, name: str, arguments: dict) -> None:
+        started = time.monotonic()
+        self.log.event("call", tool=name, request=str(call.request_id))
+        try:
+            result = getattr(self, "tool_" + name)(arguments, call)
+        except ToolError as error:
+            result = error_result(str(error))
+        except Exception as error:
+            self.log.event("internal-error", "error", tool=name, error=repr(error)[:300])
+            result = error_result(
+                "ask-user-rich failed inside %s: %r. The interview, if any, stays open; "
+                "see server.log in %s." % (name, error, self.runtime.config.log_dir)
+            )
+        finally:
+            with self.state_lock:
+                self.calls.pop(_hashable(call.request_id), None)
+        outcome = "cancelled" if call.cancelled or result is None else (
+            "error" if result.get("isError") else result.get("structuredContent", {}).get("status", "ok")
+        )
+        self.log.event("call-end", tool=name, request=str(call.request_id), outcome=outcome,
+                       ms=int((time.monotonic() - started) * 1000))
+        if result is None or call.cancelled:
+            return  # cancelled: the client expects no response
+        self.send({"jsonrpc": "2.0", "id": call.request_id, "result": result})
+
+    def tool_ask_user_rich(self, arguments: dict, call: Call):
+        try:
+            spec, options = validate_interview(arguments)
+        except InvalidInterview as problems:
+            return error_result(str(problems))
+        interview = self.runtime.hub.create(spec, self.runtime.base_url())
+        timeout = options["timeoutSeconds"]
+        delivery = options["delivery"]
+        if delivery == "elicitation":
+            result = self.deliver_by_elicitation(interview, call)
+            if result is not None:
+                return result
+        if delivery == "link":
+            return awaiting_result(interview, "Browser opening was skipped (delivery=link).")
+        opened, why = open_browser(interview.url, self.runtime.config, self.log)
+        if not opened:
+            return awaiting_result(interview, "Could not open the browser (%s)." % why)
+        return self.wait_for_answers(interview, call, timeout)
+
+    def tool_append_questions(self, arguments: dict, call: Call):
+        problems = self.check_arguments(arguments, APPEND_FIELDS)
+        if problems:
+            return error_result(str(InvalidInterview(problems, "Invalid follow-up questions:")))
+        reply = self.runtime.hub.append(arguments.get("sessionId"), arguments.get("questions"), arguments.get("note"))
+        return {"content": [{"type": "text", "text": json.dumps(reply)}], "structuredContent": reply}
+
+    def tool_await_user_answers(self, arguments: dict, call: Call):
+        problems = self.check_arguments(arguments, AWAIT_FIELDS)
+        timeout = check_timeout(arguments.get("timeoutSeconds"), _collect(problems))
+        if problems:
+            return error_result(str(InvalidInterview(problems, "Invalid arguments:")))
+        session_id = arguments.get("sessionId")
+        interview = self.runtime.hub.get(session_id)
+        if interview is None:
+            record = self.runtime.archive.find(session_id)
+            if record is None:
+                return error_result(unknown_session_text(session_id))
+            self.log.event("archive-hit", interview=session_id)
+            return answers_result(archived_result(record))
+        return self.wait_for_answers(interview, call, timeout)
+
+    def check_arguments(self, arguments: dict, fields) -> list:
+        """Unknown fields and a malformed sessionId, as problem lines."""
+        problems = Problems()
+        for name in arguments:
+            if name not in fields:
+                problems.add(name, "unknown field %s%s" % (quote(name), did_you_mean(name, fields)))
+        session_id = arguments.get("sessionId")
+        if session_id is None:
+            problems.add("sessionId", '"sessionId" is required')
+        elif not isinstance(session_id, str):
+            problems.add("sessionId", '"sessionId" must be a string, not %s' % describe(session_id))
+        return problems.lines
+
+    def wait_for_answers(self, interview: Interview, call: Call, timeout):
+        """Block until the submit; the result, an awaiting result, or None (no response)."""
+        progress = None
+        if call.progress_token is not None:
+            counter = [0]
+
+            def progress(message: str, first: bool) -> None:
+                counter[0] += 1
+                self.send(
+                    {
+                        "jsonrpc": "2.0",
+                        "method": "notifications/progress",
+                        "params": {
+                            "progressToken": call.progress_token,
+                            "progress": counter[0],
+                            "message": message,
+                        },
+                    }
+                )
+
+        result, why = self.runtime.hub.wait(
+            interview, call, timeout, progress, self.runtime.config.progress_ms / 1000.0
+        )
+        if why == "settled":
+            return answers_result(result)
+        if why == "timeout":
+            return awaiting_result(interview, "Stopped waiting after %ds (timeoutSeconds)." % timeout)
+        return None
+
+    def deliver_by_elicitation(self, interview: Interview, call: Call):
+        """The client's native form; None to fall back to the browser."""
+        self.log.event("elicitation-fallback", interview=interview.id,
+                       why="native form delivery is not available yet")
+        return None
+
+    def forward_log(self, level: str, event: str, fields: dict) -> None:
+        """Log events at or above the client's chosen level, as notifications/message."""
+        chosen = self.log_level
+        if chosen is None or LOG_LEVELS.index(level) < LOG_LEVELS.index(chosen):
+            return
+        data = {"event": event}
+        data.update((key, value) for key, value in fields.items() if key != "token")
+        self.send({"jsonrpc": "2.0", "method": "notifications/message",
+                   "params": {"level": level, "logger": SERVER_NAME, "data": data}})
+
+
+def _collect(lines: list) -> Problems:
+    """A Problems that appends to an existing list of lines."""
+    problems = Problems()
+    problems.lines = lines
+    return problems
+
+
+def _hashable(value):
+    """Request ids as dict keys: 1 and 1.0 are one id, "1" another."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value if isinstance(value, (str, int, float)) and not isinstance(value, bool) else repr(value)
+
+
+def _request_id(message):
+    """The id of a message, when it is one a response may carry; else None."""
+    if isinstance(message, dict):
+        value = message.get("id")
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def rpc_error(request_id, code: int, message: str) -> dict:
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+
+
+def bounded_lines(stream, limit: int):
+    """Lines of a binary stream; a line longer than `limit` yields None and is skipped in
+    chunks, never held whole in memory."""
+    while True:
+        line = stream.readline(limit + 1)
+        if not line:
+            return
+        if len(line) > limit and not line.endswith(b"\n"):
+            while True:
+                rest = stream.readline(1 << 20)
+                if not rest or rest.endswith(b"\n"):
+                    break
+            yield None
+            continue
+        yield line
+
+
+# ============================================================================================
+# Opener: putting the form in front of the user
+# ============================================================================================
+#
+# A pure function plans the candidates from facts gathered once (so every platform can be
+# tested on any machine); a walker tries them in order, never through a shell, with the URL as
+# an argument of its own.
+
+
+class Opener:
+    """One way to open a URL: the argv to run, where, and which exit codes mean success."""
+
+    __slots__ = ("name", "argv", "cwd", "ok_codes")
+
+    def __init__(self, name: str, argv: list, cwd=None, ok_codes=(0,)) -> None:
+        self.name = name
+        self.argv = argv
+        self.cwd = cwd
+        self.ok_codes = tuple(ok_codes)
+
+    def __repr__(self) -> str:
+        return "Opener(%r, %r)" % (self.name, self.argv)
+
+
+def opener_facts(config: Config, environ=None) -> dict:
+    """What the plan depends on, read from this machine."""
+    import shutil
+
+    env = os.environ if environ is None else environ
+    return {
+        "platform": sys.platform,
+        "open_enabled": config.open_browser,
+        "open_cmd": config.open_cmd,
+        "installed": {name: shutil.which(name) for name in ("open", "xdg-open", "cmd.exe")},
+        "env": {key: env.get(key, "") for key in ("DISPLAY", "WAYLAND_DISPLAY")},
+    }
+
+
+def plan_openers(url: str, facts: dict):
+    """(candidates, notes): the openers to try in order, and why others were left out."""
+    if not facts["open_enabled"]:
+        return [], ["opening is disabled (%s=0)" % ENV_OPEN]
+    if facts.get("open_cmd"):
+        import shlex
+
+        argv = shlex.split(facts["open_cmd"])
+        return [Opener(argv[0] if argv else facts["open_cmd"], argv + [url])], []
+    platform = facts["platform"]
+    if platform == "darwin":
+        return [Opener("open", ["open", url])], []
+    if platform == "win32":
+        return [Opener("cmd /c start", ["cmd", "/c", "start", "", url])], []
+    if not facts["installed"].get("xdg-open"):
+        return [], ["xdg-open is not installed"]
+    return [Opener("xdg-open", [facts["installed"]["xdg-open"], url])], []
+
+
+def walk_openers(candidates: list, grace: float = OPENER_GRACE_SECONDS):
+    """Try each candidate until one succeeds: (opened, what was tried and why it failed)."""
+    import subprocess
+
+    failures = []
+    for opener in candidates:
+        try:
+            process = subprocess.Popen(
+                opener.argv,
+                cwd=opener.cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,  # stdout is the MCP channel: nothing else may write
+                stderr=subprocess.DEVNULL,
+                close_fds=True,
+            )
+        except OSError as error:
+            failures.append("%s could not start: %s" % (opener.name, error.strerror or error))
+            continue
+        try:
+            code = process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            # Still running: a launcher that stays in the foreground. Reap it when it ends.
+            threading.Thread(target=process.wait, daemon=True).start()
+            return True, "%s is running" % opener.name
+        if code in opener.ok_codes:
+            return True, "%s exited with %d" % (opener.name, code)
+        failures.append("%s exited with %d" % (opener.name, code))
+    return False, "; ".join(failures)
+
+
+def open_browser(url: str, config: Config, log: Log):
+    """(opened, why): plan and walk the openers, logging the outcome (token redacted)."""
+    candidates, notes = plan_openers(url, opener_facts(config))
+    opened, tried = walk_openers(candidates) if candidates else (False, "")
+    why = "; ".join(part for part in notes + [tried] if part) or "no opener is available"
+    log.event("browser-open", opened=opened, detail=why)
+    return opened, why
+
+
+# ============================================================================================
+# Command line
+# ============================================================================================
+
+USAGE = """usage: askrich.py [demo | ask FILE.json | doctor] [--link | --no-open]
+
+  (no command)         run the stdio MCP server (what an MCP client launches)
+  demo                 ask the built-in demo interview and print the result JSON
+  ask FILE.json        ask the interview in FILE.json ('-' reads stdin) and print the result
+  doctor               check Python, the log directory, the browser opener and the form server
+  --link               with demo/ask: do not open a browser; print the link and wait
+  --no-open            the same as --link
+  --version            print the version
+  --help               print this help
+
+exit codes: 0 success, 2 usage or bad interview file, 1 anything else
+"""
+
+
+def main(argv=None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args:
+        return run_stdio_server()
+    if args[0] in ("-h", "--help", "help"):
+        sys.stdout.write(USAGE)
+        return 0
+    if args[0] in ("-V", "--version"):
+        sys.stdout.write("%s %s\n" % (SERVER_NAME, __version__))
+        return 0
+    command, rest = args[0], args[1:]
+    flags = [arg for arg in rest if arg.startswith("--")]
+    positional = [arg for arg in rest if not arg.startswith("--") or arg == "-"]
+    unknown = [flag for flag in flags if flag not in ("--link", "--no-open")]
+    if command == "doctor" and not rest:
+        return run_doctor()
+    if command in ("demo", "ask") and not unknown:
+        if command == "demo" and not positional:
+            source = read_asset("demo.json").decode("utf-8")
+        elif command == "ask" and len(positional) == 1:
+            source = read_interview_file(positional[0])
+            if source is None:
+                return 2
+        else:
+            return usage_error("%s takes %s" % (command, "no file" if command == "demo" else "one FILE.json"))
+        return run_cli_interview(source, open_it=not flags)
+    return usage_error("unknown arguments: %s" % " ".join(args))
+
+
+def usage_error(text: str) -> int:
+    sys.stderr.write("askrich.py: %s\n\n%s" % (text, USAGE))
+    return 2
+
+
+def read_interview_file(path: str):
+    try:
+        if path == "-":
+            return sys.stdin.read()
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError) as error:
+        sys.stderr.write("askrich.py: cannot read %s: %s\n" % (path, error))
+        return None
+
+
+def run_stdio_server() -> int:
+    import signal
+
+    config, warnings = Config.from_env()
+    protocol_out = sys.stdout.buffer
+    # stdout belongs to the protocol: a stray print anywhere must land on stderr instead.
+    sys.stdout = sys.stderr
+    runtime = Runtime(config)
+    for warning in warnings:
+        runtime.log.event("config-warning", "warning", detail=warning)
+    runtime.log.event("start", version=__version__, python=sys.version.split()[0], pid=os.getpid())
+    server = McpServer(runtime, sys.stdin.buffer, protocol_out)
+
+    def on_signal(signum, frame):
+        runtime.log.event("signal", signal=signum)
+        server.stop()
+
+    for name in ("SIGTERM", "SIGINT", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), on_signal)
+    try:
+        server.serve()
+    finally:
+        runtime.log.event("shutdown")
+        runtime.close()
+    return 0
+
+
+def run_cli_interview(source: str, open_it: bool) -> int:
+    """demo / ask: one interview in this terminal; the result JSON on stdout."""
+    try:
+        arguments = json.loads(source)
+    except ValueError as error:
+        sys.stderr.write("askrich.py: the interview is not valid JSON: %s\n" % error)
+        return 2
+    try:
+        spec, options = validate_interview(arguments)
+    except InvalidInterview as problems:
+        sys.stderr.write("%s\n" % problems)
+        return 2
+    config, warnings = Config.from_env()
+    runtime = Runtime(config)
+    for warning in warnings:
+        runtime.log.event("config-warning", "warning", detail=warning)
+    try:
+        interview = runtime.hub.create(spec, runtime.base_url())
+        sys.stderr.write("\nThe interview %s is at:\n  %s\n\n" % (quote(spec["title"]), interview.url))
+        if open_it and options["delivery"] != "link":
+            opened, why = open_browser(interview.url, config, runtime.log)
+            if not opened:
+                sys.stderr.write("Could not open the browser (%s). Open the link by hand.\n" % why)
+
+        def progress(message: str, first: bool) -> None:
+            sys.stderr.write("[ask-user-rich] %s\n" % message.split(". Form: ")[0])
+
+        result, why = runtime.hub.wait(
+            interview, Call(None), options["timeoutSeconds"], progress, config.progress_ms / 1000.0
+        )
+        if result is None:
+            sys.stderr.write("askrich.py: stopped waiting (%s); the form is closed.\n" % why)
+            return 1
+        sys.stdout.write(json.dumps(result, ensure_ascii=False, indent=2) + "\n")
+        return 0
+    except ToolError as error:
+        sys.stderr.write("askrich.py: %s\n" % error)
+        return 1
+    except KeyboardInterrupt:
+        return 1
+    finally:
+        runtime.close()
+
+
+def run_doctor() -> int:
+    """Print what this machine offers and prove the form server works; 1 when broken."""
+    import tempfile
+    import urllib.request
+
+    config, warnings = Config.from_env()
+    broken = False
+    out = sys.stdout
+    out.write("ask-user-rich %s\n" % __version__)
+    out.write("Python %s (%s)\n" % (sys.version.split()[0], sys.executable))
+    for warning in warnings:
+        out.write("config warning: %s\n" % warning)
+    writable = os.access(config.log_dir, os.W_OK) if os.path.isdir(config.log_dir) else None
+    out.write("log directory: %s (%s)\n" % (
+        config.log_dir,
+        {True: "writable", False: "NOT writable: logs go to stderr only", None: "not created yet"}[writable],
+    ))
+    candidates, notes = plan_openers("http://localhost/", opener_facts(config))
+    out.write("browser opener plan:\n")
+    for opener in candidates:
+        out.write("  try  %s\n" % " ".join(opener.argv[:-1] + ["<url>"]))
+    for note in notes:
+        out.write("  skip %s\n" % note)
+    if not candidates:
+        out.write("  -> no opener: calls return the link at once (status awaiting); the agent shows it\n")
+    with tempfile.TemporaryDirectory() as scratch:
+        probe = Config(open_browser=False, log_dir=scratch, host=config.host)
+        runtime = Runtime(probe, Log(scratch, stream=open(os.devnull, "w")))
+        try:
+            interview = runtime.hub.create(
+                {"title": "doctor", "intro": None, "questions": [
+                    {"id": "q", "header": "ok?", "body": None, "kind": "choice", "options": [],
+                     "recommended": [], "rationale": None, "multiSelect": False,
+                     "allowOther": True, "dependsOn": []}]},
+                runtime.base_url(),
+            )
+            with urllib.request.urlopen(interview.url, timeout=5) as response:
+                page = response.status
+            out.write("form server self-test: served the form page (HTTP %d)\n" % page)
+        except (ToolError, OSError) as error:
+            broken = True
+            out.write("form server self-test: FAILED (%s)\n" % error)
+        finally:
+            runtime.close()
+    return 1 if broken else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
