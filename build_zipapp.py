@@ -288,6 +288,21 @@ def describe_differences(expected, actual):
     return problems
 
 
+def uncommitted_changes(root=ROOT):
+    """Shipped paths that differ from git's HEAD (a release should be built from a clean tree)."""
+    if not os.path.isdir(os.path.join(root, ".git")):
+        return []
+    try:
+        proc = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=all", "--", "askrich.py", "assets"],
+            cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    lines = proc.stdout.decode("utf-8", "replace").splitlines() if proc.returncode == 0 else []
+    return [line for line in lines if "assets/screenshots/" not in line]
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="build_zipapp.py",
@@ -322,6 +337,10 @@ def main(argv=None):
         return 1
 
     output = args.output or os.path.join(ROOT, DEFAULT_OUTPUT)
+    changes = uncommitted_changes()
+    if changes:
+        print("build_zipapp: warning: building from uncommitted files (fine for testing, not for "
+              "a release):\n  " + "\n  ".join(changes[:20]), file=sys.stderr)
     write_atomically(output, data)
     if not args.no_run:
         version = smoke_run(output)
