@@ -1,0 +1,74 @@
+// The line to the server while the form is open: state pushed through /events (Server-Sent
+// Events), a /state poll every 2.5 s only when EventSource fails, and debounced /progress posts.
+import { api } from "./state.js";
+
+const POLL_MS = 2500;
+
+export function startLive({ onState, onGone, onBack }) {
+  let pollTimer = null;
+  let gone = false;
+  let es = null;
+
+  const seen = (s) => {
+    if (gone) { gone = false; onBack(); }
+    onState(s);
+  };
+  const lost = (status) => {
+    if (!gone) { gone = true; onGone(status); }
+  };
+  const checkOnce = async () => {
+    try {
+      const r = await fetch(api("/state"), { cache: "no-store" });
+      if (r.status === 404) { lost(404); return false; }
+      if (!r.ok) { lost(r.status); return false; }
+      seen(await r.json());
+      return true;
+    } catch {
+      lost(0);
+      return false;
+    }
+  };
+  const poll = () => {
+    if (pollTimer) return;
+    pollTimer = setInterval(checkOnce, POLL_MS);
+    checkOnce();
+  };
+
+  if (typeof EventSource !== "function") { poll(); return stop; }
+  try {
+    es = new EventSource(api("/events"));
+  } catch {
+    poll();
+    return stop;
+  }
+  es.addEventListener("state", (ev) => {
+    try { seen(JSON.parse(ev.data)); } catch { /* a malformed event is skipped */ }
+  });
+  es.addEventListener("error", () => {
+    // The browser reconnects by itself while the stream is CONNECTING; ask /state directly to
+    // tell a restarting stream from a server that is gone, and fall back to polling when the
+    // browser gave up on the stream.
+    if (es.readyState === EventSource.CLOSED) { es.close(); es = null; poll(); return; }
+    checkOnce();
+  });
+
+  function stop() {
+    if (es) { es.close(); es = null; }
+    if (pollTimer) { clearInterval(pollTimer); pollTimer = null; }
+  }
+  return stop;
+}
+
+let progressTimer = null;
+let lastSent = "";
+export function reportProgress(countsFn, delay = 700) {
+  clearTimeout(progressTimer);
+  progressTimer = setTimeout(() => {
+    const c = countsFn();
+    const body = JSON.stringify({ answered: c.answered, deferred: c.deferred, needsInfo: c.needsInfo, open: c.open });
+    if (body === lastSent) return;
+    lastSent = body;
+    fetch(api("/progress"), { method: "POST", headers: { "Content-Type": "application/json" }, body })
+      .catch(() => { lastSent = ""; });
+  }, delay);
+}

@@ -1,0 +1,230 @@
+// The form's state: the interview spec, the user's answers, and everything derived from them.
+// Pure data and small functions; nothing here touches the DOM.
+
+export const token = (location.pathname.match(/^\/s\/([^/]+)/) || [])[1] || "";
+export const api = (suffix = "") => `/api/s/${token}${suffix}`;
+
+export const state = {
+  spec: null,            // {title, intro, questions: [...]}
+  version: 1,
+  note: null,            // {version, text} | null
+  phase: "loading",      // loading | open | done | submitted | cancelled | expired | error
+  answers: {},           // qid -> answer (see blankAnswer)
+  generalNotes: "",
+  screen: null,          // "intro" | "q:<id>" | "review"
+  showAll: false,
+  newIds: new Set(),     // follow-up questions the user has not visited yet
+  waiting: false,
+  everWaited: false,
+  confirmArmed: false,   // the first submit with open questions only asks
+};
+
+export function blankAnswer(q) {
+  return {
+    mode: "answer",               // answer | defer | needs-info
+    selected: [],
+    optionTexts: {},
+    other: "",
+    otherOn: q.options.length === 0, // a free-text question's field is always its answer
+    order: q.options.map((o) => o.id), // the rank order shown
+    ranked: false,                // rank: committed by a move or "Keep this order"
+    notes: "",
+  };
+}
+
+export function questionById(id) {
+  return state.spec.questions.find((q) => q.id === id);
+}
+
+export function answerOf(q) {
+  if (!state.answers[q.id]) state.answers[q.id] = blankAnswer(q);
+  return state.answers[q.id];
+}
+
+export function isAnswered(q) {
+  const a = answerOf(q);
+  if (q.kind === "rank") return a.ranked;
+  return a.selected.length > 0 || (a.otherOn && a.other.trim() !== "");
+}
+
+// "answered" | "deferred" | "needs-info" | "open"
+export function statusOf(q) {
+  const a = answerOf(q);
+  if (a.mode === "defer") return "deferred";
+  if (a.mode === "needs-info") return "needs-info";
+  return isAnswered(q) ? "answered" : "open";
+}
+
+export const STATUS_TEXT = { answered: "answered", deferred: "deferred", "needs-info": "needs info", open: "open" };
+
+export function counts() {
+  const c = { answered: 0, deferred: 0, needsInfo: 0, open: 0 };
+  for (const q of state.spec.questions) {
+    const s = statusOf(q);
+    if (s === "answered") c.answered++;
+    else if (s === "deferred") c.deferred++;
+    else if (s === "needs-info") c.needsInfo++;
+    else c.open++;
+  }
+  return c;
+}
+
+export function screens() {
+  const list = [];
+  if (state.spec.intro) list.push("intro");
+  for (const q of state.spec.questions) list.push(`q:${q.id}`);
+  list.push("review");
+  return list;
+}
+
+export function hasRecommendation(q) {
+  return q.recommended.length > 0;
+}
+
+// Picks the recommendation: the recommended set, or the recommended order for rank.
+export function takeRecommendation(q) {
+  const a = answerOf(q);
+  if (!hasRecommendation(q)) return false;
+  a.mode = "answer";
+  if (q.kind === "rank") {
+    a.order = q.recommended.slice();
+    a.ranked = true;
+  } else {
+    a.selected = q.recommended.slice();
+    if (q.options.length) a.otherOn = false;
+  }
+  return true;
+}
+
+export function clearAnswer(q) {
+  const a = answerOf(q);
+  a.mode = "answer";
+  a.selected = [];
+  if (q.options.length) a.otherOn = false;
+  else a.other = "";
+  if (q.kind === "rank") {
+    a.order = q.options.map((o) => o.id);
+    a.ranked = false;
+  }
+}
+
+export function toggleOption(q, optId, force) {
+  const a = answerOf(q);
+  const on = a.selected.includes(optId);
+  const want = force === undefined ? !on : force;
+  a.mode = "answer";
+  if (q.multiSelect) {
+    a.selected = want ? q.options.map((o) => o.id).filter((id) => id === optId || a.selected.includes(id))
+                      : a.selected.filter((id) => id !== optId);
+  } else {
+    a.selected = want ? [optId] : [];
+    if (want) a.otherOn = false;
+  }
+}
+
+export function setOther(q, on) {
+  const a = answerOf(q);
+  a.mode = "answer";
+  a.otherOn = on;
+  if (on && !q.multiSelect) a.selected = [];
+}
+
+// Options picked whose required text is empty: they block the submit.
+export function missingTexts(q) {
+  const a = answerOf(q);
+  if (a.mode !== "answer" || q.kind === "rank") return [];
+  return q.options.filter((o) => o.textInput && o.textInput.required && a.selected.includes(o.id)
+    && !(a.optionTexts[o.id] || "").trim());
+}
+
+export function payloadAnswer(q) {
+  const a = answerOf(q);
+  const out = { status: a.mode, notes: a.notes };
+  if (a.mode !== "answer") return out;
+  if (q.kind === "rank") {
+    out.selected = [];
+    if (a.ranked) out.ranked = a.order.slice();
+    return out;
+  }
+  out.selected = a.selected.slice();
+  const texts = {};
+  for (const id of a.selected) {
+    const t = (a.optionTexts[id] || "").trim();
+    const o = q.options.find((x) => x.id === id);
+    if (o && o.textInput && t) texts[id] = t;
+  }
+  out.optionTexts = texts;
+  if (a.otherOn && a.other.trim()) out.other = a.other;
+  return out;
+}
+
+export function payload() {
+  const answers = {};
+  for (const q of state.spec.questions) answers[q.id] = payloadAnswer(q);
+  return { answers, generalNotes: state.generalNotes, specVersion: state.version };
+}
+
+// Merges a fresher spec: keeps every answer, adds the new questions, marks them new.
+export function mergeSpec(spec, version, note) {
+  const known = new Set(state.spec ? state.spec.questions.map((q) => q.id) : []);
+  const firstLoad = !state.spec;
+  state.spec = spec;
+  state.version = version;
+  state.note = note;
+  const added = [];
+  for (const q of spec.questions) {
+    if (!known.has(q.id)) {
+      if (!firstLoad) { state.newIds.add(q.id); added.push(q.id); }
+    }
+    const a = answerOf(q);
+    // A draft may predate a spec change; keep only what still fits.
+    const ids = q.options.map((o) => o.id);
+    a.selected = a.selected.filter((id) => ids.includes(id));
+    if (q.kind === "rank" && (a.order.length !== ids.length || !ids.every((id) => a.order.includes(id)))) {
+      a.order = ids.slice();
+      a.ranked = false;
+    }
+  }
+  return added;
+}
+
+// ---- storage: never let a blocked localStorage break the page ----
+function store() {
+  try { return window.localStorage; } catch { return null; }
+}
+export function load(key, fallback) {
+  try {
+    const raw = store()?.getItem(key);
+    return raw == null ? fallback : JSON.parse(raw);
+  } catch { return fallback; }
+}
+export function save(key, value) {
+  try { store()?.setItem(key, JSON.stringify(value)); } catch { /* storage blocked or full */ }
+}
+export function forget(key) {
+  try { store()?.removeItem(key); } catch { /* storage blocked */ }
+}
+
+export const draftKey = () => `askrich:draft:${token}`;
+
+export function saveDraft() {
+  if (state.phase !== "open") return;
+  save(draftKey(), {
+    answers: state.answers, generalNotes: state.generalNotes, screen: state.screen,
+    newIds: [...state.newIds],
+  });
+}
+
+export function restoreDraft() {
+  const d = load(draftKey(), null);
+  if (!d || typeof d !== "object") return false;
+  for (const q of state.spec.questions) {
+    const saved = d.answers && d.answers[q.id];
+    if (saved && typeof saved === "object") state.answers[q.id] = { ...blankAnswer(q), ...saved };
+  }
+  if (typeof d.generalNotes === "string") state.generalNotes = d.generalNotes;
+  if (Array.isArray(d.newIds)) for (const id of d.newIds) if (questionById(id)) state.newIds.add(id);
+  mergeSpec(state.spec, state.version, state.note);
+  if (typeof d.screen === "string" && screens().includes(d.screen)) state.screen = d.screen;
+  return true;
+}
