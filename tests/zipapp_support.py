@@ -17,6 +17,7 @@ import threading
 import urllib.error
 import urllib.parse
 import urllib.request
+import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILDER = os.path.join(ROOT, "build_zipapp.py")
@@ -281,8 +282,9 @@ def fetch_page_and_assets(page_url):
     return seen
 
 
-def check_page_and_assets(page_url):
-    """Assert the page and all it references are served (200), typed, and equal to assets/."""
+def check_page_and_assets(page_url, pyz=None):
+    """Assert the page and all it references are served (200) and typed; with `pyz`, also that
+    each /assets/ file is the archive's own copy, byte for byte."""
     fetched = fetch_page_and_assets(page_url)
     status, content_type, body = fetched[page_url]
     assert status == 200 and "text/html" in content_type, (status, content_type, body[:200])
@@ -297,11 +299,9 @@ def check_page_and_assets(page_url):
             assert "javascript" in content_type, (url, content_type)
         elif path.endswith(".css"):
             assert "text/css" in content_type, (url, content_type)
-        if path.startswith("/assets/"):
-            local = os.path.join(ROOT, "assets", *path[len("/assets/"):].split("/"))
-            if os.path.isfile(local):
-                with open(local, "rb") as f:
-                    assert body == f.read(), "%s differs from %s" % (url, local)
+        if pyz and path.startswith("/assets/"):
+            with zipfile.ZipFile(pyz) as archive:
+                assert body == archive.read(path[1:]), "%s differs from the archive's copy" % url
     return sorted(urllib.parse.urlsplit(u).path for u in assets)
 
 
@@ -311,14 +311,14 @@ def tool_call(server, name, arguments, timeout=REPLY_TIMEOUT):
     return result["structuredContent"]
 
 
-def link_interview_round_trip(server):
+def link_interview_round_trip(server, pyz=None):
     """Ask a link interview, check the served form, answer it over HTTP, collect the answers."""
     awaiting = tool_call(server, "ask_user_rich", INTERVIEW)
     assert awaiting["status"] == "awaiting", awaiting
     url = awaiting["url"]
     match = re.match(r"^(http://localhost:\d+)/s/([A-Za-z0-9_-]+)$", url)
     assert match, url
-    served = check_page_and_assets(url)
+    served = check_page_and_assets(url, pyz)
     body = json.dumps({"answers": {"q": {"status": "answer", "selected": ["a"]}}}).encode()
     status, _, text = http("%s/api/s/%s/submit" % match.groups(), data=body,
                            headers={"Content-Type": "application/json"})
