@@ -2169,10 +2169,24 @@ def answers_result(result: dict) -> dict:
     return {
         "content": [
             {"type": "text", "text": result["summary"]},
-            {"type": "text", "text": json.dumps(full, ensure_ascii=False, indent=2)},
+            {"type": "text", "text": pretty_result_json(full)},
         ],
         "structuredContent": result,
     }
+
+
+def pretty_result_json(full: dict) -> str:
+    """Indented JSON with one answer per line: readable, and a third the size of indent=2
+    (a 100-question result must stay well under 100 KB with structuredContent beside it)."""
+    fields = []
+    for key, value in full.items():
+        if key == "answers" and value:
+            rows = ",\n".join("    " + json.dumps(row, ensure_ascii=False) for row in value)
+            text = "[\n%s\n  ]" % rows
+        else:
+            text = json.dumps(value, ensure_ascii=False)
+        fields.append("  %s: %s" % (json.dumps(key), text))
+    return "{\n%s\n}" % ",\n".join(fields)
 
 
 def awaiting_result(interview: Interview, reason: str) -> dict:
