@@ -1579,11 +1579,27 @@ def _build_form_server_class():
 
         def send_error(self, code, message=None, explain=None):
             # Every error, even one raised by the base class for a malformed request line,
-            # is JSON with the security headers, never the default HTML page.
+            # is JSON with the security headers, never the default HTML page. Only the
+            # standard phrase: the base class's messages quote the raw request line, token
+            # included. The connection closes, as the base class's own send_error does.
+            self.close_connection = True
+            if getattr(self, "request_version", "") == "HTTP/0.9":
+                # A status line and headers (CSP, nosniff) even for an unparsable request.
+                self.request_version = "HTTP/1.0"
             try:
-                self.send_json(code, {"error": message or self.responses.get(code, ("",))[0]})
+                self.send_json(code, {"error": self.responses.get(code, ("error",))[0]})
             except OSError:
                 pass
+
+        def parse_request(self):
+            # An HTTP/0.9 request ("GET /path", no version) gets a response without a status
+            # line or headers, so without the CSP: refuse it rather than serve the form bare.
+            if not super().parse_request():
+                return False
+            if self.request_version == "HTTP/0.9":
+                self.send_error(400)
+                return False
+            return True
 
         def send_body(self, status: int, body: bytes, content_type: str, headers=()):
             self.send_response(status)
@@ -1715,7 +1731,10 @@ def _build_form_server_class():
         def read_json(self, limit: int):
             """The parsed JSON body, or None after answering 411/413/400."""
             length = self.headers.get("Content-Length")
-            if length is None or not length.strip().isdigit():
+            length = (length or "").strip()
+            # isascii too: "²" (latin-1 0xB2) passes isdigit() but not int(), which killed the
+            # handler without a response.
+            if not (length.isascii() and length.isdigit()):
                 self.send_json(411, {"error": "a Content-Length header is required"})
                 return None
             length = int(length)
@@ -1725,7 +1744,7 @@ def _build_form_server_class():
                 return None
             raw = self.rfile.read(length)
             try:
-                return json.loads(raw.decode("utf-8"))
+                return parse_json(raw.decode("utf-8"))
             except (UnicodeDecodeError, ValueError, RecursionError) as error:
                 self.send_json(400, {"error": "invalid JSON: %s" % error})
                 return None
@@ -2251,6 +2270,7 @@ class McpServer:
     def serve(self) -> None:
         """Read until EOF or stop(); then stop every wait."""
         reader = threading.Thread(target=self.read_loop, name="ask-user-rich-stdin", daemon=True)
+        self.reader_thread = reader
         reader.start()
         self.stopped.wait()
         self.runtime.hub.close()
@@ -2280,7 +2300,7 @@ class McpServer:
         if not line.strip():
             return None
         try:
-            message = json.loads(line.decode("utf-8"))
+            message = parse_json(line.decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError) as error:
             return self.send(rpc_error(None, -32700, "Parse error: %s" % error))
         if isinstance(message, list):
@@ -2425,7 +2445,8 @@ class McpServer:
 
     def start_tool_call(self, request_id, params: dict):
         name = params.get("name")
-        if name not in TOOL_NAMES:
+        # isinstance first: a list or object name is unhashable, and `in` a frozenset raised.
+        if not isinstance(name, str) or name not in TOOL_NAMES:
             raise JsonRpcError(-32602, "Unknown tool: %s" % describe(name))
         arguments = params.get("arguments", {})
         if arguments is None:
@@ -2599,6 +2620,23 @@ def _request_id(message):
 
 def rpc_error(request_id, code: int, message: str) -> dict:
     return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+
+
+def _reject_constant(name: str):
+    raise ValueError("%s is not valid JSON" % name)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError("number %s is too large" % text[:40])
+    return value
+
+
+def parse_json(text: str):
+    """json.loads, strictly: Python accepts NaN, Infinity and 1e999 by default, and would echo
+    such an id back as a line that is not JSON (found by the stdio fuzz tests)."""
+    return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
 
 
 def bounded_lines(stream, limit: int):
@@ -2803,6 +2841,16 @@ def run_stdio_server() -> int:
     finally:
         runtime.log.event("shutdown")
         runtime.close()
+    if server.reader_thread.is_alive():
+        # Stopped by a signal: the stdin thread still sits in readline() holding stdin's lock,
+        # and interpreter teardown would abort on it ("could not acquire lock for <stdin> at
+        # interpreter shutdown", exit -6). Logs are closed; flush and leave without teardown.
+        for stream in (protocol_out, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(0)
     return 0
 
 
