@@ -3,8 +3,14 @@
 `✔ Connected`. Claude Code comes from npm (`@anthropic-ai/claude-code`) installed into a
 temporary prefix and runs with a throwaway HOME, offline and without a login.
 
-Skips only where npm is absent. The npm install is kept for a day under the system temp folder
-(ASK_USER_RICH_TEST_NPM_CACHE moves it) so repeated runs do not reinstall.
+Gemini CLI (`@google/gemini-cli`) likewise: the settings.json entry of the README, then
+`gemini mcp list` must show the server `Connected`. The official Python SDK client (the `mcp`
+package of tests/requirements.txt) stands for every other stdio client: it connects with the
+minimal environment it passes to servers and runs a link interview.
+
+Skips only where npm (or, for the SDK, the `mcp` package) is absent. npm installs are kept for a
+day under the system temp folder (ASK_USER_RICH_TEST_NPM_CACHE moves them), so repeated runs do
+not reinstall.
 """
 
 import json
@@ -19,38 +25,50 @@ import pytest
 
 import zipapp_support as zs
 
-PACKAGE = os.environ.get("ASK_USER_RICH_TEST_CLAUDE_CODE", "@anthropic-ai/claude-code")
+CLAUDE_PACKAGE = os.environ.get("ASK_USER_RICH_TEST_CLAUDE_CODE", "@anthropic-ai/claude-code")
+GEMINI_PACKAGE = os.environ.get("ASK_USER_RICH_TEST_GEMINI_CLI", "@google/gemini-cli")
 INSTALL_TIMEOUT = 600
 CLI_TIMEOUT = 90
 MAX_AGE = 24 * 3600
 
 
-def _install_claude(prefix):
+def _npm_install(package, prefix):
     npm = shutil.which("npm")
     tmp = "%s.%d.tmp" % (prefix, os.getpid())
     shutil.rmtree(tmp, ignore_errors=True)
     proc = subprocess.run(
         [npm, "install", "--prefix", tmp, "--no-audit", "--no-fund", "--no-save",
-         "--loglevel=error", PACKAGE],
+         "--loglevel=error", package],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         universal_newlines=True, timeout=INSTALL_TIMEOUT)
-    assert proc.returncode == 0, "npm install %s failed:\n%s" % (PACKAGE, proc.stdout)
+    assert proc.returncode == 0, "npm install %s failed:\n%s" % (package, proc.stdout)
     shutil.rmtree(prefix, ignore_errors=True)
     os.replace(tmp, prefix)
 
 
-@pytest.fixture(scope="module")
-def claude():
+def npm_cli(package, command):
+    """The `command` of npm `package`, installed into a temporary prefix reused for a day."""
     if not shutil.which("npm"):
         pytest.skip("npm is not installed")
-    prefix = os.environ.get("ASK_USER_RICH_TEST_NPM_CACHE") or os.path.join(
-        tempfile.gettempdir(), "ask-user-rich-tests-npm", PACKAGE.replace("/", "_"))
-    binary = os.path.join(prefix, "node_modules", ".bin", "claude")
+    root = os.environ.get("ASK_USER_RICH_TEST_NPM_CACHE") or os.path.join(
+        tempfile.gettempdir(), "ask-user-rich-tests-npm")
+    prefix = os.path.join(root, package.replace("/", "_").replace("@", ""))
+    binary = os.path.join(prefix, "node_modules", ".bin", command)
     fresh = os.path.exists(binary) and time.time() - os.path.getmtime(prefix) < MAX_AGE
     if not fresh:
-        os.makedirs(os.path.dirname(prefix), exist_ok=True)
-        _install_claude(prefix)
+        os.makedirs(root, exist_ok=True)
+        _npm_install(package, prefix)
     return binary
+
+
+@pytest.fixture(scope="module")
+def claude():
+    return npm_cli(CLAUDE_PACKAGE, "claude")
+
+
+@pytest.fixture(scope="module")
+def gemini():
+    return npm_cli(GEMINI_PACKAGE, "gemini")
 
 
 def _claude_env(tmp_path):
@@ -70,18 +88,18 @@ def _claude_env(tmp_path):
     return env
 
 
-def _claude(claude, args, env, cwd):
-    return subprocess.run([claude] + args, env=env, cwd=str(cwd), stdin=subprocess.DEVNULL,
+def _cli(binary, args, env, cwd):
+    return subprocess.run([binary] + args, env=env, cwd=str(cwd), stdin=subprocess.DEVNULL,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           universal_newlines=True, timeout=CLI_TIMEOUT)
 
 
 def _register_and_get(claude, tmp_path, entry):
     env = _claude_env(tmp_path)
-    added = _claude(claude, ["mcp", "add-json", "--scope", "user", "ask-user-rich",
+    added = _cli(claude, ["mcp", "add-json", "--scope", "user", "ask-user-rich",
                              json.dumps(entry)], env, tmp_path)
     assert added.returncode == 0, added.stdout + added.stderr
-    got = _claude(claude, ["mcp", "get", "ask-user-rich"], env, tmp_path)
+    got = _cli(claude, ["mcp", "get", "ask-user-rich"], env, tmp_path)
     # `claude mcp get` exits 0 even when the server fails, so the printed status is the verdict.
     return got.stdout + got.stderr
 
@@ -111,3 +129,44 @@ def test_claude_code_reports_a_server_that_cannot_start_as_not_connected(claude,
              "args": [str(tmp_path / "missing" / "askrich.pyz")], "timeout": 14400000}
     out = _register_and_get(claude, tmp_path, entry)
     assert "ask-user-rich" in out and "✔ Connected" not in out, out
+
+
+def test_gemini_cli_connects_to_the_archive_from_its_settings_file(gemini, tmp_path, tmp_path_factory):
+    pyz = zs.lone_copy(zs.shared_pyz(tmp_path_factory), str(tmp_path / "bin"))
+    env = _claude_env(tmp_path)
+    home = tmp_path / "home"
+    project = tmp_path / "project"
+    project.mkdir()
+    (home / ".gemini").mkdir()
+    settings = {"mcpServers": {"ask-user-rich": {
+        "command": _python3(), "args": [pyz], "timeout": 14400000}}}
+    (home / ".gemini" / "settings.json").write_text(json.dumps(settings))
+    # Gemini CLI starts MCP servers only in folders the user trusts.
+    (home / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(project): "TRUST_FOLDER"}))
+    listed = _cli(gemini, ["mcp", "list"], env, project)
+    out = listed.stdout + listed.stderr
+    line = [l for l in out.splitlines() if "ask-user-rich" in l]
+    assert line and line[0].rstrip().endswith("Connected") and "Disconnected" not in line[0], out
+
+
+def test_python_sdk_client_runs_a_link_interview_on_the_archive(tmp_path, tmp_path_factory):
+    mcp = pytest.importorskip("mcp")
+    anyio = pytest.importorskip("anyio")
+    pyz = zs.lone_copy(zs.shared_pyz(tmp_path_factory), str(tmp_path / "bin"))
+    env = {"ASK_USER_RICH_OPEN": "0", "ASK_USER_RICH_LOG_DIR": str(tmp_path / "logs"),
+           "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    interview = dict(zs.INTERVIEW)
+    seen = {}
+
+    async def session():
+        params = mcp.StdioServerParameters(command=sys.executable, args=[pyz], env=env)
+        with anyio.fail_after(zs.RUN_TIMEOUT):
+            async with mcp.Client(params, read_timeout_seconds=zs.REPLY_TIMEOUT) as client:
+                seen["server"] = client.server_info.name
+                seen["tools"] = sorted(t.name for t in (await client.list_tools()).tools)
+                result = await client.call_tool("ask_user_rich", interview)
+                seen["status"] = result.structured_content["status"]
+
+    anyio.run(session)
+    assert seen == {"server": "ask-user-rich", "status": "awaiting",
+                    "tools": ["append_questions", "ask_user_rich", "await_user_answers"]}
