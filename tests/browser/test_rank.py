@@ -1,0 +1,154 @@
+"""Rank questions: mouse drag, keyboard pick-up/move/drop/cancel, Shift+arrows, digits, C/R/X,
+and the rule that nothing is recorded until the user orders something."""
+from playwright.sync_api import expect
+
+from conftest import answer_of
+
+
+def rank_spec():
+    return {
+        "title": "Rank",
+        "questions": [
+            {"id": "goals", "kind": "rank", "header": "Rank the goals", "options": [
+                {"id": "a", "label": "Alpha"}, {"id": "b", "label": "Bravo"},
+                {"id": "c", "label": "Charlie"}, {"id": "d", "label": "Delta"}],
+             "recommended": ["d", "c", "b", "a"]},
+        ],
+    }
+
+
+def row(f, opt):
+    return f.section("goals").locator(f'.rank-row[data-opt="{opt}"]')
+
+
+def drag(f, opt, to_opt, below=False):
+    page = f.page
+    src = row(f, opt).bounding_box()
+    dst = row(f, to_opt).bounding_box()
+    page.mouse.move(src["x"] + src["width"] / 2, src["y"] + src["height"] / 2)
+    page.mouse.down()
+    target_y = dst["y"] + (dst["height"] * 0.8 if below else dst["height"] * 0.2)
+    page.mouse.move(src["x"] + src["width"] / 2, target_y, steps=12)
+    return target_y
+
+
+def test_mouse_drag_reorders_and_the_other_rows_slide_aside(form):
+    f = form(rank_spec())
+    drag(f, "a", "c", below=True)
+    # Mid-drag: the rows passed over have moved aside to make room.
+    shifted = f.section("goals").locator(".rank-row.shifted").evaluate_all("rs => rs.map(r => r.dataset.opt)")
+    assert shifted == ["b", "c"]
+    f.page.mouse.up()
+    assert f.rank_order("goals") == ["b", "c", "a", "d"]
+    assert f.status("goals") == "answered"
+    drag(f, "d", "b")
+    f.page.mouse.up()
+    assert f.rank_order("goals") == ["d", "b", "c", "a"]
+    result = f.submit_and_collect()
+    a = answer_of(result, "goals")
+    assert a["status"] == "answered"
+    assert a["ranked"] == ["d", "b", "c", "a"]
+    assert a["rankedLabels"] == ["Delta", "Bravo", "Charlie", "Alpha"]
+
+
+def test_a_drag_that_ends_where_it_began_records_nothing(form):
+    f = form(rank_spec())
+    box = row(f, "b").bounding_box()
+    f.page.mouse.move(box["x"] + 40, box["y"] + box["height"] / 2)
+    f.page.mouse.down()
+    f.page.mouse.move(box["x"] + 40, box["y"] + box["height"] / 2 + 8, steps=3)
+    f.page.mouse.up()
+    assert f.rank_order("goals") == ["a", "b", "c", "d"]
+    assert f.status("goals") == "open"
+    result = f.submit_and_collect()
+    assert answer_of(result, "goals")["status"] == "unanswered"
+    assert answer_of(result, "goals")["ranked"] is None
+
+
+def test_keyboard_pick_up_move_and_drop(form):
+    f = form(rank_spec())
+    f.press("ArrowDown")  # focus the first row
+    assert f.focused("el => el.dataset.opt") == "a"
+    f.press("Space", "ArrowDown", "ArrowDown")
+    assert f.rank_order("goals") == ["b", "c", "a", "d"]
+    assert f.status("goals") == "open"  # still held: nothing recorded yet
+    expect(f.page.locator("#announcer")).to_contain_text("position 3 of 4")
+    f.press("Space")
+    assert f.status("goals") == "answered"
+    assert f.focused("el => el.dataset.opt") == "a"
+    f.press("ArrowUp")  # not held: moves focus only
+    assert f.focused("el => el.dataset.opt") == "c"
+    f.press("Space", "ArrowUp", "Enter")  # Enter drops too
+    assert f.rank_order("goals") == ["c", "b", "a", "d"]
+    result = f.submit_and_collect()
+    assert answer_of(result, "goals")["ranked"] == ["c", "b", "a", "d"]
+
+
+def test_escape_cancels_a_move_and_restores_the_order(form):
+    f = form(rank_spec())
+    f.press("ArrowDown", "ArrowDown")  # focus b
+    f.press("Space", "ArrowDown", "ArrowDown")
+    assert f.rank_order("goals") == ["a", "c", "d", "b"]
+    f.press("Escape")
+    assert f.rank_order("goals") == ["a", "b", "c", "d"]
+    assert f.status("goals") == "open"
+    assert f.focused("el => el.dataset.opt") == "b"
+
+
+def test_shift_arrows_move_directly_and_digits_send_to_a_position(form):
+    f = form(rank_spec())
+    f.press("ArrowDown")
+    f.press("Shift+ArrowDown")
+    assert f.rank_order("goals") == ["b", "a", "c", "d"]
+    assert f.status("goals") == "answered"
+    f.press("4")  # a to the last position
+    assert f.rank_order("goals") == ["b", "c", "d", "a"]
+    f.press("Shift+ArrowUp")
+    assert f.rank_order("goals") == ["b", "c", "a", "d"]
+    result = f.submit_and_collect()
+    assert answer_of(result, "goals")["ranked"] == ["b", "c", "a", "d"]
+
+
+def test_c_keeps_the_order_shown(form):
+    f = form(rank_spec())
+    assert f.status("goals") == "open"
+    f.press("c")
+    assert f.status("goals") == "answered"
+    result = f.submit_and_collect()
+    a = answer_of(result, "goals")
+    assert a["ranked"] == ["a", "b", "c", "d"]
+    assert a["followedRecommendation"] is False
+
+
+def test_r_applies_the_recommended_order_and_x_resets(form):
+    f = form(rank_spec())
+    f.press("r")
+    assert f.rank_order("goals") == ["d", "c", "b", "a"]
+    assert f.status("goals") == "answered"
+    f.press("x")
+    assert f.rank_order("goals") == ["a", "b", "c", "d"]
+    assert f.status("goals") == "open"
+    f.press("r")
+    result = f.submit_and_collect()
+    a = answer_of(result, "goals")
+    assert a["ranked"] == ["d", "c", "b", "a"]
+    assert a["followedRecommendation"] is True
+
+
+def test_moves_are_announced_and_rows_carry_their_position(form):
+    f = form(rank_spec())
+    f.press("ArrowDown", "Shift+ArrowDown")
+    expect(f.page.locator("#announcer")).to_contain_text("position 2 of 4")
+    assert row(f, "a").get_attribute("aria-label") == "Alpha, position 2 of 4"
+    assert f.section("goals").locator("[role=listbox]").count() == 1
+    assert f.section("goals").locator("[role=option]").count() == 4
+
+
+def test_move_buttons_reorder_the_selected_row(form):
+    f = form(rank_spec())
+    row(f, "c").click()
+    f.section("goals").locator(".rank-move-up").click()
+    assert f.rank_order("goals") == ["a", "c", "b", "d"]
+    f.section("goals").locator(".rank-move-up").click()
+    assert f.rank_order("goals") == ["c", "a", "b", "d"]
+    assert f.status("goals") == "answered"
