@@ -1,0 +1,311 @@
+"""The form server's HTTP API and its checks (CONTRACT §7, §8)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import stat
+import threading
+import urllib.parse
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import askrich
+from conftest import api_url, choice, http_request, interview, submit
+
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+
+
+@pytest.fixture
+def opened(runtime):
+    return runtime.open_interview(interview(
+        choice("db", "pg", "my", recommended="pg"),
+        choice("r", "a", "b", "c", kind="rank"),
+        {"id": "src", "header": "Upgrade?", "options": [
+            {"id": "up", "label": "Upgrade", "textInput": {"required": True}},
+            {"id": "keep", "label": "Keep"}]},
+    ))
+
+
+def port_of(url):
+    return urllib.parse.urlsplit(url).port
+
+
+def test_the_form_page_is_served_with_the_security_headers(opened):
+    response = http_request(opened.url)
+    assert response.status == 200
+    assert response.headers["Content-Type"] == "text/html; charset=utf-8"
+    assert response.headers["Content-Security-Policy"] == CSP
+    assert response.headers["Cache-Control"] == "no-store"
+    assert response.headers["X-Content-Type-Options"] == "nosniff"
+    assert response.headers["Referrer-Policy"] == "no-referrer"
+    body = response.body.decode()
+    assert "<script" in body and "/assets/" in body
+    # No inline script or style: everything the page runs comes from /assets/.
+    assert "<style" not in body and " style=" not in body
+    for tag in body.split("<script")[1:]:
+        assert "src=" in tag.split(">")[0]
+
+
+def test_unknown_tokens_get_404_with_the_plain_text(opened):
+    base = opened.url.rsplit("/s/", 1)[0]
+    response = http_request(base + "/s/" + "A" * 24)
+    assert response.status == 404
+    assert response.body.decode() == "Interview not found or expired."
+    assert http_request(base + "/api/s/" + "A" * 24).status == 404
+    assert http_request(base + "/api/s/" + "A" * 24 + "/state").status == 404
+
+
+def test_only_allow_listed_assets_are_served_with_fixed_types(opened):
+    base = opened.url.rsplit("/s/", 1)[0]
+    for name in sorted(askrich.ASSET_FILES):
+        response = http_request(base + "/assets/" + name)
+        assert response.status == 200, name
+        extension = os.path.splitext(name)[1]
+        assert response.headers["Content-Type"] == askrich.ASSET_CONTENT_TYPES[extension]
+    for path in ("/assets/../askrich.py", "/assets/%2e%2e/askrich.py", "/assets/demo.json",
+                 "/assets/js/../../askrich.py", "/assets/", "/askrich.py", "/"):
+        assert http_request(base + path).status == 404, path
+
+
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:80", "127.0.0.2", "localhost.evil", ""])
+def test_foreign_host_headers_are_forbidden(opened, host):
+    response = http_request(opened.url, headers={"Host": host})
+    assert response.status == 403
+    assert response.json() == {"error": "forbidden host"}
+
+
+@pytest.mark.parametrize("host", ["localhost", "127.0.0.1", "[::1]", "LOCALHOST"])
+def test_loopback_host_names_are_accepted_with_or_without_port(opened, host):
+    port = port_of(opened.url)
+    assert http_request(opened.url, headers={"Host": host}).status == 200
+    assert http_request(opened.url, headers={"Host": "%s:%d" % (host, port)}).status == 200
+
+
+@pytest.mark.parametrize("origin", ["null", "http://evil.example", "http://localhost:1", "https://localhost"])
+def test_foreign_origins_are_forbidden_on_every_route(opened, origin):
+    for url, method in ((opened.url, "GET"), (api_url(opened.url), "GET"),
+                        (api_url(opened.url, "submit"), "POST")):
+        response = http_request(url, method, {"answers": {}}, headers={"Origin": origin})
+        assert response.status == 403, (url, origin)
+    assert http_request(api_url(opened.url, "state")).json()["state"] == "pending"
+
+
+def test_own_origin_is_accepted(opened):
+    origin = "http://localhost:%d" % port_of(opened.url)
+    response = http_request(api_url(opened.url, "state"), headers={"Origin": origin})
+    assert response.status == 200
+    # What the browser sends on the form's own fetch POST.
+    posted = http_request(api_url(opened.url, "progress"), "POST",
+                          {"answered": 1, "deferred": 0, "needsInfo": 0, "open": 2},
+                          headers={"Origin": origin})
+    assert posted.status == 204
+
+
+def test_api_returns_the_filled_spec_and_state(opened):
+    payload = http_request(api_url(opened.url)).json()
+    assert payload["id"] == opened.id
+    assert payload["state"] == "pending" and payload["version"] == 1
+    assert payload["note"] is None and payload["result"] is None
+    question = payload["spec"]["questions"][1]
+    assert question["kind"] == "rank" and question["allowOther"] is False
+    assert question["recommended"] == [] and question["version"] == 1
+    assert http_request(api_url(opened.url, "state")).json() == {
+        "state": "pending", "waiting": False, "version": 1,
+    }
+
+
+def test_submit_checks_in_order(opened, runtime):
+    url = api_url(opened.url, "submit")
+    # 1. media type (a form or text/plain post, which needs no preflight, is refused)
+    for content_type in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data"):
+        response = http_request(url, "POST", b'{"answers": {}}', {"Content-Type": content_type})
+        assert response.status == 415
+        assert response.json() == {"error": "expected application/json"}
+    # 3. size, JSON, shape
+    big = http_request(url, "POST", b"{}", {"Content-Type": "application/json",
+                                             "Content-Length": str(6 * 1024 * 1024)})
+    assert big.status == 413
+    bad = http_request(url, "POST", b"{nope", {"Content-Type": "application/json; charset=utf-8"})
+    assert bad.status == 400 and bad.json()["error"].startswith("invalid JSON: ")
+    for body in ([], {"answers": []}, {"nope": 1}):
+        response = http_request(url, "POST", body)
+        assert response.status == 422
+        assert response.json() == {"error": "payload must be an object with an answers object"}
+    # 4. a stale specVersion
+    runtime.append_questions(opened.id, [choice("late", "x")])
+    stale = submit(opened.url, {}, specVersion=1)
+    assert stale.status == 409 and stale.json() == {"error": "new questions were added", "version": 2}
+    # 5. answer problems keep the interview open
+    wrong = submit(opened.url, {"db": {"selected": ["mongo"]}}, specVersion=2)
+    assert wrong.status == 422
+    assert wrong.json()["error"] == 'question "db": unknown option id "mongo"'
+    needs_text = submit(opened.url, {"src": {"selected": ["up"]}})
+    assert needs_text.json()["error"] == 'question "src": option "up" needs its text'
+    # 6. success, then 2. not pending
+    done = submit(opened.url, {"db": {"selected": ["pg"]}}, specVersion=2)
+    assert done.status == 200
+    assert done.json() == {"ok": True, "delivered": False, "counts": {
+        "answered": 1, "deferred": 0, "needsInfo": 0, "unanswered": 3}}
+    again = submit(opened.url, {})
+    assert again.status == 409 and again.json() == {"error": "interview already submitted"}
+    after = http_request(api_url(opened.url)).json()
+    assert after["state"] == "submitted" and after["result"]["answers"][0]["selected"] == ["pg"]
+
+
+def test_a_submit_is_archived_durably_with_private_permissions(opened, runtime):
+    assert submit(opened.url, {"db": {"selected": ["my"], "notes": "n"}}, generalNotes="g").status == 200
+    directory = os.path.join(runtime.config.log_dir, "answers")
+    (name,) = os.listdir(directory)
+    assert name.endswith("-%s.json" % opened.id)
+    assert ":" not in name
+    path = os.path.join(directory, name)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    record = json.load(open(path, encoding="utf-8"))
+    assert "summary" not in record
+    assert record["generalNotes"] == "g"
+    assert [q["id"] for q in record["interview"]["questions"]] == ["db", "r", "src"]
+    assert stat.S_IMODE(os.stat(runtime.config.log_dir).st_mode) == 0o700
+
+
+def test_progress_posts_are_checked(opened):
+    url = api_url(opened.url, "progress")
+    assert http_request(url, "POST", {"answered": 1, "deferred": 0, "needsInfo": 0, "open": 2}).status == 204
+    assert http_request(url, "POST", {"answered": -1}).status == 422
+    assert http_request(url, "POST", b"x", {"Content-Type": "text/plain"}).status == 415
+
+
+def test_methods_other_than_get_and_post_are_refused(opened):
+    for method in ("PUT", "DELETE", "PATCH", "OPTIONS", "HEAD"):
+        assert http_request(opened.url, method).status == 405
+    assert http_request(opened.url, "BREW").status == 501
+    assert http_request(opened.url).status == 200
+
+
+def read_event(response):
+    lines = []
+    while True:
+        line = response.fp.readline().decode()
+        if line == "\n":
+            return lines
+        lines.append(line.rstrip("\n"))
+
+
+def test_events_stream_the_state_at_once_and_on_every_change(opened, runtime):
+    parts = urllib.parse.urlsplit(opened.url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+    connection.request("GET", urllib.parse.urlsplit(api_url(opened.url, "events")).path)
+    response = connection.getresponse()
+    assert response.status == 200
+    assert response.headers["Content-Type"].startswith("text/event-stream")
+    assert read_event(response) == [
+        "event: state", 'data: {"state": "pending", "waiting": false, "version": 1}']
+    runtime.append_questions(opened.id, [choice("late", "x")], note="more")
+    assert read_event(response)[1] == 'data: {"state": "pending", "waiting": false, "version": 2}'
+    waiter = threading.Thread(target=runtime.wait_for_result, args=(opened.id, 10))
+    waiter.start()
+    assert read_event(response)[1] == 'data: {"state": "pending", "waiting": true, "version": 2}'
+    submit(opened.url, {})
+    events = [read_event(response)[1]]
+    waiter.join(10)
+    events.append(read_event(response)[1])
+    assert 'data: {"state": "submitted", "waiting": true, "version": 2}' in events
+    assert events[-1] == 'data: {"state": "submitted", "waiting": false, "version": 2}'
+    connection.close()
+
+
+def test_settled_interviews_expire_after_thirty_minutes(opened, runtime):
+    submit(opened.url, {})
+    assert http_request(opened.url).status == 200
+    opened.settled_monotonic -= askrich.SETTLED_RETENTION_SECONDS + 1
+    assert http_request(opened.url).status == 404
+    assert runtime.hub.get(opened.id) is None
+    assert runtime.archive.find(opened.id)["interviewId"] == opened.id
+
+
+def test_pending_interviews_never_expire(opened, runtime):
+    opened.created_monotonic -= 10 * askrich.SETTLED_RETENTION_SECONDS
+    assert http_request(opened.url).status == 200
+
+
+def test_a_failed_bind_is_reported_and_the_next_call_tries_again(tmp_path):
+    import socket
+
+    blocker = socket.socket()
+    blocker.bind(("127.0.0.1", 0))
+    blocker.listen(1)
+    port = blocker.getsockname()[1]
+    config = askrich.Config(log_dir=str(tmp_path), open_browser=False, port=port)
+    runtime = askrich.Runtime(config, askrich.Log(str(tmp_path), stream=open(os.devnull, "w")))
+    try:
+        with pytest.raises(askrich.ToolError) as caught:
+            runtime.open_interview(interview())
+        assert "Could not start the form server on 127.0.0.1:%d" % port in str(caught.value)
+        assert "the next call tries again" in str(caught.value)
+        blocker.close()
+        opened = runtime.open_interview(interview())
+        assert http_request(opened.url).status == 200
+    finally:
+        blocker.close()
+        runtime.close()
+
+
+def answers_for(spec, data):
+    """Hypothesis: a valid raw answer for every question of `spec`."""
+    raw = {}
+    for question in spec["questions"]:
+        ids = [option["id"] for option in question["options"]]
+        mode = data.draw(st.sampled_from(["answer", "defer", "needs-info", "skip"]))
+        if mode == "skip":
+            continue
+        entry = {"status": mode, "notes": data.draw(st.text(max_size=20))}
+        if question["kind"] == "rank":
+            if data.draw(st.booleans()):
+                entry["ranked"] = data.draw(st.permutations(ids))
+        else:
+            size = len(ids) if question["multiSelect"] else min(1, len(ids))
+            entry["selected"] = data.draw(st.lists(st.sampled_from(ids), max_size=size, unique=True)) if ids else []
+            entry["other"] = data.draw(st.text(max_size=20))
+            entry["optionTexts"] = {oid: "text for " + oid for oid in entry["selected"]
+                                    if next(o for o in question["options"] if o["id"] == oid)["textInput"]}
+        raw[question["id"]] = entry
+    return raw
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_a_valid_interview_answered_through_http_comes_back_identically(runtime, data):
+    questions = [
+        choice("single", "a", "b", "c", recommended="b"),
+        choice("multi", "a", "b", "c", multiSelect=True, recommended=["a", "c"]),
+        choice("rank", "x", "y", "z", kind="rank", recommended=["z", "y", "x"]),
+        {"id": "free", "header": "Free?"},
+        {"id": "texts", "header": "T?", "options": [
+            {"id": "t1", "label": "T1", "textInput": {"required": True}}, {"id": "t2", "label": "T2"}]},
+    ]
+    opened = runtime.open_interview(interview(*questions))
+    raw = answers_for(opened.spec, data)
+    general = data.draw(st.text(max_size=30))
+    response = submit(opened.url, raw, generalNotes=general, specVersion=1)
+    assert response.status == 200, response.body
+    result = runtime.wait_for_result(opened.id, timeout=5)
+    expected = askrich.check_submission(opened.spec, {"answers": raw})
+    for row in result["answers"]:
+        want = expected[row["id"]]
+        assert row["status"] == want["status"]
+        assert row["selected"] == want["selected"]
+        assert row["other"] == want["other"]
+        assert row["ranked"] == want["ranked"]
+        assert row["optionTexts"] == want["optionTexts"]
+        assert row["notes"] == ((raw.get(row["id"], {}).get("notes") or "").strip() or None)
+    assert result["generalNotes"] == (general.strip() or None)
+    counts = result["counts"]
+    assert sum(counts.values()) == len(questions)
+    # The archived copy, read back, is the same result.
+    assert askrich.archived_result(runtime.archive.find(opened.id)) == result
