@@ -53,14 +53,20 @@ import sys
 
 def _cache_dir():
     if sys.platform == "win32":
-        base = os.environ.get("LOCALAPPDATA")
-        return os.path.join(base, "ask-user-rich", "Cache") if base else None
-    if sys.platform == "darwin":
-        return os.path.expanduser("~/Library/Caches/ask-user-rich")
-    base = os.environ.get("XDG_CACHE_HOME")
-    if not base or not os.path.isabs(base):
-        base = os.path.expanduser("~/.cache")
-    return os.path.join(base, "ask-user-rich")
+        base = os.environ.get("LOCALAPPDATA") or ""
+        path = os.path.join(base, "ask-user-rich", "Cache")
+    else:
+        home = os.path.expanduser("~")
+        if home.rstrip("/") == "":  # HOME="" would put the cache at /.cache
+            home = "~"
+        if sys.platform == "darwin":
+            path = os.path.join(home, "Library", "Caches", "ask-user-rich")
+        else:
+            base = os.environ.get("XDG_CACHE_HOME")
+            if not base or not os.path.isabs(base):
+                base = os.path.join(home, ".cache")
+            path = os.path.join(base, "ask-user-rich")
+    return path if os.path.isabs(path) else None  # no home: no cache, never a relative folder
 
 
 def _load(archive, loader):

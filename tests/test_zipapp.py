@@ -291,6 +291,18 @@ def test_a_cache_folder_others_can_write_is_not_trusted(tmp_path, pyz):
     assert _cache_files(tmp_path) == []
 
 
+def test_without_a_home_folder_nothing_is_cached_in_the_working_folder(tmp_path, pyz):
+    target = zs.lone_copy(pyz, str(tmp_path / "empty"))
+    env = zs.child_env(tmp_path)
+    del env["XDG_CACHE_HOME"]
+    env["HOME"] = "relative-home"  # the cache path would be relative to the working folder
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = zs.run([sys.executable, target, "--version"], cwd=work, env=env)
+    assert proc.returncode == 0 and proc.stdout.strip() == _version(), proc.stderr
+    assert os.listdir(str(work)) == []
+
+
 def test_code_cache_can_be_turned_off(tmp_path, pyz):
     target = zs.lone_copy(pyz, str(tmp_path / "empty"))
     env = zs.child_env(tmp_path, ASK_USER_RICH_CODE_CACHE="0")
@@ -320,4 +332,4 @@ def test_cached_module_reads_its_assets_like_the_imported_one(tmp_path, pyz):
         assert proc.returncode == 0, (attempt, proc.stderr)
         lines = proc.stdout.strip().splitlines()
         assert lines[-2] == os.path.join(target, "askrich.py"), (attempt, lines)
-        assert int(lines[-1]) == os.path.getsize(os.path.join(zs.ROOT, "askrich.py"))
+        assert int(lines[-1]) == len(_entries(pyz)[2]["askrich.py"])
