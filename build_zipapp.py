@@ -104,13 +104,17 @@ def _load(archive, loader):
         pass
     source = loader.get_data(os.path.join(archive, "askrich.py"))
     code = compile(source, os.path.join(archive, "askrich.py"), "exec", dont_inherit=True)
+    tmp = "%s.%d.tmp" % (path, os.getpid())
     try:
         os.makedirs(folder, mode=0o700, exist_ok=True)
-        tmp = "%s.%d.tmp" % (path, os.getpid())
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(header + marshal.dumps(code))
-        os.replace(tmp, path)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(header + marshal.dumps(code))
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
         old = sorted((n for n in os.listdir(folder) if n.startswith(stem) and n.endswith(".pyc")),
                      key=lambda n: os.stat(os.path.join(folder, n)).st_mtime)
         for name in old[:-4]:
