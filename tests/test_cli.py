@@ -1,0 +1,105 @@
+"""The command line (CONTRACT §10): main(argv) in-process, demo/ask as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+
+import askrich
+from conftest import MODULE, api_url, http_request, submit
+
+
+def test_version_and_help(capsys):
+    assert askrich.main(["--version"]) == 0
+    assert capsys.readouterr().out == "ask-user-rich %s\n" % askrich.__version__
+    assert askrich.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for word in ("demo", "ask FILE.json", "doctor", "--link", "--no-open", "exit codes"):
+        assert word in out
+
+
+def test_usage_errors_exit_2(capsys):
+    assert askrich.main(["frobnicate"]) == 2
+    assert "unknown arguments: frobnicate" in capsys.readouterr().err
+    assert askrich.main(["ask"]) == 2
+    assert askrich.main(["demo", "--bogus"]) == 2
+
+
+def test_a_bad_interview_file_exits_2_with_the_problem_list(tmp_path, capsys):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"title": "T", "questions": [{"id": "a", "header": "A", "kind": "rank"}]}))
+    assert askrich.main(["ask", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("Invalid interview:\n")
+    assert "a rank question needs at least 2 options to order (it has 0)" in err
+    (tmp_path / "broken.json").write_text("{")
+    assert askrich.main(["ask", str(tmp_path / "broken.json")]) == 2
+    assert askrich.main(["ask", str(tmp_path / "missing.json")]) == 2
+
+
+def run_cli(tmp_path, args, answers, stdin=None):
+    """Run askrich.py like a user, answer through HTTP once the link is printed."""
+    env = dict(os.environ, ASK_USER_RICH_LOG_DIR=str(tmp_path / "logs"), ASK_USER_RICH_OPEN="0")
+    process = subprocess.Popen(
+        [sys.executable, MODULE, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, env=env,
+    )
+    if stdin is not None:
+        process.stdin.write(stdin.encode())
+    process.stdin.close()
+    found = {}
+
+    def watch_stderr():
+        for line in iter(process.stderr.readline, b""):
+            match = re.search(rb"http://localhost:\d+/s/[A-Za-z0-9_-]+", line)
+            if match and "url" not in found:
+                found["url"] = match.group().decode()
+                found["response"] = submit(found["url"], answers)
+
+    watcher = threading.Thread(target=watch_stderr, daemon=True)
+    watcher.start()
+    out = process.stdout.read()  # until the process exits (pytest's timeout bounds it)
+    process.wait(10)
+    watcher.join(5)
+    return process.returncode, out, found
+
+
+def test_demo_asks_the_built_in_interview_and_prints_the_result(tmp_path):
+    code, out, found = run_cli(tmp_path, ["demo", "--link"], {
+        "db": {"selected": ["pg"]},
+        "goals": {"ranked": ["speed", "cost", "looks"]},
+        "issue": {"selected": ["upgrade"], "optionTexts": {"upgrade": "https://example.com/1"}},
+    })
+    assert found["response"].status == 200
+    assert code == 0
+    result = json.loads(out)
+    assert result["status"] == "submitted" and result["title"].startswith("Demo")
+    assert result["counts"]["answered"] == 3
+    assert result["answers"][3]["optionTexts"] == {"upgrade": "https://example.com/1"}
+
+
+def test_ask_reads_an_interview_from_stdin(tmp_path):
+    interview = {"title": "From stdin", "questions": [{"id": "q", "header": "Q?"}]}
+    code, out, found = run_cli(tmp_path, ["ask", "-", "--no-open"], {"q": {"other": "typed"}},
+                               stdin=json.dumps(interview))
+    assert code == 0
+    assert json.loads(out)["answers"][0]["other"] == "typed"
+
+
+def test_the_demo_uses_every_feature():
+    spec, _ = askrich.validate_interview(json.loads(askrich.read_asset("demo.json")))
+    questions = spec["questions"]
+    assert spec["intro"]
+    assert any(q["kind"] == "rank" for q in questions)
+    assert any(q["multiSelect"] for q in questions)
+    assert any(q["dependsOn"] for q in questions)
+    assert any(not q["options"] for q in questions)
+    assert any(not q["allowOther"] for q in questions)
+    options = [o for q in questions for o in q["options"]]
+    assert any(o["preview"] for o in options) and any(o["description"] for o in options)
+    assert any(o["textInput"] and o["textInput"]["required"] for o in options)
+    assert all(q["rationale"] for q in questions if q["recommended"] and q["kind"] == "rank")
