@@ -1,0 +1,343 @@
+"""Hostile stdin (issue 5): whatever an MCP client writes, the server answers what deserves an
+answer, writes nothing but strict JSON lines, and still answers ping afterwards. A line over
+16 MB is refused without being held; EOF and signals end it cleanly while calls wait."""
+
+from __future__ import annotations
+
+import collections
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+import askrich
+import hypothesis_profiles
+import strategies
+from conftest import MODULE, SubprocessServer, interview
+
+FINAL_PING = b'{"jsonrpc":"2.0","id":"final-ping","method":"ping"}'
+
+
+class LockedBytes(io.BytesIO):
+    """The server's stdout in-process: McpServer writes whole lines under its own lock."""
+
+
+def strict_lines(data: bytes) -> list:
+    """Every stdout line parsed with strict JSON (no NaN, no Infinity); fails on anything else."""
+    assert data == b"" or data.endswith(b"\n"), "stdout ends in a partial line: %r" % data[-80:]
+    messages = []
+    for line in data.splitlines():
+        text = line.decode("utf-8")
+        assert text.isascii(), "stdout must be ASCII-escaped JSON (U+2028 and friends): %r" % text[:80]
+        messages.append(askrich.parse_json(text))  # raises on a non-JSON line
+    return messages
+
+
+def _due(message):
+    """(least, most) replies one parsed message is owed."""
+    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+        return 1, 1
+    method = message.get("method")
+    if method is None:
+        owed = 0 if "id" in message and ("result" in message or "error" in message) else 1
+        return owed, owed
+    if not isinstance(method, str):
+        return 1, 1
+    if "id" not in message:
+        return 0, 0  # a notification, whatever its name
+    if method == "tools/call":
+        # A well-formed call answers on its worker; a cancellation in the same stream, or the
+        # EOF that ends the test, may legitimately leave it unanswered.
+        return 0, 1
+    return 1, 1
+
+
+def owed_replies(line: bytes):
+    """(least, most) replies a stdin line is owed; a JSON-RPC reply inside a batch counts one."""
+    if not line.strip():
+        return 0, 0
+    try:
+        value = askrich.parse_json(line.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return 1, 1
+    if isinstance(value, list):
+        if not value:
+            return 1, 1
+        dues = [_due(message) for message in value]
+        return sum(d[0] for d in dues), sum(d[1] for d in dues)
+    return _due(value)
+
+
+def run_in_process(lines, timeout: float = 20.0):
+    """Feed `lines` to a fresh McpServer until EOF; (stdout bytes, runtime log dir)."""
+    log_dir = tempfile.mkdtemp(prefix="askrich-fuzz-")
+    config = askrich.Config(log_dir=log_dir, open_browser=False)
+    runtime = askrich.Runtime(config, askrich.Log(log_dir, stream=open(os.devnull, "w")))
+    before = set(threading.enumerate())
+    writer = LockedBytes()
+    reader = io.BytesIO(b"\n".join(lines) + b"\n")
+    server = askrich.McpServer(runtime, reader, writer)
+    try:
+        server.serve()
+        deadline = time.monotonic() + timeout
+        for thread in set(threading.enumerate()) - before:
+            if thread.name == "ask-user-rich-call":
+                thread.join(max(0.0, deadline - time.monotonic()))
+                assert not thread.is_alive(), "a tool call outlived stdin EOF"
+    finally:
+        runtime.close()
+        shutil.rmtree(log_dir, ignore_errors=True)
+    return writer.getvalue()
+
+
+def replies_of(messages) -> list:
+    """Responses (not our own notifications or requests), batches flattened."""
+    flat = []
+    for message in messages:
+        for item in message if isinstance(message, list) else [message]:
+            assert isinstance(item, dict) and item.get("jsonrpc") == "2.0", item
+            if "method" not in item:
+                assert ("result" in item) != ("error" in item), item
+                flat.append(item)
+    return flat
+
+
+def _key(value) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+# -- the property ---------------------------------------------------------------------------
+
+
+@given(lines=st.lists(strategies.stdin_lines, min_size=1, max_size=12))
+@example(lines=list(strategies.REGRESSION_LINES))
+@example(lines=[b"\xff\xfe\xfd", b"{", b"   ", b'{"jsonrpc":"2.0","id":[],"method":"ping"}'])
+@example(lines=[b'{"jsonrpc":"2.0","method":"notifications/initialized","id":7}',
+                b'{"jsonrpc":"2.0","id":"srv-1","result":{"action":"accept"}}',
+                b'{"jsonrpc":"2.0","id":{"a":1},"error":{"code":1}}'])
+def test_any_stdin_gets_exactly_its_due_replies_in_strict_json_and_ping_still_answers(lines):
+    stdout = run_in_process(list(lines) + [FINAL_PING])
+    replies = replies_of(strict_lines(stdout))
+    dues = [owed_replies(line) for line in lines]
+    least, most = sum(d[0] for d in dues), sum(d[1] for d in dues)
+    others = [reply for reply in replies if reply.get("id") != "final-ping"]
+    pongs = [reply for reply in replies if reply.get("id") == "final-ping"]
+    assert pongs == [{"jsonrpc": "2.0", "id": "final-ping", "result": {}}]
+    assert least <= len(others) <= most, (least, len(others), most)
+    # Every request with a usable id got its own reply (errors for a bad id carry null).
+    asked = collections.Counter()
+    for line in lines:
+        try:
+            value = askrich.parse_json(line.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            continue
+        for message in value if isinstance(value, list) else [value]:
+            if (isinstance(message, dict) and message.get("jsonrpc") == "2.0"
+                    and isinstance(message.get("method"), str) and message["method"] != "tools/call"
+                    and isinstance(message.get("id"), (str, int, float))
+                    and not isinstance(message.get("id"), bool)
+                    and (message.get("params") is None or isinstance(message.get("params"), dict))):
+                asked[_key(message["id"])] += 1
+    answered = collections.Counter(_key(reply.get("id")) for reply in others)
+    for key, count in asked.items():
+        assert answered[key] >= count, "request id %s went unanswered" % key
+
+
+@pytest.mark.parametrize(
+    "line, code",
+    [
+        (b'{"jsonrpc":"2.0","id":NaN,"method":"ping"}', -32700),
+        (b'{"jsonrpc":"2.0","id":1e999,"method":"ping"}', -32700),
+        (b'{"jsonrpc":"2.0","id":-Infinity,"method":"ping"}', -32700),
+        (b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":[1]}}', -32602),
+        (b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":{"a":1}}}', -32602),
+        (b'{"jsonrpc":"2.0","id":4,"method":"ping","params":[1]}', -32602),
+        (b'{"jsonrpc":"2.0","id":true,"method":"ping"}', -32600),
+        (b'{"jsonrpc":"1.0","id":5,"method":"ping"}', -32600),
+        (b'"just a string"', -32600),
+        (b"[" * 50000 + b"]" * 50000, -32700),
+        (b"\xc3\x28", -32700),
+    ],
+)
+def test_lines_that_once_broke_the_server_get_the_right_error(line, code):
+    replies = replies_of(strict_lines(run_in_process([line, FINAL_PING])))
+    assert [reply["error"]["code"] for reply in replies if "error" in reply] == [code]
+    assert replies[-1]["id"] == "final-ping"
+
+
+def test_arguments_nested_far_past_the_recursion_limit_are_a_tool_error_not_a_crash():
+    nested = "[" * 900 + "]" * 900
+    line = ('{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"ask_user_rich",'
+            '"arguments":{"title":"t","delivery":"link","questions":[{"id":"a","header":"h",'
+            '"body":%s}]}}}' % nested).encode()
+    replies = replies_of(strict_lines(run_in_process([line, FINAL_PING])))
+    result = next(reply for reply in replies if reply["id"] == 9)["result"]
+    assert result["isError"] is True
+    assert '"body" must be a string' in result["content"][0]["text"]
+
+
+def test_a_payload_holding_newlines_and_line_separators_is_answered_on_one_line():
+    arguments = {"title": "a\nb\u2028c\u2029d\r\n", "delivery": "link",
+                 "questions": [{"id": "q", "header": "line\nbreak\u2028", "options": []}]}
+    line = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": {"name": "ask_user_rich", "arguments": arguments}}).encode()
+    replies = replies_of(strict_lines(run_in_process([line, FINAL_PING])))
+    awaiting = next(reply for reply in replies if reply["id"] == 1)["result"]["structuredContent"]
+    assert awaiting["status"] == "awaiting"
+
+
+# -- bounded reading ----------------------------------------------------------------------------
+
+
+class CountingStream(io.BytesIO):
+    """Records the largest single read the line splitter asked for and got."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(data)
+        self.largest = 0
+
+    def readline(self, size=-1):
+        line = super().readline(size)
+        self.largest = max(self.largest, len(line))
+        return line
+
+
+@given(
+    lines=st.lists(st.binary(max_size=300).map(lambda b: b.replace(b"\n", b"")), max_size=10),
+    limit=st.integers(1, 120),
+    trailing_newline=st.booleans(),
+)
+def test_bounded_lines_yields_short_lines_whole_and_never_holds_more_than_the_limit(
+    lines, limit, trailing_newline
+):
+    data = b"\n".join(lines) + (b"\n" if trailing_newline and lines else b"")
+    stream = CountingStream(data)
+    got = list(askrich.bounded_lines(stream, limit))
+    expected = []
+    for index, line in enumerate(lines):
+        last = index == len(lines) - 1
+        if last and not line and not trailing_newline:
+            break  # nothing after the final newline
+        whole = line + (b"" if last and not trailing_newline else b"\n")
+        expected.append(whole if len(whole) <= limit or (len(whole) == limit + 1 and whole.endswith(b"\n")) else None)
+    assert got == expected
+    assert stream.largest <= max(limit + 1, 1 << 20)
+
+
+def test_a_line_just_under_16_mb_is_still_read_and_answered():
+    padding = "x" * (askrich.MAX_LINE_BYTES - 100)
+    line = json.dumps({"jsonrpc": "2.0", "id": "big", "method": "ping", "params": {"p": padding}}).encode()
+    assert len(line) + 1 <= askrich.MAX_LINE_BYTES
+    replies = replies_of(strict_lines(run_in_process([line, FINAL_PING])))
+    assert replies[0] == {"jsonrpc": "2.0", "id": "big", "result": {}}
+
+
+def _peak_rss_kib(pid: int) -> int:
+    with open("/proc/%d/status" % pid) as status:
+        for row in status:
+            if row.startswith("VmHWM:"):
+                return int(row.split()[1])
+    raise AssertionError("no VmHWM")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc for peak memory")
+def test_a_64_mb_line_is_refused_without_reading_it_whole_and_the_server_goes_on(tmp_path):
+    peer = SubprocessServer(tmp_path / "logs")
+    try:
+        peer.initialize()
+        baseline = _peak_rss_kib(peer.process.pid)
+        chunk = b"A" * (1 << 20)
+        size_mb = 64
+        for _ in range(size_mb):
+            peer.process.stdin.write(chunk)
+        peer.process.stdin.write(b"\n")
+        peer.process.stdin.flush()
+        refused = peer.receive(lambda m: isinstance(m, dict) and "error" in m)
+        assert refused["id"] is None and refused["error"]["code"] == -32700
+        assert "longer than %d bytes" % askrich.MAX_LINE_BYTES in refused["error"]["message"]
+        assert peer.call("ping")["result"] == {}
+        grown_mb = (_peak_rss_kib(peer.process.pid) - baseline) / 1024
+        print("64 MB stdin line: peak RSS grew by %.1f MB" % grown_mb)
+        # At most one 16 MB read buffer (and its copy) is ever held, not the 64 MB line.
+        assert grown_mb < 40, grown_mb
+    finally:
+        assert peer.close() == 0
+
+
+# -- the real process: stdout purity and shutdown ---------------------------------------------
+
+
+@hypothesis_profiles.examples(ci=4, long=200)
+@given(lines=st.lists(strategies.stdin_lines, min_size=1, max_size=25))
+def test_the_real_process_writes_only_json_lines_on_stdout_whatever_stdin_holds(lines):
+    with tempfile.TemporaryDirectory() as log_dir:
+        env = dict(os.environ, ASK_USER_RICH_LOG_DIR=log_dir, ASK_USER_RICH_OPEN="0")
+        process = subprocess.run(
+            [sys.executable, MODULE], input=b"\n".join(lines + [FINAL_PING]) + b"\n",
+            capture_output=True, env=env, timeout=60,
+        )
+    assert process.returncode == 0, process.stderr[-2000:]
+    replies = replies_of(strict_lines(process.stdout))
+    assert {"jsonrpc": "2.0", "id": "final-ping", "result": {}} in replies
+    assert b"Traceback" not in process.stderr, process.stderr[-3000:]
+
+
+def _wait_in_flight(peer):
+    peer.initialize()
+    awaiting = peer.tool("ask_user_rich", dict(interview(), delivery="link"))["result"]["structuredContent"]
+    peer.request("tools/call", {"name": "await_user_answers", "arguments": {"sessionId": awaiting["sessionId"]},
+                                "_meta": {"progressToken": "p"}})
+    # The wait has begun once its first progress notification is out.
+    peer.receive(lambda m: m.get("method") == "notifications/progress")
+    return awaiting
+
+
+@pytest.mark.parametrize("how", ["eof", "SIGTERM", "SIGINT"])
+def test_eof_and_signals_with_waits_in_flight_exit_0_within_a_second(tmp_path, how):
+    peer = SubprocessServer(tmp_path / "logs")
+    try:
+        _wait_in_flight(peer)
+        _wait_in_flight(peer)
+        started = time.monotonic()
+        if how == "eof":
+            peer.process.stdin.close()
+        else:
+            peer.process.send_signal(getattr(signal, how))
+        code = peer.process.wait(10)
+        elapsed = time.monotonic() - started
+    finally:
+        if peer.process.poll() is None:
+            peer.process.kill()
+            peer.process.wait()
+    stderr = "".join(peer.stderr_lines)
+    assert code == 0, stderr[-2000:]
+    assert elapsed < 1.0, elapsed
+    assert "Fatal Python error" not in stderr and "Traceback" not in stderr, stderr[-2000:]
+    with open(tmp_path / "logs" / "server.log", encoding="utf-8") as log:
+        assert " shutdown" in log.read()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not hypothesis_profiles.LONG, reason="long fuzz: set ASK_USER_RICH_FUZZ=long")
+@hypothesis_profiles.examples(ci=1, long=40)
+@given(lines=st.lists(strategies.stdin_lines, min_size=300, max_size=600))
+def test_a_long_stdin_soak_in_one_process_never_breaks_the_stream(lines):
+    """Hundreds of generated lines per process, tens of processes: still strict JSON, still
+    answering."""
+    with tempfile.TemporaryDirectory() as log_dir:
+        env = dict(os.environ, ASK_USER_RICH_LOG_DIR=log_dir, ASK_USER_RICH_OPEN="0")
+        process = subprocess.run([sys.executable, MODULE], input=b"\n".join(lines + [FINAL_PING]) + b"\n",
+                                 capture_output=True, env=env, timeout=600)
+    assert process.returncode == 0, process.stderr[-2000:]
+    replies = replies_of(strict_lines(process.stdout))
+    assert {"jsonrpc": "2.0", "id": "final-ping", "result": {}} in replies
