@@ -23,7 +23,10 @@ import time
 
 import pytest
 
-import zipapp_support as zs
+_HERE = os.path.dirname(os.path.abspath(__file__))
+if _HERE not in sys.path:  # the helper beside this file, whatever pytest's import mode
+    sys.path.insert(0, _HERE)
+import zipapp_support as zs  # noqa: E402
 
 CLAUDE_PACKAGE = os.environ.get("ASK_USER_RICH_TEST_CLAUDE_CODE", "@anthropic-ai/claude-code")
 GEMINI_PACKAGE = os.environ.get("ASK_USER_RICH_TEST_GEMINI_CLI", "@google/gemini-cli")

@@ -14,7 +14,10 @@ import zipfile
 
 import pytest
 
-import zipapp_support as zs
+_HERE = os.path.dirname(os.path.abspath(__file__))
+if _HERE not in sys.path:  # the helper beside this file, whatever pytest's import mode
+    sys.path.insert(0, _HERE)
+import zipapp_support as zs  # noqa: E402
 
 SHEBANG = b"#!/usr/bin/env python3\n"
 
