@@ -2503,16 +2503,13 @@ class McpServer:
         interview = self.runtime.hub.create(spec, self.runtime.base_url())
         timeout = options["timeoutSeconds"]
         delivery = options["delivery"]
-        if delivery == "elicitation":
-            result = self.deliver_by_elicitation(interview, call)
-            if result is not None:
-                return result
         if delivery == "link":
             return awaiting_result(interview, "Browser opening was skipped (delivery=link).")
-        opened, why = open_browser(interview.url, self.runtime.config, self.log)
-        if not opened:
-            return awaiting_result(interview, "Could not open the browser (%s)." % why)
-        return self.wait_for_answers(interview, call, timeout)
+        if delivery == "elicitation":
+            handled, result = self.deliver_by_elicitation(interview, call)
+            if handled:
+                return result
+        return self.deliver_by_browser(interview, call, timeout)
 
     def tool_append_questions(self, arguments: dict, call: Call):
         problems = self.check_arguments(arguments, APPEND_FIELDS)
@@ -2578,11 +2575,171 @@ class McpServer:
             return awaiting_result(interview, "Stopped waiting after %ds (timeoutSeconds)." % timeout)
         return None
 
+    # -- delivery (CONTRACT §6) ------------------------------------------------------------
+
+    def elicitation_modes(self) -> frozenset:
+        """The elicitation modes the client declared: `{}` is form only (2025-06-18)."""
+        with self.state_lock:
+            declared = self.client_capabilities.get("elicitation")
+        if not isinstance(declared, dict):
+            return frozenset()
+        modes = frozenset(mode for mode in ("form", "url") if isinstance(declared.get(mode), dict))
+        return modes or frozenset({"form"})
+
+    def deliver_by_browser(self, interview: Interview, call: Call, timeout):
+        """Open the form and wait; else ask the client to open it (URL elicitation); else
+        return the link at once with every reason."""
+        config = self.runtime.config
+        opened, why = open_browser(interview.url, config, self.log)
+        if opened:
+            return self.wait_for_answers(interview, call, timeout)
+        if config.open_browser and "url" in self.elicitation_modes():
+            return self.deliver_by_url_elicitation(interview, call, timeout, why)
+        return awaiting_result(interview, "Could not open the browser (%s)." % why)
+
+    def deliver_by_url_elicitation(self, interview: Interview, call: Call, timeout, why: str):
+        """A URL-mode elicitation: the client shows the link and opens it with the user's
+        consent; then wait as after a browser open."""
+        import uuid
+
+        elicitation_id = str(uuid.uuid4())
+        with interview.lock:
+            count = len(interview.spec["questions"])
+        params = {
+            "mode": "url",
+            "elicitationId": elicitation_id,
+            "url": interview.url,
+            "message": "Answer %d question%s in the form %s. No browser could be opened from "
+            "here, so please open this link." % (count, "" if count == 1 else "s",
+                                                 quote(interview.spec["title"])),
+        }
+        self.log.event("url-elicitation", interview=interview.id, elicitation=elicitation_id)
+        outcome, response = self.elicit(interview, call, params)
+        if outcome == "settled":
+            self.complete_url_elicitation(interview, elicitation_id)
+            return answers_result(interview.result)
+        if outcome != "answered":
+            return None
+        action, detail = elicitation_action(response)
+        self.log.event("url-elicitation-answer", interview=interview.id,
+                       action=action or "error", detail=detail)
+        if action != "accept":
+            refusal = {
+                "decline": "the user declined it",
+                "cancel": "the user dismissed it",
+            }.get(action, "the client failed: %s" % detail)
+            return awaiting_result(
+                interview,
+                "Could not open the browser (%s). The client was asked to open the link (URL "
+                "elicitation) and %s." % (why, refusal),
+            )
+        result = self.wait_for_answers(interview, call, timeout)
+        self.complete_url_elicitation(interview, elicitation_id)
+        return result
+
+    def complete_url_elicitation(self, interview: Interview, elicitation_id: str) -> None:
+        """notifications/elicitation/complete, once the interview is settled."""
+        with interview.lock:
+            settled = interview.state != "pending"
+        if settled:
+            self.send({"jsonrpc": "2.0", "method": "notifications/elicitation/complete",
+                       "params": {"elicitationId": elicitation_id}})
+
     def deliver_by_elicitation(self, interview: Interview, call: Call):
-        """The client's native form; None to fall back to the browser."""
-        self.log.event("elicitation-fallback", interview=interview.id,
-                       why="native form delivery is not available yet")
-        return None
+        """The client's own form (form-mode elicitation): (handled, result). Not handled when
+        the client declared no form elicitation, the interview is not flat, or the client
+        failed the request: the caller then delivers by browser."""
+        with interview.lock:
+            questions = list(interview.spec["questions"])
+        if "form" not in self.elicitation_modes():
+            unfit = "the client declared no form elicitation"
+        else:
+            unfit = elicitation_unfit(questions)
+        if unfit is not None:
+            self.log.event("elicitation-fallback", interview=interview.id, why=unfit)
+            return False, None
+        params = {
+            "mode": "form",
+            "message": elicitation_message(interview.spec, questions),
+            "requestedSchema": elicitation_schema(questions),
+        }
+        self.log.event("form-elicitation", interview=interview.id, questions=len(questions))
+        outcome, response = self.elicit(interview, call, params)
+        if outcome == "settled":
+            return True, answers_result(interview.result)
+        if outcome != "answered":
+            return True, None
+        action, detail = elicitation_action(response)
+        if action is None:
+            self.log.event("elicitation-fallback", interview=interview.id,
+                           why="the client failed the form elicitation: %s" % detail)
+            return False, None
+        if action == "accept":
+            answers, ignored = answers_from_elicitation(questions, response["result"].get("content"))
+            if ignored:
+                self.log.event("elicitation-ignored", "warning", interview=interview.id,
+                               values=cut(", ".join(ignored), 400))
+            status = "submitted"
+        else:
+            answers = {question["id"]: unanswered() for question in questions}
+            status = "declined" if action == "decline" else "cancelled"
+        self.log.event("form-elicitation-answer", interview=interview.id, action=action)
+        # None: the web form was submitted first, and its answers stand.
+        result = self.runtime.hub.settle_without_form(interview, answers, status, "elicitation")
+        return True, answers_result(result if result is not None else interview.result)
+
+    def elicit(self, interview: Interview, call: Call, params: dict):
+        """Send `elicitation/create` and wait, with no timeout of ours, for the first of: the
+        client's response ("answered", response), a submit through the web form ("settled"),
+        the call's cancellation ("cancelled") or shutdown ("shutdown"). A request still open
+        then is cancelled at the client, so its dialog goes away."""
+        hub = self.runtime.hub
+        request_id, slot = self.start_request("elicitation/create", params)
+
+        def relay_response() -> None:
+            slot[0].wait()
+            with interview.changed:
+                interview.changed.notify_all()
+
+        threading.Thread(target=relay_response, name="ask-user-rich-elicitation", daemon=True).start()
+        call.waiting_on = interview
+        with interview.changed:
+            interview.waiters += 1
+            interview.touch()
+            try:
+                interview.changed.wait_for(
+                    lambda: slot[0].is_set() or interview.state != "pending" or call.cancelled
+                    or hub.closed or self.stopped.is_set()
+                )
+                answered = slot[1] is not None
+                settled = interview.state != "pending"
+            finally:
+                interview.waiters -= 1
+                interview.touch()
+        call.waiting_on = None
+        with self.state_lock:
+            self.requests.pop(request_id, None)
+        if answered:
+            return "answered", slot[1]
+        slot[0].set()  # ends relay_response
+        if not self.stopped.is_set():
+            reason = "the form was submitted in the browser" if settled else "the tool call ended"
+            self.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                       "params": {"requestId": request_id, "reason": reason}})
+        if settled:
+            return "settled", None
+        return ("cancelled" if call.cancelled else "shutdown"), None
+
+    def start_request(self, method: str, params: dict):
+        """Send a request to the client: (its id, the [Event, response] slot that
+        handle_response fills). The caller pops the slot from self.requests when done."""
+        with self.state_lock:
+            self.request_counter += 1
+            request_id = "srv-%d" % self.request_counter
+            slot = [threading.Event(), None]
+            self.requests[request_id] = slot
+        self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        return request_id, slot
 
     def forward_log(self, level: str, event: str, fields: dict) -> None:
         """Log events at or above the client's chosen level, as notifications/message."""
@@ -2665,6 +2822,29 @@ def bounded_lines(stream, limit: int):
 # an argument of its own.
 
 
+WSL_INTEROP_DIR = "/proc/sys/fs/binfmt_misc"
+WSL_WINDOWS_ROOT = "/mnt/c"  # cmd.exe and powershell.exe warn about (or fail in) a Linux cwd
+WSL_CMD_EXE = "/mnt/c/Windows/System32/cmd.exe"
+# Where the Windows openers live when the distro does not append the Windows PATH.
+WSL_WINDOWS_PATHS = {
+    "explorer.exe": "/mnt/c/Windows/explorer.exe",
+    "powershell.exe": "/mnt/c/Windows/System32/WindowsPowerShell/v1.0/powershell.exe",
+}
+WSL_INTEROP_FIX = (
+    "to re-enable WSL interop run: sudo sh -c 'echo \":WSLInterop:M::MZ::/init:PF\" > "
+    "/usr/lib/binfmt.d/WSLInterop.conf' && sudo systemctl restart systemd-binfmt (or run "
+    "wsl.exe --shutdown from Windows and reopen the distro)"
+)
+# cmd.exe re-parses its command line: these would split the URL into commands, redirections or
+# variable expansions.
+CMD_UNSAFE = frozenset('&|<>^%!()"')
+# PowerShell treats these as single quotes (doubled inside a single-quoted string) ...
+POWERSHELL_SINGLE_QUOTES = frozenset("'\u2018\u2019\u201a\u201b")
+# ... and these as double quotes, which the Windows command line would also re-quote.
+POWERSHELL_DOUBLE_QUOTES = frozenset('"\u201c\u201d\u201e`')
+LINUX_DISPLAY_VARIABLES = ("DISPLAY", "WAYLAND_DISPLAY")
+
+
 class Opener:
     """One way to open a URL: the argv to run, where, and which exit codes mean success."""
 
@@ -2679,77 +2859,453 @@ class Opener:
     def __repr__(self) -> str:
         return "Opener(%r, %r)" % (self.name, self.argv)
 
+    def describe(self, url: str) -> str:
+        """The command as doctor prints it, with `url` shown as <url>."""
+        text = " ".join(word.replace(url, "<url>") for word in self.argv)
+        if self.cwd:
+            text += "  (in %s)" % self.cwd
+        if self.ok_codes != (0,):
+            text += "  (exit %s = opened)" % " or ".join(str(code) for code in self.ok_codes)
+        return text
+
 
 def opener_facts(config: Config, environ=None) -> dict:
-    """What the plan depends on, read from this machine."""
+    """Everything the opener plan depends on, read from this machine. `plan_openers` is pure;
+    tests build these dicts by hand for every platform."""
     import shutil
 
     env = os.environ if environ is None else environ
-    return {
-        "platform": sys.platform,
+    platform = sys.platform
+    linux = platform.startswith("linux")
+    release = os.uname().release if hasattr(os, "uname") else ""
+    wsl = linux and (bool(env.get("WSL_DISTRO_NAME")) or "microsoft" in release.lower())
+    path = env.get("PATH", os.defpath)
+
+    def which(name: str):
+        found = shutil.which(name, path=path)
+        if found is None and wsl and os.path.isfile(WSL_WINDOWS_PATHS.get(name, "")):
+            found = WSL_WINDOWS_PATHS[name]
+        return found
+
+    names = ("open", "xdg-open", "xdg-mime", "wslview", "explorer.exe", "powershell.exe")
+    installed = {name: which(name) for name in names}
+    installed["cmd.exe"] = WSL_CMD_EXE if wsl and os.path.isfile(WSL_CMD_EXE) else None
+    display = {name: env.get(name, "") for name in LINUX_DISPLAY_VARIABLES}
+    facts = {
+        "platform": platform,
         "open_enabled": config.open_browser,
-        "open_cmd": config.open_cmd,
-        "installed": {name: shutil.which(name) for name in ("open", "xdg-open", "cmd.exe")},
-        "env": {key: env.get(key, "") for key in ("DISPLAY", "WAYLAND_DISPLAY")},
+        "open_cmd": _open_cmd_argv(config.open_cmd, path),
+        "wsl": wsl,
+        "interop": _wsl_interop() if wsl else None,
+        "installed": installed,
+        "display": display,
+        "ssh": any(env.get(name) for name in ("SSH_CONNECTION", "SSH_CLIENT", "SSH_TTY")),
+        "container": bool(env.get("container"))
+        or os.path.exists("/.dockerenv")
+        or os.path.exists("/run/.containerenv"),
+        "windows_root": WSL_WINDOWS_ROOT if wsl and os.path.isdir(WSL_WINDOWS_ROOT) else None,
+        "https_handler": None,
+        "https_handler_installed": None,
     }
+    # The handler only decides anything on WSL without interop; asking costs a subprocess.
+    if wsl and not facts["interop"] and installed["xdg-mime"] and any(display.values()):
+        handler = _query_https_handler(installed["xdg-mime"])
+        facts["https_handler"] = handler
+        facts["https_handler_installed"] = bool(handler) and _desktop_file_exists(handler, env)
+    return facts
+
+
+def _open_cmd_argv(open_cmd, path: str):
+    """ASK_USER_RICH_OPEN_CMD as an argv: a program path as it is (spaces and all), else split
+    the way a POSIX shell would, without running one."""
+    import shlex
+    import shutil
+
+    if not open_cmd:
+        return None
+    if os.path.isfile(open_cmd) or shutil.which(open_cmd, path=path):
+        return [open_cmd]
+    try:
+        return shlex.split(open_cmd) or [open_cmd]
+    except ValueError:
+        return [open_cmd]
+
+
+def _wsl_interop() -> bool:
+    """An enabled binfmt entry named WSLInterop* lets Linux run .exe files."""
+    try:
+        entries = [name for name in os.listdir(WSL_INTEROP_DIR) if name.startswith("WSLInterop")]
+    except OSError:
+        return False
+    for name in entries:
+        try:
+            with open(os.path.join(WSL_INTEROP_DIR, name), encoding="utf-8") as handle:
+                if handle.readline().strip() != "disabled":
+                    return True
+        except OSError:
+            return True  # listed but unreadable: the entry is there, which is what counts
+    return False
+
+
+def _query_https_handler(xdg_mime: str) -> str:
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            [xdg_mime, "query", "default", "x-scheme-handler/https"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            timeout=5,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout.decode("utf-8", "replace").strip()
+
+
+def _desktop_file_exists(handler: str, env) -> bool:
+    home = os.path.expanduser("~")
+    data_home = env.get("XDG_DATA_HOME") or os.path.join(home, ".local", "share")
+    data_dirs = (env.get("XDG_DATA_DIRS") or "/usr/local/share:/usr/share").split(":")
+    return any(
+        os.path.isfile(os.path.join(base, "applications", handler))
+        for base in [data_home] + data_dirs
+        if base
+    )
 
 
 def plan_openers(url: str, facts: dict):
-    """(candidates, notes): the openers to try in order, and why others were left out."""
+    """(candidates, notes): the openers to try in order, and why each other one was left out.
+
+    Pure: `facts` is what `opener_facts` gathered (or what a test wrote)."""
     if not facts["open_enabled"]:
         return [], ["opening is disabled (%s=0)" % ENV_OPEN]
     if facts.get("open_cmd"):
-        import shlex
-
-        argv = shlex.split(facts["open_cmd"])
-        return [Opener(argv[0] if argv else facts["open_cmd"], argv + [url])], []
+        argv = list(facts["open_cmd"])
+        return [Opener("%s (%s)" % (ENV_OPEN_CMD, argv[0]), argv + [url])], []
     platform = facts["platform"]
     if platform == "darwin":
         return [Opener("open", ["open", url])], []
     if platform == "win32":
+        unsafe = _cmd_unsafe(url)
+        if unsafe:
+            return [], ["cmd /c start skipped: the URL holds characters cmd would reinterpret (%s)" % unsafe]
         return [Opener("cmd /c start", ["cmd", "/c", "start", "", url])], []
-    if not facts["installed"].get("xdg-open"):
+    if facts.get("wsl"):
+        if facts.get("interop"):
+            return _plan_wsl_interop(url, facts)
+        return _plan_wsl_without_interop(url, facts)
+    return _plan_linux(url, facts)
+
+
+def _plan_linux(url: str, facts: dict):
+    xdg_open = facts["installed"].get("xdg-open")
+    if not xdg_open:
         return [], ["xdg-open is not installed"]
-    return [Opener("xdg-open", [facts["installed"]["xdg-open"], url])], []
+    if not any(facts["display"].values()):
+        return [], [
+            "xdg-open skipped: there is no graphical display here (DISPLAY and WAYLAND_DISPLAY "
+            "are unset), so no browser window could appear"
+        ]
+    return [Opener("xdg-open", [xdg_open, url])], []
+
+
+def _plan_wsl_interop(url: str, facts: dict):
+    installed = facts["installed"]
+    cwd = facts.get("windows_root")
+    candidates, notes = [], []
+    if installed.get("wslview"):
+        candidates.append(Opener("wslview", [installed["wslview"], url]))
+    else:
+        notes.append("wslview is not installed (package wslu)")
+    if installed.get("explorer.exe"):
+        # explorer.exe exits with 1 even when it opened the URL.
+        candidates.append(Opener("explorer.exe", [installed["explorer.exe"], url], ok_codes=(0, 1)))
+    else:
+        notes.append("explorer.exe was not found")
+    unsafe = _cmd_unsafe(url)
+    if not installed.get("cmd.exe"):
+        notes.append("cmd.exe was not found at %s" % WSL_CMD_EXE)
+    elif unsafe:
+        notes.append("cmd.exe skipped: the URL holds characters cmd would reinterpret (%s)" % unsafe)
+    else:
+        candidates.append(Opener("cmd.exe", [installed["cmd.exe"], "/c", "start", "", url], cwd=cwd))
+    unsafe = _powershell_unsafe(url)
+    if not installed.get("powershell.exe"):
+        notes.append("powershell.exe was not found")
+    elif unsafe:
+        notes.append("powershell.exe skipped: the URL holds %s" % unsafe)
+    else:
+        quoted = "".join(ch * 2 if ch in POWERSHELL_SINGLE_QUOTES else ch for ch in url)
+        argv = [installed["powershell.exe"], "-NoProfile", "-NonInteractive", "-Command",
+                "Start-Process '%s'" % quoted]
+        candidates.append(Opener("powershell.exe", argv, cwd=cwd))
+    return candidates, notes
+
+
+def _plan_wsl_without_interop(url: str, facts: dict):
+    installed = facts["installed"]
+    notes = [
+        "WSL interop is disabled (no WSLInterop entry in %s), so Windows openers "
+        "(explorer.exe, cmd.exe, powershell.exe) cannot run" % WSL_INTEROP_DIR
+    ]
+    handler = facts.get("https_handler")
+    if not installed.get("xdg-open"):
+        notes.append("xdg-open is not installed")
+    elif not any(facts["display"].values()):
+        notes.append("xdg-open skipped: there is no Linux GUI (DISPLAY and WAYLAND_DISPLAY are unset)")
+    elif not installed.get("xdg-mime"):
+        notes.append("xdg-open skipped: xdg-mime is not installed, so the https handler is unknown")
+    elif not handler:
+        notes.append("xdg-open skipped: xdg-mime names no https handler (no Linux browser is installed)")
+    elif handler.lower().startswith("wslview"):
+        notes.append("xdg-open skipped: the https handler is %s, which needs interop" % handler)
+    elif not facts.get("https_handler_installed"):
+        notes.append("xdg-open skipped: the https handler %s is not installed" % handler)
+    else:
+        return [Opener("xdg-open", [installed["xdg-open"], url])], notes
+    return [], notes
+
+
+def _cmd_unsafe(url: str) -> str:
+    """The characters of `url` that cmd.exe would reinterpret, quoted; empty when none."""
+    bad = sorted({ch for ch in url if ch in CMD_UNSAFE or ch.isspace() or ord(ch) < 32 or ord(ch) == 127})
+    return ", ".join(quote(ch) for ch in bad)
+
+
+def _powershell_unsafe(url: str) -> str:
+    """What keeps `url` out of a PowerShell single-quoted string; empty when nothing does."""
+    problems = []
+    if any(ch.isspace() for ch in url):
+        problems.append("whitespace")
+    if any(ch in POWERSHELL_DOUBLE_QUOTES for ch in url):
+        problems.append("quotes")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in url):
+        problems.append("control characters")
+    return " and ".join(problems)
+
+
+def opener_advice(url: str, facts: dict) -> list:
+    """What the user can do when no opener works: the fix for this kind of machine first."""
+    from urllib.parse import urlsplit
+
+    try:
+        port = urlsplit(url).port
+    except ValueError:
+        port = None
+    port_text = str(port) if port else "PORT"
+    advice = []
+    if facts.get("wsl") and not facts.get("interop"):
+        advice.append(WSL_INTEROP_FIX)
+    if facts.get("ssh"):
+        advice.append(
+            "over SSH, forward the form's port from your own machine with "
+            "`ssh -L %s:localhost:%s <this host>` and open the link there; set %s to a fixed "
+            "port so the forward keeps working across restarts" % (port_text, port_text, ENV_PORT)
+        )
+    if facts.get("container"):
+        advice.append(
+            "in a container, set %s to a fixed port and %s=0.0.0.0, publish it with "
+            "`-p 127.0.0.1:%s:%s`, and open the link on the host" % (ENV_PORT, ENV_HOST, port_text, port_text)
+        )
+    advice.append("open the link by hand")
+    return advice
 
 
 def walk_openers(candidates: list, grace: float = OPENER_GRACE_SECONDS):
-    """Try each candidate until one succeeds: (opened, what was tried and why it failed)."""
+    """Try each candidate until one succeeds: (opened, what happened with each one tried).
+
+    A candidate succeeds on one of its exit codes, or when it is still running after `grace`
+    seconds (a launcher that stays in the foreground). Never through a shell."""
     import subprocess
+    import tempfile
 
-    failures = []
+    tried = []
     for opener in candidates:
-        try:
-            process = subprocess.Popen(
-                opener.argv,
-                cwd=opener.cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,  # stdout is the MCP channel: nothing else may write
-                stderr=subprocess.DEVNULL,
-                close_fds=True,
+        with tempfile.TemporaryFile() as errors:
+            try:
+                process = subprocess.Popen(
+                    opener.argv,
+                    cwd=opener.cwd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,  # stdout is the MCP channel: nothing else may write
+                    stderr=errors,  # a file, not a pipe: a launcher left running never blocks on it
+                    close_fds=True,
+                )
+            except OSError as error:
+                tried.append("%s could not start (%s)" % (opener.name, error.strerror or error))
+                continue
+            try:
+                code = process.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                threading.Thread(target=process.wait, name="ask-user-rich-opener", daemon=True).start()
+                tried.append("%s is still running after %gs, taken as opened" % (opener.name, grace))
+                return True, "; ".join(tried)
+            if code in opener.ok_codes:
+                tried.append("%s exited with %d (opened)" % (opener.name, code))
+                return True, "; ".join(tried)
+            errors.seek(0)
+            said = " ".join(errors.read(2000).decode("utf-8", "replace").split())
+            tried.append(
+                "%s exited with %d%s" % (opener.name, code, ": %s" % cut(said, 160) if said else "")
             )
-        except OSError as error:
-            failures.append("%s could not start: %s" % (opener.name, error.strerror or error))
-            continue
-        try:
-            code = process.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            # Still running: a launcher that stays in the foreground. Reap it when it ends.
-            threading.Thread(target=process.wait, daemon=True).start()
-            return True, "%s is running" % opener.name
-        if code in opener.ok_codes:
-            return True, "%s exited with %d" % (opener.name, code)
-        failures.append("%s exited with %d" % (opener.name, code))
-    return False, "; ".join(failures)
+    return False, "; ".join(tried)
 
 
-def open_browser(url: str, config: Config, log: Log):
-    """(opened, why): plan and walk the openers, logging the outcome (token redacted)."""
-    candidates, notes = plan_openers(url, opener_facts(config))
+def open_browser(url: str, config: Config, log: Log, facts=None):
+    """(opened, why): plan and walk the openers, logging the outcome (the URL never).
+
+    When nothing opened, `why` names every opener tried and skipped and ends with what the user
+    can do."""
+    facts = opener_facts(config) if facts is None else facts
+    candidates, notes = plan_openers(url, facts)
     opened, tried = walk_openers(candidates) if candidates else (False, "")
-    why = "; ".join(part for part in notes + [tried] if part) or "no opener is available"
-    log.event("browser-open", opened=opened, detail=why)
+    parts = notes + ([tried] if tried else [])
+    if not opened:
+        if not candidates and not notes:
+            parts.append("no opener is available on %s" % facts["platform"])
+        if facts["open_enabled"]:
+            parts += opener_advice(url, facts)
+    why = "; ".join(parts)
+    log.event("browser-open", opened=opened, detail=why.replace(url, "<url>"))
     return opened, why
+
+
+# -- the client's own form (form-mode elicitation) ----------------------------------------
+#
+# Form elicitation takes a flat object of strings, enums and arrays of enums: one field per
+# question, plus "<id>__other" for a free-text Other. No notes, no defer, no previews.
+
+ELICITATION_OTHER_SUFFIX = "__other"
+
+
+def elicitation_unfit(questions: list):
+    """Why these questions cannot be one flat native form; None when they can."""
+    ids = {question["id"] for question in questions}
+    for question in questions:
+        if question["kind"] == "rank":
+            return "question %s is a rank question" % quote(question["id"])
+        for option in question["options"]:
+            if option["textInput"] is not None:
+                return "option %s of question %s has a text field (textInput)" % (
+                    quote(option["id"]), quote(question["id"]))
+        other = question["id"] + ELICITATION_OTHER_SUFFIX
+        if question["options"] and question["allowOther"] and other in ids:
+            return "question id %s is also the name of the Other field of %s" % (
+                quote(other), quote(question["id"]))
+    return None
+
+
+def elicitation_message(spec: dict, questions: list) -> str:
+    lines = [spec["title"]]
+    if spec.get("intro"):
+        lines += ["", spec["intro"]]
+    lines += ["", "%d question%s. Leave a field empty to skip it." % (
+        len(questions), "" if len(questions) == 1 else "s")]
+    return "\n".join(lines)
+
+
+def elicitation_schema(questions: list) -> dict:
+    """The requestedSchema: single select a titled `oneOf` with the recommendation as its
+    default, multi select an array with titled `items.anyOf`, free text a string."""
+    properties = {}
+    for question in questions:
+        recommended = question["recommended"]
+        choices = [
+            {"const": option["id"],
+             "title": option["label"] + (" (recommended)" if option["id"] in recommended else "")}
+            for option in question["options"]
+        ]
+        field = {"type": "string", "title": question["header"]}
+        if choices and question["multiSelect"]:
+            field = {"type": "array", "title": question["header"], "items": {"anyOf": choices}}
+            if recommended:
+                field["default"] = list(recommended)
+        elif choices:
+            field["oneOf"] = choices
+            if recommended:
+                field["default"] = recommended[0]
+        description = _elicitation_description(question)
+        if description:
+            field["description"] = description
+        properties[question["id"]] = field
+        if choices and question["allowOther"]:
+            properties[question["id"] + ELICITATION_OTHER_SUFFIX] = {
+                "type": "string",
+                "title": "%s (Other)" % question["header"],
+                "description": "Your own answer, if none of the options fits.",
+            }
+    return {"type": "object", "properties": properties}
+
+
+def _elicitation_description(question: dict) -> str:
+    parts = [question["body"]] if question["body"] else []
+    if question["recommended"] and question["rationale"]:
+        parts.append("Why recommended: " + question["rationale"])
+    return "\n\n".join(parts)
+
+
+def answers_from_elicitation(questions: list, content):
+    """(answers by question id, ignored values): the client's accepted content, read leniently.
+
+    A value that is not one of the question's option ids, or of the wrong type, is left out
+    and reported; so are fields the form did not ask for."""
+    content = content if isinstance(content, dict) else {}
+    answers, ignored, asked = {}, [], set()
+    for question in questions:
+        qid = question["id"]
+        asked.add(qid)
+        value = content.get(qid)
+        option_ids = [option["id"] for option in question["options"]]
+        selected, other = [], None
+        if not option_ids:
+            other, bad = _elicited_text(value)
+            ignored += ["%s=%s" % (qid, bad)] if bad else []
+        else:
+            values = value if isinstance(value, list) else [] if value in (None, "") else [value]
+            kept = []
+            for entry in values:
+                if isinstance(entry, str) and entry in option_ids:
+                    if entry not in kept:
+                        kept.append(entry)
+                else:
+                    ignored.append("%s=%s" % (qid, describe(entry)))
+            if not question["multiSelect"] and len(kept) > 1:
+                ignored += ["%s=%s" % (qid, quote(entry)) for entry in kept[1:]]
+                kept = kept[:1]
+            selected = [oid for oid in option_ids if oid in kept]
+            if question["allowOther"]:
+                asked.add(qid + ELICITATION_OTHER_SUFFIX)
+                other, bad = _elicited_text(content.get(qid + ELICITATION_OTHER_SUFFIX))
+                ignored += ["%s%s=%s" % (qid, ELICITATION_OTHER_SUFFIX, bad)] if bad else []
+        if selected or other:
+            answers[qid] = {"status": "answered", "selected": selected, "optionTexts": {},
+                            "other": other, "ranked": None, "notes": None}
+        else:
+            answers[qid] = unanswered()
+    ignored += ["%s (not asked)" % quote(key) for key in content if key not in asked]
+    return answers, ignored
+
+
+def _elicited_text(value):
+    """(text or None, description of an unusable value or None)."""
+    if value is None or isinstance(value, str):
+        return _clean_text(value), None
+    return None, describe(value)
+
+
+def elicitation_action(response):
+    """(action, detail) of the client's response to elicitation/create: action is "accept",
+    "decline" or "cancel", or None with the error as detail."""
+    if not isinstance(response, dict):
+        return None, "no response"
+    result = response.get("result")
+    if isinstance(result, dict) and result.get("action") in ("accept", "decline", "cancel"):
+        return result["action"], ""
+    error = response.get("error")
+    if isinstance(error, dict):
+        return None, "error %s: %s" % (error.get("code"), error.get("message"))
+    return None, "an unexpected response %s" % cut(json.dumps(response), 200)
 
 
 # ============================================================================================
