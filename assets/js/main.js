@@ -99,13 +99,19 @@ function toggleShowAll() {
 
 // In show-all the rail follows the question being read: the last screen whose top has passed
 // the upper third of the space under the header.
-const tracking = { suspendUntil: 0, queued: false };
+const tracking = { suspendUntil: 0, queued: false, timer: 0 };
 function trackScroll() {
   if (!state.showAll || state.phase !== "open" || tracking.queued) return;
   tracking.queued = true;
   requestAnimationFrame(() => {
     tracking.queued = false;
-    if (performance.now() < tracking.suspendUntil) return;
+    const wait = tracking.suspendUntil - performance.now();
+    if (wait > 0) {
+      // A scroll we started is still running; look again once it has settled.
+      clearTimeout(tracking.timer);
+      tracking.timer = setTimeout(trackScroll, wait + 20);
+      return;
+    }
     const top = $("#bar").getBoundingClientRect().bottom;
     const line = top + (window.innerHeight - top) / 3;
     let cur = null;

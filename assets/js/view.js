@@ -156,7 +156,7 @@ export function buildQuestion(q) {
         if (o.textInput.required) textInput.setAttribute("aria-required", "true");
         refs.textWrap = refs.textWrap || new Map();
         refs.textWrap.set(o.id, wrap);
-      }
+      } else $(".opt-text", li).remove();
       refs.options.set(o.id, { li, input, textInput });
       list.append(li);
     });

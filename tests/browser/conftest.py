@@ -72,11 +72,16 @@ class Form:
         self.page = page
         self.errors: list[str] = []
         self.expect_errors = False
+        self.allowed: list[str] = []
         page.on("console", self._console)
         page.on("pageerror", lambda exc: self.errors.append(f"pageerror: {exc}"))
 
+    def allow(self, text):
+        """Expect console errors holding `text` (the browser logs every non-2xx response)."""
+        self.allowed.append(text)
+
     def _console(self, msg):
-        if msg.type == "error":
+        if msg.type == "error" and not any(a in msg.text for a in self.allowed):
             self.errors.append(f"console: {msg.text}")
 
     # ---- navigation helpers

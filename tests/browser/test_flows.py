@@ -1,0 +1,377 @@
+"""The form's flows against the real server: submit and confirm, review, textInput, drafts, live
+follow-ups, the 409 race, show-all, and what the page says when things end or break."""
+import json
+import threading
+import time
+
+from playwright.sync_api import expect
+
+from conftest import answer_of, choice
+
+
+def many_questions(n=8):
+    return {
+        "title": "Long round",
+        "questions": [
+            choice(f"q{i}", f"Question number {i}", ["a", "b", "c"],
+                   body="Some context.\n\n" + "More lines of context.\n\n" * 4, recommended="a")
+            for i in range(1, n + 1)
+        ],
+    }
+
+
+def test_full_round_reaches_the_server_as_answered(form, rich_spec):
+    f = form(rich_spec)
+    f.press("ArrowRight")
+    f.option("db", "my").click()
+    f.section("db").locator(".note-text").fill("We know it.")
+    f.press("Escape", "ArrowRight")
+    f.press("c")  # keep the rank order
+    f.press("ArrowRight")
+    f.option("feat", "search").click()
+    f.option("feat", "auth").click()
+    f.press("ArrowRight")
+    f.option("src", "up").click()
+    f.section("src").locator(".opt-text-input").fill("  https://example.com/x  ")
+    f.press("Escape", "ArrowRight")
+    f.section("free").locator("textarea.other-text").fill("Nothing really")
+    f.press("Escape", "End")
+    f.page.locator("#general-notes").fill("Thanks")
+    f.page.locator("#btn-submit").click()
+    expect(f.page.locator("section.end h2")).to_have_text("Answers sent")
+    result = f.rt.wait_for_result(f.interview.id, timeout=5)
+    assert result["counts"] == {"answered": 5, "deferred": 0, "needsInfo": 0, "unanswered": 0}
+    assert answer_of(result, "db")["selected"] == ["my"]
+    assert answer_of(result, "db")["notes"] == "We know it."
+    assert answer_of(result, "db")["followedRecommendation"] is False
+    assert answer_of(result, "order")["ranked"] == ["speed", "cost", "looks", "docs"]
+    assert answer_of(result, "feat")["selected"] == ["auth", "search"]  # option order, not click order
+    assert answer_of(result, "src")["optionTexts"] == {"up": "https://example.com/x"}
+    assert answer_of(result, "free")["other"] == "Nothing really"
+    assert result["generalNotes"] == "Thanks"
+    # The draft is gone once the answers are sent.
+    assert f.page.evaluate("Object.keys(localStorage).filter(k => k.startsWith('askrich:draft'))") == []
+
+
+def test_first_submit_with_open_questions_asks_for_confirmation(form, rich_spec):
+    f = form(rich_spec)
+    f.press("End")
+    f.page.locator("#btn-submit").click()
+    confirm = f.page.locator(".review .confirm")
+    expect(confirm).to_contain_text("5 questions are still open")
+    assert f.rt.wait_for_result(f.interview.id, timeout=0.3) is None
+    f.page.locator("#btn-submit").click()
+    f.page.wait_for_selector("section.end")
+    result = f.rt.wait_for_result(f.interview.id, timeout=5)
+    assert result["counts"]["unanswered"] == 5
+
+
+def test_review_lists_answers_and_notes_and_a_row_jumps_back(form, rich_spec):
+    f = form(rich_spec)
+    f.press("ArrowRight", "1", "n")
+    f.page.keyboard.type("A note here")
+    f.press("Escape", "ArrowRight", "d", "End")
+    rows = f.page.locator(".review-row")
+    assert rows.count() == 5
+    expect(rows.nth(0)).to_contain_text("Postgres")
+    expect(rows.nth(0)).to_contain_text("Note: A note here")
+    expect(rows.nth(1)).to_contain_text("Deferred")
+    expect(rows.nth(2)).to_contain_text("Not answered yet")
+    rows.nth(2).locator("button").click()
+    assert f.screen == "q:feat"
+
+
+def test_builds_on_link_jumps_to_the_earlier_question(form, rich_spec):
+    f = form(rich_spec)
+    f.press("ArrowRight", "ArrowRight")
+    link = f.section("order").locator(".builds-link")
+    expect(link).to_have_text("#1")
+    link.click()
+    assert f.screen == "q:db"
+
+
+def test_required_text_input_blocks_the_submit_with_a_clear_message(form, rich_spec):
+    f = form(rich_spec)
+    f.press("End", "a")  # accept recommendations
+    f.page.locator("#rail button[data-goto='q:src']").click()
+    f.option("src", "up").click()
+    field = f.section("src").locator(".opt-text-input")
+    expect(field).to_be_visible()
+    f.press("End")
+    f.page.locator("#btn-submit").click()
+    problem = f.page.locator(".review .submit-problem")
+    expect(problem).to_contain_text('needs the text for "Upgrade"')
+    assert f.rt.wait_for_result(f.interview.id, timeout=0.3) is None
+    problem.locator("button").click()
+    assert f.screen == "q:src"
+    expect(f.section("src").locator(".q-problem")).to_be_visible()
+    # The text survives unpicking and picking again.
+    field.fill("https://example.com/src")
+    f.option("src", "keep").click()
+    expect(field).to_be_hidden()
+    f.option("src", "up").click()
+    expect(field).to_have_value("https://example.com/src")
+    result = f.submit_and_collect()
+    assert answer_of(result, "src")["optionTexts"] == {"up": "https://example.com/src"}
+
+
+def test_draft_survives_a_reload(form, rich_spec):
+    f = form(rich_spec)
+    f.press("ArrowRight", "2", "n")
+    f.page.keyboard.type("draft note")
+    f.press("Escape", "ArrowRight", "ArrowDown", "Shift+ArrowDown", "ArrowRight", "3", "i")
+    f.page.keyboard.type("why?")
+    f.press("Escape")
+    f.reload()
+    assert f.screen == "q:feat"
+    assert f.status("db") == "answered" and f.status("order") == "answered"
+    assert f.status("feat") == "needs-info"
+    assert f.option("db", "my").is_checked()
+    assert f.section("db").locator(".note-text").input_value() == "draft note"
+    assert f.rank_order("order") == ["cost", "speed", "looks", "docs"]
+    result = f.submit_and_collect()
+    assert answer_of(result, "db")["selected"] == ["my"]
+    assert answer_of(result, "db")["notes"] == "draft note"
+    assert answer_of(result, "order")["ranked"] == ["cost", "speed", "looks", "docs"]
+    assert answer_of(result, "feat")["status"] == "needs-info"
+    assert answer_of(result, "feat")["notes"] == "why?"
+
+
+def test_blocked_local_storage_never_breaks_the_page(form, rich_spec):
+    f = form(rich_spec, block_storage=True)
+    f.press("ArrowRight", "1", "t")  # t: no shortcut; the theme button below
+    f.page.locator("#btn-theme").click()
+    f.press("v")
+    result = f.submit_and_collect()
+    assert answer_of(result, "db")["selected"] == ["pg"]
+
+
+def test_a_live_append_appears_within_one_second(form, rich_spec):
+    f = form(rich_spec)
+    f.press("ArrowRight", "1")
+    f.page.wait_for_timeout(300)  # the event stream is open
+    started = time.monotonic()
+    f.rt.append_questions(f.interview.id, [choice("late", "A follow-up question", ["y", "n"])],
+                          note="I forgot **this** one.")
+    f.page.wait_for_selector('#rail li[data-qid="late"] .is-new', timeout=1000)
+    assert time.monotonic() - started < 1.0
+    expect(f.page.locator("#notices")).to_contain_text("I forgot this one.")
+    assert f.screen == "q:db"  # the user is not pulled away
+    assert f.option("db", "pg").is_checked()  # answers kept
+    f.press("g")
+    assert f.screen == "q:late"
+    expect(f.page.locator('#rail li[data-qid="late"] .is-new')).to_have_count(0)
+    f.press("2")
+    result = f.submit_and_collect()
+    assert answer_of(result, "late")["selected"] == ["n"]
+    assert answer_of(result, "db")["selected"] == ["pg"]
+
+
+def test_a_submit_racing_an_append_gets_409_and_shows_the_new_questions(form, rich_spec):
+    f = form(rich_spec)
+    f.press("End", "a")
+    raced = []
+
+    def append_first(route):
+        # The agent appends while the submit is on its way: the server must refuse it.
+        if not raced:
+            raced.append(f.rt.append_questions(
+                f.interview.id, [choice("race", "Raced in", ["p", "q"])], note="Just one more"))
+        route.continue_()
+
+    f.allow("status of 409")  # the refused submit, logged by the browser itself
+    f.page.route("**/submit", append_first)
+    f.page.locator("#btn-submit").click()
+    if f.page.locator(".review .confirm").is_visible():
+        f.page.locator("#btn-submit").click()
+    f.page.wait_for_selector('section.question[data-qid="race"]:visible')
+    assert f.screen == "q:race"
+    expect(f.page.locator("#notices")).to_contain_text("Look at the new questions")
+    assert f.rt.wait_for_result(f.interview.id, timeout=0.3) is None
+    f.press("1")
+    result = f.submit_and_collect()
+    assert answer_of(result, "race")["selected"] == ["p"]
+    assert answer_of(result, "db")["selected"] == ["pg"]
+
+
+def test_show_all_rail_tracks_the_scroll_and_scrolls_on_click(form):
+    f = form(many_questions(8))
+    f.press("v")
+    assert f.page.locator("section.question:visible").count() == 8
+    current = lambda: f.page.locator("#rail [aria-current]").get_attribute("data-goto")  # noqa: E731
+    assert current() == "q:q1"
+    f.page.evaluate("document.querySelector('section[data-qid=q5]').scrollIntoView({block: 'start'})")
+    f.page.wait_for_timeout(150)
+    f.page.mouse.wheel(0, 40)
+    expect(f.page.locator("#rail [aria-current]")).to_have_attribute("data-goto", "q:q5")
+    y = f.page.evaluate("scrollY")
+    f.page.locator("#rail button[data-goto='q:q2']").click()
+    expect(f.page.locator("#rail [aria-current]")).to_have_attribute("data-goto", "q:q2")
+    f.page.wait_for_timeout(900)
+    assert f.page.evaluate("scrollY") < y
+    top = f.page.evaluate("document.querySelector('section[data-qid=q2]').getBoundingClientRect().top")
+    bar = f.page.evaluate("document.querySelector('#bar').getBoundingClientRect().bottom")
+    assert bar <= top <= bar + 40
+    assert f.page.locator("section.question:visible").count() == 8  # still show-all
+
+
+def test_mouse_clicks_on_options_never_scroll_the_page(form):
+    f = form(many_questions(3))
+    f.press("v")
+    f.page.evaluate("window.scrollTo(0, 300)")
+    f.page.wait_for_timeout(100)
+    y = f.page.evaluate("scrollY")
+    # Click where an option is on screen now (a locator click would scroll it into view first).
+    box = f.page.evaluate("""(() => {
+        const bar = document.querySelector('#bar').getBoundingClientRect().bottom;
+        const nav = document.querySelector('#nav').getBoundingClientRect().top;
+        // The lowest one on screen: outside the middle half, where keyboard focus would scroll.
+        let found = null;
+        for (const el of document.querySelectorAll('li.opt label.opt-row')) {
+            const r = el.getBoundingClientRect();
+            if (r.top > bar + 10 && r.bottom < nav - 10) found = {x: r.left + 30, y: r.top + r.height / 2, opt: el.closest('li').dataset.opt, q: el.closest('section').dataset.qid};
+        }
+        return found;
+    })()""")
+    f.page.mouse.click(box["x"], box["y"])
+    f.page.wait_for_timeout(400)
+    assert f.option(box["q"], box["opt"]).is_checked()
+    assert f.page.evaluate("scrollY") == y
+
+
+def test_keyboard_focus_stays_in_the_middle_half(form):
+    f = form(many_questions(6), viewport={"width": 900, "height": 600})
+    f.press("v")
+    for _ in range(4):
+        f.press("ArrowRight")
+    f.press("ArrowDown")
+    f.page.wait_for_timeout(900)  # the smooth scroll settles
+    box = f.page.evaluate("""(() => {
+        const r = document.activeElement.closest('.opt').getBoundingClientRect();
+        const top = document.querySelector('#bar').getBoundingClientRect().bottom;
+        const bottom = document.querySelector('#nav').getBoundingClientRect().top;
+        return {mid: (r.top + r.bottom) / 2, lo: top + (bottom - top) / 4, hi: bottom - (bottom - top) / 4};
+    })()""")
+    assert box["lo"] <= box["mid"] <= box["hi"], box
+
+
+def test_the_page_says_when_claude_stopped_waiting(form, rich_spec):
+    f = form(rich_spec)
+    waiter = threading.Thread(target=f.rt.wait_for_result, args=(f.interview.id, 1.0))
+    waiter.start()
+    waiter.join()
+    expect(f.page.locator("#notices")).to_contain_text("Claude stopped waiting")
+    f.press("ArrowRight", "1")
+    result = f.submit_and_collect()
+    assert answer_of(result, "db")["selected"] == ["pg"]
+
+
+def test_done_screen_says_whether_a_call_was_waiting(form, rich_spec):
+    f = form(rich_spec)
+    box = {}
+    waiter = threading.Thread(target=lambda: box.setdefault("r", f.rt.wait_for_result(f.interview.id, 10)))
+    waiter.start()
+    f.page.wait_for_timeout(300)
+    f.press("End", "a", "Enter", "Enter")
+    expect(f.page.locator("section.end")).to_contain_text("Claude has your answers now")
+    waiter.join()
+    assert box["r"]["status"] == "submitted"
+
+
+def test_a_second_tab_sees_the_interview_already_submitted(form, rich_spec, browser):
+    f = form(rich_spec)
+    f.press("End", "a")
+    other = browser.new_context()
+    try:
+        page2 = other.new_page()
+        page2.goto(f.interview.url)
+        page2.wait_for_selector("body.ready")
+        f.page.locator("#btn-submit").click()
+        f.page.locator("#btn-submit").click()  # confirm: two questions are open
+        f.page.wait_for_selector("section.end")
+        # The open second tab learns it through the event stream, a fresh one on load.
+        expect(page2.locator("section.end h2")).to_have_text("Already submitted")
+        page3 = other.new_page()
+        page3.goto(f.interview.url)
+        expect(page3.locator("section.end h2")).to_have_text("Already submitted")
+    finally:
+        other.close()
+
+
+def test_expired_and_cancelled_interviews_say_so(form, rich_spec):
+    f = form(rich_spec, goto=False)
+    f.page.route("**/api/s/*", lambda route: route.fulfill(status=404, body='{"error": "not found"}',
+                                                           content_type="application/json"))
+    f.expect_errors = True  # the browser logs the 404 itself
+    f.page.goto(f.interview.url)
+    expect(f.page.locator("section.end h2")).to_have_text("This interview is no longer available")
+    f.page.unroute("**/api/s/*")
+
+    def cancelled(route):
+        response = route.fetch()
+        data = response.json()
+        data["state"] = "cancelled"
+        route.fulfill(response=response, body=json.dumps(data))
+
+    f.page.route("**/api/s/*", cancelled)
+    f.page.reload()
+    expect(f.page.locator("section.end h2")).to_have_text("This interview was cancelled")
+
+
+def test_server_gone_keeps_the_draft_and_says_so(form, rich_spec):
+    f = form(rich_spec)
+    f.expect_errors = True  # failed requests are logged by the browser
+    f.press("ArrowRight", "3", "End")
+    f.rt.close()
+    expect(f.page.locator("#notices")).to_contain_text("cannot be reached", timeout=8000)
+    f.page.locator("#btn-submit").click()
+    if f.page.locator(".review .confirm").is_visible():
+        f.page.locator("#btn-submit").click()
+    expect(f.page.locator(".review .submit-problem")).to_contain_text("were not sent")
+    draft = f.page.evaluate("JSON.parse(localStorage.getItem(Object.keys(localStorage).find(k => k.startsWith('askrich:draft'))))")
+    assert draft["answers"]["db"]["selected"] == ["lite"]
+
+
+def test_free_text_question_answers_with_its_text(form):
+    f = form({"title": "Free", "questions": [{"id": "free", "header": "Say something", "options": []}]})
+    assert f.status("free") == "open"
+    f.press("o")
+    f.page.keyboard.type("Hello there")
+    assert f.status("free") == "answered"
+    result = f.submit_and_collect()
+    assert answer_of(result, "free")["other"] == "Hello there"
+
+
+def test_progress_is_reported_to_the_server(form, rich_spec, tmp_path):
+    f = form(rich_spec)
+    f.press("ArrowRight", "1", "ArrowRight", "c")
+    f.page.wait_for_timeout(1500)  # debounce
+    log = (tmp_path / "logs" / "server.log").read_text()
+    assert "answered=2" in log
+
+
+def test_theme_button_cycles_auto_light_dark(form, rich_spec):
+    f = form(rich_spec, color_scheme="dark")
+    bg = lambda: f.page.evaluate("getComputedStyle(document.body).backgroundColor")  # noqa: E731
+    auto_dark = bg()
+    btn = f.page.locator("#btn-theme")
+    expect(btn).to_have_text("Theme: auto")
+    btn.click()
+    expect(btn).to_have_text("Theme: light")
+    light = bg()
+    assert light != auto_dark
+    btn.click()
+    expect(btn).to_have_text("Theme: dark")
+    assert bg() == auto_dark
+    f.reload()
+    expect(btn).to_have_text("Theme: dark")
+
+
+def test_reduced_motion_skips_the_slide(form, rich_spec):
+    moving = form(rich_spec)
+    moving.press("ArrowRight")
+    assert moving.page.evaluate("document.querySelector('#main > .current').getAnimations().length") > 0
+    still = form(rich_spec, reduced_motion="reduce")
+    still.press("ArrowRight")
+    assert still.page.evaluate("document.querySelector('#main > .current').getAnimations().length") == 0
+    assert still.page.evaluate("getComputedStyle(document.querySelector('#main > .current')).animationName") == "none"
