@@ -227,7 +227,7 @@ def test_mouse_clicks_on_options_never_scroll_the_page(form):
         const nav = document.querySelector('#nav').getBoundingClientRect().top;
         // The lowest one on screen: outside the middle half, where keyboard focus would scroll.
         let found = null;
-        for (const el of document.querySelectorAll('li.opt label.opt-row')) {
+        for (const el of document.querySelectorAll('li.opt[data-opt] label.opt-row')) {
             const r = el.getBoundingClientRect();
             if (r.top > bar + 10 && r.bottom < nav - 10) found = {x: r.left + 30, y: r.top + r.height / 2, opt: el.closest('li').dataset.opt, q: el.closest('section').dataset.qid};
         }
