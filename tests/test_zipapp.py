@@ -306,6 +306,33 @@ def test_without_a_home_folder_nothing_is_cached_in_the_working_folder(tmp_path,
     assert os.listdir(str(work)) == []
 
 
+def test_isolated_mode_without_site_runs_the_archive_cold_and_warm(tmp_path, pyz):
+    target = zs.lone_copy(pyz, str(tmp_path / "empty"))
+    env = zs.child_env(tmp_path)
+    for attempt in ("cold", "warm"):
+        proc = zs.run([sys.executable, "-I", "-S", target, "--version"], cwd=tmp_path, env=env)
+        assert proc.returncode == 0 and proc.stdout.strip() == _version(), (attempt, proc.stderr)
+    assert len(_cache_files(tmp_path)) == 1
+
+
+def test_simultaneous_cold_starts_all_run_and_leave_one_cache_file(tmp_path, pyz):
+    target = zs.lone_copy(pyz, str(tmp_path / "empty"))
+    env = zs.child_env(tmp_path)
+    procs = [subprocess.Popen([sys.executable, target, "--version"], cwd=str(tmp_path), env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+             for _ in range(6)]
+    try:
+        outputs = [p.communicate(timeout=zs.RUN_TIMEOUT) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert [p.returncode for p in procs] == [0] * 6, outputs
+    assert {out.strip() for out, _ in outputs} == {_version()}
+    folder = tmp_path / "cache" / "ask-user-rich"
+    assert [f.name for f in folder.iterdir()] == [_cache_files(tmp_path)[0].name]  # no temp files
+
+
 def test_code_cache_can_be_turned_off(tmp_path, pyz):
     target = zs.lone_copy(pyz, str(tmp_path / "empty"))
     env = zs.child_env(tmp_path, ASK_USER_RICH_CODE_CACHE="0")
