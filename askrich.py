@@ -1690,6 +1690,9 @@ def _build_form_server_class():
             self.end_headers()
 
         def do_HEAD(self):
+            # Host and Origin first, as on every route: a rebinding page learns nothing here.
+            if not self.request_allowed():
+                return
             self.send_json(405, {"error": "use GET"})
 
         do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = do_HEAD
@@ -3095,6 +3098,8 @@ def opener_advice(url: str, facts: dict) -> list:
         port = None
     port_text = str(port) if port else "PORT"
     advice = []
+    if facts.get("open_cmd"):
+        return ["open the link by hand"]  # the user chose the opener; the machine is theirs to know
     if facts.get("wsl") and not facts.get("interop"):
         advice.append(WSL_INTEROP_FIX)
     if facts.get("ssh"):

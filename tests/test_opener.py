@@ -366,3 +366,8 @@ def test_a_fake_browser_behind_open_cmd_answers_the_blocked_call(tmp_path):
     done = json.loads(open(record).read())
     assert done["argv"][0].startswith("http://localhost:") and "/s/" in done["argv"][0]
     assert done["reply"]["ok"] is True
+
+
+def test_advice_for_a_chosen_open_cmd_is_only_to_open_the_link_by_hand():
+    facts = linux_facts(open_cmd=["my-browser"], ssh=True, container=True)
+    assert opener_advice(URL, facts) == ["open the link by hand"]
