@@ -290,6 +290,10 @@ def describe_differences(expected, actual):
             if getattr(a, field) != getattr(b, field):
                 problems.append("%s: %s is %r, expected %r"
                                 % (name, field, getattr(b, field), getattr(a, field)))
+    stamps = [p for p in problems if ": date_time is " in p]
+    if len(stamps) > 1 and len(stamps) == len(problems) and len({p.split(": ", 1)[1] for p in stamps}) == 1:
+        problems = ["every entry: " + stamps[0].split(": ", 1)[1]
+                    + " (was SOURCE_DATE_EPOCH set differently?)"]
     if not problems and our_order != list(their_infos):
         problems.append("entries are in another order")
     if not problems:

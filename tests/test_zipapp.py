@@ -116,6 +116,11 @@ def test_source_date_epoch_sets_every_timestamp_and_nothing_else(tmp_path, pyz):
     assert contents == _entries(pyz)[2]
     again = zs.build(None, env=env, args=["--check", str(tmp_path / "dated.pyz")])
     assert again.returncode == 0, again.stdout + again.stderr
+    undated = dict(os.environ)
+    undated.pop("SOURCE_DATE_EPOCH", None)
+    other = zs.build(None, env=undated, args=["--check", str(tmp_path / "dated.pyz")])
+    assert other.returncode == 1
+    assert "every entry: date_time is (2025, 11, 30, 0, 0, 0)" in other.stdout, other.stdout
 
 
 def test_tree_junk_and_screenshots_stay_out_of_the_archive(tmp_path):
