@@ -381,7 +381,7 @@ def test_browser_delivery_returns_awaiting_with_the_reason_when_the_opener_fails
         result = peer.tool("ask_user_rich", interview())["result"]["structuredContent"]
         assert result["status"] == "awaiting"
         assert result["reason"].startswith("Could not open the browser (")
-        assert "false exited with 1" in result["reason"]
+        assert "(false) exited with 1" in result["reason"]
     finally:
         peer.close()
         runtime.close()
