@@ -23,6 +23,12 @@ SHEBANG = b"#!/usr/bin/env python3\n"
 
 
 @pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    """The frozen copy of the checkout that `pyz` was built from."""
+    return zs.shared_tree(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
 def pyz(tmp_path_factory):
     return zs.shared_pyz(tmp_path_factory)
 
@@ -56,12 +62,17 @@ def _expected_names(root):
 
 # --- the build -------------------------------------------------------------------------------
 
-def test_two_builds_give_identical_bytes_and_the_printed_size_and_sha256(tmp_path):
+def test_the_checkout_builds_an_archive_that_runs(tmp_path):
+    proc = zs.build_ok(tmp_path / "checkout.pyz")  # the builder runs it once and says so
+    assert _printed(proc.stdout, "ran").startswith("ask-user-rich ")
+
+
+def test_two_builds_give_identical_bytes_and_the_printed_size_and_sha256(tmp_path, tree):
     env = dict(os.environ)
     env.pop("SOURCE_DATE_EPOCH", None)
-    first = zs.build_ok(tmp_path / "one.pyz", env=env)
+    first = zs.build_ok(tmp_path / "one.pyz", root=tree, env=env)
     time.sleep(2.1)  # past the 2-second step of zip times: a build that stamped "now" would differ
-    zs.build_ok(tmp_path / "two.pyz", env=env)
+    zs.build_ok(tmp_path / "two.pyz", root=tree, env=env)
     one = (tmp_path / "one.pyz").read_bytes()
     two = (tmp_path / "two.pyz").read_bytes()
     assert one == two
@@ -71,7 +82,7 @@ def test_two_builds_give_identical_bytes_and_the_printed_size_and_sha256(tmp_pat
     assert _printed(first.stdout, "ran").startswith("ask-user-rich ")
 
 
-def test_builds_by_the_oldest_and_newest_interpreter_are_identical(tmp_path, pyz):
+def test_builds_by_the_oldest_and_newest_interpreter_are_identical(tmp_path, tree, pyz):
     found = [p for p in (zs.interpreter(v) for v in zs.SUPPORTED) if p]
     if len(found) < 2:
         pytest.skip("needs two of the pyenv interpreters %s" % zs.SUPPORTED)
@@ -79,16 +90,16 @@ def test_builds_by_the_oldest_and_newest_interpreter_are_identical(tmp_path, pyz
     env.pop("SOURCE_DATE_EPOCH", None)
     for python in (found[0], found[-1]):
         out = tmp_path / (os.path.basename(python) + ".pyz")
-        zs.build_ok(out, env=env, python=python, args=["--no-run"])
+        zs.build_ok(out, root=tree, env=env, python=python, args=["--no-run"])
         assert out.read_bytes() == open(pyz, "rb").read(), python
 
 
-def test_archive_is_a_shebang_then_sorted_plain_files_with_fixed_metadata(pyz):
+def test_archive_is_a_shebang_then_sorted_plain_files_with_fixed_metadata(pyz, tree):
     data, infos, contents = _entries(pyz)
     assert data.startswith(SHEBANG)
     names = [i.filename for i in infos]
     assert names == sorted(names)
-    assert set(names) == _expected_names(zs.ROOT)
+    assert set(names) == _expected_names(tree)
     assert not any(n.endswith("/") for n in names), "directory entries"
     assert not any(n.startswith("assets/screenshots/") for n in names)
     for info in infos:
@@ -97,7 +108,7 @@ def test_archive_is_a_shebang_then_sorted_plain_files_with_fixed_metadata(pyz):
         assert info.create_system == 3
         assert info.compress_type == zipfile.ZIP_DEFLATED
         assert info.extra == b"" and info.comment == b""
-    with open(os.path.join(zs.ROOT, "askrich.py"), "rb") as f:
+    with open(os.path.join(tree, "askrich.py"), "rb") as f:
         assert contents["askrich.py"] == f.read()
     assert b"askrich" in contents["__main__.py"]
     assert os.stat(pyz).st_mode & 0o111, "the archive is not executable"
@@ -108,17 +119,17 @@ def test_archive_is_small(pyz):
     assert size < 200 * 1024, "askrich.pyz is %d bytes" % size
 
 
-def test_source_date_epoch_sets_every_timestamp_and_nothing_else(tmp_path, pyz):
+def test_source_date_epoch_sets_every_timestamp_and_nothing_else(tmp_path, tree, pyz):
     env = dict(os.environ, SOURCE_DATE_EPOCH="1764460800")  # 2025-11-30 00:00:00 UTC
-    zs.build_ok(tmp_path / "dated.pyz", env=env, args=["--no-run"])
+    zs.build_ok(tmp_path / "dated.pyz", root=tree, env=env, args=["--no-run"])
     _, infos, contents = _entries(str(tmp_path / "dated.pyz"))
     assert {i.date_time for i in infos} == {(2025, 11, 30, 0, 0, 0)}
     assert contents == _entries(pyz)[2]
-    again = zs.build(None, env=env, args=["--check", str(tmp_path / "dated.pyz")])
+    again = zs.build(None, root=tree, env=env, args=["--check", str(tmp_path / "dated.pyz")])
     assert again.returncode == 0, again.stdout + again.stderr
     undated = dict(os.environ)
     undated.pop("SOURCE_DATE_EPOCH", None)
-    other = zs.build(None, env=undated, args=["--check", str(tmp_path / "dated.pyz")])
+    other = zs.build(None, root=tree, env=undated, args=["--check", str(tmp_path / "dated.pyz")])
     assert other.returncode == 1
     assert "every entry: date_time is (2025, 11, 30, 0, 0, 0)" in other.stdout, other.stdout
 
@@ -146,13 +157,13 @@ def test_tree_junk_and_screenshots_stay_out_of_the_archive(tmp_path):
 
 # --- --check ----------------------------------------------------------------------------------
 
-def test_check_accepts_the_archive_this_tree_builds(pyz):
-    proc = zs.build(None, args=["--check", pyz])
+def test_check_accepts_the_archive_this_tree_builds(pyz, tree):
+    proc = zs.build(None, root=tree, args=["--check", pyz])
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.startswith("OK ")
 
 
-def test_check_rejects_an_archive_with_a_changed_file_and_names_it(tmp_path, pyz):
+def test_check_rejects_an_archive_with_a_changed_file_and_names_it(tmp_path, pyz, tree):
     tampered = tmp_path / "tampered.pyz"
     with zipfile.ZipFile(pyz) as src:
         items = [(i, src.read(i)) for i in src.infolist()]
@@ -163,7 +174,7 @@ def test_check_rejects_an_archive_with_a_changed_file_and_names_it(tmp_path, pyz
                 if info.filename == "askrich.py":
                     data += b"\n# an extra line\n"
                 out.writestr(info, data)
-    proc = zs.build(None, args=["--check", str(tampered)])
+    proc = zs.build(None, root=tree, args=["--check", str(tampered)])
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "MISMATCH" in proc.stdout and "askrich.py: content differs" in proc.stdout
 
@@ -184,12 +195,19 @@ def test_check_of_a_missing_file_is_a_usage_error(tmp_path):
 
 # --- running the archive alone ------------------------------------------------------------
 
+_VERSION = []
+
+
 def _version():
-    proc = subprocess.run([sys.executable, os.path.join(zs.ROOT, "askrich.py"), "--version"],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True, timeout=zs.RUN_TIMEOUT, env=zs.child_env("/nonexistent"))
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout.strip()
+    """What `askrich.py --version` prints in the tree the shared archive was built from."""
+    if not _VERSION:
+        source = os.path.join(zs.shared_tree(None), "askrich.py")  # made by the `pyz` fixture
+        proc = subprocess.run([sys.executable, source, "--version"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                              timeout=zs.RUN_TIMEOUT, env=zs.child_env("/nonexistent"))
+        assert proc.returncode == 0, proc.stderr
+        _VERSION.append(proc.stdout.strip())
+    return _VERSION[0]
 
 
 @pytest.mark.parametrize("how", ["python3 askrich.pyz", "./askrich.pyz"])

@@ -83,14 +83,22 @@ def build_ok(output, **kwargs):
 _BUILT = {}
 
 
+def shared_tree(tmp_path_factory):
+    """A copy of the checkout's askrich.py, build_zipapp.py and assets/, taken once per session,
+    so that edits to the working tree while the tests run cannot make two builds differ."""
+    if "tree" not in _BUILT:
+        _BUILT["tree"] = copy_tree(str(tmp_path_factory.mktemp("shared-tree")))
+    return _BUILT["tree"]
+
+
 def shared_pyz(tmp_path_factory):
-    """One askrich.pyz built from the checkout for the whole session (built on first use)."""
+    """One askrich.pyz built from shared_tree() for the whole session (built on first use)."""
     if "path" not in _BUILT:
         folder = tmp_path_factory.mktemp("shared-build")
         path = os.path.join(str(folder), "askrich.pyz")
         env = dict(os.environ)
         env.pop("SOURCE_DATE_EPOCH", None)
-        build_ok(path, env=env)
+        build_ok(path, root=shared_tree(tmp_path_factory), env=env)
         _BUILT["path"] = path
     return _BUILT["path"]
 
