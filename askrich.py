@@ -1786,7 +1786,7 @@ def _build_form_server_class():
                         )
                         seen = interview.revision
                         state = interview.state_json()
-                    if hub.closed:
+                    if hub.closed or self.page_gone():
                         break
                     if changed:
                         chunk = "event: state\ndata: %s\n\n" % json.dumps(state)
@@ -1799,9 +1799,30 @@ def _build_form_server_class():
             finally:
                 hub.record_stream(interview, -1)
 
+        def page_gone(self) -> bool:
+            """True once the page closed its end (readable, yet nothing to read). Writing alone
+            notices only on the second write after the close, so a reloaded page left a dead
+            stream holding its thread (and counting as "form open") for up to two pings."""
+            import socket
+
+            # A non-blocking peek rather than select(), which fails above fd 1024.
+            self.connection.settimeout(0)
+            try:
+                return self.connection.recv(1, socket.MSG_PEEK) == b""
+            except BlockingIOError:
+                return False  # nothing to read: the page is still there
+            except OSError:
+                return True
+            finally:
+                self.connection.settimeout(self.timeout)
+
     class FormServer(ThreadingHTTPServer):
         daemon_threads = True
         allow_reuse_address = True
+        # socketserver's listen backlog is 5: a page (or a local client) opening many
+        # connections at once filled it, and later connections, the form's own included, lost
+        # their SYN and waited 1-3 s for a retry (200 connections took 30 s to open).
+        request_queue_size = 256
 
         def __init__(self, runtime, address):
             self.runtime = runtime
