@@ -2885,7 +2885,7 @@ class Opener:
 
     def describe(self, url: str) -> str:
         """The command as doctor prints it, with `url` shown as <url>."""
-        text = " ".join(word.replace(url, "<url>") for word in self.argv)
+        text = " ".join(word.replace(url, "<url>") if word else '""' for word in self.argv)
         if self.cwd:
             text += "  (in %s)" % self.cwd
         if self.ok_codes != (0,):
@@ -3133,6 +3133,12 @@ def opener_advice(url: str, facts: dict) -> list:
         advice.append(
             "in a container, set %s to a fixed port and %s=0.0.0.0, publish it with "
             "`-p 127.0.0.1:%s:%s`, and open the link on the host" % (ENV_PORT, ENV_HOST, port_text, port_text)
+        )
+    desktop_less = facts["platform"] not in ("darwin", "win32") and not any(facts["display"].values())
+    if desktop_less and not (facts.get("ssh") or facts.get("container") or facts.get("wsl")):
+        advice.append(
+            "if this machine has a desktop, start the agent from a terminal inside it (so DISPLAY "
+            "or WAYLAND_DISPLAY is set), or name an opener that works here in %s" % ENV_OPEN_CMD
         )
     advice.append("open the link by hand")
     return advice
@@ -3480,52 +3486,162 @@ def run_cli_interview(source: str, open_it: bool) -> int:
         runtime.close()
 
 
-def run_doctor() -> int:
-    """Print what this machine offers and prove the form server works; 1 when broken."""
+def run_doctor(environ=None, facts=None, out=None) -> int:
+    """Print what this machine offers (Python, log directory, WSL, display, the opener plan)
+    and prove the form server works; 1 when something is broken, with what to do.
+
+    A machine where no browser can be opened is reported with its fixes but is not broken:
+    calls then return the link. `environ` and `facts` let tests describe any machine."""
+    env = os.environ if environ is None else environ
+    out = sys.stdout if out is None else out
+    config, warnings = Config.from_env(env)
+    broken = []  # (what is broken, what to do)
+
+    def line(text: str = "") -> None:
+        out.write(text + "\n")
+
+    line("ask-user-rich %s" % __version__)
+    line("Python %s (%s)" % (sys.version.split()[0], sys.executable))
+    for warning in warnings:
+        line("config warning: %s" % warning)
+    log_problem = _doctor_log_dir(config.log_dir)
+    if log_problem is None:
+        line("log directory: %s (writable)" % config.log_dir)
+    else:
+        line("log directory: %s (NOT writable: %s; logs go to stderr only and answers are not "
+             "archived)" % (config.log_dir, log_problem))
+        broken.append(("the log directory cannot be written",
+                       "set %s to a directory you can write, or fix its permissions" % ENV_LOG_DIR))
+
+    facts = opener_facts(config, env) if facts is None else facts
+    for text in _doctor_machine(facts):
+        line(text)
+    sample = "http://%s:%d/s/TOKEN" % (config.public_host, config.port)
+    candidates, notes = plan_openers(sample, facts)
+    line("browser opener plan (tried in order until one works):")
+    for opener in candidates:
+        line("  try   %s" % opener.describe(sample))
+    for note in notes:
+        line("  skip  %s" % note)
+    if not candidates:
+        line("  => no browser can be opened from here: ask_user_rich returns the link at once "
+             "(status awaiting), or asks the client to open it when the client offers URL "
+             "elicitation.")
+        if facts["open_enabled"]:
+            line("what to do:")
+            for advice in opener_advice(sample, facts):
+                line("  - %s" % advice)
+
+    if config.port:
+        line("fixed port %d: %s" % (config.port, _doctor_port(config.host, config.port)))
+    problem = _doctor_self_test(config, line)
+    if problem is not None:
+        broken.append(problem)
+    if broken:
+        line()
+        line("BROKEN:")
+        for what, fix in broken:
+            line("  - %s: %s" % (what, fix))
+        return 1
+    line()
+    line("ok: the form server works%s." % (
+        "" if candidates else "; no browser opens here, so share the link (see above)"))
+    return 0
+
+
+def _doctor_log_dir(log_dir: str):
+    """None when the log directory can be created and written, else why not."""
+    try:
+        os.makedirs(log_dir, mode=0o700, exist_ok=True)
+        probe = os.path.join(log_dir, ".doctor-%d" % os.getpid())
+        with open(probe, "w", encoding="utf-8") as handle:
+            handle.write("ok")
+        os.unlink(probe)
+    except OSError as error:
+        return error.strerror or str(error)
+    return None
+
+
+def _doctor_machine(facts: dict) -> list:
+    """Lines about the machine: platform, WSL and interop, display, SSH, container."""
+    lines = ["platform: %s" % facts["platform"]]
+    if facts["platform"] in ("darwin", "win32"):
+        return lines
+    if facts.get("wsl"):
+        lines.append("WSL: yes; interop: %s" % (
+            "on" if facts.get("interop")
+            else "OFF (no WSLInterop entry in %s: Windows programs cannot run)" % WSL_INTEROP_DIR))
+    else:
+        lines.append("WSL: no")
+    shown = ["%s=%s" % (name, value) for name, value in sorted(facts["display"].items()) if value]
+    lines.append("display: %s" % (", ".join(shown) if shown else
+                                  "none (DISPLAY and WAYLAND_DISPLAY are unset): no browser window can appear here"))
+    if facts.get("https_handler") is not None:
+        lines.append("https handler (xdg-mime): %s" % (facts["https_handler"] or "none"))
+    if facts.get("ssh"):
+        lines.append("SSH session: yes (a browser would open on this machine, not yours)")
+    if facts.get("container"):
+        lines.append("container: yes")
+    return lines
+
+
+def _doctor_port(host: str, port: int) -> str:
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.bind((host, port))
+    except OSError as error:
+        return "NOT free (%s); another ask-user-rich may be running there" % (error.strerror or error)
+    return "free"
+
+
+def _doctor_self_test(config: Config, line):
+    """Serve a one-question interview on a free port, then fetch its page, an asset and its
+    API and submit it, like a browser. None when all worked, else (what, what to do)."""
     import tempfile
     import urllib.request
 
-    config, warnings = Config.from_env()
-    broken = False
-    out = sys.stdout
-    out.write("ask-user-rich %s\n" % __version__)
-    out.write("Python %s (%s)\n" % (sys.version.split()[0], sys.executable))
-    for warning in warnings:
-        out.write("config warning: %s\n" % warning)
-    writable = os.access(config.log_dir, os.W_OK) if os.path.isdir(config.log_dir) else None
-    out.write("log directory: %s (%s)\n" % (
-        config.log_dir,
-        {True: "writable", False: "NOT writable: logs go to stderr only", None: "not created yet"}[writable],
-    ))
-    candidates, notes = plan_openers("http://localhost/", opener_facts(config))
-    out.write("browser opener plan:\n")
-    for opener in candidates:
-        out.write("  try  %s\n" % " ".join(opener.argv[:-1] + ["<url>"]))
-    for note in notes:
-        out.write("  skip %s\n" % note)
-    if not candidates:
-        out.write("  -> no opener: calls return the link at once (status awaiting); the agent shows it\n")
+    fetcher = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback, never a proxy
+    steps = []
     with tempfile.TemporaryDirectory() as scratch:
         probe = Config(open_browser=False, log_dir=scratch, host=config.host)
         runtime = Runtime(probe, Log(scratch, stream=open(os.devnull, "w")))
+        step = "starting the form server"
         try:
-            interview = runtime.hub.create(
-                {"title": "doctor", "intro": None, "questions": [
-                    {"id": "q", "header": "ok?", "body": None, "kind": "choice", "options": [],
-                     "recommended": [], "rationale": None, "multiSelect": False,
-                     "allowOther": True, "dependsOn": []}]},
-                runtime.base_url(),
-            )
-            with urllib.request.urlopen(interview.url, timeout=5) as response:
-                page = response.status
-            out.write("form server self-test: served the form page (HTTP %d)\n" % page)
-        except (ToolError, OSError) as error:
-            broken = True
-            out.write("form server self-test: FAILED (%s)\n" % error)
+            spec, _ = validate_interview({"title": "doctor", "questions": [{"id": "q", "header": "ok?"}]})
+            interview = runtime.hub.create(spec, runtime.base_url())
+            api = interview.url.replace("/s/", "/api/s/")
+            for step, url, body, expected in (
+                ("the form page", interview.url, None, "text/html"),
+                ("the asset js/main.js", interview.url.split("/s/")[0] + "/assets/js/main.js", None, "text/javascript"),
+                ("the interview API", api, None, "application/json"),
+                ("a submit", api + "/submit", {"answers": {"q": {"other": "ok"}}}, "application/json"),
+            ):
+                request = urllib.request.Request(
+                    url,
+                    data=None if body is None else json.dumps(body).encode("utf-8"),
+                    headers={} if body is None else {"Content-Type": "application/json"},
+                )
+                with fetcher.open(request, timeout=10) as response:
+                    response.read()
+                    kind = response.headers.get("Content-Type", "")
+                    if not kind.startswith(expected):
+                        raise OSError("HTTP %d with %s, expected %s" % (response.status, kind, expected))
+                    steps.append("%s HTTP %d" % (step, response.status))
+            if interview.state != "submitted":
+                raise OSError("the submit did not settle the interview")
+        except (ToolError, OSError, InvalidInterview) as error:
+            line("form server self-test: FAILED at %s (%s)" % (step, error))
+            if step == "starting the form server":
+                fix = "free the port or set %s / %s to something this machine can bind" % (ENV_HOST, ENV_PORT)
+            else:
+                fix = "reinstall ask-user-rich (askrich.py with its assets/ folder, or askrich.pyz) and check that nothing intercepts loopback connections"
+            return ("the form server self-test failed at %s" % step, fix)
         finally:
             runtime.close()
-    return 1 if broken else 0
-
+    line("form server self-test: %s: OK" % ", ".join(steps))
+    return None
 
 if __name__ == "__main__":
     raise SystemExit(main())
