@@ -424,14 +424,17 @@ def _check_question(raw, index: int, position: dict, seen: set, problems: Proble
     rank = kind == "rank"
     multi = problems.flag(path, raw, "multiSelect", False)
     allow_other = problems.flag(path, raw, "allowOther", not rank)
-    options = _check_options(raw.get("options"), path, rank, problems)
-    option_ids = [option["id"] for option in options]
+    raw_options = raw.get("options")
+    options = _check_options(raw_options, path, rank, problems)
+    # A non-array `options` was already reported; counting it again would only add noise.
+    options_given = isinstance(raw_options, list) or raw_options is None
 
     if rank:
-        if len(raw.get("options") or []) < 2 and isinstance(raw.get("options"), (list, type(None))):
-            count = len(raw.get("options") or [])
+        if options_given and len(raw_options or []) < 2:
             problems.add(
-                path, "a rank question needs at least 2 options to order (it has %d)" % count
+                path,
+                "a rank question needs at least 2 options to order (it has %d)"
+                % len(raw_options or []),
             )
         if multi:
             problems.add(
@@ -447,7 +450,7 @@ def _check_question(raw, index: int, position: dict, seen: set, problems: Proble
         allow_other = False
         recommended = _check_rank_recommendation(raw.get("recommended"), path, options, problems)
     else:
-        if not options and not allow_other and isinstance(raw.get("options"), (list, type(None))):
+        if options_given and not options and not allow_other:
             problems.add(path, "has no options and allowOther=false, so it cannot be answered")
         recommended = _check_choice_recommendation(
             raw.get("recommended"), path, options, multi, problems
@@ -3009,6 +3012,10 @@ def plan_openers(url: str, facts: dict):
         return [Opener("%s (%s)" % (ENV_OPEN_CMD, argv[0]), argv + [url])], []
     platform = facts["platform"]
     if platform == "darwin":
+        if facts.get("ssh"):
+            # `open` would succeed on the Mac's own screen, in front of nobody at this terminal.
+            return [], ["open skipped: this is an SSH session, so a browser would appear on the "
+                        "Mac's own screen, not in front of you"]
         return [Opener("open", ["open", url])], []
     if platform == "win32":
         unsafe = _cmd_unsafe(url)
