@@ -1,0 +1,53 @@
+"""The design's fixed points: one stdlib-only module that parses on Python 3.8 and does nothing
+at import time."""
+
+from __future__ import annotations
+
+import ast
+import glob
+import os
+import subprocess
+import sys
+
+from conftest import MODULE, ROOT
+
+
+def imported_modules(path):
+    tree = ast.parse(open(path, encoding="utf-8").read())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_askrich_imports_only_the_standard_library():
+    outside = {name for name in imported_modules(MODULE)
+               if name not in sys.stdlib_module_names and name != "__future__"}
+    assert outside == set()
+
+
+def test_askrich_parses_and_imports_on_the_oldest_supported_python():
+    candidates = sorted(glob.glob("/root/.pyenv/versions/3.8*/bin/python3.8"))
+    interpreter = candidates[0] if candidates else None
+    if interpreter is None:
+        # The version matrix in test_versions.py reports which interpreters ran; here the
+        # syntax is still checked against 3.8's grammar by the running interpreter.
+        ast.parse(open(MODULE, encoding="utf-8").read(), feature_version=(3, 8))
+        return
+    subprocess.run([interpreter, "-c", "import askrich"], cwd=ROOT, check=True, timeout=60)
+
+
+def test_importing_askrich_starts_nothing_and_writes_nothing(tmp_path):
+    code = (
+        "import threading, sys, os; before = threading.active_count(); "
+        "import askrich; "
+        "assert threading.active_count() == before; "
+        "heavy = {'http.server', 'subprocess', 'unicodedata', 'difflib', 'secrets'} & set(sys.modules); "
+        "assert not heavy, heavy; "
+        "assert os.listdir(os.environ['HOME']) == []"
+    )
+    env = dict(os.environ, HOME=str(tmp_path), XDG_STATE_HOME="", PYTHONPATH=ROOT)
+    subprocess.run([sys.executable, "-S", "-c", code], env=env, check=True, timeout=60)
