@@ -331,6 +331,18 @@ class Problems:
             return None
         return value
 
+    def unique_id(self, path: str, obj: dict, seen: set, kind: str) -> str | None:
+        """The required `id` of a question or option, checked and not yet in `seen`."""
+        if obj.get("id") is None:
+            self.add(path, '"id" is required')
+            return None
+        value = self.check_id(path, obj["id"])
+        if value is not None:
+            if value in seen:
+                self.add(path, "duplicate %s id %s" % (kind, quote(value)))
+            seen.add(value)
+        return value
+
     def text(self, path: str, obj: dict, field: str, *, required: bool = False) -> str | None:
         """An optional (or required, non-empty) string field; null counts as absent."""
         value = obj.get(field)
@@ -403,15 +415,7 @@ def _check_question(raw, index: int, position: dict, seen: set, problems: Proble
         return None
     before = len(problems.lines)
     problems.unknown_fields(path, raw, QUESTION_FIELDS)
-    qid = None
-    if "id" not in raw or raw["id"] is None:
-        problems.add(path, '"id" is required')
-    else:
-        qid = problems.check_id(path, raw["id"])
-        if qid is not None:
-            if qid in seen:
-                problems.add(path, "duplicate question id %s" % quote(qid))
-            seen.add(qid)
+    qid = problems.unique_id(path, raw, seen, "question")
     header = problems.text(path, raw, "header", required=True)
     body = problems.text(path, raw, "body")
     rationale = problems.text(path, raw, "rationale")
@@ -486,15 +490,7 @@ def _check_options(raw_options, path: str, rank: bool, problems: Problems) -> li
             problems.add(option_path, "an option must be an object, not %s" % describe(raw))
             continue
         problems.unknown_fields(option_path, raw, OPTION_FIELDS)
-        oid = None
-        if "id" not in raw or raw["id"] is None:
-            problems.add(option_path, '"id" is required')
-        else:
-            oid = problems.check_id(option_path, raw["id"])
-            if oid is not None:
-                if oid in seen:
-                    problems.add(option_path, "duplicate option id %s" % quote(oid))
-                seen.add(oid)
+        oid = problems.unique_id(option_path, raw, seen, "option")
         label = problems.text(option_path, raw, "label", required=True)
         description = problems.text(option_path, raw, "description")
         preview = problems.text(option_path, raw, "preview")

@@ -62,6 +62,12 @@ def test_macos_uses_open():
     assert [c.argv for c in candidates] == [["open", URL]]
 
 
+def test_macos_over_ssh_skips_open_and_says_why():
+    candidates, notes = plan_openers(URL, linux_facts(platform="darwin", ssh=True))
+    assert candidates == [] and "SSH session" in notes[0]
+    assert "ssh -L 48123:localhost:48123" in " ".join(opener_advice(URL, linux_facts(platform="darwin", ssh=True)))
+
+
 def test_windows_uses_cmd_start_with_an_empty_title():
     candidates, _ = plan_openers(URL, linux_facts(platform="win32"))
     assert [c.argv for c in candidates] == [["cmd", "/c", "start", "", URL]]
