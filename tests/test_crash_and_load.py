@@ -1,0 +1,433 @@
+"""Crashes and load (issue 5): kill -9 right after an acknowledged submit leaves its archive
+complete; an unwritable or full log directory loses no answer and crashes nothing; 50
+concurrent interviews with waiters, racing appends, cancellations and double submits settle
+each exactly once and wake every waiter; 1,000 interviews leave no thread or memory behind."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import gc
+import io
+import json
+import os
+import queue
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import askrich
+from conftest import (
+    InProcessServer,
+    SubprocessServer,
+    api_url,
+    choice,
+    http_request,
+    interview,
+    submit,
+)
+
+WAIT = 20.0
+
+
+def ask_link(peer, args=None):
+    reply = peer.tool("ask_user_rich", dict(args or interview(), delivery="link"))
+    return reply["result"]["structuredContent"]
+
+
+def archived(log_dir) -> dict:
+    """interviewId -> parsed archive record; every file under its final name must be whole."""
+    folder = os.path.join(str(log_dir), "answers")
+    records = {}
+    if not os.path.isdir(folder):
+        return records
+    for name in os.listdir(folder):
+        if name.endswith(".tmp"):
+            continue
+        path = os.path.join(folder, name)
+        with open(path, encoding="utf-8") as handle:
+            record = json.load(handle)  # a torn file fails here
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+        assert record["status"] == "submitted" and record["answers"] and record["interview"]["questions"]
+        assert name.endswith("-%s.json" % record["interviewId"])
+        records[record["interviewId"]] = record
+    return records
+
+
+# -- kill -9 --------------------------------------------------------------------------------------
+
+
+def test_kill_9_right_after_acknowledged_submits_leaves_every_acknowledged_archive_whole(tmp_path):
+    peer = SubprocessServer(tmp_path / "logs")
+    acknowledged, lock = [], threading.Lock()
+    try:
+        peer.initialize()
+        forms = [ask_link(peer, interview(choice("q", "a", "b"), choice("r", "x", "y"))) for _ in range(24)]
+        for form in forms[:6]:  # some with a call waiting on them
+            peer.request("tools/call", {"name": "await_user_answers", "arguments": {"sessionId": form["sessionId"]}})
+        half = threading.Event()
+
+        def user(form):
+            try:
+                reply = submit(form["url"], {"q": {"selected": ["a"], "notes": "n" * 2000},
+                                             "r": {"status": "defer"}}, generalNotes="g")
+            except OSError:
+                return  # the server died first: never acknowledged, so nothing is owed
+            if reply.status == 200:
+                with lock:
+                    acknowledged.append(form["sessionId"])
+                    if len(acknowledged) >= 8:
+                        half.set()
+
+        threads = [threading.Thread(target=user, args=(form,), daemon=True) for form in forms]
+        for thread in threads:
+            thread.start()
+        assert half.wait(WAIT)
+        os.kill(peer.process.pid, signal.SIGKILL)  # no shutdown of any kind
+        peer.process.wait(WAIT)
+        for thread in threads:
+            thread.join(WAIT)
+    finally:
+        peer.close()
+    with lock:
+        acked = list(acknowledged)
+    records = archived(tmp_path / "logs")
+    print("kill -9: %d submits acknowledged before the kill, %d archives on disk" % (len(acked), len(records)))
+    assert set(acked) <= set(records), "an acknowledged submit has no complete archive"
+    for session_id in acked:
+        answers = {a["id"]: a for a in records[session_id]["answers"]}
+        assert answers["q"]["selected"] == ["a"] and answers["q"]["notes"] == "n" * 2000
+        assert answers["r"]["status"] == "deferred" and records[session_id]["generalNotes"] == "g"
+    # A new server returns the archived result to await_user_answers.
+    second = SubprocessServer(tmp_path / "logs")
+    try:
+        second.initialize()
+        reply = second.tool("await_user_answers", {"sessionId": acked[0]})["result"]
+        assert reply["structuredContent"]["status"] == "submitted"
+        assert reply["structuredContent"]["interviewId"] == acked[0]
+    finally:
+        assert second.close() == 0
+
+
+# -- log directories that cannot be written -------------------------------------------------------
+
+
+@contextlib.contextmanager
+def tmpfs(path, size_kib: int, read_only: bool = False):
+    """A tiny tmpfs at `path`, or skip when this machine cannot mount one."""
+    os.makedirs(path, exist_ok=True)
+    options = "size=%dk,mode=0700%s" % (size_kib, ",ro" if read_only else "")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)],
+                          capture_output=True) if shutil.which("mount") else None
+    if done is None or done.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (%s)" % (done.stderr.decode().strip() if done else "no mount"))
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+def _fill(path) -> None:
+    """Write until the file system says ENOSPC."""
+    with open(os.path.join(str(path), "filler"), "wb", buffering=0) as handle:
+        try:
+            while True:
+                handle.write(b"x" * 4096)
+        except OSError as error:
+            assert error.errno == errno.ENOSPC
+
+
+def _answers_reach_the_agent(log_dir) -> str:
+    """An interview submitted through the form while a call waits: the call gets every answer.
+    Returns what the server wrote to stderr."""
+    stderr = io.StringIO()
+    config = askrich.Config(log_dir=str(log_dir), open_browser=False)
+    runtime = askrich.Runtime(config, askrich.Log(str(log_dir), stream=stderr))
+    peer = InProcessServer(runtime)
+    try:
+        peer.initialize()
+        form = ask_link(peer)
+        request = peer.request("tools/call", {"name": "await_user_answers",
+                                              "arguments": {"sessionId": form["sessionId"]}})
+        done = submit(form["url"], {"q": {"selected": ["b"], "notes": "kept"}}, generalNotes="all of it")
+        assert done.status == 200, done.body
+        result = peer.response(request)["result"]["structuredContent"]
+        assert result["status"] == "submitted"
+        assert result["answers"][0]["selected"] == ["b"] and result["answers"][0]["notes"] == "kept"
+        assert result["generalNotes"] == "all of it"
+        assert peer.call("ping")["result"] == {}  # and the server goes on
+    finally:
+        peer.close()
+        runtime.close()
+    return stderr.getvalue()
+
+
+def test_a_log_dir_that_cannot_be_created_degrades_to_stderr_and_loses_no_answer(tmp_path):
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a file where the log directory should be")
+    stderr = _answers_reach_the_agent(blocker / "logs")
+    assert stderr.count("log-degraded") == 1, stderr
+    assert "archive-failed" in stderr and " submitted " in stderr
+
+
+def test_a_read_only_log_dir_loses_no_answer(tmp_path):
+    with tmpfs(tmp_path / "ro", 64, read_only=True) as path:
+        stderr = _answers_reach_the_agent(path)
+    assert "log-degraded" in stderr and "archive-failed" in stderr
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores permission bits (the tmpfs test covers it)")
+def test_a_log_dir_without_write_permission_loses_no_answer(tmp_path):
+    folder = tmp_path / "locked"
+    folder.mkdir(mode=0o500)
+    try:
+        stderr = _answers_reach_the_agent(folder)
+    finally:
+        folder.chmod(0o700)
+    assert "log-degraded" in stderr
+
+
+def test_a_full_log_dir_loses_no_answer_and_leaves_no_partial_archive(tmp_path):
+    with tmpfs(tmp_path / "full", 64) as path:
+        os.makedirs(os.path.join(str(path), "answers"))
+        _fill(path)
+        stderr = _answers_reach_the_agent(path)
+        leftovers = os.listdir(os.path.join(str(path), "answers"))
+    assert "archive-failed" in stderr
+    assert leftovers == [], leftovers  # the temporary file was removed, nothing half-written
+
+
+def test_a_disk_that_fills_up_while_running_degrades_the_log_once_and_keeps_serving(tmp_path, monkeypatch):
+    """No mount needed: the open log file starts failing the way a full disk does."""
+
+    class FullDisk(io.StringIO):
+        def write(self, text):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    stderr = io.StringIO()
+    runtime = askrich.Runtime(askrich.Config(log_dir=str(tmp_path), open_browser=False),
+                              askrich.Log(str(tmp_path), stream=stderr))
+    try:
+        runtime.log.file = FullDisk()
+        real_fsync = os.fsync
+
+        def fsync(descriptor):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(askrich.os, "fsync", fsync)
+        form = runtime.open_interview(interview())
+        waiter = []
+        thread = threading.Thread(target=lambda: waiter.append(runtime.wait_for_result(form.id, WAIT)))
+        thread.start()
+        assert submit(form.url, {"q": {"selected": ["a"]}}).status == 200
+        thread.join(WAIT)
+        monkeypatch.setattr(askrich.os, "fsync", real_fsync)
+        assert waiter and waiter[0]["answers"][0]["selected"] == ["a"]
+        assert stderr.getvalue().count("log-degraded") == 1
+        assert "archive-failed" in stderr.getvalue()
+        assert not [n for n in os.listdir(tmp_path / "answers") if n.endswith(".tmp")]
+    finally:
+        runtime.close()
+
+
+# -- load ---------------------------------------------------------------------------------------
+
+
+class Collector:
+    """Every message the server writes, by id, read on one thread; waits on a condition."""
+
+    def __init__(self, peer) -> None:
+        self.peer = peer
+        self.by_id: dict = {}
+        self.progress = 0
+        self.changed = threading.Condition()
+        self.send_lock = threading.Lock()
+        self.thread = threading.Thread(target=self._pump, daemon=True)
+        self.thread.start()
+
+    def _pump(self) -> None:
+        while True:
+            try:
+                message = self.peer.reader.next(timeout=120)
+            except (EOFError, queue.Empty):
+                return
+            with self.changed:
+                if message.get("method") == "notifications/progress":
+                    self.progress += 1
+                elif "method" not in message:
+                    assert message["id"] not in self.by_id, "two responses to %r" % message["id"]
+                    self.by_id[message["id"]] = message
+                self.changed.notify_all()
+
+    def send(self, message) -> None:
+        with self.send_lock:
+            self.peer.send(message)
+
+    def call(self, request_id, name, arguments, progress=False):
+        params = {"name": name, "arguments": arguments}
+        if progress:
+            params["_meta"] = {"progressToken": request_id}
+        self.send({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params})
+
+    def wait(self, request_id, timeout=WAIT):
+        with self.changed:
+            assert self.changed.wait_for(lambda: request_id in self.by_id, timeout), request_id
+            return self.by_id[request_id]
+
+    def has(self, request_id) -> bool:
+        with self.changed:
+            return request_id in self.by_id
+
+
+def test_50_concurrent_interviews_with_racing_appends_cancels_and_double_submits_settle_exactly_once(tmp_path):
+    config = askrich.Config(log_dir=str(tmp_path), open_browser=False, progress_ms=200)
+    runtime = askrich.Runtime(config, askrich.Log(str(tmp_path), stream=io.StringIO()))
+    peer = InProcessServer(runtime)
+    baseline_threads = threading.active_count()
+    try:
+        peer.initialize()
+        forms = [ask_link(peer, interview(choice("q", "a", "b"), title="load %d" % i)) for i in range(50)]
+        collector = Collector(peer)
+        for i, form in enumerate(forms):
+            collector.call("w-%d" % i, "await_user_answers", {"sessionId": form["sessionId"]}, progress=i % 2 == 0)
+            if i % 3 == 0:  # several waiters on one interview
+                collector.call("w2-%d" % i, "await_user_answers", {"sessionId": form["sessionId"]})
+        # Every waiter is in place before the users start (the interview shows waiting).
+        deadline = time.monotonic() + WAIT
+        while not all(runtime.hub.get(f["sessionId"]).waiters >= (2 if i % 3 == 0 else 1)
+                      for i, f in enumerate(forms)):
+            assert time.monotonic() < deadline, "waiters did not start"
+            time.sleep(0.02)
+
+        statuses = {i: [] for i in range(len(forms))}
+
+        def user(i, form):
+            start.wait()
+            body = {"answers": {"q": {"selected": ["a"]}}, "specVersion": 1}
+            for _ in range(10):
+                reply = http_request(api_url(form["url"], "submit"), "POST", body)
+                statuses[i].append(reply.status)
+                if reply.status == 409 and reply.json().get("version"):
+                    body["specVersion"] = reply.json()["version"]  # the form pulls new questions, resubmits
+                    continue
+                return
+
+        def agent(i, form):
+            start.wait()
+            if i % 5 == 0:
+                collector.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                "params": {"requestId": "w-%d" % i, "reason": "race"}})
+            if i % 2 == 1:
+                collector.call("a-%d" % i, "append_questions",
+                               {"sessionId": form["sessionId"], "questions": [choice("late", "x")]})
+
+        workers = []
+        for i, form in enumerate(forms):
+            workers.append(threading.Thread(target=user, args=(i, form)))  # the page's submit
+            workers.append(threading.Thread(target=user, args=(i, form)))  # a second tab, racing
+        for i, form in enumerate(forms):
+            workers.append(threading.Thread(target=agent, args=(i, form)))
+        # Barrier: the users and the agents with an append or cancel, plus this thread.
+        start = threading.Barrier(len(forms) * 2 + len(forms) + 1)
+        for worker in workers:
+            worker.start()
+        started = time.monotonic()
+        start.wait()
+        for worker in workers:
+            worker.join(WAIT)
+            assert not worker.is_alive()
+
+        for i, form in enumerate(forms):
+            # Exactly one submit was accepted; the rest saw it already submitted (or a
+            # version change first, then resubmitted).
+            codes = statuses[i]
+            assert codes.count(200) == 1, (i, codes)
+            assert set(codes) <= {200, 409}, (i, codes)
+            settled = runtime.hub.get(form["sessionId"])
+            assert settled.state == "submitted"
+            ids = [answer["id"] for answer in settled.result["answers"]]
+            if i % 2 == 1:
+                appended = collector.wait("a-%d" % i)["result"]
+                if appended.get("isError"):
+                    assert "already submitted" in appended["content"][0]["text"]
+                    assert ids == ["q"]
+                else:
+                    assert ids == ["q", "late"]
+            for key in ["w-%d" % i] + (["w2-%d" % i] if i % 3 == 0 else []):
+                if key == "w-%d" % i and i % 5 == 0:
+                    continue  # cancelled: answered only if the submit won the race
+                reply = collector.wait(key)["result"]["structuredContent"]
+                assert reply["status"] == "submitted" and reply == settled.result
+            if i % 5 == 0:
+                # Cancelled or not, the answers are collectable.
+                collector.call("again-%d" % i, "await_user_answers", {"sessionId": form["sessionId"]})
+                assert collector.wait("again-%d" % i)["result"]["structuredContent"] == settled.result
+        elapsed = time.monotonic() - started
+        records = archived(tmp_path)
+        assert sorted(records) == sorted(f["sessionId"] for f in forms)  # one archive each
+        cancelled_unanswered = sum(1 for i in range(0, 50, 5) if not collector.has("w-%d" % i))
+        print("load: 50 interviews, %d waiters, 25 racing appends, 10 cancels (%d won before the "
+              "submit), 100 racing submits, %d progress notes, settled in %.2fs"
+              % (50 + 17, cancelled_unanswered, collector.progress, elapsed))
+    finally:
+        peer.close()
+        runtime.close()
+    deadline = time.monotonic() + WAIT
+    while threading.active_count() > baseline_threads and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert threading.active_count() <= baseline_threads
+
+
+def _rss_kib() -> int:
+    with open("/proc/self/status") as status:
+        for row in status:
+            if row.startswith("VmRSS:"):
+                return int(row.split()[1])
+    return 0
+
+
+def _one_interview(runtime) -> None:
+    form = runtime.open_interview(interview(choice("q", "a", "b"), choice("r", "x", "y")))
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(runtime.wait_for_result(form.id, WAIT)))
+    waiter.start()
+    done = submit(form.url, {"q": {"selected": ["a"], "notes": "x" * 200}, "r": {"status": "needs-info"}})
+    waiter.join(WAIT)
+    assert done.status == 200 and got and got[0]["counts"]["needsInfo"] == 1
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads RSS from /proc")
+def test_1000_interviews_leave_no_thread_and_no_memory_behind(tmp_path, monkeypatch):
+    runtime = askrich.Runtime(askrich.Config(log_dir=str(tmp_path), open_browser=False),
+                              askrich.Log(str(tmp_path), stream=io.StringIO()))
+    try:
+        for _ in range(50):  # warm up: the server, imports, allocator pools
+            _one_interview(runtime)
+        monkeypatch.setattr(askrich, "SETTLED_RETENTION_SECONDS", 0)
+        runtime.hub.get("000000000000")  # purge
+        gc.collect()
+        threads_before, rss_before = threading.active_count(), _rss_kib()
+        started = time.monotonic()
+        for _ in range(1000):
+            _one_interview(runtime)
+        elapsed = time.monotonic() - started
+        runtime.hub.get("000000000000")  # settled interviews past retention are dropped
+        gc.collect()
+        deadline = time.monotonic() + WAIT
+        while threading.active_count() > threads_before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        threads_after, rss_after = threading.active_count(), _rss_kib()
+        print("1000 interviews in %.1fs: RSS %.1f MB -> %.1f MB, threads %d -> %d"
+              % (elapsed, rss_before / 1024, rss_after / 1024, threads_before, threads_after))
+        assert runtime.hub.by_id == {} and runtime.hub.by_token == {}
+        assert threads_after <= threads_before
+        assert rss_after - rss_before < 20 * 1024, (rss_before, rss_after)
+        assert len(os.listdir(tmp_path / "answers")) == 1050
+    finally:
+        runtime.close()
