@@ -408,3 +408,42 @@ def test_no_timeout_of_ours_ends_a_pending_elicitation(wire):
     client.send({"jsonrpc": "2.0", "id": request["id"], "result": {"action": "accept", "content": {"db": "pg"}}})
     response = client.receive_until(lambda m: m.get("id") == 1)
     assert response["result"]["structuredContent"]["answers"][0]["followedRecommendation"] is True
+
+
+# -- properties of the form mapping -----------------------------------------------------------
+
+import hypothesis_profiles  # noqa: E402,F401  (loads the fuzz profile)
+from hypothesis import given, strategies as st  # noqa: E402
+from strategies import json_values, valid_interviews  # noqa: E402
+
+
+@given(valid_interviews(delivery="elicitation"), st.data())
+def test_any_content_for_any_flat_interview_gives_valid_answers(arguments, data):
+    spec, _ = askrich.validate_interview(arguments)
+    questions = spec["questions"]
+    if askrich.elicitation_unfit(questions) is not None:
+        assert any(q["kind"] == "rank" for q in questions) or any(
+            q["id"] + "__other" in {other["id"] for other in questions} for q in questions)
+        return
+    schema = askrich.elicitation_schema(questions)
+    properties = schema["properties"]
+    consts = [c["const"] for field in properties.values()
+              for c in field.get("oneOf", field.get("items", {}).get("anyOf", []))] or ["x"]
+    value = st.one_of(json_values(6), st.sampled_from(consts), st.lists(st.sampled_from(consts), max_size=4))
+    content = data.draw(st.dictionaries(st.one_of(st.sampled_from(list(properties)), st.text(max_size=8)),
+                                        value, max_size=len(properties) + 2))
+    answers, ignored = askrich.answers_from_elicitation(questions, content)
+    for question in questions:
+        field = properties[question["id"]]
+        default = field.get("default")
+        if question["recommended"]:
+            assert default == (question["recommended"] if question["multiSelect"] else question["recommended"][0])
+        answer = answers[question["id"]]
+        option_ids = [option["id"] for option in question["options"]]
+        assert set(answer["selected"]) <= set(option_ids)
+        assert question["multiSelect"] or len(answer["selected"]) <= 1
+        assert (answer["status"] == "answered") == bool(answer["selected"] or answer["other"])
+    # The answers are exactly what a web submit would produce: the result builder takes them.
+    result = askrich.build_result(spec, answers, None, interview_id="0" * 12, status="submitted",
+                                  via="elicitation", submitted_at=0.0, duration_seconds=1.0)
+    assert result["counts"]["answered"] == sum(a["status"] == "answered" for a in answers.values())

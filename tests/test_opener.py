@@ -377,3 +377,38 @@ def test_a_fake_browser_behind_open_cmd_answers_the_blocked_call(tmp_path):
 def test_advice_for_a_chosen_open_cmd_is_only_to_open_the_link_by_hand():
     facts = linux_facts(open_cmd=["my-browser"], ssh=True, container=True)
     assert opener_advice(URL, facts) == ["open the link by hand"]
+
+
+# -- properties: no URL ever reaches cmd.exe or PowerShell in a form they would reinterpret ----
+
+import hypothesis_profiles  # noqa: E402,F401  (loads the fuzz profile)
+from hypothesis import example, given, strategies as st  # noqa: E402
+
+
+@given(st.text(max_size=30))
+@example("?a=1&b=2%PATH%")
+@example("?q=it's \u2019x\u2019")
+def test_every_wsl_candidate_gets_the_url_intact_or_is_skipped(suffix):
+    url = URL + suffix
+    candidates, notes = plan_openers(url, wsl_facts(True))
+    by_name = {opener.name: opener for opener in candidates}
+    for name in ("wslview", "explorer.exe"):
+        assert by_name[name].argv[-1] == url
+    cmd = by_name.get("cmd.exe")
+    cmd_safe = not any(ch in '&|<>^%!()"' or ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in url)
+    assert (cmd is not None) == cmd_safe
+    if cmd is not None:
+        assert cmd.argv[-1] == url
+    powershell = by_name.get("powershell.exe")
+    if powershell is None:
+        assert any(note.startswith("powershell.exe skipped") for note in notes)
+    else:
+        command = powershell.argv[-1]
+        assert command.startswith("Start-Process '") and command.endswith("'")
+        inner = command[len("Start-Process '"):-1]
+        for quote in "'\u2018\u2019\u201a\u201b":
+            # every single quote PowerShell knows is doubled, so none ends the string early
+            assert inner.count(quote) == 2 * url.count(quote)
+            inner = inner.replace(quote * 2, quote)
+        assert inner == url
+        assert not any(ch.isspace() or ch in '"\u201c\u201d\u201e`' or ord(ch) < 32 for ch in command[len("Start-Process"):].strip())
