@@ -10,7 +10,7 @@ import sys
 import threading
 
 import askrich
-from conftest import MODULE, api_url, http_request, submit
+from support import MODULE, api_url, http_request, submit
 
 
 def test_version_and_help(capsys):

@@ -23,7 +23,7 @@ import time
 import pytest
 
 import askrich
-from conftest import (
+from support import (
     InProcessServer,
     SubprocessServer,
     api_url,

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import askrich
-from conftest import api_url, choice, http_request, interview, submit
+from support import api_url, choice, http_request, interview, submit
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "

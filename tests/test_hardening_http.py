@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 import askrich
 import hypothesis_profiles
 import strategies
-from conftest import InProcessServer, api_url, choice, interview
+from support import InProcessServer, api_url, choice, interview
 
 # Every status the form server may send (CONTRACT §7, plus what http.server itself answers to
 # requests it cannot parse: 414, 431, 501, 505).
@@ -535,7 +535,7 @@ def test_only_the_first_progress_message_carries_the_token_bearing_url(tmp_path)
         assert token in messages[0]
         assert all(token not in message and "/s/" not in message for message in messages[1:])
         # And a rejected submit's error text does not carry it either.
-        from conftest import submit
+        from support import submit
 
         bad = submit(awaiting["url"], {"q": {"selected": ["nope"]}})
         assert bad.status == 422 and token not in bad.body.decode()

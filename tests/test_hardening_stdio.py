@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 import askrich
 import hypothesis_profiles
 import strategies
-from conftest import MODULE, SubprocessServer, interview
+from support import MODULE, SubprocessServer, interview
 
 FINAL_PING = b'{"jsonrpc":"2.0","id":"final-ping","method":"ping"}'
 

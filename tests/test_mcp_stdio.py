@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import askrich
-from conftest import (
+from support import (
     InProcessServer,
     api_url,
     choice,

@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 
-from conftest import MODULE, ROOT
+from support import MODULE, ROOT
 
 
 def imported_modules(path):

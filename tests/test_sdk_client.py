@@ -10,7 +10,7 @@ import sys
 import anyio
 import pytest
 
-from conftest import MODULE, api_url, choice, http_request, interview, submit
+from support import MODULE, api_url, choice, http_request, interview, submit
 
 mcp = pytest.importorskip("mcp")
 from mcp import Client, StdioServerParameters  # noqa: E402

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import askrich
-from conftest import choice, interview
+from support import choice, interview
 
 
 def problems_of(args) -> list:

@@ -1,0 +1,242 @@
+"""Shared test helpers: the server in-process and as a subprocess, and a raw HTTP client.
+
+A module of its own (not conftest.py): tests/browser has a conftest.py too, and a test that
+imported "conftest" by name could get either one.
+
+The in-process harness drives `McpServer` over OS pipes (the same byte streams stdio gives
+it); the subprocess harness runs `python3 askrich.py` exactly as an MCP client would. Both
+read stdout on a thread into a queue, so a test waits on a message with a hard timeout
+instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import urllib.parse
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import askrich  # noqa: E402
+
+MODULE = os.path.join(ROOT, "askrich.py")
+WAIT = 10.0  # seconds any single expected message may take on a loaded CI machine
+
+
+def choice(qid="q", *options, **extra):
+    """A choice question with option ids `options` (labels are the ids upper-cased)."""
+    question = {
+        "id": qid,
+        "header": "Question %s?" % qid,
+        "options": [{"id": oid, "label": oid.upper()} for oid in options],
+    }
+    question.update(extra)
+    return question
+
+
+def interview(*questions, **extra):
+    args = {"title": "Test interview", "questions": list(questions) or [choice("q", "a", "b")]}
+    args.update(extra)
+    return args
+
+
+class LineReader:
+    """Collects the JSON lines a server writes; every line must be exactly one JSON value."""
+
+    def __init__(self, stream) -> None:
+        self.lines: queue.Queue = queue.Queue()
+        self.raw: list = []
+        self.thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
+        self.thread.start()
+
+    def _pump(self, stream) -> None:
+        for line in iter(stream.readline, b""):
+            self.raw.append(line)
+            assert line.endswith(b"\n"), line
+            self.lines.put(json.loads(line.decode("utf-8")))
+        self.lines.put(EOFError())
+
+    def next(self, timeout: float = WAIT):
+        item = self.lines.get(timeout=timeout)
+        if isinstance(item, EOFError):
+            raise item
+        return item
+
+
+class McpPeer:
+    """The client side of one server: send messages, receive responses by id."""
+
+    def __init__(self, write, reader: LineReader) -> None:
+        self._write = write
+        self.reader = reader
+        self.pending: list = []  # messages received while waiting for something else
+        self.next_id = 0
+
+    def send(self, message) -> None:
+        data = message if isinstance(message, bytes) else (json.dumps(message) + "\n").encode()
+        self._write(data)
+
+    def request(self, method, params=None, **extra):
+        self.next_id += 1
+        message = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        message.update(extra)
+        self.send(message)
+        return self.next_id
+
+    def notify(self, method, params=None) -> None:
+        message = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        self.send(message)
+
+    def receive(self, predicate, timeout: float = WAIT):
+        for index, message in enumerate(self.pending):
+            if predicate(message):
+                return self.pending.pop(index)
+        while True:
+            message = self.reader.next(timeout)
+            if predicate(message):
+                return message
+            self.pending.append(message)
+
+    def response(self, request_id, timeout: float = WAIT):
+        return self.receive(
+            lambda m: isinstance(m, dict) and m.get("id") == request_id and "method" not in m,
+            timeout,
+        )
+
+    def call(self, method, params=None, timeout: float = WAIT):
+        return self.response(self.request(method, params), timeout)
+
+    def initialize(self, capabilities=None, version="2025-11-25"):
+        reply = self.call(
+            "initialize",
+            {
+                "protocolVersion": version,
+                "capabilities": capabilities or {},
+                "clientInfo": {"name": "tests", "version": "1"},
+            },
+        )
+        self.notify("notifications/initialized")
+        return reply
+
+    def tool(self, name, arguments, timeout: float = WAIT, **params):
+        params.update({"name": name, "arguments": arguments})
+        return self.call("tools/call", params, timeout)
+
+
+class InProcessServer(McpPeer):
+    """McpServer on pipes inside the test process."""
+
+    def __init__(self, runtime) -> None:
+        in_read, self._in_write = os.pipe()
+        out_read, out_write = os.pipe()
+        self.server = askrich.McpServer(
+            runtime, os.fdopen(in_read, "rb"), os.fdopen(out_write, "wb")
+        )
+        self.runtime = runtime
+        self.thread = threading.Thread(target=self._serve, args=(out_write,), daemon=True)
+        self.thread.start()
+        super().__init__(self._write_bytes, LineReader(os.fdopen(out_read, "rb")))
+
+    def _serve(self, out_write) -> None:
+        try:
+            self.server.serve()
+        finally:
+            self.server.writer.close()
+
+    def _write_bytes(self, data: bytes) -> None:
+        os.write(self._in_write, data)
+
+    def close(self) -> None:
+        try:
+            os.close(self._in_write)
+        except OSError:
+            pass
+        self.thread.join(WAIT)
+        assert not self.thread.is_alive(), "the server did not stop at stdin EOF"
+
+
+class SubprocessServer(McpPeer):
+    """`python3 askrich.py` as an MCP client starts it."""
+
+    def __init__(self, log_dir, env=None, args=(), executable=None) -> None:
+        environment = dict(os.environ)
+        environment.update(
+            {"ASK_USER_RICH_LOG_DIR": str(log_dir), "ASK_USER_RICH_OPEN": "0"}
+        )
+        environment.update(env or {})
+        self.process = subprocess.Popen(
+            [executable or sys.executable, MODULE, *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=environment,
+        )
+        self.stderr_lines: list = []
+        threading.Thread(target=self._drain_stderr, daemon=True).start()
+        super().__init__(self._write_bytes, LineReader(self.process.stdout))
+
+    def _drain_stderr(self) -> None:
+        for line in iter(self.process.stderr.readline, b""):
+            self.stderr_lines.append(line.decode("utf-8", "replace"))
+
+    def _write_bytes(self, data: bytes) -> None:
+        self.process.stdin.write(data)
+        self.process.stdin.flush()
+
+    def close(self, timeout: float = WAIT) -> int:
+        try:
+            self.process.stdin.close()
+        except OSError:
+            pass
+        try:
+            return self.process.wait(timeout)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait()
+
+
+class HttpResponse:
+    def __init__(self, status, headers, body) -> None:
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    def json(self):
+        return json.loads(self.body.decode("utf-8"))
+
+
+def http_request(url, method="GET", body=None, headers=None, timeout=WAIT) -> HttpResponse:
+    """A raw request with full control of Host, Origin and Content-Type."""
+    parts = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+    try:
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body).encode()
+            headers = dict({"Content-Type": "application/json"}, **(headers or {}))
+        connection.request(method, parts.path + ("?" + parts.query if parts.query else ""), body, headers or {})
+        response = connection.getresponse()
+        return HttpResponse(response.status, response.headers, response.read())
+    finally:
+        connection.close()
+
+
+def api_url(interview_url: str, action: str = "") -> str:
+    base, token = interview_url.split("/s/")
+    return "%s/api/s/%s%s" % (base, token, "/" + action if action else "")
+
+
+def submit(interview_url, answers, **extra):
+    body = {"answers": answers}
+    body.update(extra)
+    return http_request(api_url(interview_url, "submit"), "POST", body)
