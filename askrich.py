@@ -2863,7 +2863,8 @@ WSL_INTEROP_FIX = (
 CMD_UNSAFE = frozenset('&|<>^%!()"')
 # PowerShell treats these as single quotes (doubled inside a single-quoted string) ...
 POWERSHELL_SINGLE_QUOTES = frozenset("'\u2018\u2019\u201a\u201b")
-# ... and these as double quotes, which the Windows command line would also re-quote.
+# ... and these as double quotes (plus the backtick, its escape character): the Windows command
+# line re-quotes double quotes, so a URL holding any of them is not handed to PowerShell at all.
 POWERSHELL_DOUBLE_QUOTES = frozenset('"\u201c\u201d\u201e`')
 LINUX_DISPLAY_VARIABLES = ("DISPLAY", "WAYLAND_DISPLAY")
 
