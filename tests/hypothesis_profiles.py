@@ -16,7 +16,7 @@ ENV_FUZZ = "ASK_USER_RICH_FUZZ"
 _COMMON = dict(
     deadline=None,  # a subprocess or a socket round trip is slow on a loaded CI machine
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
-                           HealthCheck.data_too_large],
+                           HealthCheck.data_too_large, HealthCheck.large_base_example],
     print_blob=True,
 )
 # ci: few examples, derandomized, so that the default suite is quick and a red CI run is
