@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
 import askrich  # noqa: E402
-from conftest import CHROMIUM, CHROMIUM_ARGS, DESKTOP, PHONE  # noqa: E402
+from formkit import CHROMIUM, CHROMIUM_ARGS, DESKTOP, PHONE  # noqa: E402
 
 OUT = ROOT / "tests" / ".artifacts" / "screenshots"
 README_SHOTS = ROOT / "assets" / "screenshots"

@@ -6,7 +6,7 @@ import time
 
 from playwright.sync_api import expect
 
-from conftest import answer_of, choice
+from formkit import answer_of, choice
 
 
 def many_questions(n=8):

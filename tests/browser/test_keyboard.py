@@ -1,6 +1,6 @@
 """Every row of the keyboard table (seed README, CONTRACT §9), proven on the answers the server
 receives where a row changes an answer."""
-from conftest import answer_of, choice
+from formkit import answer_of, choice
 
 
 def spec_basic():

@@ -2,7 +2,7 @@
 and the rule that nothing is recorded until the user orders something."""
 from playwright.sync_api import expect
 
-from conftest import answer_of
+from formkit import answer_of
 
 
 def rank_spec():

@@ -4,7 +4,7 @@ import pytest
 from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import expect
 
-from conftest import PHONE
+from formkit import PHONE
 
 AXE = Axe()
 

@@ -1,0 +1,119 @@
+"""Helpers for the form's browser tests and the screenshot script: the browser settings and a
+Form object wrapping one open page and the interview behind it."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import askrich  # noqa: E402,F401
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+DESKTOP = {"width": 1100, "height": 860}
+PHONE = {"width": 360, "height": 740}
+
+# Collected in the page before any of its scripts run.
+WATCH_CSP = """
+window.__csp = [];
+document.addEventListener('securitypolicyviolation', (e) => {
+  window.__csp.push(e.violatedDirective + ' ' + (e.blockedURI || '') + ' ' + (e.sample || ''));
+});
+"""
+
+
+class Form:
+    """One open form page and the interview behind it."""
+
+    def __init__(self, rt, interview, context, page):
+        self.rt = rt
+        self.interview = interview
+        self.context = context
+        self.page = page
+        self.errors: list[str] = []
+        self.expect_errors = False
+        self.allowed: list[str] = []
+        page.on("console", self._console)
+        page.on("pageerror", lambda exc: self.errors.append(f"pageerror: {exc}"))
+
+    def allow(self, text):
+        """Expect console errors holding `text` (the browser logs every non-2xx response)."""
+        self.allowed.append(text)
+
+    def _console(self, msg):
+        if msg.type == "error" and not any(a in msg.text for a in self.allowed):
+            self.errors.append(f"console: {msg.text}")
+
+    # ---- navigation helpers
+    def goto(self):
+        self.page.goto(self.interview.url)
+        self.page.wait_for_selector("body.ready")
+        return self
+
+    def reload(self):
+        self.page.reload()
+        self.page.wait_for_selector("body.ready")
+
+    def press(self, *keys):
+        for k in keys:
+            self.page.keyboard.press(k)
+
+    @property
+    def screen(self) -> str:
+        return self.page.evaluate("document.querySelector('#main > .current')?.dataset.screen ?? ''")
+
+    def section(self, qid):
+        return self.page.locator(f'section.question[data-qid="{qid}"]')
+
+    def option(self, qid, opt):
+        return self.section(qid).locator(f'li.opt[data-opt="{opt}"] input.opt-input')
+
+    def rank_order(self, qid):
+        return self.section(qid).locator(".rank-row").evaluate_all("rows => rows.map(r => r.dataset.opt)")
+
+    def status(self, qid):
+        return self.page.locator(f'#rail li[data-qid="{qid}"] button').get_attribute("data-status")
+
+    def focused(self, js="el => el"):
+        return self.page.evaluate(f"(() => {{ const el = document.activeElement; return ({js})(el); }})()")
+
+    def submit_and_collect(self, timeout=5):
+        """Go to review, submit (confirming when asked), and return the server's result."""
+        self.press("Escape", "End")
+        self.page.locator("#btn-submit").click()
+        if self.page.locator(".review .confirm").is_visible():
+            self.page.locator("#btn-submit").click()
+        self.page.wait_for_selector("section.end")
+        result = self.rt.wait_for_result(self.interview.id, timeout=timeout)
+        assert result is not None, "the server got no submit"
+        return result
+
+    def csp_violations(self):
+        try:
+            return self.page.evaluate("window.__csp || []")
+        except Exception:  # page closed or navigated away
+            return []
+
+    def check_clean(self):
+        problems = self.errors + [f"CSP: {v}" for v in self.csp_violations()]
+        assert not problems, "console errors or CSP violations:\n" + "\n".join(problems)
+
+
+def answer_of(result, qid):
+    for a in result["answers"]:
+        if a["id"] == qid:
+            return a
+    raise KeyError(qid)
+
+
+# ---- interviews used across the tests
+
+def choice(qid, header, options, **kw):
+    return {"id": qid, "header": header, "options": [
+        o if isinstance(o, dict) else {"id": o, "label": o.upper()} for o in options], **kw}
