@@ -1111,7 +1111,10 @@ class Archive:
         temporary = path + ".tmp"
         try:
             os.makedirs(self.directory, mode=0o700, exist_ok=True)
-            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            # O_EXCL | O_NOFOLLOW: never write the answers through a file or symlink someone
+            # planted under the temporary name (a log dir set to a shared place such as /tmp).
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+            descriptor = os.open(temporary, flags, 0o600)
             with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
                 json.dump(record, handle, ensure_ascii=False, indent=2)
                 handle.flush()

@@ -431,3 +431,27 @@ def test_1000_interviews_leave_no_thread_and_no_memory_behind(tmp_path, monkeypa
         assert len(os.listdir(tmp_path / "answers")) == 1050
     finally:
         runtime.close()
+
+
+def test_the_archive_never_writes_through_a_planted_symlink(tmp_path, monkeypatch):
+    """A log dir in a shared place: a symlink waiting under the temporary name is not followed."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    runtime = askrich.Runtime(askrich.Config(log_dir=str(tmp_path / "logs"), open_browser=False),
+                              askrich.Log(str(tmp_path / "logs"), stream=io.StringIO()))
+    try:
+        form = runtime.open_interview(interview())
+        stamp = "2026-01-01T00-00-00-000Z"
+        monkeypatch.setattr(askrich, "iso_utc", lambda timestamp: "2026-01-01T00:00:00.000Z")
+        answers = tmp_path / "logs" / "answers"
+        answers.mkdir(parents=True, exist_ok=True)
+        os.symlink(str(victim), str(answers / ("%s-%s.json.tmp" % (stamp, form.id))))
+        got = []
+        waiter = threading.Thread(target=lambda: got.append(runtime.wait_for_result(form.id, WAIT)))
+        waiter.start()
+        assert submit(form.url, {"q": {"selected": ["a"]}}).status == 200
+        waiter.join(WAIT)
+        assert got and got[0]["answers"][0]["selected"] == ["a"]  # the agent still gets them
+        assert victim.read_text() == "precious"
+    finally:
+        runtime.close()
