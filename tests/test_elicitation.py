@@ -308,8 +308,9 @@ def test_a_client_without_elicitation_gets_awaiting_with_the_reason_then_the_ans
 class Wire:
     """An McpServer in this process on a pair of pipes, read by a thread into a queue."""
 
-    def __init__(self, tmp_path, capabilities):
-        config = askrich.Config(open_browser=False, log_dir=str(tmp_path / "logs"))
+    def __init__(self, tmp_path, capabilities, **settings):
+        settings.setdefault("open_browser", "open_cmd" in settings)
+        config = askrich.Config(log_dir=str(tmp_path / "logs"), **settings)
         self.runtime = askrich.Runtime(config, askrich.Log(config.log_dir, stream=open(os.devnull, "w")))
         client_read, server_write = os.pipe()
         server_read, client_write = os.pipe()
@@ -356,8 +357,8 @@ class Wire:
 def wire(tmp_path):
     created = []
 
-    def make(capabilities):
-        created.append(Wire(tmp_path, capabilities))
+    def make(capabilities, **settings):
+        created.append(Wire(tmp_path, capabilities, **settings))
         return created[-1]
 
     yield make
@@ -383,6 +384,31 @@ def test_a_web_submit_during_a_form_elicitation_wins_and_withdraws_the_dialog(wi
     # The dialog's late answer changes nothing.
     client.send({"jsonrpc": "2.0", "id": request["id"], "result": {"action": "decline"}})
     assert interview.result["status"] == "submitted"
+
+
+def test_a_web_submit_during_a_url_elicitation_returns_the_answers_and_completes_it(wire):
+    client = wire({"elicitation": {"url": {}}}, open_cmd="false")
+    request = call_ask(client, FLAT_INTERVIEW)
+    assert request["params"]["mode"] == "url"
+    submit_like_a_browser(request["params"]["url"])  # the user copied the link meanwhile
+    seen = {}
+    while len(seen) < 3:
+        message = client.receive()
+        seen[message.get("method", "response")] = message
+    assert seen["notifications/cancelled"]["params"]["requestId"] == request["id"]
+    assert seen["notifications/elicitation/complete"]["params"] == {
+        "elicitationId": request["params"]["elicitationId"]}
+    assert seen["response"]["result"]["structuredContent"]["status"] == "submitted"
+
+
+def test_a_client_failing_the_url_elicitation_gets_awaiting_with_its_error(wire):
+    client = wire({"elicitation": {"url": {}}}, open_cmd="false")
+    request = call_ask(client, FLAT_INTERVIEW)
+    client.send({"jsonrpc": "2.0", "id": request["id"], "error": {"code": -32601, "message": "nope"}})
+    response = client.receive_until(lambda m: m.get("id") == 1)
+    reason = response["result"]["structuredContent"]["reason"]
+    assert reason.startswith("Could not open the browser (ASK_USER_RICH_OPEN_CMD (false) exited with 1")
+    assert reason.endswith("and the client failed: error -32601: nope.")
 
 
 def test_cancelling_the_call_withdraws_a_pending_elicitation_and_sends_no_result(wire):
