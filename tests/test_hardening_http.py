@@ -542,3 +542,22 @@ def test_only_the_first_progress_message_carries_the_token_bearing_url(tmp_path)
     finally:
         peer.close()
         runtime.close()
+
+
+@pytest.mark.parametrize("field", ["ranked", "selected"])
+def test_a_4_mb_answer_array_is_judged_in_linear_time_and_the_log_line_stays_short(rt, field):
+    form = open_form(rt, {"id": "r", "header": "Order", "kind": "rank",
+                          "options": [{"id": "o%d" % i, "label": "O%d" % i} for i in range(300)]},
+                     choice("q", *["o%d" % i for i in range(300)], multiSelect=True))
+    values = ["o%d" % (i % 300) for i in range(550000)] + ["zz"] * 5000
+    answers = {"r": {"ranked": values}} if field == "ranked" else {"q": {"selected": values}}
+    body = json.dumps({"answers": answers}).encode()
+    assert 3 * 1024 * 1024 < len(body) < askrich.MAX_BODY_BYTES
+    headers = [("Host", "localhost:%d" % form.port), ("Content-Type", "application/json")]
+    started = time.monotonic()
+    response = exchange(form.port, build("POST", "/api/s/%s/submit" % form.token, headers, body))
+    elapsed = time.monotonic() - started
+    assert response.status == 422 and elapsed < 5.0, (response.status, elapsed)
+    assert state_of(form)["state"] == "pending"
+    with open(os.path.join(rt.config.log_dir, "server.log"), encoding="utf-8") as log:
+        assert max(len(line) for line in log) < 2000
