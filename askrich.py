@@ -3479,7 +3479,7 @@ def run_cli_interview(source: str, open_it: bool) -> int:
         if open_it and options["delivery"] != "link":
             opened, why = open_browser(interview.url, config, runtime.log)
             if not opened:
-                sys.stderr.write("Could not open the browser (%s). Open the link by hand.\n" % why)
+                sys.stderr.write("Could not open the browser (%s).\n" % why)
 
         def progress(message: str, first: bool) -> None:
             sys.stderr.write("[ask-user-rich] %s\n" % message.split(". Form: ")[0])
