@@ -8,7 +8,7 @@ import {
 import {
   buildScreens, addQuestionScreens, syncAll, syncQuestion, syncRail, syncReview, syncNav, showScreen,
   screenEl, endScreen, notice, clearNotice, announce, keepInView, reducedMotion, applyTheme, qviews,
-  qNumber,
+  qNumber, ensureBuilt,
 } from "./view.js";
 import { bindKeys, KEY_TABLE } from "./keys.js";
 import { onRankChange, onRankAnnounce, cancelHold, applyRecommended } from "./rank.js";
@@ -180,7 +180,7 @@ async function submit() {
   if (state.screen !== "review" && !state.showAll) { go("review"); return; }
   const blocked = state.spec.questions.filter((q) => missingTexts(q).length);
   if (blocked.length) {
-    for (const q of blocked) { qviews.get(q.id).el.classList.add("tried"); syncQuestion(q); }
+    for (const q of blocked) { ensureBuilt(q).el.classList.add("tried"); syncQuestion(q); }
     const first = blocked[0];
     const names = missingTexts(first).map((o) => `"${o.label}"`).join(", ");
     submitProblem(`Question ${qNumber(first)} needs the text for ${names} before the answers can be sent`
@@ -388,11 +388,12 @@ function fillHelp() {
     const tr = document.createElement("tr");
     const th = document.createElement("th");
     th.scope = "row";
-    for (const part of keys.split(/(\s+)/)) {
-      if (!part.trim()) th.append(part);
-      else if (/^(Rank:|or|then|\+|\/|→)$/.test(part)) th.append(part);
-      else { const k = document.createElement("kbd"); k.textContent = part.replace(/,$/, ""); th.append(k); if (part.endsWith(",")) th.append(","); }
-    }
+    keys.split("`").forEach((part, i) => {
+      if (i % 2 === 0) { if (part) th.append(part); return; }
+      const k = document.createElement("kbd");
+      k.textContent = part;
+      th.append(k);
+    });
     const td = document.createElement("td");
     td.textContent = what;
     tr.append(th, td);

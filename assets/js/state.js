@@ -32,8 +32,17 @@ export function blankAnswer(q) {
   };
 }
 
+// An index rebuilt whenever the question list changes (mergeSpec swaps in a new array): with
+// 1,000 questions, a scan per lookup made the rail's update at every step quadratic.
+let byId = new Map();
+let indexed = null;
 export function questionById(id) {
-  return state.spec.questions.find((q) => q.id === id);
+  const list = state.spec.questions;
+  if (indexed !== list || byId.size !== list.length) {
+    byId = new Map(list.map((q) => [q.id, q]));
+    indexed = list;
+  }
+  return byId.get(id);
 }
 
 export function answerOf(q) {

@@ -69,8 +69,67 @@ export function qNumber(q) {
 export function screenEl(key) {
   if (key === "intro") return $("#main > .intro");
   if (key === "review") return $("#main > .review");
-  if (key && key.startsWith("q:")) return qviews.get(key.slice(2))?.el || null;
+  if (key && key.startsWith("q:")) {
+    const q = questionById(key.slice(2));
+    return q ? ensureBuilt(q).el : null;
+  }
   return null;
+}
+
+// Question screens of a long interview are built when first needed. A 1,000-question interview
+// with 20 options each took seconds to build up front (mostly markdown through DOMPurify), and
+// the budget is interactive within 1.5 s (issue 6). An interview of up to EAGER_SCREENS
+// questions is built whole at once, as before; in a longer one only the screen shown is built,
+// and every other question starts as an empty placeholder section with the same
+// data-screen/data-qid (navigation, the rail and show-all scroll tracking only read those)
+// that ensureBuilt() swaps for the real screen.
+const EAGER_SCREENS = 50;
+
+const placeholders = new Map(); // qid -> the placeholder section standing in for its screen
+
+function placeholder(q) {
+  const el = document.createElement("section");
+  el.className = "screen question";
+  el.dataset.screen = `q:${q.id}`;
+  el.dataset.qid = q.id;
+  el.hidden = true;
+  placeholders.set(q.id, el);
+  return el;
+}
+
+export function ensureBuilt(q) {
+  const refs = qviews.get(q.id);
+  if (refs) return refs;
+  const old = placeholders.get(q.id);
+  placeholders.delete(q.id);
+  const el = buildQuestion(q);
+  if (old && old.isConnected) {
+    el.hidden = old.hidden;
+    el.classList.toggle("current", old.classList.contains("current"));
+    old.replaceWith(el);
+  }
+  syncQuestion(q);
+  return qviews.get(q.id);
+}
+
+function buildAll() {
+  for (const q of state.spec.questions) ensureBuilt(q);
+}
+
+// While the page is idle, builds the screens next to the one shown, so that stepping to them
+// does not wait for their markdown.
+const whenIdle = (fn) => (window.requestIdleCallback || ((f) => setTimeout(f, 50)))(fn);
+
+function buildNeighboursWhenIdle() {
+  if (!placeholders.size) return;
+  whenIdle(() => {
+    const list = screens();
+    const i = list.indexOf(state.screen);
+    for (const key of [list[i + 1], list[i - 1]]) {
+      const q = key && key.startsWith("q:") ? questionById(key.slice(2)) : null;
+      if (q && placeholders.has(q.id)) ensureBuilt(q);
+    }
+  });
 }
 
 function summaryOfRecommendation(q) {
@@ -315,11 +374,14 @@ export function syncRail() {
     const q = questionById(li.dataset.qid);
     const b = li.firstElementChild;
     const s = statusOf(q);
-    b.dataset.status = s;
+    // Written only when different: this runs for every chip at every step.
+    if (b.dataset.status !== s) b.dataset.status = s;
     b.classList.toggle("is-new", state.newIds.has(q.id));
     const current = state.screen === `q:${q.id}`;
     if (current) b.setAttribute("aria-current", "step"); else b.removeAttribute("aria-current");
-    b.querySelector(".sr-only").textContent = `: ${q.header.slice(0, 60)}, ${STATUS_TEXT[s]}${state.newIds.has(q.id) ? ", new" : ""}`;
+    const sr = b.querySelector(".sr-only");
+    const text = `: ${q.header.slice(0, 60)}, ${STATUS_TEXT[s]}${state.newIds.has(q.id) ? ", new" : ""}`;
+    if (sr.textContent !== text) sr.textContent = text;
   }
   const rb = rail.querySelector(".rail-review");
   if (state.screen === "review") rb.setAttribute("aria-current", "step"); else rb.removeAttribute("aria-current");
@@ -360,39 +422,63 @@ export function answerText(q) {
   return parts.join(", ");
 }
 
+// Review rows are kept and updated in place (text written only when it changed), not rebuilt
+// at every sync: a 1,000-question review otherwise rebuilt 1,000 rows each time.
+const reviewRows = new Map(); // qid -> {li, num, header, answer, note, chip}
+
+function setText(el, text) {
+  if (el.textContent !== text) el.textContent = text;
+}
+
 export function syncReview() {
   const el = screenEl("review");
   if (!el) return;
+  // Only while it can be seen (go("review") and show-all sync it on arrival): the rows of
+  // 1,000 questions at every answer cost more than a frame.
+  if (!state.showAll && state.screen !== "review") return;
+  renderReview(el);
+}
+
+function renderReview(el) {
   const list = $(".review-list", el);
-  list.replaceChildren();
-  for (const q of state.spec.questions) {
-    const li = clone("tpl-review-row");
-    const b = $(".review-jump", li);
-    b.dataset.goto = `q:${q.id}`;
-    const s = statusOf(q);
-    li.dataset.status = s;
-    li.dataset.qid = q.id;
-    $(".review-num", li).textContent = `${qNumber(q)}.`;
-    $(".review-header", li).textContent = q.header;
-    $(".review-answer", li).textContent = answerText(q);
-    const a = answerOf(q);
-    if (a.notes.trim()) {
-      const n = $(".review-note", li);
-      n.textContent = `Note: ${a.notes.trim()}`;
-      n.hidden = false;
+  const questions = state.spec.questions;
+  const order = [...list.children];
+  if (order.length !== questions.length || questions.some((q, i) => order[i] !== reviewRows.get(q.id)?.li)) {
+    const frag = document.createDocumentFragment();
+    for (const q of questions) {
+      if (!reviewRows.has(q.id)) {
+        const li = clone("tpl-review-row");
+        $(".review-jump", li).dataset.goto = `q:${q.id}`;
+        li.dataset.qid = q.id;
+        reviewRows.set(q.id, {
+          li, num: $(".review-num", li), header: $(".review-header", li), answer: $(".review-answer", li),
+          note: $(".review-note", li), chip: $(".review-status", li),
+        });
+      }
+      frag.append(reviewRows.get(q.id).li);
     }
-    const chip = $(".review-status", li);
-    chip.textContent = STATUS_TEXT[s];
-    chip.dataset.status = s;
-    if (missingTexts(q).length) li.classList.add("blocked");
-    list.append(li);
+    list.replaceChildren(frag);
   }
+  questions.forEach((q, i) => {
+    const row = reviewRows.get(q.id);
+    const s = statusOf(q);
+    if (row.li.dataset.status !== s) row.li.dataset.status = s;
+    setText(row.num, `${i + 1}.`);
+    setText(row.header, q.header);
+    setText(row.answer, answerText(q));
+    const notes = answerOf(q).notes.trim();
+    setText(row.note, notes ? `Note: ${notes}` : "");
+    if (row.note.hidden !== !notes) row.note.hidden = !notes;
+    setText(row.chip, STATUS_TEXT[s]);
+    if (row.chip.dataset.status !== s) row.chip.dataset.status = s;
+    row.li.classList.toggle("blocked", missingTexts(q).length > 0);
+  });
   const c = counts();
-  $(".review-counts", el).textContent =
-    `${c.answered} answered, ${c.deferred} deferred, ${c.needsInfo} need more info, ${c.open} open.`;
+  setText($(".review-counts", el),
+    `${c.answered} answered, ${c.deferred} deferred, ${c.needsInfo} need more info, ${c.open} open.`);
   const gn = $("#general-notes");
   if (gn.value !== state.generalNotes) gn.value = state.generalNotes;
-  const rest = state.spec.questions.filter((q) => statusOf(q) === "open" && hasRecommendation(q)).length;
+  const rest = questions.filter((q) => statusOf(q) === "open" && hasRecommendation(q)).length;
   $("#btn-accept-all", el).disabled = rest === 0;
   if (!state.confirmArmed) $(".confirm", el).hidden = true;
 }
@@ -402,14 +488,22 @@ export function buildScreens() {
   const main = $("#main");
   main.replaceChildren();
   qviews.clear();
+  placeholders.clear();
+  reviewRows.clear();
   if (state.spec.intro) {
     const intro = clone("tpl-intro");
     $(".q-header", intro).textContent = state.spec.title;
     fillMd($(".intro-body", intro), state.spec.intro);
     main.append(intro);
   }
-  for (const q of state.spec.questions) main.append(buildQuestion(q));
-  main.append(clone("tpl-review"));
+  const eager = state.showAll || state.spec.questions.length <= EAGER_SCREENS;
+  for (const q of state.spec.questions) {
+    main.append(eager || state.screen === `q:${q.id}` ? buildQuestion(q) : placeholder(q));
+  }
+  const review = clone("tpl-review");
+  main.append(review);
+  // A long interview's review rows are made while the page is idle, before the user gets there.
+  if (!eager) whenIdle(() => { if (review.isConnected) renderReview(review); });
 }
 
 // Adds screens for questions that arrived after the first render, before the review screen.
@@ -455,14 +549,19 @@ export function syncNav() {
 export function showScreen(key, dir) {
   state.screen = key;
   document.body.classList.toggle("show-all", state.showAll);
+  if (state.showAll) buildAll();
+  const el = screenEl(key);
   const main = $("#main");
+  // Only the screens whose state changes are written: with 1,000 screens, rewriting every
+  // hidden flag and class list invalidated the style of the whole page at each step.
   for (const sec of main.children) {
     const isCur = sec.dataset.screen === key;
-    sec.hidden = !state.showAll && !isCur;
-    sec.classList.toggle("current", isCur);
-    sec.classList.remove("slide-next", "slide-prev");
+    const hide = !state.showAll && !isCur;
+    if (sec.hidden !== hide) sec.hidden = hide;
+    if (sec.classList.contains("current") !== isCur) sec.classList.toggle("current", isCur);
+    if (sec.classList.contains("slide-next") || sec.classList.contains("slide-prev")) sec.classList.remove("slide-next", "slide-prev");
   }
-  const el = screenEl(key);
+  if (state.showAll) syncReview();
   if (el && !state.showAll && dir) {
     // Restart the animation even when the same class was there a moment ago.
     void el.offsetWidth;
@@ -472,6 +571,7 @@ export function showScreen(key, dir) {
   syncRail();
   syncNav();
   if (key.startsWith("q:")) { const q = questionById(key.slice(2)); if (q) syncQuestion(q); }
+  buildNeighboursWhenIdle();
   return el;
 }
 

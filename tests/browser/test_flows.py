@@ -375,3 +375,25 @@ def test_reduced_motion_skips_the_slide(form, rich_spec):
     still.press("ArrowRight")
     assert still.page.evaluate("document.querySelector('#main > .current').getAnimations().length") == 0
     assert still.page.evaluate("getComputedStyle(document.querySelector('#main > .current')).animationName") == "none"
+
+
+def test_a_tall_option_focused_from_the_keyboard_is_pinned_near_the_top(form):
+    tall = "```\n" + "\n".join(f"line {i}" for i in range(60)) + "\n```"
+    f = form({"title": "Tall", "questions": [choice("t", "Pick", [
+        {"id": "a", "label": "Short"}, {"id": "b", "label": "Tall", "preview": tall}, {"id": "c", "label": "After"}])]},
+        viewport={"width": 700, "height": 600})
+    rect = "document.querySelector('li.opt[data-opt=b]').getBoundingClientRect().top - document.querySelector('#bar').getBoundingClientRect().bottom"
+    assert f.page.evaluate(rect) > 100
+    f.press("ArrowDown", "ArrowDown")
+    assert f.focused("el => el.value") == "b"
+    f.page.wait_for_timeout(900)  # the smooth scroll settles
+    assert 0 <= f.page.evaluate(rect) <= 30
+
+
+def test_screens_slide_in_from_the_direction_of_travel(form, rich_spec):
+    f = form(rich_spec)
+    f.press("ArrowRight")
+    assert f.page.evaluate("document.querySelector('#main > .current').getAnimations()[0]?.animationName") == "slide-next"
+    f.page.wait_for_timeout(300)
+    f.press("ArrowLeft")
+    assert f.page.evaluate("document.querySelector('#main > .current').getAnimations()[0]?.animationName") == "slide-prev"

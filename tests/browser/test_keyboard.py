@@ -1,6 +1,6 @@
 """Every row of the keyboard table (seed README, CONTRACT §9), proven on the answers the server
 receives where a row changes an answer."""
-from formkit import answer_of, choice
+from formkit import ROOT, answer_of, choice
 
 
 def spec_basic():
@@ -301,3 +301,20 @@ def test_ime_composition_never_triggers_shortcuts(form):
     cdp.send("Input.insertText", {"text": "日本"})
     assert f.page.locator("section.current .note-text").input_value() == "日本"
     assert f.screen == "q:one"
+
+
+def test_the_question_mark_table_is_the_readme_table(form):
+    """The '?' dialog and the README's keyboard table say the same thing."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("| Keys | Action |"):]
+    rows = []
+    for line in section.splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        keys, action = [c.strip().replace("`", "") for c in line.strip("|").split(" | ", 1)]
+        rows.append([keys, action])
+    f = form(spec_basic())
+    f.press("?")
+    shown = f.page.locator("#help tbody tr").evaluate_all(
+        "trs => trs.map(tr => [tr.cells[0].textContent.trim(), tr.cells[1].textContent.trim()])")
+    assert shown == rows
