@@ -450,6 +450,11 @@ async function start() {
     const el = screenEl(state.screen);
     if (el) window.scrollTo({ top: window.scrollY + el.getBoundingClientRect().top - $("#bar").getBoundingClientRect().bottom - 8 });
   }
+  if (state.newIds.size) {
+    notice("info", `Claude added ${state.newIds.size} follow-up question${state.newIds.size === 1 ? "" : "s"} since you last had this page open.`,
+      { markdown: state.note && state.note.text, id: "follow-ups", action: { label: "Go to them (G)", run: goNew } });
+  }
+  syncRail();
   document.body.classList.add("ready");
   reportProgress(counts, 0);
   stopLive = startLive({ onState, onGone: serverGone, onBack: () => clearNotice("gone") });

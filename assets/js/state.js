@@ -220,7 +220,7 @@ export function saveDraft() {
   if (state.phase !== "open") return;
   save(draftKey(), {
     answers: state.answers, generalNotes: state.generalNotes, screen: state.screen,
-    newIds: [...state.newIds],
+    newIds: [...state.newIds], known: state.spec.questions.map((q) => q.id),
   });
 }
 
@@ -233,6 +233,8 @@ export function restoreDraft() {
   }
   if (typeof d.generalNotes === "string") state.generalNotes = d.generalNotes;
   if (Array.isArray(d.newIds)) for (const id of d.newIds) if (questionById(id)) state.newIds.add(id);
+  // Follow-ups that arrived while the page was closed are new to this user too.
+  if (Array.isArray(d.known)) for (const q of state.spec.questions) if (!d.known.includes(q.id)) state.newIds.add(q.id);
   mergeSpec(state.spec, state.version, state.note);
   if (typeof d.screen === "string" && screens().includes(d.screen)) state.screen = d.screen;
   return true;

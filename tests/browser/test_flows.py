@@ -397,3 +397,16 @@ def test_screens_slide_in_from_the_direction_of_travel(form, rich_spec):
     f.page.wait_for_timeout(300)
     f.press("ArrowLeft")
     assert f.page.evaluate("document.querySelector('#main > .current').getAnimations()[0]?.animationName") == "slide-prev"
+
+
+def test_follow_ups_added_while_the_page_was_closed_are_marked_new(form, rich_spec):
+    f = form(rich_spec)
+    f.press("ArrowRight", "1")
+    f.page.goto("about:blank")
+    f.rt.append_questions(f.interview.id, [choice("while", "Asked while away", ["a", "b"])], note="Sorry, one more")
+    f.goto()
+    expect(f.page.locator('#rail li[data-qid="while"] .is-new')).to_have_count(1)
+    expect(f.page.locator("#notices")).to_contain_text("Sorry, one more")
+    assert f.option("db", "pg").is_checked()
+    f.press("g")
+    assert f.screen == "q:while"
