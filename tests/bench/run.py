@@ -19,7 +19,8 @@ How it measures, so the figures mean what they say:
 - The `.pyz` is built from this tree into tests/.artifacts/bench/ (dist/ is left alone); its
   per-user code cache lives in a private XDG_CACHE_HOME there, warmed by one start first (that
   first start is reported too).
-- Memory is VmRSS from /proc/PID/status, half a second after the server went idle.
+- Memory is VmRSS from /proc/PID/status, two seconds after the server went idle (it idles for
+  hours in real use).
 - Latencies over stdio use a `python3 askrich.py` subprocess; every stdout line is
   time-stamped by a reader thread as it arrives.
 - Browser figures use Debian's Chromium through Playwright. Page-side times come from
@@ -61,6 +62,7 @@ CHROMIUM_ARGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
 WAIT = 60.0  # seconds any single step may take before the benchmark gives up
+IDLE_SECONDS = 2.0  # memory is read after the server has had nothing to do for this long
 
 # (key, label, unit, budget): the budget is an upper bound on the median, or None (reported
 # only). A budget in "x" is a ratio to the floor measured in the same run.
@@ -80,6 +82,12 @@ FIGURES = [
     ("py_si_initialize_ratio", "askrich.py -S -I: spawn -> initialize / floor -S -I", "x", None),
     ("pyz_si_initialize", ".pyz -S -I: spawn -> initialize", "ms", None),
     ("pyz_si_initialize_ratio", ".pyz -S -I: spawn -> initialize / floor -S -I", "x", None),
+    ("floor_cpu", "python3 -c pass: CPU time (user + system)", "ms", None),
+    ("py_cpu_ratio", "askrich.py: CPU time, start to exit after tools/list / floor", "x", None),
+    ("pyz_cpu_ratio", ".pyz: CPU time, start to exit after tools/list / floor", "x", None),
+    ("floor_si_cpu", "python3 -S -I -c pass: CPU time", "ms", None),
+    ("py_si_cpu_ratio", "askrich.py -S -I: CPU time / floor -S -I", "x", None),
+    ("pyz_si_cpu_ratio", ".pyz -S -I: CPU time / floor -S -I", "x", None),
     ("floor_rss", "python3 idle, reading stdin: VmRSS (the floor)", "MB", None),
     ("py_rss_initialize", "askrich.py: idle VmRSS after initialize", "MB", 16.0),
     ("py_rss_served", "askrich.py: idle VmRSS after a served interview", "MB", 24.0),
@@ -93,6 +101,7 @@ FIGURES = [
     ("submit_http_tmpfs", "HTTP submit -> 200 (log dir on tmpfs)", "ms", None),
     ("submit_result_tmpfs", "HTTP submit -> tool result on stdout (log dir on tmpfs)", "ms", 2.0),
     ("append_visible", "append_questions -> new question shown in Chromium", "ms", 200.0),
+    ("small_interactive", "5-question form: navigation -> form interactive (the page's floor)", "ms", None),
     ("big_validate", "{big} interview: validation", "ms", None),
     ("big_call", "{big} interview: ask_user_rich link call over stdio", "ms", None),
     ("big_api_bytes", "{big} interview: /api/s size", "KB", None),
@@ -110,7 +119,7 @@ FIGURES = [
     ("many_rss", "{many} at once: VmRSS after", "MB", None),
 ]
 BROWSER_FIGURES = {
-    "append_visible", "big_interactive", "big_step_frame", "big_step_script", "big_review_frame",
+    "append_visible", "small_interactive", "big_interactive", "big_step_frame", "big_step_script", "big_review_frame",
     "big_home_frame", "big_append_visible",
 }
 
@@ -180,15 +189,25 @@ def read_reply(stream, request_id):
 # ============================================================================================
 
 
-def time_floor(flags) -> float:
+def reap(process) -> float:
+    """Wait for the process; the CPU time (user + system) it used, in ms."""
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    return (usage.ru_utime + usage.ru_stime) * 1000.0
+
+
+def time_floor(flags) -> tuple[float, float]:
+    """(wall ms, CPU ms) of `python3 -c pass`."""
     started = now_ms()
-    subprocess.run([PYTHON, *flags, "-c", "pass"], stdin=subprocess.DEVNULL,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, timeout=WAIT)
-    return now_ms() - started
+    process = subprocess.Popen([PYTHON, *flags, "-c", "pass"], stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cpu = reap(process)
+    return now_ms() - started, cpu
 
 
-def time_start(argv, env) -> tuple[float, float]:
-    """(spawn -> initialize reply, spawn -> tools/list reply) in ms, the way a client talks."""
+def time_start(argv, env) -> tuple[float, float, float]:
+    """(spawn -> initialize reply, spawn -> tools/list reply, CPU of the whole run) in ms, the
+    way a client talks; the run ends at stdin EOF right after the tools/list reply."""
     started = now_ms()
     process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                stderr=subprocess.DEVNULL, env=env)
@@ -205,8 +224,8 @@ def time_start(argv, env) -> tuple[float, float]:
             raise RuntimeError("tools/list did not list the three tools")
     finally:
         process.stdin.close()
-        process.wait(WAIT)
-    return initialized, listed
+        cpu = reap(process)
+    return initialized, listed, cpu
 
 
 def bench_startup(mode: dict, pyz: str, work: str, results: dict) -> None:
@@ -223,19 +242,22 @@ def bench_startup(mode: dict, pyz: str, work: str, results: dict) -> None:
         "py_si": [PYTHON, "-S", "-I", MODULE],
         "pyz_si": [PYTHON, "-S", "-I", pyz],
     }
-    samples = {key: [] for key in ("floor", "floor_si", "pyz_first_initialize")}
+    samples = {key: [] for key in ("floor", "floor_si", "floor_cpu", "floor_si_cpu", "pyz_first_initialize")}
     for name in variants:
-        samples[name + "_initialize"] = []
-        samples[name + "_tools_list"] = []
+        for what in ("_initialize", "_tools_list", "_cpu"):
+            samples[name + what] = []
     samples["pyz_first_initialize"].append(first)
     for _ in range(mode["spawn"]):
         # Interleaved: a noisy moment of the machine falls on every variant alike.
-        samples["floor"].append(time_floor([]))
-        samples["floor_si"].append(time_floor(["-S", "-I"]))
+        for key, flags in (("floor", []), ("floor_si", ["-S", "-I"])):
+            wall, cpu = time_floor(flags)
+            samples[key].append(wall)
+            samples[key + "_cpu"].append(cpu)
         for name, argv in variants.items():
-            initialized, listed = time_start(argv, env)
+            initialized, listed, cpu = time_start(argv, env)
             samples[name + "_initialize"].append(initialized)
             samples[name + "_tools_list"].append(listed)
+            samples[name + "_cpu"].append(cpu)
     for key, values in samples.items():
         results[key] = figure(values)
     for name in ("py", "pyz"):
@@ -243,6 +265,9 @@ def bench_startup(mode: dict, pyz: str, work: str, results: dict) -> None:
             results["%s_%s_ratio" % (name, what)] = ratio(samples["%s_%s" % (name, what)], samples["floor"])
     for name in ("py_si", "pyz_si"):
         results[name + "_initialize_ratio"] = ratio(samples[name + "_initialize"], samples["floor_si"])
+    for name in ("py", "pyz"):
+        results[name + "_cpu_ratio"] = ratio(samples[name + "_cpu"], samples["floor_cpu"])
+        results[name + "_si_cpu_ratio"] = ratio(samples[name + "_si_cpu"], samples["floor_si_cpu"])
 
 
 # ============================================================================================
@@ -398,15 +423,17 @@ def bench_memory(mode: dict, pyz: str, work: str, results: dict) -> None:
     samples = {key: [] for key in ("py_rss_initialize", "py_rss_served", "pyz_rss_initialize", "pyz_rss_served")}
     floor = []
     for _ in range(mode["memory"]):
-        process = subprocess.Popen([PYTHON, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
-        time.sleep(0.3)
+        process = subprocess.Popen([PYTHON, "-c", "import sys; print('up', flush=True); sys.stdin.read()"],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        process.stdout.readline()
+        time.sleep(IDLE_SECONDS)
         floor.append(vm_status(process.pid)["VmRSS"])
         process.communicate(b"")
         for name, argv in (("py", [PYTHON, MODULE]), ("pyz", [PYTHON, pyz])):
             client = Client(argv, env)
             try:
                 client.initialize()
-                time.sleep(0.5)
+                time.sleep(IDLE_SECONDS)
                 samples[name + "_rss_initialize"].append(vm_status(client.process.pid)["VmRSS"])
                 _, opened = client.tool_result(client.tool("ask_user_rich", demo))
                 waiting = client.tool("await_user_answers", {"sessionId": opened["sessionId"]})
@@ -417,7 +444,7 @@ def bench_memory(mode: dict, pyz: str, work: str, results: dict) -> None:
                 if status != 200:
                     raise RuntimeError("demo submit answered %d: %s" % (status, body[:200]))
                 client.tool_result(waiting)
-                time.sleep(0.5)
+                time.sleep(IDLE_SECONDS)
                 samples[name + "_rss_served"].append(vm_status(client.process.pid)["VmRSS"])
             finally:
                 client.close()
@@ -680,6 +707,7 @@ def bench_browser(mode: dict, work: str, results: dict, notes: list) -> None:
         context, page = browser.page()
         page.goto(opened["url"])
         page.wait_for_function("() => window.__bench.interactive !== null")
+        results["small_interactive"] = figure([page.evaluate("window.__bench.interactive")])
         page.wait_for_function("() => document.querySelector('#rail li[data-qid]') !== null")
         time.sleep(0.3)  # the event stream is open
         results["append_visible"] = figure(time_append(client, page, opened["sessionId"], clock_offset(page), "f", mode["appends"]))
