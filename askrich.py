@@ -543,23 +543,40 @@ def _recommended_list(raw, path: str, problems: Problems):
     return None if None in ids else ids
 
 
-def _not_an_option(value: str, options: list) -> str:
-    """Why `value` is not an option id, with the id to use when it looks like a label."""
+ID_LIST_MAX = 40  # option ids listed in one problem line; more only bloat every line
+
+
+def _option_hints(options: list):
+    """(each label and each label's slug -> the id of the first option that has it,
+    the option ids as one problem line lists them)."""
+    labels: dict = {}
     for option in options:
         label = option["label"] or ""
-        if value == label or (label and value == slugify(label) and option["id"]):
-            return "recommended %s is not one of its option ids (it looks like a label; use the id %s)" % (
-                quote(value),
-                quote(option["id"]),
-            )
+        labels.setdefault(label, option["id"])
+        if label and option["id"]:
+            labels.setdefault(slugify(label), option["id"])
+    ids = [option["id"] for option in options if option["id"]]
+    listed = ", ".join(ids[:ID_LIST_MAX]) + (", …" if len(ids) > ID_LIST_MAX else "")
+    return labels, listed
+
+
+def _not_an_option(value: str, options: list, hints) -> str:
+    """Why `value` is not an option id, with the id to use when it looks like a label.
+
+    `hints` is `_option_hints(options)`, built once per question: rebuilding it for every bad
+    value, and listing every id in every line, made a client's thousands of wrong ids over
+    thousands of options cost minutes and gigabytes."""
+    labels, listed = hints
+    if value in labels:
+        return "recommended %s is not one of its option ids (it looks like a label; use the id %s)" % (
+            quote(value),
+            quote(labels[value]),
+        )
     if not options:
         return "recommended %s is not one of its option ids (the question has no options)" % quote(
             value
         )
-    return "recommended %s is not one of its option ids (ids: %s)" % (
-        quote(value),
-        ", ".join(option["id"] for option in options if option["id"]),
-    )
+    return "recommended %s is not one of its option ids (ids: %s)" % (quote(value), listed)
 
 
 def _check_choice_recommendation(raw, path: str, options: list, multi: bool, problems: Problems):
@@ -569,10 +586,11 @@ def _check_choice_recommendation(raw, path: str, options: list, multi: bool, pro
     if len(ids) > 1 and not multi:
         problems.add(path, "several recommended ids but multiSelect is false")
     option_ids = {option["id"] for option in options}
-    seen = set()
+    seen, hints = set(), None
     for value in ids:
         if value not in option_ids:
-            problems.add(path, _not_an_option(value, options))
+            hints = _option_hints(options) if hints is None else hints
+            problems.add(path, _not_an_option(value, options, hints))
         elif value in seen:
             problems.add(path, "recommended lists %s twice" % quote(value))
         seen.add(value)
@@ -592,12 +610,13 @@ def _check_rank_recommendation(raw, path: str, options: list, problems: Problems
     ids = _recommended_list(raw, path, problems)
     if not ids:
         return []
-    known = set(option_ids)
-    missing = [oid for oid in option_ids if oid not in ids]
+    known, given = set(option_ids), set(ids)  # sets: both lists may be long
+    missing = [oid for oid in option_ids if oid not in given]
     unknown = [value for value in ids if value not in known]
-    repeated, seen = [], set()
+    repeated, seen, twice = [], set(), set()
     for value in ids:
-        if value in seen and value in known and value not in repeated:
+        if value in seen and value in known and value not in twice:
+            twice.add(value)
             repeated.append(value)
         seen.add(value)
     if missing or unknown or repeated:
@@ -625,7 +644,7 @@ def _check_depends_on(raw, path: str, qid, index: int, position: dict, problems:
             path, '"dependsOn" must be an array of earlier question ids, not %s' % describe(raw)
         )
         return []
-    links = []
+    links, linked = [], set()
     for entry in raw:
         target = problems.check_id(path, entry, "dependsOn")
         if target is None:
@@ -640,7 +659,8 @@ def _check_depends_on(raw, path: str, qid, index: int, position: dict, problems:
                 "dependsOn %s points at a later question; move %s before %s or drop the link"
                 % (quote(target), quote(target), quote(qid or "this question")),
             )
-        elif target not in links:
+        elif target not in linked:  # a set: a client may send thousands of links
+            linked.add(target)
             links.append(target)
     return links
 

@@ -342,3 +342,41 @@ def test_a_long_stdin_soak_in_one_process_never_breaks_the_stream(lines):
     assert process.returncode == 0, process.stderr[-2000:]
     replies = replies_of(strict_lines(process.stdout))
     assert {"jsonrpc": "2.0", "id": "final-ping", "result": {}} in replies
+
+
+def _big_arguments(shape: str, n: int = 20000) -> dict:
+    options = [{"id": "o%d" % i, "label": "Label %d" % i} for i in range(n)]
+    if shape == "wrong recommendations":
+        questions = [{"id": "a", "header": "h", "multiSelect": True, "options": options,
+                      "recommended": ["z%d" % i for i in range(n)]}]
+    elif shape == "rank order":
+        questions = [{"id": "a", "header": "h", "kind": "rank", "options": options,
+                      "recommended": ["o%d" % i for i in reversed(range(n))]}]
+    elif shape == "dependsOn":
+        questions = [{"id": "q%d" % i, "header": "h"} for i in range(n)]
+        questions.append({"id": "last", "header": "h", "dependsOn": ["q%d" % i for i in range(n)]})
+    else:
+        questions = [{"id": "a", "header": "h"}]
+    arguments = {"title": "big", "delivery": "link", "questions": questions}
+    if shape == "unknown fields":
+        arguments.update(("x%d" % i, i) for i in range(n))
+    return arguments
+
+
+@pytest.mark.parametrize("shape", ["wrong recommendations", "rank order", "dependsOn", "unknown fields"])
+def test_a_megabyte_call_is_validated_in_linear_time(shape):
+    """A client's huge arguments must not stall a worker (and the GIL) for minutes, nor build
+    gigabytes of problem text: every problem line lists at most a few dozen ids."""
+    line = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": {"name": "ask_user_rich", "arguments": _big_arguments(shape)}}).encode()
+    started = time.monotonic()
+    replies = replies_of(strict_lines(run_in_process([line, FINAL_PING], timeout=60)))
+    elapsed = time.monotonic() - started
+    result = next(reply for reply in replies if reply["id"] == 1)["result"]
+    text = result["content"][0]["text"]
+    print("%s: %d KiB line validated in %.2fs" % (shape, len(line) // 1024, elapsed))
+    assert elapsed < 10, elapsed
+    if shape in ("wrong recommendations", "unknown fields"):
+        assert result["isError"] and len(text) < 400 * 20000  # was 20,000 x 20,000 ids: gigabytes
+    else:
+        assert result["structuredContent"]["status"] == "awaiting", text[:300]
