@@ -22,7 +22,10 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.browser)
 
 
-@pytest.fixture(scope="session")
+# Module, not session: Playwright's sync API keeps an asyncio loop running in the main thread
+# while it is open, so a session-wide browser broke every later test that calls asyncio.run
+# (test_elicitation) or opens Playwright itself (test_hostile_pages).
+@pytest.fixture(scope="module")
 def browser():
     if not os.path.exists(CHROMIUM):
         if os.environ.get("ASK_USER_RICH_TESTS_REQUIRE_CHROMIUM") == "1":
