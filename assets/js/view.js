@@ -335,11 +335,17 @@ export function optionInputs(q) {
 }
 
 // ---- rail and progress ----
+// What each chip last showed ("status|new|current"), so that a step compares strings for 1,000
+// chips instead of reading and writing their DOM (issue 6: a screen change within 50 ms).
+let railChips = new Map(); // qid -> {b, sr, shown}
+let railIds = "";
+
 export function syncRail() {
   const rail = $("#rail");
-  const wanted = state.spec.questions.map((q) => q.id);
-  const have = [...rail.querySelectorAll("li[data-qid]")].map((li) => li.dataset.qid);
-  if (wanted.join("\n") !== have.join("\n")) {
+  const wanted = state.spec.questions.map((q) => q.id).join("\n");
+  if (wanted !== railIds || rail.childElementCount !== state.spec.questions.length + 1) {
+    railIds = wanted;
+    railChips = new Map();
     rail.replaceChildren();
     state.spec.questions.forEach((q, i) => {
       const li = document.createElement("li");
@@ -359,6 +365,7 @@ export function syncRail() {
       b.append(num, sr, dot);
       li.append(b);
       rail.append(li);
+      railChips.set(q.id, { b, sr, shown: "" });
     });
     const li = document.createElement("li");
     li.dataset.review = "1";
@@ -370,18 +377,18 @@ export function syncRail() {
     li.append(b);
     rail.append(li);
   }
-  for (const li of rail.querySelectorAll("li[data-qid]")) {
-    const q = questionById(li.dataset.qid);
-    const b = li.firstElementChild;
+  for (const q of state.spec.questions) {
+    const chip = railChips.get(q.id);
     const s = statusOf(q);
-    // Written only when different: this runs for every chip at every step.
-    if (b.dataset.status !== s) b.dataset.status = s;
-    b.classList.toggle("is-new", state.newIds.has(q.id));
+    const isNew = state.newIds.has(q.id);
     const current = state.screen === `q:${q.id}`;
-    if (current) b.setAttribute("aria-current", "step"); else b.removeAttribute("aria-current");
-    const sr = b.querySelector(".sr-only");
-    const text = `: ${q.header.slice(0, 60)}, ${STATUS_TEXT[s]}${state.newIds.has(q.id) ? ", new" : ""}`;
-    if (sr.textContent !== text) sr.textContent = text;
+    const shown = `${s}|${isNew}|${current}`;
+    if (chip.shown === shown) continue;
+    chip.shown = shown;
+    chip.b.dataset.status = s;
+    chip.b.classList.toggle("is-new", isNew);
+    if (current) chip.b.setAttribute("aria-current", "step"); else chip.b.removeAttribute("aria-current");
+    chip.sr.textContent = `: ${q.header.slice(0, 60)}, ${STATUS_TEXT[s]}${isNew ? ", new" : ""}`;
   }
   const rb = rail.querySelector(".rail-review");
   if (state.screen === "review") rb.setAttribute("aria-current", "step"); else rb.removeAttribute("aria-current");
@@ -393,7 +400,9 @@ export function syncRail() {
   bar.setAttribute("aria-valuenow", String(done));
   bar.setAttribute("aria-valuetext", `${done} of ${total} resolved`);
   bar.style.setProperty("--done", String(total ? done / total : 0));
-  keepChipInView();
+  // In the next frame, not now: measuring the rail here forced a layout in the middle of every
+  // step, and the frame then laid the page out a second time.
+  requestAnimationFrame(keepChipInView);
 }
 
 function keepChipInView() {
@@ -551,6 +560,7 @@ export function showScreen(key, dir) {
   document.body.classList.toggle("show-all", state.showAll);
   if (state.showAll) buildAll();
   const el = screenEl(key);
+  const wasHidden = !el || el.hidden;
   const main = $("#main");
   // Only the screens whose state changes are written: with 1,000 screens, rewriting every
   // hidden flag and class list invalidated the style of the whole page at each step.
@@ -563,8 +573,10 @@ export function showScreen(key, dir) {
   }
   if (state.showAll) syncReview();
   if (el && !state.showAll && dir) {
-    // Restart the animation even when the same class was there a moment ago.
-    void el.offsetWidth;
+    // Restart the animation even when the same class was there a moment ago. A screen that was
+    // hidden starts its animation anyway, so only then is a layout forced (it cost a layout of
+    // the whole 1,000-question page at every step).
+    if (!wasHidden) void el.offsetWidth;
     el.classList.add(dir > 0 ? "slide-next" : "slide-prev");
   }
   if (key.startsWith("q:")) state.newIds.delete(key.slice(2));
