@@ -1054,6 +1054,17 @@ def _summary_answer(row: dict, question) -> str:
 # ============================================================================================
 
 
+def json_utf8(value, indent=None) -> bytes:
+    """JSON as UTF-8, readable where it can be. JSON may carry a lone surrogate ("\\ud800" is a
+    legal escape), which UTF-8 cannot encode: then every non-ASCII character is escaped instead.
+    (Encoding it strictly made a submit holding one crash without an answer, every time.)"""
+    text = json.dumps(value, ensure_ascii=False, indent=indent)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(value, indent=indent).encode("ascii")
+
+
 def redact(token: str) -> str:
     """A token as it may appear in a log: its first 4 characters, never the live bearer."""
     return token[:4] + "…"
@@ -1094,6 +1105,9 @@ class Log:
     def event(self, event: str, level: str = "info", **fields) -> None:
         pairs = " ".join("%s=%s" % (key, _log_value(value)) for key, value in fields.items())
         line = "%s %d %s%s" % (iso_utc(time.time()), os.getpid(), event, " " + pairs if pairs else "")
+        # A lone surrogate in a logged value (a title, an id) failed the UTF-8 write and turned
+        # file logging off for good; write it as an escape instead.
+        line = line.encode("utf-8", "backslashreplace").decode("utf-8")
         with self.lock:
             if self.file is not None:
                 try:
@@ -1142,8 +1156,8 @@ class Archive:
             # planted under the temporary name (a log dir set to a shared place such as /tmp).
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
             descriptor = os.open(temporary, flags, 0o600)
-            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-                json.dump(record, handle, ensure_ascii=False, indent=2)
+            with os.fdopen(descriptor, "wb") as handle:
+                handle.write(json_utf8(record, indent=2))
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(temporary, path)
@@ -1650,8 +1664,7 @@ def _build_form_server_class():
             self.send_header("Cross-Origin-Resource-Policy", "same-origin")
 
         def send_json(self, status: int, payload) -> None:
-            body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
-            self.send_body(status, body, "application/json; charset=utf-8")
+            self.send_body(status, json_utf8(payload), "application/json; charset=utf-8")
 
         def send_text(self, status: int, text: str) -> None:
             self.send_body(status, text.encode("utf-8"), "text/plain; charset=utf-8")
@@ -2543,11 +2556,11 @@ class McpServer:
         outcome = "cancelled" if call.cancelled or result is None else (
             "error" if result.get("isError") else result.get("structuredContent", {}).get("status", "ok")
         )
+        if result is not None and not call.cancelled:  # cancelled: the client expects no response
+            self.send({"jsonrpc": "2.0", "id": call.request_id, "result": result})
+        # Logged once the response is out: the answers reach the agent before the bookkeeping.
         self.log.event("call-end", tool=name, request=str(call.request_id), outcome=outcome,
                        ms=int((time.monotonic() - started) * 1000))
-        if result is None or call.cancelled:
-            return  # cancelled: the client expects no response
-        self.send({"jsonrpc": "2.0", "id": call.request_id, "result": result})
 
     def tool_ask_user_rich(self, arguments: dict, call: Call):
         try:
@@ -2868,7 +2881,7 @@ def bounded_lines(stream, limit: int):
 
 
 # ============================================================================================
-# Opener: putting the form in front of the user
+# Delivery: putting the form in front of the user (the opener plan, the client's own form)
 # ============================================================================================
 #
 # A pure function plans the candidates from facts gathered once (so every platform can be
