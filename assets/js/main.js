@@ -200,6 +200,7 @@ async function submit() {
     announce($(".confirm-text", box).textContent);
     return;
   }
+  $(".review .confirm").hidden = true;
   state.phase = "submitting";
   document.body.classList.add("busy");
   let r;

@@ -87,6 +87,7 @@ class Form:
         """Go to review, submit (confirming when asked), and return the server's result."""
         self.press("Escape", "End")
         self.page.locator("#btn-submit").click()
+        self.page.wait_for_selector("section.end, .review .confirm:not([hidden])")
         if self.page.locator(".review .confirm").is_visible():
             self.page.locator("#btn-submit").click()
         self.page.wait_for_selector("section.end")

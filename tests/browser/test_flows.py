@@ -410,3 +410,26 @@ def test_follow_ups_added_while_the_page_was_closed_are_marked_new(form, rich_sp
     assert f.option("db", "pg").is_checked()
     f.press("g")
     assert f.screen == "q:while"
+
+
+def test_a_422_shows_the_servers_error_and_the_interview_stays_open(form, rich_spec):
+    f = form(rich_spec)
+    f.allow("status of 422")
+    refused = []
+
+    def refuse_once(route):
+        if refused:
+            route.continue_()
+            return
+        refused.append(1)
+        route.fulfill(status=422, content_type="application/json",
+                      body='{"error": "question \\"db\\": unknown option id \\"mongo\\""}')
+
+    f.page.route("**/submit", refuse_once)
+    f.press("End", "a")
+    f.page.locator("#btn-submit").click()
+    f.page.locator("#btn-submit").click()  # confirm: two questions are open
+    expect(f.page.locator(".review .submit-problem")).to_contain_text('unknown option id "mongo"')
+    assert f.screen == "review"
+    result = f.submit_and_collect()
+    assert answer_of(result, "db")["selected"] == ["pg"]
