@@ -60,6 +60,7 @@ SETTLED_RETENTION_SECONDS = 30 * 60
 MAX_LINE_BYTES = 16 * 1024 * 1024  # a longer stdin line is refused without being held whole
 MAX_BODY_BYTES = 5 * 1024 * 1024
 SSE_PING_SECONDS = 15.0
+STATE_HISTORY = 32  # states an event stream can catch up on after a burst of changes
 PROGRESS_CHANGE_MIN_SECONDS = 1.0  # answered-count changes are reported at most once a second
 OPENER_GRACE_SECONDS = 5.0  # an opener still running after this long is a foreground launcher
 HTTP_IDLE_TIMEOUT_SECONDS = 30  # a client that trickles its request in loses its thread
@@ -1251,6 +1252,7 @@ class Interview:
         self.settled_monotonic = None
         self.waiters = 0
         self.revision = 0
+        self.states: list = []  # the last STATE_HISTORY (revision, /state JSON), for streams
         self.counts = None  # the form's latest {answered, deferred, needsInfo, open}
         self.counts_revision = 0
         self.page_views = 0
@@ -1269,6 +1271,10 @@ class Interview:
     def touch(self) -> None:
         """Record a change the /state JSON shows. Call with the lock held."""
         self.revision += 1
+        # Kept so that an event stream sends every state, not only the newest: a submit and
+        # its waiter leaving came out as one event when the waiter took the lock first.
+        self.states.append((self.revision, self.state_json()))
+        del self.states[:-STATE_HISTORY]
         self.changed.notify_all()
 
 
@@ -1821,20 +1827,24 @@ def _build_form_server_class():
             self.close_connection = True
             hub.record_stream(interview, +1)
             try:
-                seen = None
+                seen, sent = None, None
                 while hub.is_live(interview):
                     with interview.changed:
                         changed = interview.changed.wait_for(
                             lambda: interview.revision != seen or hub.closed, SSE_PING_SECONDS
                         )
+                        states = [state for revision, state in interview.states
+                                  if seen is not None and revision > seen]
+                        states = states or [interview.state_json()]
                         seen = interview.revision
-                        state = interview.state_json()
                     if hub.closed or self.page_gone():
                         break
+                    chunk = ": ping\n\n"
                     if changed:
-                        chunk = "event: state\ndata: %s\n\n" % json.dumps(state)
-                    else:
-                        chunk = ": ping\n\n"
+                        fresh = [json.dumps(state) for state in states]
+                        fresh = [data for previous, data in zip([sent] + fresh, fresh) if data != previous]
+                        chunk = "".join("event: state\ndata: %s\n\n" % data for data in fresh) or chunk
+                        sent = fresh[-1] if fresh else sent
                     self.wfile.write(chunk.encode("utf-8"))
                     self.wfile.flush()
             except OSError:

@@ -11,12 +11,21 @@ from hypothesis import strategies as st
 
 # -- JSON -------------------------------------------------------------------------------------
 
+# Text as JSON can carry it: any code point, lone surrogates included ("\ud800" is a legal JSON
+# escape, and UTF-8 cannot encode it), line and paragraph separators, NUL.
+ODD_TEXT = ("\ud800", "a\udfffb", "\u2028\u2029", "\x00", "\ufeff", "e\u0301", "\U0001f600")
+any_text = st.one_of(
+    st.text(max_size=24),
+    st.text(st.characters(exclude_categories=()), max_size=24),
+    st.sampled_from(ODD_TEXT),
+)
+
 json_scalars = st.one_of(
     st.none(),
     st.booleans(),
     st.integers(min_value=-(2**70), max_value=2**70),
     st.floats(allow_nan=False, allow_infinity=False),
-    st.text(max_size=24),
+    any_text,
 )
 
 
@@ -44,7 +53,7 @@ def deep_json(min_depth: int = 1, max_depth: int = 20000):
 
 ID_ALPHABET = string.ascii_letters + string.digits + "_.:-"
 good_ids = st.text(alphabet=ID_ALPHABET, min_size=1, max_size=16)
-markdown = st.text(max_size=80)
+markdown = st.one_of(st.text(max_size=80), any_text)
 
 
 @st.composite
@@ -102,14 +111,14 @@ def fuzzed_object(fields: dict, unknown: bool = True):
 
 fuzzed_options = st.lists(
     fuzzed_object({
-        "id": good_ids, "label": st.text(max_size=10), "description": markdown, "preview": markdown,
+        "id": good_ids, "label": any_text, "description": markdown, "preview": markdown,
         "textInput": fuzzed_object({"placeholder": st.text(max_size=10), "required": st.booleans()}, False),
     }),
     max_size=3,
 )
 fuzzed_questions = st.lists(
     fuzzed_object({
-        "id": good_ids, "header": st.text(max_size=20), "body": markdown,
+        "id": good_ids, "header": any_text, "body": markdown,
         "kind": st.sampled_from(["choice", "rank"]), "options": fuzzed_options,
         "recommended": st.one_of(good_ids, st.lists(good_ids, max_size=3)), "rationale": markdown,
         "multiSelect": st.booleans(), "allowOther": st.booleans(),
@@ -123,7 +132,7 @@ session_ids = st.text(alphabet="0123456789abcdef", min_size=12, max_size=12)
 # "browser" by default here: fuzzing must not open windows (tests also set open_browser off).
 TOOL_ARGUMENTS = {
     "ask_user_rich": fuzzed_object({
-        "title": st.text(max_size=20), "intro": markdown, "questions": fuzzed_questions,
+        "title": any_text, "intro": markdown, "questions": fuzzed_questions,
         "delivery": st.sampled_from(["link", "elicitation", "browser", "mail"]),
         "timeoutSeconds": st.integers(-5, 700000),
     }),
@@ -137,7 +146,7 @@ TOOL_ARGUMENTS = {
 
 rpc_ids = st.one_of(
     st.none(), st.booleans(), st.integers(min_value=-(2**64), max_value=2**64),
-    st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=20),
+    st.floats(allow_nan=False, allow_infinity=False), any_text,
     st.lists(json_scalars, max_size=2), st.dictionaries(st.text(max_size=4), json_scalars, max_size=2),
 )
 METHODS = (

@@ -561,3 +561,45 @@ def test_a_4_mb_answer_array_is_judged_in_linear_time_and_the_log_line_stays_sho
     assert state_of(form)["state"] == "pending"
     with open(os.path.join(rt.config.log_dir, "server.log"), encoding="utf-8") as log:
         assert max(len(line) for line in log) < 2000
+
+
+def test_lone_surrogates_in_the_interview_and_the_answers_lose_nothing(rt):
+    """JSON may carry "\\ud800", which UTF-8 cannot encode: it once crashed every submit of such
+    an interview without a response, and turned file logging off."""
+    odd = "x\ud800y\udfff"
+    form = open_form(rt, {"id": "q", "header": "H" + odd, "options": [{"id": "a", "label": "A" + odd}]})
+    page = exchange(form.port, build("GET", "/api/s/" + form.token, [("Host", "localhost:%d" % form.port)]))
+    assert page.status == 200 and page.json()["spec"]["questions"][0]["header"] == "H" + odd
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(rt.wait_for_result(form.id, 20)))
+    waiter.start()
+    body = json.dumps({"answers": {"q": {"selected": ["a"], "notes": "n" + odd}}, "generalNotes": odd}).encode()
+    headers = [("Host", "localhost:%d" % form.port), ("Content-Type", "application/json")]
+    response = exchange(form.port, build("POST", "/api/s/%s/submit" % form.token, headers, body))
+    waiter.join(20)
+    assert response.status == 200, response.raw[:300]
+    assert got and got[0]["answers"][0]["notes"] == "n" + odd and got[0]["generalNotes"] == odd
+    record = rt.archive.find(form.id)
+    assert record["answers"][0]["notes"] == "n" + odd
+    assert rt.log.file is not None, "file logging was turned off"
+    with open(os.path.join(rt.config.log_dir, "server.log"), encoding="utf-8") as log:
+        assert "interview=%s" % form.id in log.read().split("submitted ")[-1]
+
+
+def test_an_event_stream_sends_every_state_of_a_burst_of_changes(rt):
+    form = open_form(rt)
+    sock = _open_stream(form)
+    try:
+        for index in range(10):  # faster than the stream thread can write each one
+            rt.append_questions(form.id, [choice("burst%d" % index, "a")])
+        data = b""
+        sock.settimeout(10)
+        while b'"version": 11' not in data:
+            chunk = sock.recv(65536)
+            assert chunk, data
+            data += chunk
+        versions = [json.loads(line[6:])["version"] for line in data.decode().splitlines()
+                    if line.startswith("data: ")]
+        assert versions == list(range(2, 12)), versions
+    finally:
+        sock.close()
