@@ -23,9 +23,9 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 import askrich
-import hypothesis_profiles
+import hypothesis_profiles  # noqa: F401 (loads the ci or long settings profile)
 import strategies
-from support import InProcessServer, api_url, choice, interview
+from support import InProcessServer, choice, interview
 
 # Every status the form server may send (CONTRACT §7, plus what http.server itself answers to
 # requests it cannot parse: 414, 431, 501, 505).

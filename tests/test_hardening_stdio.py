@@ -28,10 +28,6 @@ from support import MODULE, SubprocessServer, interview
 FINAL_PING = b'{"jsonrpc":"2.0","id":"final-ping","method":"ping"}'
 
 
-class LockedBytes(io.BytesIO):
-    """The server's stdout in-process: McpServer writes whole lines under its own lock."""
-
-
 def strict_lines(data: bytes) -> list:
     """Every stdout line parsed with strict JSON (no NaN, no Infinity); fails on anything else."""
     assert data == b"" or data.endswith(b"\n"), "stdout ends in a partial line: %r" % data[-80:]
@@ -84,7 +80,7 @@ def run_in_process(lines, timeout: float = 20.0):
     config = askrich.Config(log_dir=log_dir, open_browser=False)
     runtime = askrich.Runtime(config, askrich.Log(log_dir, stream=open(os.devnull, "w")))
     before = set(threading.enumerate())
-    writer = LockedBytes()
+    writer = io.BytesIO()  # McpServer writes whole lines under its own lock
     reader = io.BytesIO(b"\n".join(lines) + b"\n")
     server = askrich.McpServer(runtime, reader, writer)
     try:
