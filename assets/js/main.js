@@ -285,6 +285,9 @@ async function pullSpec() {
 }
 
 function onState(s) {
+  // The live line's state, readable by the tests as a gate: "open" once the first event came,
+  // "waiting" while a Claude call waits for the answers.
+  document.body.dataset.live = s.waiting ? "waiting" : "open";
   if (state.phase !== "open") return;
   if (s.state === "submitted" || s.state === "cancelled") { finished(s.state); return; }
   if (s.version > state.version) pullSpec();

@@ -95,6 +95,15 @@ class Form:
         assert result is not None, "the server got no submit"
         return result
 
+    def settle(self):
+        """Wait until no animation or transition runs (a gate, not a fixed sleep)."""
+        running = "document.getAnimations().filter(a => a.playState === 'running').length"
+        for _ in range(100):
+            if self.page.evaluate(running) == 0:
+                return
+            self.page.wait_for_timeout(20)
+        raise AssertionError("animations never finished")
+
     def csp_violations(self):
         try:
             return self.page.evaluate("window.__csp || []")

@@ -149,7 +149,7 @@ def test_blocked_local_storage_never_breaks_the_page(form, rich_spec):
 def test_a_live_append_appears_within_one_second(form, rich_spec):
     f = form(rich_spec)
     f.press("ArrowRight", "1")
-    f.page.wait_for_timeout(300)  # the event stream is open
+    f.page.wait_for_selector("body[data-live]", state="attached")  # the event stream is open
     started = time.monotonic()
     f.rt.append_questions(f.interview.id, [choice("late", "A follow-up question", ["y", "n"])],
                           note="I forgot **this** one.")
@@ -195,7 +195,7 @@ def test_a_submit_racing_an_append_gets_409_and_shows_the_new_questions(form, ri
 
 
 def test_show_all_rail_tracks_the_scroll_and_scrolls_on_click(form):
-    f = form(many_questions(8))
+    f = form(many_questions(8), reduced_motion="reduce")  # instant scrolls: nothing to wait for
     f.press("v")
     assert f.page.locator("section.question:visible").count() == 8
     current = lambda: f.page.locator("#rail [aria-current]").get_attribute("data-goto")  # noqa: E731
@@ -207,7 +207,6 @@ def test_show_all_rail_tracks_the_scroll_and_scrolls_on_click(form):
     y = f.page.evaluate("scrollY")
     f.page.locator("#rail button[data-goto='q:q2']").click()
     expect(f.page.locator("#rail [aria-current]")).to_have_attribute("data-goto", "q:q2")
-    f.page.wait_for_timeout(900)
     assert f.page.evaluate("scrollY") < y
     top = f.page.evaluate("document.querySelector('section[data-qid=q2]').getBoundingClientRect().top")
     bar = f.page.evaluate("document.querySelector('#bar').getBoundingClientRect().bottom")
@@ -240,12 +239,11 @@ def test_mouse_clicks_on_options_never_scroll_the_page(form):
 
 
 def test_keyboard_focus_stays_in_the_middle_half(form):
-    f = form(many_questions(6), viewport={"width": 900, "height": 600})
+    f = form(many_questions(6), viewport={"width": 900, "height": 600}, reduced_motion="reduce")
     f.press("v")
     for _ in range(4):
         f.press("ArrowRight")
     f.press("ArrowDown")
-    f.page.wait_for_timeout(900)  # the smooth scroll settles
     box = f.page.evaluate("""(() => {
         const r = document.activeElement.closest('.opt').getBoundingClientRect();
         const top = document.querySelector('#bar').getBoundingClientRect().bottom;
@@ -259,6 +257,7 @@ def test_the_page_says_when_claude_stopped_waiting(form, rich_spec):
     f = form(rich_spec)
     waiter = threading.Thread(target=f.rt.wait_for_result, args=(f.interview.id, 1.0))
     waiter.start()
+    f.page.wait_for_selector('body[data-live="waiting"]', state="attached")
     waiter.join()
     expect(f.page.locator("#notices")).to_contain_text("Claude stopped waiting")
     f.press("ArrowRight", "1")
@@ -271,7 +270,7 @@ def test_done_screen_says_whether_a_call_was_waiting(form, rich_spec):
     box = {}
     waiter = threading.Thread(target=lambda: box.setdefault("r", f.rt.wait_for_result(f.interview.id, 10)))
     waiter.start()
-    f.page.wait_for_timeout(300)
+    f.page.wait_for_selector('body[data-live="waiting"]', state="attached")
     f.press("End", "a", "Enter", "Enter")
     expect(f.page.locator("section.end")).to_contain_text("Claude has your answers now")
     waiter.join()
@@ -345,9 +344,12 @@ def test_free_text_question_answers_with_its_text(form):
 def test_progress_is_reported_to_the_server(form, rich_spec, tmp_path):
     f = form(rich_spec)
     f.press("ArrowRight", "1", "ArrowRight", "c")
-    f.page.wait_for_timeout(1500)  # debounce
-    log = (tmp_path / "logs" / "server.log").read_text()
-    assert "answered=2" in log
+    log = tmp_path / "logs" / "server.log"
+    for _ in range(100):  # the page debounces its reports
+        if "answered=2" in log.read_text():
+            break
+        f.page.wait_for_timeout(50)
+    assert "answered=2 deferred=0 needsInfo=0 open=3" in log.read_text()
 
 
 def test_theme_button_cycles_auto_light_dark(form, rich_spec):
@@ -381,12 +383,11 @@ def test_a_tall_option_focused_from_the_keyboard_is_pinned_near_the_top(form):
     tall = "```\n" + "\n".join(f"line {i}" for i in range(60)) + "\n```"
     f = form({"title": "Tall", "questions": [choice("t", "Pick", [
         {"id": "a", "label": "Short"}, {"id": "b", "label": "Tall", "preview": tall}, {"id": "c", "label": "After"}])]},
-        viewport={"width": 700, "height": 600})
+        viewport={"width": 700, "height": 600}, reduced_motion="reduce")
     rect = "document.querySelector('li.opt[data-opt=b]').getBoundingClientRect().top - document.querySelector('#bar').getBoundingClientRect().bottom"
     assert f.page.evaluate(rect) > 100
     f.press("ArrowDown", "ArrowDown")
     assert f.focused("el => el.value") == "b"
-    f.page.wait_for_timeout(900)  # the smooth scroll settles
     assert 0 <= f.page.evaluate(rect) <= 30
 
 
@@ -394,7 +395,7 @@ def test_screens_slide_in_from_the_direction_of_travel(form, rich_spec):
     f = form(rich_spec)
     f.press("ArrowRight")
     assert f.page.evaluate("document.querySelector('#main > .current').getAnimations()[0]?.animationName") == "slide-next"
-    f.page.wait_for_timeout(300)
+    f.settle()
     f.press("ArrowLeft")
     assert f.page.evaluate("document.querySelector('#main > .current').getAnimations()[0]?.animationName") == "slide-prev"
 

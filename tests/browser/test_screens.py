@@ -26,16 +26,7 @@ def reach(f, name):
         f.press(key)
     if name == "show-all":
         f.press("v")
-    f.page.wait_for_timeout(300)  # the slide has finished
-
-
-def settle(page):
-    """Wait until no animation runs (a gate on the page's state, not a fixed sleep)."""
-    for _ in range(50):
-        if page.evaluate("document.getAnimations().filter(a => a.playState === 'running').length") == 0:
-            return
-        page.wait_for_timeout(50)
-    raise AssertionError("animations never finished")
+    f.settle()
 
 
 def serious_violations(page):
@@ -62,7 +53,7 @@ def test_axe_finds_no_serious_violations(form, rich_spec, name, scheme):
     else:
         reach(f, name)
     # Scan the settled screen: mid-slide its text is still fading in, which axe reads as low contrast.
-    settle(f.page)
+    f.settle()
     assert serious_violations(f.page) == []
 
 
@@ -135,7 +126,6 @@ def test_markdown_with_script_and_handlers_renders_inert(form):
     f.rt.append_questions(f.interview.id, [{"id": "y", "header": "more", "options": []}], note=XSS)
     f.page.wait_for_selector('#rail li[data-qid="y"]')
     f.press("v")
-    f.page.wait_for_timeout(300)
     page = f.page
     assert page.evaluate("window.__pwned") is None
     assert page.evaluate("document.querySelectorAll('#main script, #notices script, #main iframe').length") == 0
