@@ -154,6 +154,12 @@ export function buildQuestion(q) {
   $(".q-kind", el).textContent = q.kind === "rank" ? "Rank every option"
     : q.options.length === 0 ? "Free text" : q.multiSelect ? "Pick any" : "Pick one";
   fillMd($(".q-body", el), q.body);
+  // The agent's note travels with the questions it was appended with, so it is seen even when
+  // the page was opened after the append.
+  if (state.note && state.note.text && q.version > 1 && q.version === state.note.version) {
+    fillMd($(".q-agent-note-text", el), state.note.text);
+    $(".q-agent-note", el).hidden = false;
+  }
 
   if (q.dependsOn.length) {
     const p = $(".q-builds", el);

@@ -434,3 +434,17 @@ def test_a_422_shows_the_servers_error_and_the_interview_stays_open(form, rich_s
     assert f.screen == "review"
     result = f.submit_and_collect()
     assert answer_of(result, "db")["selected"] == ["pg"]
+
+
+def test_the_agents_note_is_shown_with_its_follow_up_questions(form, rich_spec):
+    f = form(rich_spec)
+    f.rt.append_questions(f.interview.id, [choice("n1", "Follow-up", ["a", "b"])], note="Because of **your** answer")
+    f.page.wait_for_selector('#rail li[data-qid="n1"]')
+    f.press("g")
+    expect(f.section("n1").locator(".q-agent-note")).to_contain_text("Because of your answer")
+    expect(f.section("db").locator(".q-agent-note")).to_be_hidden()
+    # A page opened after the append shows it with the question too.
+    f.page.evaluate("localStorage.clear()")
+    f.reload()
+    f.page.locator("#rail button[data-goto='q:n1']").click()
+    expect(f.section("n1").locator(".q-agent-note")).to_contain_text("Because of your answer")
