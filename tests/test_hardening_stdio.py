@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 import askrich
 import hypothesis_profiles
 import strategies
-from support import MODULE, SubprocessServer, interview
+from support import MODULE, InProcessServer, SubprocessServer, choice, interview
 
 FINAL_PING = b'{"jsonrpc":"2.0","id":"final-ping","method":"ping"}'
 
@@ -376,3 +376,35 @@ def test_a_megabyte_call_is_validated_in_linear_time(shape):
         assert result["isError"] and len(text) < 400 * 20000  # was 20,000 x 20,000 ids: gigabytes
     else:
         assert result["structuredContent"]["status"] == "awaiting", text[:300]
+
+
+@hypothesis_profiles.examples(ci=15, long=500)
+@given(reply=st.one_of(
+    st.fixed_dictionaries({"result": strategies.json_values(8)}),
+    st.fixed_dictionaries({"error": strategies.json_values(4)}),
+    st.fixed_dictionaries({"result": st.fixed_dictionaries(
+        {"action": st.one_of(st.sampled_from(["accept", "decline", "cancel"]), strategies.json_values(2))},
+        optional={"content": st.one_of(strategies.json_values(6), st.dictionaries(
+            st.sampled_from(["q", "q__other", "r", "r__other", "zz"]), strategies.json_values(3)))})}),
+))
+def test_any_reply_to_our_elicitation_request_ends_the_call_with_a_result(reply):
+    """A client may answer our own request with anything: the call still ends with a tool
+    result (answers, or the browser fallback), and the server goes on."""
+    with tempfile.TemporaryDirectory() as log_dir:
+        runtime = askrich.Runtime(askrich.Config(log_dir=log_dir, open_browser=False),
+                                  askrich.Log(log_dir, stream=io.StringIO()))
+        peer = InProcessServer(runtime)
+        try:
+            peer.initialize(capabilities={"elicitation": {"form": {}}})
+            arguments = dict(interview(choice("q", "a", "b"), choice("r", "x", "y", multiSelect=True)),
+                             delivery="elicitation")
+            call = peer.request("tools/call", {"name": "ask_user_rich", "arguments": arguments})
+            asked = peer.receive(lambda m: m.get("method") == "elicitation/create")
+            peer.send(dict({"jsonrpc": "2.0", "id": asked["id"]}, **reply))
+            result = peer.response(call)["result"]
+            status = result["structuredContent"]["status"]
+            assert status in ("submitted", "declined", "cancelled", "awaiting"), result
+            assert peer.call("ping")["result"] == {}
+        finally:
+            peer.close()
+            runtime.close()
