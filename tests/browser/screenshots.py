@@ -95,7 +95,7 @@ def shoot(browser, url, scheme, viewport, tag, readme):
     page.goto(url)
     page.wait_for_selector("body.ready")
     def snap(name):
-        page.wait_for_timeout(150)
+        page.evaluate("document.fonts.ready.then(() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done))))")
         path = OUT / f"{name}-{scheme}-{tag}.png"
         page.screenshot(path=str(path))
         if readme and name in readme:
