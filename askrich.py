@@ -1724,7 +1724,7 @@ def _build_form_server_class():
             if action == "submit":
                 return self.submit(interview)
             payload = self.read_json(MAX_PROGRESS_BYTES)
-            if payload is None:
+            if payload is self.NO_BODY:
                 return
             counts = progress_counts(payload)
             if counts is None:
@@ -1779,33 +1779,37 @@ def _build_form_server_class():
             extension = os.path.splitext(name)[1]
             self.send_body(200, body, ASSET_CONTENT_TYPES.get(extension, "application/octet-stream"))
 
+        # What read_json returns once it has answered: not None, which is the body `null` (a
+        # submit of `null` got no response at all when None meant "already answered").
+        NO_BODY = object()
+
         def read_json(self, limit: int):
-            """The parsed JSON body, or None after answering 411/413/400."""
+            """The parsed JSON body, or NO_BODY after answering 411/413/400."""
             length = self.headers.get("Content-Length")
             length = (length or "").strip()
             # isascii too: "²" (latin-1 0xB2) passes isdigit() but not int(), which killed the
             # handler without a response.
             if not (length.isascii() and length.isdigit()):
                 self.send_json(411, {"error": "a Content-Length header is required"})
-                return None
+                return self.NO_BODY
             length = int(length)
             if length > limit:
                 self.close_connection = True
                 self.send_json(413, {"error": "body larger than %d bytes" % limit})
-                return None
+                return self.NO_BODY
             raw = self.rfile.read(length)
             try:
                 return parse_json(raw.decode("utf-8"))
             except (UnicodeDecodeError, ValueError, RecursionError) as error:
                 self.send_json(400, {"error": "invalid JSON: %s" % error})
-                return None
+                return self.NO_BODY
 
         def submit(self, interview):
             hub = self.server.runtime.hub
             try:
                 hub.check_pending(interview)
                 payload = self.read_json(MAX_BODY_BYTES)
-                if payload is None:
+                if payload is self.NO_BODY:
                     return
                 reply = hub.submit(interview, payload)
             except SubmitRejected as rejection:

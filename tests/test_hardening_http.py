@@ -601,3 +601,43 @@ def test_an_event_stream_sends_every_state_of_a_burst_of_changes(rt):
         assert versions == list(range(2, 12)), versions
     finally:
         sock.close()
+
+
+answer_values = st.fixed_dictionaries({}, optional={
+    "status": st.sampled_from(["answer", "defer", "needs-info", "skip"]),
+    "selected": st.one_of(st.lists(st.sampled_from(["a", "b", "x", "y", "zz"]), max_size=3), strategies.json_values(2)),
+    "other": st.one_of(strategies.any_text, strategies.json_values(1)),
+    "notes": st.one_of(strategies.any_text, strategies.json_values(1)),
+    "ranked": st.one_of(st.permutations(["a", "b"]), strategies.json_values(2)),
+    "optionTexts": st.dictionaries(st.sampled_from(["a", "x"]), strategies.any_text, max_size=2),
+})
+submit_bodies = st.one_of(
+    strategies.http_bodies,
+    st.fixed_dictionaries(
+        {"answers": st.dictionaries(st.sampled_from(["q", "r", "zz"]), answer_values, max_size=3)},
+        optional={"generalNotes": st.one_of(strategies.any_text, strategies.json_values(1)),
+                  "specVersion": st.one_of(st.just(1), strategies.json_values(1))},
+    ).map(strategies.encode),
+)
+
+
+@given(body=submit_bodies)
+@example(body=b"null")  # once answered with nothing at all: None meant "already answered"
+@example(body=b'{"answers": {"q": {"selected": ["a"], "notes": "\\ud800"}}}')
+def test_any_submit_body_settles_the_interview_exactly_as_answered_or_changes_nothing(rt, body):
+    form = open_form(rt)
+    headers = [("Host", "localhost:%d" % form.port), ("Content-Type", "application/json")]
+    response = exchange(form.port, build("POST", "/api/s/%s/submit" % form.token, headers, body))
+    assert_safe(response, form.token)
+    interview_obj = rt.hub.get(form.id)
+    record = rt.archive.find(form.id)
+    if response.status == 200:
+        assert interview_obj.state == "submitted" and response.json()["ok"] is True
+        assert [answer["id"] for answer in interview_obj.result["answers"]] == ["q", "r"]
+        assert record is not None and record["answers"] == interview_obj.result["answers"]
+        assert response.json()["counts"] == interview_obj.result["counts"]
+        again = exchange(form.port, build("POST", "/api/s/%s/submit" % form.token, headers, body))
+        assert again.status == 409  # exactly once
+    else:
+        assert response.status in (400, 409, 411, 413, 422), response.raw[:300]
+        assert interview_obj.state == "pending" and record is None
