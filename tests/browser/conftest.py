@@ -53,11 +53,11 @@ def form(browser, rt):
     opened: list[Form] = []
 
     def make(spec, *, viewport=None, color_scheme="light", reduced_motion="no-preference",
-             goto=True, block_storage=False, device_scale_factor=1):
+             goto=True, block_storage=False, device_scale_factor=1, has_touch=False):
         interview = rt.open_interview(spec)
         context = browser.new_context(
             viewport=viewport or DESKTOP, color_scheme=color_scheme, reduced_motion=reduced_motion,
-            device_scale_factor=device_scale_factor,
+            device_scale_factor=device_scale_factor, has_touch=has_touch,
         )
         context.add_init_script(WATCH_CSP)
         if block_storage:

@@ -152,3 +152,30 @@ def test_move_buttons_reorder_the_selected_row(form):
     f.section("goals").locator(".rank-move-up").click()
     assert f.rank_order("goals") == ["c", "a", "b", "d"]
     assert f.status("goals") == "answered"
+
+
+def touch_drag(f, start, end, steps=10):
+    cdp = f.context.new_cdp_session(f.page)
+    (x0, y0), (x1, y1) = start, end
+    cdp.send("Input.dispatchTouchEvent", {"type": "touchStart", "touchPoints": [{"x": x0, "y": y0}]})
+    for i in range(1, steps + 1):
+        point = {"x": x0 + (x1 - x0) * i / steps, "y": y0 + (y1 - y0) * i / steps}
+        cdp.send("Input.dispatchTouchEvent", {"type": "touchMove", "touchPoints": [point]})
+    cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
+
+
+def test_on_a_phone_the_grip_drags_a_row(form):
+    from formkit import PHONE
+
+    f = form(rank_spec(), viewport=PHONE, has_touch=True)
+    # A swipe on the row itself scrolls the page and moves nothing.
+    label = row(f, "b").locator(".rank-label").bounding_box()
+    touch_drag(f, (label["x"] + 5, label["y"] + 5), (label["x"] + 5, label["y"] + 120))
+    assert f.rank_order("goals") == ["a", "b", "c", "d"]
+    assert f.status("goals") == "open"
+    grip = row(f, "a").locator(".rank-grip").bounding_box()
+    target = row(f, "c").bounding_box()
+    touch_drag(f, (grip["x"] + grip["width"] / 2, grip["y"] + grip["height"] / 2),
+               (grip["x"] + grip["width"] / 2, target["y"] + target["height"] * 0.8))
+    expect(f.page.locator('section.current .rank-list')).to_have_class("rank-list committed")
+    assert f.rank_order("goals") == ["b", "c", "a", "d"]
