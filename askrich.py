@@ -1132,8 +1132,13 @@ class Log:
                 self.file = None
 
 
+LOG_VALUE_MAX = 1000  # a client's 15 MB request id or title must not become a 15 MB log line
+
+
 def _log_value(value) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    if len(text) > LOG_VALUE_MAX:
+        text = text[: LOG_VALUE_MAX - 1] + "…"
     if not text or any(ch.isspace() or ch in "\"=" for ch in text):
         return quote(text)
     return text

@@ -408,3 +408,29 @@ def test_any_reply_to_our_elicitation_request_ends_the_call_with_a_result(reply)
         finally:
             peer.close()
             runtime.close()
+
+
+def test_huge_ids_and_titles_never_make_huge_log_lines(tmp_path):
+    """A 4 MB request id and a 4 MB title are answered, and every log line stays short."""
+    big = "i" * (4 << 20)
+    stderr = io.StringIO()
+    runtime = askrich.Runtime(askrich.Config(log_dir=str(tmp_path), open_browser=False),
+                              askrich.Log(str(tmp_path), stream=stderr))
+    writer = io.BytesIO()
+    call = {"jsonrpc": "2.0", "id": big, "method": "tools/call", "params": {
+        "name": "ask_user_rich", "arguments": dict(interview(), title="t" * (4 << 20), delivery="link")}}
+    reader = io.BytesIO(json.dumps(call).encode() + b"\n" + FINAL_PING + b"\n")
+    before = set(threading.enumerate())
+    try:
+        askrich.McpServer(runtime, reader, writer).serve()
+        for thread in set(threading.enumerate()) - before:
+            if thread.name == "ask-user-rich-call":
+                thread.join(20)
+    finally:
+        runtime.close()
+    replies = replies_of(strict_lines(writer.getvalue()))
+    assert any(reply.get("id") == big and "result" in reply for reply in replies)
+    with open(tmp_path / "server.log", encoding="utf-8") as log:
+        longest = max(len(line) for line in log)
+    assert longest < 4 * askrich.LOG_VALUE_MAX, longest
+    assert max(len(line) for line in stderr.getvalue().splitlines()) < 4 * askrich.LOG_VALUE_MAX
