@@ -14,6 +14,8 @@ export function startLive({ onState, onGone, onBack }) {
     onState(s);
   };
   const lost = (status) => {
+    // 404: the server is back but no longer knows this interview (it restarted); that is final.
+    if (status === 404) { stop(); onGone(404); return; }
     if (!gone) { gone = true; onGone(status); }
   };
   const checkOnce = async () => {

@@ -448,3 +448,23 @@ def test_the_agents_note_is_shown_with_its_follow_up_questions(form, rich_spec):
     f.reload()
     f.page.locator("#rail button[data-goto='q:n1']").click()
     expect(f.section("n1").locator(".q-agent-note")).to_contain_text("Because of your answer")
+
+
+def test_a_server_restart_shows_the_interview_as_expired_and_keeps_the_draft(form, rich_spec, tmp_path):
+    import askrich
+    from urllib.parse import urlsplit
+
+    f = form(rich_spec)
+    f.expect_errors = True  # the browser logs the refused connections and the 404
+    f.press("ArrowRight", "2")
+    port = urlsplit(f.interview.url).port
+    f.rt.close()
+    restarted = askrich.Runtime(askrich.Config(log_dir=str(tmp_path / "logs2"), open_browser=False, port=port))
+    try:
+        restarted.open_interview({"title": "Another", "questions": [choice("z", "Z", ["a"])]})
+        expect(f.page.locator("section.end h2")).to_have_text("This interview is no longer available", timeout=10000)
+        expect(f.page.locator("section.end")).to_contain_text("draft is still kept")
+        draft = f.page.evaluate("JSON.parse(localStorage.getItem(Object.keys(localStorage).find(k => k.startsWith('askrich:draft'))))")
+        assert draft["answers"]["db"]["selected"] == ["my"]
+    finally:
+        restarted.close()
