@@ -17,7 +17,7 @@ export function buildRank(q, box, n) {
   const help = document.createElement("p");
   help.className = "hint rank-help";
   help.id = `q${n}-rank-help`;
-  help.textContent = "Drag the rows into your order, or focus a row and press Space to pick it up, "
+  help.textContent = "Drag the rows into your order (on a touch screen, by their ⠿ grip), or focus a row and press Space to pick it up, "
     + "the arrows to move it, Space to drop it (Esc cancels). Shift+arrows move a row directly; "
     + "a digit sends it to that position.";
   const list = document.createElement("ol");
