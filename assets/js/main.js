@@ -382,7 +382,6 @@ function bindControls() {
     keepInView(t.closest(".opt, .rank-row") || t);
   });
   window.addEventListener("scroll", trackScroll, { passive: true });
-  for (const sec of main.querySelectorAll(".slide-next, .slide-prev")) sec.classList.remove("slide-next", "slide-prev");
   main.addEventListener("animationend", (e) => e.target.classList.remove("slide-next", "slide-prev"));
 }
 
