@@ -147,3 +147,14 @@ def test_markdown_with_script_and_handlers_renders_inert(form):
     for link in page.locator("#main a:not([href])").all():
         link.click()
     assert page.evaluate("window.__pwned") is None
+
+
+@pytest.mark.parametrize("forced, os_scheme", [("dark", "light"), ("light", "dark")])
+def test_a_forced_theme_passes_axe_whatever_the_os_says(form, rich_spec, forced, os_scheme):
+    f = form(rich_spec, color_scheme=os_scheme)
+    while f.page.locator("#btn-theme").inner_text() != f"Theme: {forced}":
+        f.page.locator("#btn-theme").click()
+    for name in ["question-with-preview", "rank", "review"]:
+        f.press("Home")
+        reach(f, name)
+        assert serious_violations(f.page) == [], name
