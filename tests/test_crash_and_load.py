@@ -455,3 +455,113 @@ def test_the_archive_never_writes_through_a_planted_symlink(tmp_path, monkeypatc
         assert victim.read_text() == "precious"
     finally:
         runtime.close()
+
+
+# -- the lifecycle against a model --------------------------------------------------------------
+
+from hypothesis import strategies as st  # noqa: E402
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule  # noqa: E402
+
+import hypothesis_profiles  # noqa: E402
+
+
+class InterviewLifecycle(RuleBasedStateMachine):
+    """Interviews opened, appended to, submitted (well, badly, with a stale version), waited on
+    and expired in any order; the server must agree with a plain model after every step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        import tempfile
+
+        self.log_dir = tempfile.mkdtemp(prefix="askrich-model-")
+        self.runtime = askrich.Runtime(askrich.Config(log_dir=self.log_dir, open_browser=False),
+                                       askrich.Log(self.log_dir, stream=io.StringIO()))
+        self.model: dict = {}  # id -> {"form", "state", "version", "ids", "expired"}
+        self.appended = 0
+
+    def teardown(self) -> None:
+        self.runtime.close()
+        shutil.rmtree(self.log_dir, ignore_errors=True)
+
+    def live(self):
+        # In opening order, never by id: ids are random, and Hypothesis replays by position.
+        return [key for key, entry in self.model.items() if not entry["expired"]]
+
+    @precondition(lambda self: len(self.live()) < 4)
+    @rule()
+    def open_one(self) -> None:
+        form = self.runtime.open_interview(interview(choice("q", "a", "b")))
+        self.model[form.id] = {"form": form, "state": "pending", "version": 1, "ids": ["q"], "expired": False}
+
+    @precondition(lambda self: self.live())
+    @rule(data=st.data(), valid=st.booleans())
+    def append(self, data, valid) -> None:
+        key = data.draw(st.sampled_from(self.live()))
+        entry = self.model[key]
+        self.appended += 1
+        qid = "f%d" % self.appended
+        question = choice(qid, "x") if valid else {"id": qid}  # no header: rejected
+        try:
+            reply = self.runtime.append_questions(key, [question])
+        except askrich.ToolError as error:
+            assert not valid or entry["state"] != "pending", error
+            return
+        assert valid and entry["state"] == "pending"
+        entry["version"] += 1
+        entry["ids"].append(qid)
+        assert reply["version"] == entry["version"] and reply["total"] == len(entry["ids"])
+
+    @precondition(lambda self: self.live())
+    @rule(data=st.data(), how=st.sampled_from(["good", "stale", "bad", "no-version"]))
+    def submit(self, data, how) -> None:
+        key = data.draw(st.sampled_from(self.live()))
+        entry = self.model[key]
+        answers = {"q": {"selected": ["zz"] if how == "bad" else ["a"]}}
+        extra = {} if how == "no-version" else {"specVersion": entry["version"] - (how == "stale")}
+        reply = submit(entry["form"].url, answers, **extra)
+        if entry["state"] != "pending":
+            assert reply.status == 409
+        elif how == "bad":
+            assert reply.status == 422
+        elif how == "stale":
+            assert reply.status == 409 and reply.json()["version"] == entry["version"]
+        else:
+            assert reply.status == 200, reply.body
+            entry["state"] = "submitted"
+
+    @precondition(lambda self: self.live())
+    @rule(data=st.data())
+    def wait_briefly(self, data) -> None:
+        key = data.draw(st.sampled_from(self.live()))
+        result = self.runtime.wait_for_result(key, 0.01)
+        if self.model[key]["state"] == "submitted":
+            assert [a["id"] for a in result["answers"]] == self.model[key]["ids"]
+        else:
+            assert result is None
+
+    @precondition(lambda self: any(self.model[k]["state"] == "submitted" for k in self.live()))
+    @rule(data=st.data())
+    def expire(self, data) -> None:
+        key = data.draw(st.sampled_from([k for k in self.live() if self.model[k]["state"] == "submitted"]))
+        self.runtime.hub.get(key).settled_monotonic -= askrich.SETTLED_RETENTION_SECONDS + 1
+        assert self.runtime.hub.get(key) is None
+        self.model[key]["expired"] = True
+
+    @invariant()
+    def the_server_agrees_with_the_model(self) -> None:
+        for key, entry in self.model.items():
+            held = self.runtime.hub.get(key)
+            record = self.runtime.archive.find(key)
+            if entry["expired"]:
+                assert held is None and record is not None
+                continue
+            assert held.state == entry["state"] and held.version == entry["version"]
+            assert [q["id"] for q in held.spec["questions"]] == entry["ids"]
+            assert held.waiters == 0
+            assert (record is not None) == (entry["state"] == "submitted")
+            if record is not None:
+                assert record["answers"] == held.result["answers"]
+
+
+TestInterviewLifecycle = InterviewLifecycle.TestCase
+TestInterviewLifecycle.settings = hypothesis_profiles.examples(ci=10, long=300)
