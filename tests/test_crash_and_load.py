@@ -21,8 +21,11 @@ import threading
 import time
 
 import pytest
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 import askrich
+import hypothesis_profiles
 from support import (
     InProcessServer,
     SubprocessServer,
@@ -34,6 +37,9 @@ from support import (
 )
 
 WAIT = 20.0
+
+# Under ASK_USER_RICH_FUZZ=long every test here is a long run: `-m slow` selects them.
+pytestmark = [pytest.mark.slow] if hypothesis_profiles.LONG else []
 
 
 def ask_link(peer, args=None):
@@ -459,10 +465,6 @@ def test_the_archive_never_writes_through_a_planted_symlink(tmp_path, monkeypatc
 
 # -- the lifecycle against a model --------------------------------------------------------------
 
-from hypothesis import strategies as st  # noqa: E402
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule  # noqa: E402
-
-import hypothesis_profiles  # noqa: E402
 
 
 class InterviewLifecycle(RuleBasedStateMachine):

@@ -23,9 +23,12 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 import askrich
-import hypothesis_profiles  # noqa: F401 (loads the ci or long settings profile)
+import hypothesis_profiles
 import strategies
 from support import InProcessServer, choice, interview
+
+# Under ASK_USER_RICH_FUZZ=long every test here is a long run: `-m slow` selects them.
+pytestmark = [pytest.mark.slow] if hypothesis_profiles.LONG else []
 
 # Every status the form server may send (CONTRACT §7, plus what http.server itself answers to
 # requests it cannot parse: 414, 431, 501, 505).

@@ -27,6 +27,9 @@ from support import MODULE, InProcessServer, SubprocessServer, choice, interview
 
 FINAL_PING = b'{"jsonrpc":"2.0","id":"final-ping","method":"ping"}'
 
+# Under ASK_USER_RICH_FUZZ=long every test here is a long run: `-m slow` selects them.
+pytestmark = [pytest.mark.slow] if hypothesis_profiles.LONG else []
+
 
 def strict_lines(data: bytes) -> list:
     """Every stdout line parsed with strict JSON (no NaN, no Infinity); fails on anything else."""
