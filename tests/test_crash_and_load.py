@@ -466,7 +466,6 @@ def test_the_archive_never_writes_through_a_planted_symlink(tmp_path, monkeypatc
 # -- the lifecycle against a model --------------------------------------------------------------
 
 
-
 class InterviewLifecycle(RuleBasedStateMachine):
     """Interviews opened, appended to, submitted (well, badly, with a stale version), waited on
     and expired in any order; the server must agree with a plain model after every step."""
