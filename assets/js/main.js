@@ -8,7 +8,7 @@ import {
 import {
   buildScreens, addQuestionScreens, syncAll, syncQuestion, syncRail, syncReview, syncNav, showScreen,
   screenEl, endScreen, notice, clearNotice, announce, keepInView, reducedMotion, applyTheme, qviews,
-  qNumber, ensureBuilt,
+  qNumber, ensureBuilt, markSeen,
 } from "./view.js";
 import { bindKeys, KEY_TABLE } from "./keys.js";
 import { onRankChange, onRankAnnounce, cancelHold, applyRecommended } from "./rank.js";
@@ -43,7 +43,7 @@ function go(key, dir = 0) {
   if (!dir) dir = Math.sign(list.indexOf(key) - list.indexOf(state.screen));
   if (state.showAll) {
     state.screen = key;
-    if (key.startsWith("q:")) state.newIds.delete(key.slice(2));
+    if (key.startsWith("q:")) markSeen(key.slice(2));
     const el = screenEl(key);
     syncRail();
     syncNav();
@@ -122,7 +122,7 @@ function trackScroll() {
     if (window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 2) cur = "review";
     if (cur && cur !== state.screen) {
       state.screen = cur;
-      if (cur.startsWith("q:")) state.newIds.delete(cur.slice(2));
+      if (cur.startsWith("q:")) markSeen(cur.slice(2));
       syncRail();
       syncNav();
       saveDraft();

@@ -585,7 +585,7 @@ export function showScreen(key, dir) {
     if (!wasHidden) void el.offsetWidth;
     el.classList.add(dir > 0 ? "slide-next" : "slide-prev");
   }
-  if (key.startsWith("q:")) state.newIds.delete(key.slice(2));
+  if (key.startsWith("q:")) markSeen(key.slice(2));
   syncRail();
   syncNav();
   if (key.startsWith("q:")) { const q = questionById(key.slice(2)); if (q) syncQuestion(q); }
@@ -641,6 +641,11 @@ export function notice(kind, text, { markdown = null, action = null, id = null }
   n.append(row);
   box.append(n);
   return n;
+}
+
+// A follow-up stops being new once shown; the notice about them goes with the last one.
+export function markSeen(qid) {
+  if (state.newIds.delete(qid) && !state.newIds.size) clearNotice("follow-ups");
 }
 
 export function clearNotice(id) {

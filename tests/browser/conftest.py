@@ -23,6 +23,25 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.browser)
 
 
+SHOTS = Path(__file__).resolve().parents[1] / ".artifacts" / "screenshots"
+
+
+def pytest_terminal_summary(terminalreporter):
+    if SHOTS.is_dir() and any(SHOTS.glob("test-*.png")):
+        terminalreporter.write_line(f"form screenshots (every screen kind, light and dark, desktop and small screens): {SHOTS}")
+
+
+@pytest.fixture
+def shot():
+    """shot(page, name): keep a screenshot of what a test checked, for a person to look at."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+
+    def take(page, name):
+        page.screenshot(path=str(SHOTS / f"test-{name}.png"))
+
+    return take
+
+
 # Module, not session: Playwright's sync API keeps an asyncio loop running in the main thread
 # while it is open, so a session-wide browser broke every later test that calls asyncio.run
 # (test_elicitation) or opens Playwright itself (test_hostile_pages).

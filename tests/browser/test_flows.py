@@ -161,6 +161,7 @@ def test_a_live_append_appears_within_one_second(form, rich_spec):
     f.press("g")
     assert f.screen == "q:late"
     expect(f.page.locator('#rail li[data-qid="late"] .is-new')).to_have_count(0)
+    expect(f.page.locator('#notices [data-id="follow-ups"]')).to_have_count(0)  # all seen now
     f.press("2")
     result = f.submit_and_collect()
     assert answer_of(result, "late")["selected"] == ["n"]

@@ -37,7 +37,7 @@ def serious_violations(page):
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 @pytest.mark.parametrize("name", list(SCREENS) + ["show-all", "done", "follow-up"])
-def test_axe_finds_no_serious_violations(form, rich_spec, name, scheme):
+def test_axe_finds_no_serious_violations(form, rich_spec, name, scheme, shot):
     f = form(rich_spec, color_scheme=scheme)
     if name == "done":
         f.press("End", "a", "Enter", "Enter")
@@ -54,6 +54,7 @@ def test_axe_finds_no_serious_violations(form, rich_spec, name, scheme):
         reach(f, name)
     # Scan the settled screen: mid-slide its text is still fading in, which axe reads as low contrast.
     f.settle()
+    shot(f.page, f"{name}-{scheme}-desktop")
     assert serious_violations(f.page) == []
 
 
@@ -75,7 +76,7 @@ def clipped(page):
 
 
 @pytest.mark.parametrize("viewport", [PHONE, {"width": 550, "height": 430}], ids=["phone-360", "zoom-200"])
-def test_nothing_is_cut_off_on_small_screens(form, rich_spec, viewport):
+def test_nothing_is_cut_off_on_small_screens(form, rich_spec, viewport, shot):
     rich_spec["questions"][0]["options"][0]["preview"] = (
         "```\n" + "a_very_long_line_of_code_that_does_not_wrap() " * 4 + "\n```")
     rich_spec["questions"][0]["header"] = "Which database should the service use for " + "storage " * 12
@@ -86,6 +87,7 @@ def test_nothing_is_cut_off_on_small_screens(form, rich_spec, viewport):
         if f.page.locator("#help").is_visible():
             f.press("Escape")
         reach(f, name)
+        shot(f.page, f"{name}-light-{viewport['width']}px")
         report = clipped(f.page)
         assert report["scrollWidth"] <= report["vw"], (name, report)
         assert report["out"] == [], (name, report)
