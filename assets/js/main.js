@@ -16,6 +16,7 @@ import { startLive, reportProgress } from "./live.js";
 
 const $ = (sel, root = document) => root.querySelector(sel);
 const THEMES = ["auto", "light", "dark"];
+let theme = "auto";
 let stopLive = () => {};
 
 // ---------------------------------------------------------------- changes
@@ -360,8 +361,9 @@ function bindControls() {
       case "btn-help": openHelp(); break;
       case "help-close": $("#help").close(); break;
       case "btn-theme": {
-        const cur = load("askrich:theme", "auto");
-        const nextTheme = THEMES[(THEMES.indexOf(cur) + 1) % THEMES.length];
+        // Cycled from memory, not from storage, so a blocked localStorage still cycles.
+        const nextTheme = THEMES[(THEMES.indexOf(theme) + 1) % THEMES.length];
+        theme = nextTheme;
         save("askrich:theme", nextTheme);
         applyTheme(nextTheme);
         announce(`Theme: ${nextTheme === "auto" ? "follow the system" : nextTheme}.`);
@@ -406,7 +408,8 @@ function fillHelp() {
 
 // ---------------------------------------------------------------- start
 async function start() {
-  applyTheme(load("askrich:theme", "auto"));
+  theme = THEMES.includes(load("askrich:theme", "auto")) ? load("askrich:theme", "auto") : "auto";
+  applyTheme(theme);
   fillHelp();
   bindKeys({
     next, prev: () => step(-1), first: () => go(screens()[0]), last: () => go("review"),

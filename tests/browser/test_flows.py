@@ -139,9 +139,13 @@ def test_draft_survives_a_reload(form, rich_spec):
 
 def test_blocked_local_storage_never_breaks_the_page(form, rich_spec):
     f = form(rich_spec, block_storage=True)
-    f.press("ArrowRight", "1", "t")  # t: no shortcut; the theme button below
-    f.page.locator("#btn-theme").click()
+    f.press("ArrowRight", "1")
+    btn = f.page.locator("#btn-theme")
+    for want in ("light", "dark", "auto"):
+        btn.click()
+        expect(btn).to_have_text(f"Theme: {want}")
     f.press("v")
+    assert f.page.locator("section.question:visible").count() == 5
     result = f.submit_and_collect()
     assert answer_of(result, "db")["selected"] == ["pg"]
 
