@@ -644,3 +644,31 @@ def test_any_submit_body_settles_the_interview_exactly_as_answered_or_changes_no
     else:
         assert response.status in (400, 409, 411, 413, 422), response.raw[:300]
         assert interview_obj.state == "pending" and record is None
+
+
+def test_no_token_in_log_notifications_to_the_client_even_at_debug(tmp_path):
+    runtime = askrich.Runtime(askrich.Config(log_dir=str(tmp_path), open_browser=False),
+                              askrich.Log(str(tmp_path), stream=io.StringIO()))
+    peer = InProcessServer(runtime)
+    try:
+        peer.initialize()
+        assert peer.call("logging/setLevel", {"level": "debug"})["result"] == {}
+        awaiting = peer.tool("ask_user_rich", dict(interview(), delivery="link"))["result"]["structuredContent"]
+        token = awaiting["url"].rsplit("/", 1)[1]
+        port = int(urllib.parse.urlsplit(awaiting["url"]).port)
+        own = ("Host", "localhost:%d" % port)
+        exchange(port, build("GET", "/s/" + token, [own, ("User-Agent", "tests")]))
+        exchange(port, build("POST", "/api/s/%s/progress" % token, [own, ("Content-Type", "application/json")],
+                             b'{"answered": 1}'))
+        exchange(port, build("POST", "/api/s/%s/submit" % token, [own, ("Content-Type", "application/json")],
+                             b'{"answers": {"q": {"selected": ["a"]}}}'))
+        done = peer.tool("await_user_answers", {"sessionId": awaiting["sessionId"]})["result"]
+        assert done["structuredContent"]["status"] == "submitted"
+        assert token not in json.dumps(done)
+        notes = [m for m in peer.pending if m.get("method") == "notifications/message"]
+        events = {m["params"]["data"]["event"] for m in notes}
+        assert {"session-created", "page-view", "submitted"} <= events, events
+        assert not any(token in json.dumps(m) or token[:5] in json.dumps(m) for m in notes)
+    finally:
+        peer.close()
+        runtime.close()
