@@ -3512,8 +3512,8 @@ def run_stdio_server() -> int:
 def run_cli_interview(source: str, open_it: bool) -> int:
     """demo / ask: one interview in this terminal; the result JSON on stdout."""
     try:
-        arguments = json.loads(source)
-    except ValueError as error:
+        arguments = parse_json(source)
+    except (ValueError, RecursionError) as error:  # a nesting bomb was a traceback and exit 1
         sys.stderr.write("askrich.py: the interview is not valid JSON: %s\n" % error)
         return 2
     try:

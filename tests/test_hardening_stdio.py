@@ -437,3 +437,11 @@ def test_huge_ids_and_titles_never_make_huge_log_lines(tmp_path):
         longest = max(len(line) for line in log)
     assert longest < 4 * askrich.LOG_VALUE_MAX, longest
     assert max(len(line) for line in stderr.getvalue().splitlines()) < 4 * askrich.LOG_VALUE_MAX
+
+
+@pytest.mark.parametrize("content", [b"[" * 100000 + b"]" * 100000, b'{"title": NaN}', b"\xff\xfe"])
+def test_ask_with_a_hostile_interview_file_exits_2_with_a_message(tmp_path, content, capsys):
+    path = tmp_path / "interview.json"
+    path.write_bytes(content)
+    assert askrich.main(["ask", str(path), "--link"]) == 2
+    assert "askrich.py:" in capsys.readouterr().err
