@@ -327,7 +327,6 @@ def test_eof_and_signals_with_waits_in_flight_exit_0_within_a_second(tmp_path, h
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not hypothesis_profiles.LONG, reason="long fuzz: set ASK_USER_RICH_FUZZ=long")
 @hypothesis_profiles.examples(ci=1, long=40)
 @given(lines=st.lists(strategies.stdin_lines, min_size=100, max_size=400))
 def test_a_long_stdin_soak_in_one_process_never_breaks_the_stream(lines):
