@@ -437,6 +437,7 @@ async function start() {
     return;
   }
   const data = await r.json();
+  state.interviewId = data.id;
   $("#title").textContent = data.spec.title;
   document.title = `${data.spec.title} · Ask User Rich`;
   if (data.state !== "pending") {

@@ -5,6 +5,7 @@ export const token = (location.pathname.match(/^\/s\/([^/]+)/) || [])[1] || "";
 export const api = (suffix = "") => `/api/s/${token}${suffix}`;
 
 export const state = {
+  interviewId: "",       // names the draft: the token, a live bearer, stays out of storage
   spec: null,            // {title, intro, questions: [...]}
   version: 1,
   note: null,            // {version, text} | null
@@ -214,7 +215,7 @@ export function forget(key) {
   try { store()?.removeItem(key); } catch { /* storage blocked */ }
 }
 
-export const draftKey = () => `askrich:draft:${token}`;
+export const draftKey = () => `askrich:draft:${state.interviewId}`;
 
 // An answer still as blankAnswer() made it. restoreDraft() starts every question from a blank
 // answer, so the draft leaves these out: with 1,000 questions the full draft was hundreds of
