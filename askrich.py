@@ -309,10 +309,12 @@ class Problems:
     def add(self, path: str, text: str) -> None:
         self.lines.append("%s: %s" % (path, text))
 
-    def unknown_fields(self, path: str, obj: dict, fields) -> None:
+    def unknown_fields(self, path, obj: dict, fields) -> None:
+        """Every field of `obj` not in `fields`; `path` None files each under its own name
+        (the top-level arguments of a tool)."""
         for name in obj:
             if name not in fields:
-                self.add(path, "unknown field %s%s" % (quote(name), did_you_mean(name, fields)))
+                self.add(path or name, "unknown field %s%s" % (quote(name), did_you_mean(name, fields)))
 
     def check_id(self, path: str, value, what: str = "id") -> str | None:
         """The id when it is well formed, else None with the problem recorded."""
@@ -676,9 +678,7 @@ def validate_interview(args) -> tuple[dict, dict]:
     if not isinstance(args, dict):
         problems.add("arguments", "must be an object, not %s" % describe(args))
         raise InvalidInterview(problems.lines)
-    for name in args:
-        if name not in ASK_FIELDS:
-            problems.add(name, "unknown field %s%s" % (quote(name), did_you_mean(name, ASK_FIELDS)))
+    problems.unknown_fields(None, args, ASK_FIELDS)
     title = args.get("title")
     if title is None:
         problems.add("title", '"title" is required')
@@ -2622,9 +2622,7 @@ class McpServer:
     def check_arguments(self, arguments: dict, fields) -> list:
         """Unknown fields and a malformed sessionId, as problem lines."""
         problems = Problems()
-        for name in arguments:
-            if name not in fields:
-                problems.add(name, "unknown field %s%s" % (quote(name), did_you_mean(name, fields)))
+        problems.unknown_fields(None, arguments, fields)
         session_id = arguments.get("sessionId")
         if session_id is None:
             problems.add("sessionId", '"sessionId" is required')
