@@ -352,39 +352,44 @@ def test_append_after_submit_and_to_unknown_ids(server):
     assert reply["content"][0]["text"].startswith('No interview with sessionId "ffffffffffff"')
 
 
-def test_browser_delivery_blocks_until_the_submit_when_the_opener_succeeds(tmp_path):
-    config = askrich.Config(log_dir=str(tmp_path), open_cmd="true")
-    runtime = askrich.Runtime(config, askrich.Log(str(tmp_path), stream=open(os.devnull, "w")))
-    peer = InProcessServer(runtime)
-    try:
+@pytest.fixture
+def server_opening_with(tmp_path):
+    """An in-process server whose only browser opener is the given command."""
+    started = []
+
+    def start(command):
+        config = askrich.Config(log_dir=str(tmp_path), open_cmd=command)
+        runtime = askrich.Runtime(config, askrich.Log(str(tmp_path), stream=open(os.devnull, "w")))
+        peer = InProcessServer(runtime)
+        started.append((peer, runtime))
         peer.initialize()
-        request_id = peer.request("tools/call", {"name": "ask_user_rich", "arguments": interview()})
-        deadline = time.monotonic() + 5
-        while not runtime.hub.by_id:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-        (created,) = runtime.hub.by_id.values()
-        assert submit(created.url, {"q": {"selected": ["a"]}}).status == 200
-        result = peer.response(request_id)["result"]["structuredContent"]
-        assert result["status"] == "submitted" and result["via"] == "browser"
-    finally:
+        return peer
+
+    yield start
+    for peer, runtime in started:
         peer.close()
         runtime.close()
 
 
-def test_browser_delivery_returns_awaiting_with_the_reason_when_the_opener_fails(tmp_path):
-    config = askrich.Config(log_dir=str(tmp_path), open_cmd="false")
-    runtime = askrich.Runtime(config, askrich.Log(str(tmp_path), stream=open(os.devnull, "w")))
-    peer = InProcessServer(runtime)
-    try:
-        peer.initialize()
-        result = peer.tool("ask_user_rich", interview())["result"]["structuredContent"]
-        assert result["status"] == "awaiting"
-        assert result["reason"].startswith("Could not open the browser (")
-        assert "(false) exited with 1" in result["reason"]
-    finally:
-        peer.close()
-        runtime.close()
+def test_browser_delivery_blocks_until_the_submit_when_the_opener_succeeds(server_opening_with):
+    peer = server_opening_with("true")
+    request_id = peer.request("tools/call", {"name": "ask_user_rich", "arguments": interview()})
+    deadline = time.monotonic() + 5
+    while not peer.runtime.hub.by_id:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    (created,) = peer.runtime.hub.by_id.values()
+    assert submit(created.url, {"q": {"selected": ["a"]}}).status == 200
+    result = peer.response(request_id)["result"]["structuredContent"]
+    assert result["status"] == "submitted" and result["via"] == "browser"
+
+
+def test_browser_delivery_returns_awaiting_with_the_reason_when_the_opener_fails(server_opening_with):
+    peer = server_opening_with("false")
+    result = peer.tool("ask_user_rich", interview())["result"]["structuredContent"]
+    assert result["status"] == "awaiting"
+    assert result["reason"].startswith("Could not open the browser (")
+    assert "(false) exited with 1" in result["reason"]
 
 
 # -- every line is one JSON message -----------------------------------------------------------
