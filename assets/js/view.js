@@ -445,6 +445,58 @@ function setText(el, text) {
   if (el.textContent !== text) el.textContent = text;
 }
 
+// The review list of a long interview (more than EAGER_SCREENS questions) is virtualized: only
+// the rows near the viewport are in the DOM, and the list's padding stands in for the rest, so
+// the page keeps its full height and scroll bar. With all 1,000 rows in the DOM, End -> review
+// took about 100-260 ms (issue 6's budget is 50 ms): script, style and layout for 1,000 rows
+// and the content-visibility checks of the ones kept unrendered; now it costs about what a
+// step to the next question does.
+// An interview of up to EAGER_SCREENS questions keeps every row, exactly as before.
+// Screen readers still hear "item n of N" (aria-posinset/aria-setsize), a row that has the
+// focus is never dropped, and Tab / Shift+Tab walk into rows not rendered yet (see below).
+const ROW_OVERSCAN = 8; // rows rendered beyond each edge of the viewport
+const rv = {
+  virtual: false,
+  ids: "",          // the question ids the list was laid out for
+  start: 0,         // rows [start, end) are in the DOM
+  end: 0,
+  pitch: [],        // measured distance from row i's top to row i+1's top (0: not measured)
+  guess: 74,        // pitch of a row not measured yet (a row of two lines); measured soon
+  guessed: false,
+  queued: false,
+};
+
+const virtualReview = () => state.spec.questions.length > EAGER_SCREENS;
+
+function reviewRow(q) {
+  let row = reviewRows.get(q.id);
+  if (!row) {
+    const li = clone("tpl-review-row");
+    $(".review-jump", li).dataset.goto = `q:${q.id}`;
+    li.dataset.qid = q.id;
+    row = {
+      li, num: $(".review-num", li), header: $(".review-header", li), answer: $(".review-answer", li),
+      note: $(".review-note", li), chip: $(".review-status", li),
+    };
+    reviewRows.set(q.id, row);
+  }
+  return row;
+}
+
+function fillRow(q, i, row) {
+  const s = statusOf(q);
+  if (row.li.dataset.status !== s) row.li.dataset.status = s;
+  setText(row.num, `${i + 1}.`);
+  setText(row.header, q.header);
+  setText(row.answer, answerText(q));
+  const notes = answerOf(q).notes.trim();
+  setText(row.note, notes ? `Note: ${notes}` : "");
+  if (row.note.hidden !== !notes) row.note.hidden = !notes;
+  setText(row.chip, STATUS_TEXT[s]);
+  if (row.chip.dataset.status !== s) row.chip.dataset.status = s;
+  row.li.classList.toggle("blocked", missingTexts(q).length > 0);
+}
+
 export function syncReview() {
   const el = screenEl("review");
   if (!el) return;
@@ -457,37 +509,16 @@ export function syncReview() {
 function renderReview(el) {
   const list = $(".review-list", el);
   const questions = state.spec.questions;
-  const order = [...list.children];
-  if (order.length !== questions.length || questions.some((q, i) => order[i] !== reviewRows.get(q.id)?.li)) {
-    const frag = document.createDocumentFragment();
-    for (const q of questions) {
-      if (!reviewRows.has(q.id)) {
-        const li = clone("tpl-review-row");
-        $(".review-jump", li).dataset.goto = `q:${q.id}`;
-        li.dataset.qid = q.id;
-        reviewRows.set(q.id, {
-          li, num: $(".review-num", li), header: $(".review-header", li), answer: $(".review-answer", li),
-          note: $(".review-note", li), chip: $(".review-status", li),
-        });
-      }
-      frag.append(reviewRows.get(q.id).li);
+  if (virtualReview()) renderWindow(list);
+  else {
+    const order = [...list.children];
+    if (order.length !== questions.length || questions.some((q, i) => order[i] !== reviewRows.get(q.id)?.li)) {
+      const frag = document.createDocumentFragment();
+      for (const q of questions) frag.append(reviewRow(q).li);
+      list.replaceChildren(frag);
     }
-    list.replaceChildren(frag);
+    questions.forEach((q, i) => fillRow(q, i, reviewRow(q)));
   }
-  questions.forEach((q, i) => {
-    const row = reviewRows.get(q.id);
-    const s = statusOf(q);
-    if (row.li.dataset.status !== s) row.li.dataset.status = s;
-    setText(row.num, `${i + 1}.`);
-    setText(row.header, q.header);
-    setText(row.answer, answerText(q));
-    const notes = answerOf(q).notes.trim();
-    setText(row.note, notes ? `Note: ${notes}` : "");
-    if (row.note.hidden !== !notes) row.note.hidden = !notes;
-    setText(row.chip, STATUS_TEXT[s]);
-    if (row.chip.dataset.status !== s) row.chip.dataset.status = s;
-    row.li.classList.toggle("blocked", missingTexts(q).length > 0);
-  });
   const c = counts();
   setText($(".review-counts", el),
     `${c.answered} answered, ${c.deferred} deferred, ${c.needsInfo} need more info, ${c.open} open.`);
@@ -498,6 +529,150 @@ function renderReview(el) {
   if (!state.confirmArmed) $(".confirm", el).hidden = true;
 }
 
+// Puts rows [start, end) (widened to keep a focused row) in the list, filled from the state,
+// and pads the list for the rows left out. Rows that stay are not moved, so focus survives.
+function renderWindow(list, start = rv.start, end = rv.end) {
+  const questions = state.spec.questions;
+  const n = questions.length;
+  const ids = questions.map((q) => q.id).join("\n");
+  if (!rv.virtual || ids !== rv.ids) {
+    // First render, or the questions changed (an append): start over from the top rows.
+    const first = !rv.virtual;
+    rv.virtual = true;
+    rv.ids = ids;
+    rv.pitch = questions.map((_, i) => rv.pitch[i] || 0);
+    if (first) { start = 0; end = Math.min(n, initialRows()); }
+    list.classList.add("virtual");
+    list.replaceChildren();
+    rv.start = rv.end = 0;
+  }
+  const f = focusedRow(list);
+  if (f >= 0) { start = Math.min(start, f); end = Math.max(end, f + 1); }
+  start = Math.max(0, Math.min(start, n));
+  end = Math.max(start, Math.min(end, n));
+  const keepFrom = Math.max(start, rv.start);
+  const keepTo = Math.min(end, rv.end);
+  if (keepFrom >= keepTo) list.replaceChildren();
+  else {
+    // Drop the rows that left the window at either end; the ones kept stay where they are.
+    for (let i = rv.start; i < keepFrom; i++) reviewRow(questions[i]).li.remove();
+    for (let i = keepTo; i < rv.end; i++) reviewRow(questions[i]).li.remove();
+  }
+  const [from, to] = keepFrom >= keepTo ? [end, end] : [keepFrom, keepTo];
+  const before = document.createDocumentFragment();
+  const after = document.createDocumentFragment();
+  for (let i = start; i < end; i++) {
+    const row = reviewRow(questions[i]);
+    fillRow(questions[i], i, row);
+    row.li.setAttribute("aria-posinset", String(i + 1));
+    row.li.setAttribute("aria-setsize", String(n));
+    if (i < from) before.append(row.li);
+    else if (i >= to) after.append(row.li);
+  }
+  list.prepend(before);
+  list.append(after);
+  rv.start = start;
+  rv.end = end;
+  let above = 0;
+  let below = 0;
+  for (let i = 0; i < start; i++) above += rv.pitch[i] || rv.guess;
+  for (let i = end; i < n; i++) below += rv.pitch[i] || rv.guess;
+  list.style.setProperty("--rows-above", `${above}px`);
+  list.style.setProperty("--rows-below", `${below}px`);
+}
+
+// Enough rows to fill a viewport from the top of the list, before anything is measured.
+function initialRows() {
+  return Math.ceil(window.innerHeight / rv.guess) + ROW_OVERSCAN;
+}
+
+function focusedRow(list) {
+  const li = document.activeElement && document.activeElement.closest && document.activeElement.closest(".review-row");
+  if (!li || li.parentNode !== list) return -1;
+  return state.spec.questions.findIndex((q) => q.id === li.dataset.qid);
+}
+
+// Arriving at the review screen in the stepper, the page is scrolled to the top: the first
+// rows are set up now, in the same frame, without measuring anything.
+function reviewFromTop() {
+  if (!virtualReview()) return;
+  renderWindow($("#main > .review .review-list"), 0, initialRows());
+  // Measured when idle, so that the arrival forces no extra layout.
+  if (!rv.guessed) whenIdle(queueReviewWindow);
+}
+
+// Once per frame after a scroll or a resize: measures the rows shown, then renders the rows
+// the viewport now needs.
+function queueReviewWindow() {
+  if (!rv.virtual || rv.queued) return;
+  if (!state.showAll && state.screen !== "review") return;
+  rv.queued = true;
+  requestAnimationFrame(() => {
+    rv.queued = false;
+    const el = screenEl("review");
+    if (!el || el.hidden || !rv.virtual) return;
+    const list = $(".review-list", el);
+    const rows = list.children;
+    const top = list.getBoundingClientRect().top;
+    let prev = null;
+    let measured = 0;
+    let sum = 0;
+    for (let k = 0; k < rows.length; k++) {
+      const y = rows[k].getBoundingClientRect().top;
+      if (prev !== null) {
+        rv.pitch[rv.start + k - 1] = y - prev;
+        measured++;
+        sum += y - prev;
+      }
+      prev = y;
+    }
+    // The unmeasured rows are assumed to be like the first ones measured (once, so that
+    // the padding above the rows shown does not change under the reader later).
+    if (!rv.guessed && measured >= 4) { rv.guess = sum / measured; rv.guessed = true; }
+    // Where the viewport is, in px from the list's top, and which rows cover it.
+    const from = -top;
+    const to = window.innerHeight - top;
+    const n = state.spec.questions.length;
+    let y = 0;
+    let first = n;
+    let last = n;
+    for (let i = 0; i < n; i++) {
+      const h = rv.pitch[i] || rv.guess;
+      if (first === n && y + h > from) first = i;
+      if (y > to) { last = i; break; }
+      y += h;
+    }
+    if (first === n) first = Math.max(0, n - 1); // the list is above the viewport
+    last = Math.max(last, first + 1);
+    // Rows rendered ahead are kept while they still cover the viewport with a little to
+    // spare, so that a slow scroll re-renders every few rows, not at every frame.
+    const covered = rv.start <= Math.max(0, first - 2) && rv.end >= Math.min(n, last + 2)
+      && rv.end - rv.start <= last - first + 4 * ROW_OVERSCAN;
+    if (!covered) renderWindow(list, first - ROW_OVERSCAN, last + ROW_OVERSCAN);
+  });
+}
+
+window.addEventListener("scroll", queueReviewWindow, { passive: true });
+window.addEventListener("resize", queueReviewWindow);
+// Keyboard: Tab into a row at the window's edge brings its neighbours in, so the next Tab
+// finds the next row rather than leaving the list; Shift+Tab from the general notes goes to
+// the last question's row, as it does with every row in the DOM.
+document.addEventListener("focusin", (e) => {
+  if (!rv.virtual || !e.target.closest) return;
+  const li = e.target.closest(".review-row");
+  if (!li) return;
+  const i = state.spec.questions.findIndex((q) => q.id === li.dataset.qid);
+  if (i < 0) return;
+  if (i - rv.start < 2 || rv.end - i <= 2) {
+    renderWindow(li.parentNode, Math.min(rv.start, i - ROW_OVERSCAN), Math.max(rv.end, i + ROW_OVERSCAN + 1));
+  }
+});
+document.addEventListener("keydown", (e) => {
+  if (!rv.virtual || e.key !== "Tab" || !e.shiftKey || e.target.id !== "general-notes") return;
+  const n = state.spec.questions.length;
+  if (rv.end < n) renderWindow($("#main > .review .review-list"), n - 1 - ROW_OVERSCAN, n);
+}, true);
+
 // ---- screens ----
 export function buildScreens() {
   const main = $("#main");
@@ -505,6 +680,7 @@ export function buildScreens() {
   qviews.clear();
   placeholders.clear();
   reviewRows.clear();
+  Object.assign(rv, { virtual: false, ids: "", start: 0, end: 0, pitch: [] });
   if (state.spec.intro) {
     const intro = clone("tpl-intro");
     $(".q-header", intro).textContent = state.spec.title;
@@ -578,6 +754,8 @@ export function showScreen(key, dir) {
     if (sec.classList.contains("slide-next") || sec.classList.contains("slide-prev")) sec.classList.remove("slide-next", "slide-prev");
   }
   if (state.showAll) syncReview();
+  // The page is scrolled to the top on arrival: the review's first rows, not the ones last seen.
+  else if (key === "review" && wasHidden) reviewFromTop();
   if (el && !state.showAll && dir) {
     // Restart the animation even when the same class was there a moment ago. A screen that was
     // hidden starts its animation anyway, so only then is a layout forced (it cost a layout of
