@@ -1,0 +1,52 @@
+"""Interviews over 50 questions take the form's large-interview paths (question screens built on
+first need, a review list that keeps only the rows near the viewport in the DOM). The user must
+not notice: every row is reachable, jumps back, and every answer reaches the server."""
+
+from __future__ import annotations
+
+from formkit import answer_of, choice
+
+COUNT = 120
+
+
+def long_spec():
+    return {
+        "title": "A long interview",
+        "questions": [
+            choice("q%03d" % i, "Question number %d?" % i, ["yes", "no"], recommended="yes")
+            for i in range(COUNT)
+        ],
+    }
+
+
+def test_the_review_of_a_long_interview_reaches_every_row_and_jumps_back(form):
+    f = form(long_spec())
+    f.press("End")
+    f.settle()
+    assert f.screen == "review"
+    rows = f.page.locator("#main > .review .review-row")
+    # Only a window of rows is in the DOM, yet each announces its place in the whole list.
+    assert 0 < rows.count() < COUNT
+    assert rows.first.get_attribute("aria-setsize") == str(COUNT)
+    # Scrolling to the bottom brings the last question's row in, and a click jumps to it.
+    f.page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
+    last = f.page.locator('#main > .review .review-jump[data-goto="q:q%03d"]' % (COUNT - 1))
+    last.wait_for(state="attached", timeout=5000)
+    last.click()
+    f.settle()
+    assert f.screen == "q:q%03d" % (COUNT - 1)
+    f.check_clean()
+
+
+def test_accepting_every_recommendation_on_a_long_review_reaches_the_server(form):
+    f = form(long_spec())
+    f.press("2")  # q000, the first screen: the user picks "no" themselves
+    f.press("End")
+    f.settle()
+    f.press("a")  # accept every recommendation still unanswered
+    result = f.submit_and_collect()
+    assert result["counts"]["answered"] == COUNT
+    assert answer_of(result, "q000")["selected"] == ["no"]
+    assert answer_of(result, "q%03d" % (COUNT - 1))["selected"] == ["yes"]
+    assert all(answer_of(result, "q%03d" % i)["followedRecommendation"] for i in range(1, COUNT))
+    f.check_clean()
