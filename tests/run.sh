@@ -6,7 +6,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 
-"$PY" -m pip install --quiet --disable-pip-version-check -r tests/requirements.txt
+install() { "$1" -m pip install --quiet --disable-pip-version-check -r tests/requirements.txt; }
+if ! install "$PY"; then
+  # A system Python that refuses pip installs (PEP 668, as Debian's does): a private venv.
+  echo "tests/run.sh: installing the test dependencies into tests/.venv instead" >&2
+  "$PY" -m venv tests/.venv
+  PY=tests/.venv/bin/python
+  install "$PY"
+fi
 
 if [ ! -x /usr/bin/chromium ]; then
   SUDO=""
