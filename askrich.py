@@ -2509,23 +2509,16 @@ class McpServer:
 
     # -- requests of our own (elicitation) ------------------------------------------------
 
-    def request(self, method: str, params: dict, call: Call):
-        """Send a request to the client and wait for its response (a dict with result or
-        error), or None when the call is cancelled or the server stops. No timeout of ours."""
+    def start_request(self, method: str, params: dict):
+        """Send a request to the client: (its id, the [Event, response] slot that
+        handle_response fills). The caller pops the slot from self.requests when done."""
         with self.state_lock:
             self.request_counter += 1
             request_id = "srv-%d" % self.request_counter
             slot = [threading.Event(), None]
             self.requests[request_id] = slot
         self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-        try:
-            while not slot[0].wait(1.0):
-                if call.cancelled or self.stopped.is_set():
-                    return None
-            return slot[1]
-        finally:
-            with self.state_lock:
-                self.requests.pop(request_id, None)
+        return request_id, slot
 
     # -- tool calls -----------------------------------------------------------------------
 
@@ -2813,17 +2806,6 @@ class McpServer:
         if settled:
             return "settled", None
         return ("cancelled" if call.cancelled else "shutdown"), None
-
-    def start_request(self, method: str, params: dict):
-        """Send a request to the client: (its id, the [Event, response] slot that
-        handle_response fills). The caller pops the slot from self.requests when done."""
-        with self.state_lock:
-            self.request_counter += 1
-            request_id = "srv-%d" % self.request_counter
-            slot = [threading.Event(), None]
-            self.requests[request_id] = slot
-        self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-        return request_id, slot
 
     def forward_log(self, level: str, event: str, fields: dict) -> None:
         """Log events at or above the client's chosen level, as notifications/message."""

@@ -88,13 +88,6 @@ def attacker():
 
 
 @pytest.fixture
-def rt(tmp_path):
-    runtime = askrich.Runtime(askrich.Config(log_dir=str(tmp_path / "logs"), open_browser=False))
-    yield runtime
-    runtime.close()
-
-
-@pytest.fixture
 def context(chromium):
     ctx = chromium.new_context()
     ctx.set_default_timeout(8000)
@@ -102,19 +95,19 @@ def context(chromium):
     ctx.close()
 
 
-def target_interview(rt):
-    form = rt.open_interview({"title": "Target", "questions": [
+def target_interview(runtime):
+    form = runtime.open_interview({"title": "Target", "questions": [
         {"id": "q", "header": SECRET, "options": [{"id": "a", "label": "A"}, {"id": "b", "label": "B"}]}]})
     form.base = form.url.split("/s/")[0]
     form.port = urllib.parse.urlsplit(form.url).port
     return form
 
 
-def assert_untouched(rt, form):
-    interview = rt.hub.get(form.id)
+def assert_untouched(runtime, form):
+    interview = runtime.hub.get(form.id)
     assert interview.state == "pending" and interview.result is None
     assert interview.counts is None, "a hostile page reported progress"
-    answers = os.path.join(rt.config.log_dir, "answers")
+    answers = os.path.join(runtime.config.log_dir, "answers")
     assert not os.path.isdir(answers) or os.listdir(answers) == []
 
 
@@ -172,8 +165,8 @@ async function attempt(name, run) {
 </script>"""
 
 
-def test_scripted_requests_from_another_port_can_neither_read_nor_submit(rt, attacker, context):
-    form = target_interview(rt)
+def test_scripted_requests_from_another_port_can_neither_read_nor_submit(runtime, attacker, context):
+    form = target_interview(runtime)
     bases = [form.base, form.base.replace("localhost", "127.0.0.1")]
     attacker.pages["/attacks"] = SCRIPTED_ATTACKS % {"bases": json.dumps(bases), "token": json.dumps(form.token)}
     page = context.new_page()
@@ -185,7 +178,7 @@ def test_scripted_requests_from_another_port_can_neither_read_nor_submit(rt, att
         assert SECRET not in outcome and '"spec"' not in outcome, (name, outcome)
         if " cors " in name or "xhr" in name or "event stream" in name:
             assert outcome.startswith("refused"), (name, outcome)  # nothing readable came back
-    assert_untouched(rt, form)
+    assert_untouched(runtime, form)
     # The real user is unaffected.
     done = context.request.post(form.base + "/api/s/%s/submit" % form.token,
                                 data=json.dumps({"answers": {"q": {"selected": ["b"]}}}),
@@ -200,15 +193,15 @@ FORM_POST = """<!doctype html><meta charset="utf-8"><title>form post</title>
 
 
 @pytest.mark.parametrize("enctype", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data"])
-def test_a_cross_site_html_form_post_is_refused_in_every_encoding(rt, attacker, context, enctype):
-    form = target_interview(rt)
+def test_a_cross_site_html_form_post_is_refused_in_every_encoding(runtime, attacker, context, enctype):
+    form = target_interview(runtime)
     path = "/form-" + enctype.replace("/", "-")
     attacker.pages[path] = FORM_POST % {"action": form.base + "/api/s/%s/submit" % form.token, "enctype": enctype}
     page = context.new_page()
     with page.expect_navigation(url=lambda url: "/api/s/" in url):
         page.goto(attacker.origin + path)
     assert "forbidden origin" in page.content()
-    assert_untouched(rt, form)
+    assert_untouched(runtime, form)
 
 
 SANDBOXED = """<!doctype html><meta charset="utf-8"><title>sandbox</title>
@@ -228,8 +221,8 @@ fetch('%(api)s').then((r) => r.text()).then((t) => tell('read ' + t), (e) => tel
 </script>"""
 
 
-def test_a_sandboxed_frame_with_origin_null_is_refused(rt, attacker, context):
-    form = target_interview(rt)
+def test_a_sandboxed_frame_with_origin_null_is_refused(runtime, attacker, context):
+    form = target_interview(runtime)
     api = form.base + "/api/s/" + form.token
     srcdoc = (SANDBOXED_SCRIPT % {"api": api}).replace("&", "&amp;").replace('"', "&quot;")
     attacker.pages["/sandbox"] = SANDBOXED % {"srcdoc": srcdoc}
@@ -240,18 +233,18 @@ def test_a_sandboxed_frame_with_origin_null_is_refused(rt, attacker, context):
     assert sorted(m.split(" ")[0] for m in messages) == ["json", "read", "text"]
     assert all("refused" in m for m in messages), messages
     assert not any(SECRET in m for m in messages)
-    assert_untouched(rt, form)
+    assert_untouched(runtime, form)
 
 
-def test_a_dns_rebinding_host_gets_403_and_no_form(rt, context):
-    form = target_interview(rt)
+def test_a_dns_rebinding_host_gets_403_and_no_form(runtime, context):
+    form = target_interview(runtime)
     page = context.new_page()
     for path in ("/s/%s" % form.token, "/api/s/%s" % form.token, "/api/s/%s/state" % form.token):
         response = page.goto("http://rebind.test:%d%s" % (form.port, path))
         assert response.status == 403
         assert json.loads(page.inner_text("body")) == {"error": "forbidden host"}
         assert SECRET not in page.content()
-    assert_untouched(rt, form)
+    assert_untouched(runtime, form)
 
 
 FRAMER = """<!doctype html><meta charset="utf-8"><title>framer</title>
@@ -259,8 +252,8 @@ FRAMER = """<!doctype html><meta charset="utf-8"><title>framer</title>
 <object data="%(url)s" width="300" height="200"></object>"""
 
 
-def test_the_form_cannot_be_framed_by_another_page(rt, attacker, context):
-    form = target_interview(rt)
+def test_the_form_cannot_be_framed_by_another_page(runtime, attacker, context):
+    form = target_interview(runtime)
     attacker.pages["/framer"] = FRAMER % {"url": form.url}
     page = context.new_page()
     page.goto(attacker.origin + "/framer")
@@ -278,7 +271,7 @@ def test_the_form_cannot_be_framed_by_another_page(rt, attacker, context):
     assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
     assert response.headers["x-frame-options"] == "DENY"
     assert response.headers["referrer-policy"] == "no-referrer"
-    assert_untouched(rt, form)
+    assert_untouched(runtime, form)
 
 
 # -- markdown that would run script --------------------------------------------------------------
@@ -302,10 +295,10 @@ def hostile_spec(referer_url: str) -> dict:
     return {"title": payloads[0], "intro": "\n\n".join(payloads), "questions": questions}
 
 
-def test_markdown_in_every_field_renders_inert_and_links_carry_no_referer(rt, attacker, context):
+def test_markdown_in_every_field_renders_inert_and_links_carry_no_referer(runtime, attacker, context):
     referer_url = "http://127.0.0.1:%d/referer-check" % attacker.server_address[1]
-    form = rt.open_interview(hostile_spec(referer_url))
-    rt.append_questions(form.id, [{"id": "later", "header": SCRIPT_MARKDOWN[1], "options": []}],
+    form = runtime.open_interview(hostile_spec(referer_url))
+    runtime.append_questions(form.id, [{"id": "later", "header": SCRIPT_MARKDOWN[1], "options": []}],
                         note="\n\n".join(SCRIPT_MARKDOWN))
     dialogs = []
     context.add_init_script("""
