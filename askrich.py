@@ -2796,6 +2796,7 @@ class McpServer:
         call.waiting_on = None
         with self.state_lock:
             self.requests.pop(request_id, None)
+        slot[0].set()  # ends relay_response when the wait ended some other way
         if answered:
             return "answered", slot[1]
         slot[0].set()  # ends relay_response
