@@ -1655,13 +1655,11 @@ def _build_form_server_class():
                 return False
             return True
 
-        def send_body(self, status: int, body: bytes, content_type: str, headers=()):
+        def send_body(self, status: int, body: bytes, content_type: str):
             self.send_response(status)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
             self.send_security_headers()
-            for name, value in headers:
-                self.send_header(name, value)
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(body)
