@@ -600,6 +600,30 @@ def _check_choice_recommendation(raw, path: str, options: list, multi: bool, pro
     return ids
 
 
+def permutation_problems(given: list, option_ids: list) -> list:
+    """The parts of a 'must list every option id exactly once' message; empty when it does."""
+    # Sets, in one pass: the list comes from the form's POST body, and the quadratic version
+    # spent minutes on a 5 MiB `ranked` array while holding the interview's lock.
+    known, present, twice, unknown, repeated = set(option_ids), set(), set(), [], []
+    for value in given:
+        if not isinstance(value, str) or value not in known:
+            unknown.append(value)
+        elif value not in present:
+            present.add(value)
+        elif value not in twice:
+            twice.add(value)
+            repeated.append(value)
+    missing = [oid for oid in option_ids if oid not in present]
+    parts = []
+    if missing:
+        parts.append("missing " + ", ".join(quote(v) for v in missing))
+    if unknown:
+        parts.append("not option ids: " + ", ".join(quote(str(v)) for v in unknown))
+    if repeated:
+        parts.append("repeated " + ", ".join(quote(v) for v in repeated))
+    return parts
+
+
 def _check_rank_recommendation(raw, path: str, options: list, problems: Problems):
     option_ids = [option["id"] for option in options if option["id"]]
     if isinstance(raw, str):
@@ -613,23 +637,8 @@ def _check_rank_recommendation(raw, path: str, options: list, problems: Problems
     ids = _recommended_list(raw, path, problems)
     if not ids:
         return []
-    known, given = set(option_ids), set(ids)  # sets: both lists may be long
-    missing = [oid for oid in option_ids if oid not in given]
-    unknown = [value for value in ids if value not in known]
-    repeated, seen, twice = [], set(), set()
-    for value in ids:
-        if value in seen and value in known and value not in twice:
-            twice.add(value)
-            repeated.append(value)
-        seen.add(value)
-    if missing or unknown or repeated:
-        parts = []
-        if missing:
-            parts.append("missing " + ", ".join(quote(v) for v in missing))
-        if unknown:
-            parts.append("not option ids: " + ", ".join(quote(v) for v in unknown))
-        if repeated:
-            parts.append("repeated " + ", ".join(quote(v) for v in repeated))
+    parts = permutation_problems(ids, option_ids)
+    if parts:
         parts.append("ids: [%s]" % ", ".join(quote(v) for v in option_ids))
         problems.add(
             path,
@@ -748,30 +757,6 @@ def _clean_text(value):
         return None
     value = value.strip()
     return value or None
-
-
-def permutation_problems(given: list, option_ids: list) -> list:
-    """The parts of a 'must list every option id exactly once' message; empty when it does."""
-    # Sets, in one pass: the list comes from the form's POST body, and the quadratic version
-    # spent minutes on a 5 MiB `ranked` array while holding the interview's lock.
-    known, present, twice, unknown, repeated = set(option_ids), set(), set(), [], []
-    for value in given:
-        if not isinstance(value, str) or value not in known:
-            unknown.append(value)
-        elif value not in present:
-            present.add(value)
-        elif value not in twice:
-            twice.add(value)
-            repeated.append(value)
-    missing = [oid for oid in option_ids if oid not in present]
-    parts = []
-    if missing:
-        parts.append("missing " + ", ".join(quote(v) for v in missing))
-    if unknown:
-        parts.append("not option ids: " + ", ".join(quote(str(v)) for v in unknown))
-    if repeated:
-        parts.append("repeated " + ", ".join(quote(v) for v in repeated))
-    return parts
 
 
 def check_submission(spec: dict, payload: dict) -> dict:
