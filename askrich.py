@@ -2575,16 +2575,16 @@ class McpServer:
 
     def tool_append_questions(self, arguments: dict, call: Call):
         problems = self.check_arguments(arguments, APPEND_FIELDS)
-        if problems:
-            return error_result(str(InvalidInterview(problems, "Invalid follow-up questions:")))
+        if problems.lines:
+            return error_result(str(InvalidInterview(problems.lines, "Invalid follow-up questions:")))
         reply = self.runtime.hub.append(arguments.get("sessionId"), arguments.get("questions"), arguments.get("note"))
         return {"content": [{"type": "text", "text": json.dumps(reply)}], "structuredContent": reply}
 
     def tool_await_user_answers(self, arguments: dict, call: Call):
         problems = self.check_arguments(arguments, AWAIT_FIELDS)
-        timeout = check_timeout(arguments.get("timeoutSeconds"), _collect(problems))
-        if problems:
-            return error_result(str(InvalidInterview(problems, "Invalid arguments:")))
+        timeout = check_timeout(arguments.get("timeoutSeconds"), problems)
+        if problems.lines:
+            return error_result(str(InvalidInterview(problems.lines, "Invalid arguments:")))
         session_id = arguments.get("sessionId")
         interview = self.runtime.hub.get(session_id)
         if interview is None:
@@ -2595,7 +2595,7 @@ class McpServer:
             return answers_result(archived_result(record))
         return self.wait_for_answers(interview, call, timeout)
 
-    def check_arguments(self, arguments: dict, fields) -> list:
+    def check_arguments(self, arguments: dict, fields) -> Problems:
         """Unknown fields and a malformed sessionId, as problem lines."""
         problems = Problems()
         problems.unknown_fields(None, arguments, fields)
@@ -2604,7 +2604,7 @@ class McpServer:
             problems.add("sessionId", '"sessionId" is required')
         elif not isinstance(session_id, str):
             problems.add("sessionId", '"sessionId" must be a string, not %s' % describe(session_id))
-        return problems.lines
+        return problems
 
     def wait_for_answers(self, interview: Interview, call: Call, timeout):
         """Block until the submit; the result, an awaiting result, or None (no response)."""
@@ -2800,13 +2800,6 @@ class McpServer:
         data.update((key, value) for key, value in fields.items() if key != "token")
         self.send({"jsonrpc": "2.0", "method": "notifications/message",
                    "params": {"level": level, "logger": SERVER_NAME, "data": data}})
-
-
-def _collect(lines: list) -> Problems:
-    """A Problems that appends to an existing list of lines."""
-    problems = Problems()
-    problems.lines = lines
-    return problems
 
 
 def _hashable(value):
