@@ -3510,10 +3510,10 @@ class BytecodeRestart:
 
     CACHE_KEEP = 4  # cached .pyc files kept per interpreter; older ones are deleted
 
-    def __init__(self, source_path: str) -> None:
+    def __init__(self, source_path: str, stdin_fd: int = 0) -> None:
         self.source_path = source_path
         self.stamp = file_stamp(source_path)  # the restart runs the file as it was at start
-        self.stdin_fd = sys.stdin.fileno()
+        self.stdin_fd = stdin_fd
 
     @staticmethod
     def plan(module_name, module_file, environ=None):
@@ -3524,7 +3524,7 @@ class BytecodeRestart:
         if os.name != "posix" or not sys.executable or environ.get(ENV_CODE_CACHE) == "0":
             return None
         try:
-            return BytecodeRestart(os.path.abspath(module_file))
+            return BytecodeRestart(os.path.abspath(module_file), sys.stdin.fileno())
         except (OSError, ValueError, AttributeError):  # no such file; stdin closed or None
             return None
 
@@ -3708,12 +3708,12 @@ def run_stdio_server() -> int:
         runtime.log.event("start", version=__version__, python=sys.version.split()[0], pid=os.getpid())
         restart = BytecodeRestart.plan(__name__, globals().get("__file__"))
     else:
-        runtime.log.event("resume", version=__version__, protocol=resumed.get("protocolVersion"))
         restart = None
     server = McpServer(runtime, restart.reader() if restart else sys.stdin.buffer, protocol_out)
     server.restart = restart
-    if resumed:
+    if resumed is not None:
         server.resume(resumed)
+        runtime.log.event("resume", version=__version__, protocol=server.protocol_version)
 
     def on_signal(signum, frame):
         runtime.log.event("signal", signal=signum)

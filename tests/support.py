@@ -171,7 +171,12 @@ class SubprocessServer(McpPeer):
     def __init__(self, log_dir, env=None, args=(), executable=None) -> None:
         environment = dict(os.environ)
         environment.update(
-            {"ASK_USER_RICH_LOG_DIR": str(log_dir), "ASK_USER_RICH_OPEN": "0"}
+            {
+                "ASK_USER_RICH_LOG_DIR": str(log_dir),
+                "ASK_USER_RICH_OPEN": "0",
+                # Where an idle server keeps the bytecode it restarts from: not the user's cache.
+                "XDG_CACHE_HOME": str(log_dir) + "-cache",
+            }
         )
         environment.update(env or {})
         self.process = subprocess.Popen(
