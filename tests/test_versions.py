@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import warnings
 
 import pytest
@@ -90,7 +91,33 @@ def test_archive_serves_a_link_interview_under(version, python, pyz, tmp_path, m
         assert server.close() == 0, "".join(server.stderr)
     finally:
         server.kill()
+
+    # A checkout: idle after the handshake, it restarts from bytecode (askrich.py, "Restart
+    # from bytecode") and still serves the form's files from beside askrich.py.
+    log = os.path.join(env["ASK_USER_RICH_LOG_DIR"], "server.log")
+    server = zs.McpServer([python, os.path.join(zs.ROOT, "askrich.py")], cwd=str(tmp_path), env=env)
+    try:
+        assert zs.handshake(server)[0] == info
+        deadline = time.monotonic() + 30
+        while " resume " not in _read(log):
+            assert time.monotonic() < deadline and server.proc.poll() is None, _read(log)[-2000:]
+            time.sleep(0.02)
+        assert len(server.result("tools/list")["tools"]) == 3  # answered by the new image
+        zs.link_interview_round_trip(server)
+        assert server.close() == 0, "".join(server.stderr)
+    finally:
+        server.kill()
+    cached = os.listdir(os.path.join(env["XDG_CACHE_HOME"], "ask-user-rich"))
+    assert [n for n in cached if n.startswith("checkout-%s-" % tag)], cached
     _RAN[version] = full_version
+
+
+def _read(path) -> str:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except OSError:
+        return ""
 
 
 # Standard-library names that appeared after 3.8, which only fail on 3.8 when the line runs.
