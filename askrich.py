@@ -3722,7 +3722,7 @@ def run_stdio_server() -> int:
     stops = [getattr(signal, name) for name in STOP_SIGNALS if hasattr(signal, name)]
     for signum in stops:
         signal.signal(signum, on_signal)
-    if resumed is not None:
+    if resumed is not None and hasattr(signal, "pthread_sigmask"):
         # The earlier image blocked these across its exec; one that came meanwhile is pending
         # and reaches on_signal now.
         signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
