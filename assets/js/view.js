@@ -66,9 +66,16 @@ export function qNumber(q) {
   return state.spec.questions.indexOf(q) + 1;
 }
 
+// The intro and review sections, kept by buildScreens(): a selector such as "#main > .review"
+// is matched by walking the page up to the review, through every question screen built so far
+// (about 0.4 ms each time with 1,000 questions, and a step asked several times).
+const fixedScreens = { intro: null, review: null };
+
 export function screenEl(key) {
-  if (key === "intro") return $("#main > .intro");
-  if (key === "review") return $("#main > .review");
+  if (key === "intro" || key === "review") {
+    const el = fixedScreens[key];
+    return el && el.isConnected ? el : null;
+  }
   if (key && key.startsWith("q:")) {
     const q = questionById(key.slice(2));
     return q ? ensureBuilt(q).el : null;
@@ -86,6 +93,13 @@ export function screenEl(key) {
 const EAGER_SCREENS = 50;
 
 const placeholders = new Map(); // qid -> the placeholder section standing in for its screen
+
+// In the stepper, the sections that showScreen() left shown, current or sliding: every other
+// section is hidden and plain, so a step only looks at these and at the new screen. Reading
+// 1,000 sections' hidden flags and class lists took 1-2 ms of every step (issue 6: a screen
+// change within 50 ms). null when not known (screens were added, or show-all shows them all):
+// the next showScreen() then looks at every section.
+let shownScreens = null;
 
 function placeholder(q) {
   const el = document.createElement("section");
@@ -107,6 +121,7 @@ export function ensureBuilt(q) {
     el.hidden = old.hidden;
     el.classList.toggle("current", old.classList.contains("current"));
     old.replaceWith(el);
+    if (shownScreens && shownScreens.delete(old)) shownScreens.add(el);
   }
   syncQuestion(q);
   return qviews.get(q.id);
@@ -341,9 +356,9 @@ export function optionInputs(q) {
 }
 
 // ---- rail and progress ----
-// What each chip last showed ("status|new|current"), so that a step compares strings for 1,000
+// What each chip last showed (status, new, current), so that a step compares values for 1,000
 // chips instead of reading and writing their DOM (issue 6: a screen change within 50 ms).
-let railChips = new Map(); // qid -> {b, sr, shown}
+let railChips = new Map(); // qid -> {b, sr, s, isNew, current}
 let railIds = "";
 
 export function syncRail() {
@@ -371,7 +386,7 @@ export function syncRail() {
       b.append(num, sr, dot);
       li.append(b);
       rail.append(li);
-      railChips.set(q.id, { b, sr, shown: "" });
+      railChips.set(q.id, { b, sr, s: null, isNew: null, current: null });
     });
     const li = document.createElement("li");
     li.dataset.review = "1";
@@ -383,14 +398,20 @@ export function syncRail() {
     li.append(b);
     rail.append(li);
   }
+  // Compared by id, and the open questions counted on the way: a "q:<id>" string per chip and a
+  // second pass through counts() were a good part of this loop's cost.
+  const cur = state.screen && state.screen.startsWith("q:") ? state.screen.slice(2) : null;
+  let open = 0;
   for (const q of state.spec.questions) {
     const chip = railChips.get(q.id);
     const s = statusOf(q);
+    if (s === "open") open++;
     const isNew = state.newIds.has(q.id);
-    const current = state.screen === `q:${q.id}`;
-    const shown = `${s}|${isNew}|${current}`;
-    if (chip.shown === shown) continue;
-    chip.shown = shown;
+    const current = q.id === cur;
+    if (chip.s === s && chip.isNew === isNew && chip.current === current) continue;
+    chip.s = s;
+    chip.isNew = isNew;
+    chip.current = current;
     chip.b.dataset.status = s;
     chip.b.classList.toggle("is-new", isNew);
     if (current) chip.b.setAttribute("aria-current", "step"); else chip.b.removeAttribute("aria-current");
@@ -398,27 +419,46 @@ export function syncRail() {
   }
   const rb = rail.querySelector(".rail-review");
   if (state.screen === "review") rb.setAttribute("aria-current", "step"); else rb.removeAttribute("aria-current");
-  const c = counts();
   const total = state.spec.questions.length;
-  const done = total - c.open;
+  const done = total - open;
   const bar = $("#progress");
   bar.setAttribute("aria-valuemax", String(total));
   bar.setAttribute("aria-valuenow", String(done));
   bar.setAttribute("aria-valuetext", `${done} of ${total} resolved`);
   bar.style.setProperty("--done", String(total ? done / total : 0));
-  // In the next frame, not now: measuring the rail here forced a layout in the middle of every
-  // step, and the frame then laid the page out a second time.
-  requestAnimationFrame(keepChipInView);
+  // Not now: measuring the rail here forced a layout in the middle of every step, and the frame
+  // then laid the page out a second time. Nor in the frame that shows the new screen: after a
+  // jump (End, Home, a review row) that frame also painted the rail scrolled far, and the next
+  // one laid out the chips scrolled into view (content-visibility) with the whole rail, all
+  // before the key's answer was done. Just after that frame instead (a task queued from it): the
+  // layout is up to date then, so measuring costs nothing, and the rail follows in the next
+  // frame. Once, however many syncs asked for it.
+  if (!chipQueued) {
+    chipQueued = true;
+    afterNextFrame(() => { chipQueued = false; keepChipInView(4); });
+  }
+}
+let chipQueued = false;
+
+function afterNextFrame(fn) {
+  requestAnimationFrame(() => setTimeout(fn, 0));
 }
 
-function keepChipInView() {
+// `passes`: once we scrolled, look again in each of the next few frames. Chips scrolled into
+// view for the first time are drawn at their real width instead of their placeholder size
+// (content-visibility) only a frame or two later, which moved a far target (the Review chip
+// after End on a long interview) back out of view. Only after a scroll of ours, so that it
+// never fights the user's for longer than those frames.
+function keepChipInView(passes, scrolled = false) {
   const rail = $("#rail");
   const cur = rail.querySelector("[aria-current]");
   if (!cur || rail.scrollWidth <= rail.clientWidth) return;
   const r = cur.getBoundingClientRect();
   const rr = rail.getBoundingClientRect();
+  const before = rail.scrollLeft;
   if (r.left < rr.left + 8) rail.scrollLeft -= rr.left + 8 - r.left;
   else if (r.right > rr.right - 8) rail.scrollLeft += r.right - rr.right + 8;
+  if (passes > 1 && (scrolled || rail.scrollLeft !== before)) afterNextFrame(() => keepChipInView(passes - 1, true));
 }
 
 // ---- review ----
@@ -581,9 +621,11 @@ function renderWindow(list, start = rv.start, end = rv.end) {
   list.style.setProperty("--rows-below", `${below}px`);
 }
 
-// Enough rows to fill a viewport from the top of the list, before anything is measured.
+// Enough rows to fill a viewport from the top of the list, before anything is measured. The
+// rows beyond (ROW_OVERSCAN each way) come in once the page is idle (reviewFromTop()): on arrival
+// they would only add to the layout of the frame that shows the review.
 function initialRows() {
-  return Math.ceil(window.innerHeight / rv.guess) + ROW_OVERSCAN;
+  return Math.ceil(window.innerHeight / rv.guess);
 }
 
 function focusedRow(list) {
@@ -596,9 +638,10 @@ function focusedRow(list) {
 // rows are set up now, in the same frame, without measuring anything.
 function reviewFromTop() {
   if (!virtualReview()) return;
-  renderWindow($("#main > .review .review-list"), 0, initialRows());
-  // Measured when idle, so that the arrival forces no extra layout.
-  if (!rv.guessed) whenIdle(queueReviewWindow);
+  renderWindow($(".review-list", screenEl("review")), 0, initialRows());
+  // Measured, and the rows around the viewport added, when idle, so that the arrival forces no
+  // extra layout.
+  whenIdle(queueReviewWindow);
 }
 
 // Once per frame after a scroll or a resize: measures the rows shown, then renders the rows
@@ -670,7 +713,7 @@ document.addEventListener("focusin", (e) => {
 document.addEventListener("keydown", (e) => {
   if (!rv.virtual || e.key !== "Tab" || !e.shiftKey || e.target.id !== "general-notes") return;
   const n = state.spec.questions.length;
-  if (rv.end < n) renderWindow($("#main > .review .review-list"), n - 1 - ROW_OVERSCAN, n);
+  if (rv.end < n) renderWindow($(".review-list", screenEl("review")), n - 1 - ROW_OVERSCAN, n);
 }, true);
 
 // ---- screens ----
@@ -680,12 +723,14 @@ export function buildScreens() {
   qviews.clear();
   placeholders.clear();
   reviewRows.clear();
+  shownScreens = null;
   Object.assign(rv, { virtual: false, ids: "", start: 0, end: 0, pitch: [] });
   if (state.spec.intro) {
     const intro = clone("tpl-intro");
     $(".q-header", intro).textContent = state.spec.title;
     fillMd($(".intro-body", intro), state.spec.intro);
     main.append(intro);
+    fixedScreens.intro = intro;
   }
   const eager = state.showAll || state.spec.questions.length <= EAGER_SCREENS;
   for (const q of state.spec.questions) {
@@ -693,6 +738,7 @@ export function buildScreens() {
   }
   const review = clone("tpl-review");
   main.append(review);
+  fixedScreens.review = review;
   // A long interview's review rows are made while the page is idle, before the user gets there.
   if (!eager) whenIdle(() => { if (review.isConnected) renderReview(review); });
 }
@@ -701,6 +747,7 @@ export function buildScreens() {
 export function addQuestionScreens(ids) {
   const review = screenEl("review");
   for (const id of ids) review.before(buildQuestion(questionById(id)));
+  shownScreens = null;
 }
 
 export function syncAll() {
@@ -746,7 +793,9 @@ export function showScreen(key, dir) {
   const main = $("#main");
   // Only the screens whose state changes are written: with 1,000 screens, rewriting every
   // hidden flag and class list invalidated the style of the whole page at each step.
-  for (const sec of main.children) {
+  const own = el && el.parentNode === main ? [el] : [];
+  const look = state.showAll || !shownScreens ? main.children : new Set([...shownScreens, ...own]);
+  for (const sec of look) {
     const isCur = sec.dataset.screen === key;
     const hide = !state.showAll && !isCur;
     if (sec.hidden !== hide) sec.hidden = hide;
@@ -763,6 +812,7 @@ export function showScreen(key, dir) {
     if (!wasHidden) void el.offsetWidth;
     el.classList.add(dir > 0 ? "slide-next" : "slide-prev");
   }
+  shownScreens = state.showAll ? null : new Set(own);
   if (key.startsWith("q:")) markSeen(key.slice(2));
   syncRail();
   syncNav();
@@ -774,6 +824,7 @@ export function showScreen(key, dir) {
 export function endScreen(heading, text, more) {
   const main = $("#main");
   main.replaceChildren();
+  shownScreens = null;
   const el = clone("tpl-end");
   $(".q-header", el).textContent = heading;
   $(".end-text", el).textContent = text;

@@ -50,3 +50,21 @@ def test_accepting_every_recommendation_on_a_long_review_reaches_the_server(form
     assert answer_of(result, "q%03d" % (COUNT - 1))["selected"] == ["yes"]
     assert all(answer_of(result, "q%03d" % i)["followedRecommendation"] for i in range(1, COUNT))
     f.check_clean()
+
+
+def test_the_rail_shows_the_current_chip_after_a_jump_across_a_long_interview(form):
+    """Chips out of view are not drawn (content-visibility), so the rail's scroll to a far chip
+    lands on placeholder widths; the chip must still end up in view once they are drawn."""
+    f = form(long_spec())
+    f.page.set_viewport_size({"width": 700, "height": 700})
+    in_view = """() => {
+        const rail = document.querySelector('#rail').getBoundingClientRect();
+        const chip = document.querySelector('#rail [aria-current]').getBoundingClientRect();
+        return chip.left >= rail.left && chip.right <= rail.right;
+    }"""
+    for key, current in (("End", "review"), ("Home", "q:q000"), ("End", "review")):
+        f.press(key)
+        f.settle()
+        f.page.wait_for_function(in_view, timeout=5000)
+        assert f.page.evaluate("document.querySelector('#rail [aria-current]').dataset.goto") == current
+    f.check_clean()
