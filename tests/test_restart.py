@@ -297,3 +297,20 @@ def test_only_a_checkout_run_as_a_script_on_posix_plans_a_restart(tmp_path, monk
         assert plan("__main__", "/cache/checkout-x.pyc", {}) is None  # already restarted
         assert plan("__main__", MODULE, {"ASK_USER_RICH_CODE_CACHE": "0"}) is None
         assert plan("__main__", str(tmp_path / "gone.py"), {}) is None
+
+
+def test_without_a_usable_cache_folder_the_server_logs_why_and_serves_on(tmp_path):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache folder would go")
+    logs = tmp_path / "logs"
+    peer = SubprocessServer(logs, env={"XDG_CACHE_HOME": str(blocker)})
+    try:
+        peer.initialize()
+        wait_for_event(logs, "restart-skipped")
+        assert peer.call("ping")["result"] == {}
+        assert command_line(peer.process.pid)[-1] == MODULE
+        opened = peer.tool("ask_user_rich", dict(FLAT_INTERVIEW, delivery="link"))["result"]["structuredContent"]
+        assert opened["status"] == "awaiting"
+    finally:
+        assert peer.close() == 0
+    assert "restart" not in log_events(logs)
