@@ -15,13 +15,13 @@ MACHINE_VARIABLES = ("DISPLAY", "WAYLAND_DISPLAY", "SSH_CONNECTION", "SSH_CLIENT
                      "WSL_DISTRO_NAME")
 
 
-def doctor(tmp_path, **extra):
+def doctor(tmp_path, server=SERVER, **extra):
     """Run `python3 askrich.py doctor` as a user would, with no display and a fresh log dir."""
     env = {key: value for key, value in os.environ.items()
            if key not in MACHINE_VARIABLES and not key.startswith("ASK_USER_RICH_")}
     env["ASK_USER_RICH_LOG_DIR"] = str(tmp_path / "logs")
     env.update(extra)
-    done = subprocess.run([sys.executable, SERVER, "doctor"], env=env, stdin=subprocess.DEVNULL,
+    done = subprocess.run([sys.executable, server, "doctor"], env=env, stdin=subprocess.DEVNULL,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
     return done.returncode, done.stdout.decode("utf-8"), done.stderr.decode("utf-8")
 
@@ -115,3 +115,15 @@ def test_doctor_with_opening_disabled_says_so(tmp_path):
     code, out = doctor_in_process(tmp_path, linux_facts(open_enabled=False))
     assert "  skip  opening is disabled (ASK_USER_RICH_OPEN=0)" in out
     assert "what to do:" not in out
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink") or sys.platform == "win32", reason="POSIX symlinks")
+def test_a_checkout_run_through_a_symlink_finds_its_form_files(tmp_path):
+    """`ln -s ~/src/ask-user-rich/askrich.py ~/bin/askrich`: the form's files are beside the real
+    file, not beside the link."""
+    link = tmp_path / "bin" / "askrich"
+    link.parent.mkdir()
+    link.symlink_to(SERVER)
+    code, out, _ = doctor(tmp_path, server=str(link))
+    assert code == 0, out
+    assert "the asset js/main.js HTTP 200" in out and "a submit HTTP 200: OK" in out, out
