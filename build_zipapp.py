@@ -42,7 +42,9 @@ SKIPPED_SUFFIXES = (".pyc", ".pyo", "~", ".swp", ".tmp", ".orig", ".rej")
 # and whose header repeats the interpreter's magic number and that hash. Any change to the
 # archive or the interpreter gives another name, so stale code is never run. Any problem with
 # the cache (no such directory, not writable, owned by someone else, corrupt file) falls back
-# silently to the ordinary import. ASK_USER_RICH_CODE_CACHE=0 turns the cache off.
+# silently to the ordinary import. ASK_USER_RICH_CODE_CACHE=0 turns the cache off. On a miss,
+# the stdio server then starts over from the cache it just wrote (_start_over), so that what
+# compiling left behind is not held all day.
 # PYTHONDONTWRITEBYTECODE / -B are about __pycache__ folders beside sources and are not consulted:
 # many images set it globally, and this cache lives in the user's cache directory instead.
 CACHE_DIR_PLACEHOLDER = "# code_cache_dir(): copied here from askrich.py by main_py()"
@@ -105,9 +107,26 @@ def _load(archive, loader):
                      key=lambda n: os.stat(os.path.join(folder, n)).st_mtime)
         for name in old[:-4]:
             os.unlink(os.path.join(folder, name))
+        _start_over()
     except Exception:
         pass
     return code
+
+
+def _start_over():
+    """After a miss, the stdio server starts over from the cache just written: compiling left
+    some 6 MB behind that the allocator keeps while the server idles, all day. Nothing has been
+    read or written yet; same pid, same pipes. Once: _RESTARTED stops a loop if the cache cannot
+    be read back."""
+    if len(sys.argv) != 1 or os.name != "posix" or _RESTARTED:
+        return
+    import subprocess
+    flags = subprocess._args_from_interpreter_flags()
+    env = dict(os.environ, ASK_USER_RICH_RESTARTED="1")
+    os.execve(sys.executable, [sys.executable] + flags + sys.argv, env)
+
+
+_RESTARTED = os.environ.pop("ASK_USER_RICH_RESTARTED", None) is not None
 
 
 def _main():

@@ -329,6 +329,27 @@ def test_without_a_home_folder_nothing_is_cached_in_the_working_folder(tmp_path,
     assert os.listdir(str(work)) == []
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_cold_stdio_server_starts_over_from_the_cache_it_wrote_once(tmp_path, pyz):
+    """A first start compiles, which leaves memory the allocator keeps while the server idles;
+    so the server starts over in place from the fresh cache (seen in the environment the kernel
+    keeps for the process), and a warm start does not."""
+    target = zs.lone_copy(pyz, str(tmp_path / "empty"))
+    env = zs.child_env(tmp_path)
+    for attempt, restarted in (("cold", True), ("warm", False)):
+        server = zs.McpServer([sys.executable, target], cwd=str(tmp_path), env=env)
+        try:
+            zs.handshake(server)
+            with open("/proc/%d/environ" % server.proc.pid, "rb") as handle:
+                environ = handle.read().split(b"\0")
+            assert (b"ASK_USER_RICH_RESTARTED=1" in environ) is restarted, attempt
+            zs.link_interview_round_trip(server, target)
+            assert server.close() == 0, "".join(server.stderr)
+        finally:
+            server.kill()
+    assert len(_cache_files(tmp_path)) == 1
+
+
 def test_isolated_mode_without_site_runs_the_archive_cold_and_warm(tmp_path, pyz):
     target = zs.lone_copy(pyz, str(tmp_path / "empty"))
     env = zs.child_env(tmp_path)
