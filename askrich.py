@@ -3485,7 +3485,8 @@ def elicitation_action(response):
 
 def code_cache_dir():
     """The per-user folder for compiled code, or None with no home directory. askrich.pyz's
-    entry point caches there too: build_zipapp.py copies this function's source into it."""
+    entry point caches there too: build_zipapp.py copies this function, own_folder() and
+    store_code() into it (SHARED_FUNCTIONS there), so keep these three to os and sys."""
     if sys.platform == "win32":
         base = os.environ.get("LOCALAPPDATA") or ""
         path = os.path.join(base, "ask-user-rich", "Cache")
@@ -3503,6 +3504,39 @@ def code_cache_dir():
     return path if os.path.isabs(path) else None  # no home: no cache, never a relative folder
 
 
+def own_folder(folder: str) -> bool:
+    """Whether compiled code in `folder` may be trusted: on POSIX it must be this user's and
+    writable by nobody else, or another user could plant code that we would run."""
+    if os.name != "posix":
+        return True
+    status = os.stat(folder)
+    return status.st_uid == os.getuid() and not status.st_mode & 0o022
+
+
+def store_code(folder: str, name: str, blob: bytes, stem: str, keep: int = 4) -> None:
+    """Write one compiled-code file into `folder` whole or not at all (0600, through a temporary
+    file and a rename, so a concurrent start never reads half of it), then delete all but the
+    `keep` newest files whose names start with `stem`: the versions of the code left behind."""
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    path = os.path.join(folder, name)
+    temporary = "%s.%d.tmp" % (path, os.getpid())
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(blob)
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+    try:
+        older = sorted((other for other in os.listdir(folder) if other.startswith(stem) and other.endswith(".pyc")),
+                       key=lambda other: os.stat(os.path.join(folder, other)).st_mtime)
+        for other in older[:-keep]:
+            os.unlink(os.path.join(folder, other))
+    except OSError:
+        pass  # another start tidied at the same time
+
+
 def file_stamp(path: str) -> tuple:
     status = os.stat(path)
     return (status.st_size, status.st_mtime_ns)
@@ -3510,8 +3544,6 @@ def file_stamp(path: str) -> tuple:
 
 class BytecodeRestart:
     """How this checkout server restarts from bytecode (see above)."""
-
-    CACHE_KEEP = 4  # cached .pyc files kept per interpreter; older ones are deleted
 
     def __init__(self, source_path: str, stdin_fd: int = 0) -> None:
         self.source_path = source_path
@@ -3541,6 +3573,7 @@ class BytecodeRestart:
     def cached_code(self) -> str:
         """The path of a runnable .pyc of the source as it was at start, compiled on a miss."""
         import marshal
+        import types
         from importlib.util import MAGIC_NUMBER, source_hash
 
         with open(self.source_path, "rb") as handle:
@@ -3551,40 +3584,23 @@ class BytecodeRestart:
         if folder is None or tag is None:
             raise OSError("no folder for compiled code (no home directory)")
         os.makedirs(folder, mode=0o700, exist_ok=True)
-        status = os.stat(folder)
-        if status.st_uid != os.getuid() or status.st_mode & 0o022:
+        if not own_folder(folder):
             raise OSError("%s is not a folder of this user's alone" % folder)
         digest = source_hash(source)
         stem = "checkout-%s-o%d-" % (tag, sys.flags.optimize)
-        path = os.path.join(folder, stem + digest.hex() + ".pyc")
+        name = stem + digest.hex() + ".pyc"
+        path = os.path.join(folder, name)
         # The standard header (hash-based, unchecked), which `python3 FILE.pyc` requires.
         header = MAGIC_NUMBER + b"\x01\x00\x00\x00" + digest
         try:
             with open(path, "rb") as handle:
                 blob = handle.read()
-            if blob.startswith(header) and type(marshal.loads(blob[len(header):])) is type(file_stamp.__code__):
+            if blob.startswith(header) and isinstance(marshal.loads(blob[len(header):]), types.CodeType):
                 return path
         except (OSError, ValueError, EOFError, TypeError):
             pass  # missing or damaged: compiled afresh below
         code = compile(source, self.source_path, "exec", dont_inherit=True)
-        temporary = "%s.%d.tmp" % (path, os.getpid())
-        try:
-            with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as handle:
-                handle.write(header + marshal.dumps(code))
-            os.replace(temporary, path)
-        except BaseException:
-            try:
-                os.unlink(temporary)
-            except OSError:
-                pass
-            raise
-        try:
-            older = sorted((name for name in os.listdir(folder) if name.startswith(stem) and name.endswith(".pyc")),
-                           key=lambda name: os.stat(os.path.join(folder, name)).st_mtime)
-            for name in older[:-self.CACHE_KEEP]:
-                os.unlink(os.path.join(folder, name))
-        except OSError:
-            pass  # another server tidied at the same time
+        store_code(folder, name, header + marshal.dumps(code), stem)
         return path
 
     def run(self, server) -> None:
