@@ -72,6 +72,9 @@ STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
 # Summary cuts (CONTRACT §4.1).
 CUT_HEADER, CUT_NOTES, CUT_OTHER, CUT_GENERAL = 80, 140, 100, 400
 
+# The languages the form speaks (assets/i18n/<tag>.json); the form picks one, English by default.
+FORM_LANGUAGES = ("en", "ja", "zh-CN", "zh-TW", "ko", "es", "fr", "de", "pt-BR", "ru", "ar")
+
 # The files the form may load, relative to assets/. Nothing else under /assets/ is served.
 ASSET_FILES = frozenset(
     {
@@ -83,9 +86,11 @@ ASSET_FILES = frozenset(
         "js/keys.js",
         "js/rank.js",
         "js/live.js",
+        "js/i18n.js",
         "vendor/marked.esm.js",
         "vendor/purify.es.mjs",
     }
+    | {"i18n/%s.json" % tag for tag in FORM_LANGUAGES}
 )
 # Fixed, not guessed: on Windows `mimetypes` often calls .js text/plain, which browsers refuse
 # to run as a module.
@@ -248,7 +253,7 @@ ID_MAX = 200
 ID_ALLOWED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:-")
 DELIVERIES = ("browser", "link", "elicitation")
 KINDS = ("choice", "rank")
-ASK_FIELDS = ("title", "intro", "questions", "delivery", "timeoutSeconds")
+ASK_FIELDS = ("title", "intro", "questions", "delivery", "timeoutSeconds", "language")
 APPEND_FIELDS = ("sessionId", "questions", "note")
 AWAIT_FIELDS = ("sessionId", "timeoutSeconds")
 QUESTION_FIELDS = (
@@ -690,7 +695,7 @@ def _check_depends_on(raw, path: str, qid, index: int, position: dict, problems:
 def validate_interview(args) -> tuple[dict, dict]:
     """(spec, call options) for `ask_user_rich` arguments, or InvalidInterview.
 
-    The spec is `{title, intro, questions}` with every default filled in; the call options are
+    The spec is `{title, intro, questions, language}` with every default filled in; the call options are
     `{delivery, timeoutSeconds}`.
     """
     problems = Problems()
@@ -714,11 +719,40 @@ def validate_interview(args) -> tuple[dict, dict]:
             % (", ".join(quote(d) for d in DELIVERIES), describe(delivery)),
         )
     timeout = check_timeout(args.get("timeoutSeconds"), problems)
+    language = check_language(args.get("language"), problems)
     questions = _check_questions(args.get("questions"), [], problems)
     if problems.lines:
         raise InvalidInterview(problems.lines)
-    spec = {"title": title, "intro": intro, "questions": questions}
+    spec = {"title": title, "intro": intro, "questions": questions, "language": language}
     return spec, {"delivery": delivery, "timeoutSeconds": timeout}
+
+
+LANGUAGE_TAG_MAX = 64
+
+
+def check_language(value, problems: Problems):
+    """`language` as given, None when absent. Only its shape is checked: a well-formed tag the
+    form has no translation for is not the agent's mistake (the form falls back)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        parts = value.split("-")
+        if (
+            len(value) <= LANGUAGE_TAG_MAX
+            and (2 <= len(parts[0]) <= 8 or parts[0].lower() in ("i", "x"))  # i-, x-: old and private tags
+            and parts[0].isascii()
+            and parts[0].isalpha()
+            and all(1 <= len(part) <= 8 and part.isascii() and part.isalnum() for part in parts)
+        ):
+            return value
+    fix = "e.g. \"ja\" or \"pt-BR\", the language the user writes in"
+    if isinstance(value, str) and "_" in value and value.strip():
+        fix = "use %s" % quote(value.strip().replace("_", "-"))
+    problems.add(
+        "language",
+        '"language" must be a BCP 47 language tag (%s), not %s' % (fix, describe(value)),
+    )
+    return None
 
 
 def check_timeout(value, problems: Problems):
@@ -735,6 +769,49 @@ def check_timeout(value, problems: Problems):
         )
         return None
     return value
+
+
+AGENT_NAME_MAX = 40
+# Words of a client's `name` that are written in capitals when made readable.
+NAME_ACRONYMS = frozenset({"ai", "api", "cli", "ide", "llm", "mcp", "sdk", "ui"})
+# Trailing words of a `name` that say what the program is, not who it is: "gemini-cli-mcp-client"
+# reads "Gemini CLI".
+NAME_NOISE = frozenset({"client", "mcp"})
+
+
+def agent_name(client_info) -> str | None:
+    """What the form calls the agent: the client's `title`, else its `name` made readable
+    ("claude-code" -> "Claude Code"), cut to AGENT_NAME_MAX; None when it gave neither."""
+    if not isinstance(client_info, dict):
+        return None
+    title = client_info.get("title")
+    name = client_info.get("name")
+    if isinstance(title, str) and title.split():
+        readable = " ".join(title.split())
+    elif isinstance(name, str):
+        readable = readable_client_name(name)
+    else:
+        return None
+    readable = "".join(ch for ch in readable if ch.isprintable())
+    if not readable:
+        return None
+    return readable if len(readable) <= AGENT_NAME_MAX else readable[: AGENT_NAME_MAX - 1] + "…"
+
+
+def readable_client_name(name: str) -> str:
+    """A machine name such as "claude-code" or "gemini-cli-mcp-client" as a person writes it."""
+    words = name.replace("_", " ").replace("-", " ").replace("/", " ").split()
+    while words and words[-1].lower() in NAME_NOISE:
+        words.pop()
+    out = []
+    for word in words:
+        if word.lower() in NAME_ACRONYMS:
+            out.append(word.upper())
+        elif word.islower():
+            out.append(word[0].upper() + word[1:])
+        else:
+            out.append(word)  # "VSCode", "Zed": the client chose its capitals
+    return " ".join(out)
 
 
 # ============================================================================================
@@ -1236,11 +1313,12 @@ class Interview:
     streams opening and closing) that only the progress messages use.
     """
 
-    def __init__(self, interview_id: str, token: str, spec: dict, url: str) -> None:
+    def __init__(self, interview_id: str, token: str, spec: dict, url: str, agent=None) -> None:
         self.id = interview_id
         self.token = token
         self.spec = spec
         self.url = url
+        self.agent = agent  # what the form calls the agent (agent_name()); None: "the agent"
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
         self.created = time.time()
@@ -1308,7 +1386,7 @@ class SessionHub:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    def create(self, spec: dict, base_url: str) -> Interview:
+    def create(self, spec: dict, base_url: str, agent=None) -> Interview:
         import secrets
 
         for question in spec["questions"]:
@@ -1318,7 +1396,7 @@ class SessionHub:
             while interview_id in self.by_id:
                 interview_id = secrets.token_hex(6)
             token = secrets.token_urlsafe(18)
-            interview = Interview(interview_id, token, spec, "%s/s/%s" % (base_url, token))
+            interview = Interview(interview_id, token, spec, "%s/s/%s" % (base_url, token), agent)
             self.by_id[interview_id] = interview
             self.by_token[token_key(token)] = interview
         self.log.event(
@@ -1469,10 +1547,16 @@ class SessionHub:
             general_notes = payload.get("generalNotes")
             if general_notes is not None and not isinstance(general_notes, str):
                 raise SubmitRejected(422, {"error": "generalNotes must be a string"})
+            declined = payload.get("declined", False)
+            if not isinstance(declined, bool):
+                raise SubmitRejected(
+                    422, {"error": "declined must be true or false, not %s" % describe(declined)}
+                )
+            status = "declined" if declined else "submitted"
             delivered = interview.waiters > 0
-            self._settle(interview, answers, general_notes, "submitted", "browser")
+            self._settle(interview, answers, general_notes, status, "browser")
             counts = interview.result["counts"]
-        self.log.event("submitted", interview=interview.id, delivered=delivered, **counts)
+        self.log.event(status, interview=interview.id, delivered=delivered, **counts)
         return {"ok": True, "counts": counts, "delivered": delivered}
 
     def settle_without_form(self, interview: Interview, answers: dict, status: str, via: str):
@@ -1501,7 +1585,7 @@ class SessionHub:
         path = self.archive.save(record)
         self.log.event("archived" if path else "archive-skipped", interview=interview.id, path=path)
         interview.result = result
-        interview.state = "submitted" if status == "submitted" else "cancelled"
+        interview.state = status
         interview.settled_monotonic = time.monotonic()
         interview.touch()
 
@@ -1965,10 +2049,10 @@ class Runtime:
                 self.log.event("http-started", host=self.config.host, port=server.server_address[1])
             return "http://%s:%d" % (self.config.public_host, self.form_server.server_address[1])
 
-    def open_interview(self, args) -> Interview:
+    def open_interview(self, args, agent=None) -> Interview:
         """Validate `ask_user_rich` arguments and open the interview's form."""
         spec, _ = validate_interview(args)
-        return self.hub.create(spec, self.base_url())
+        return self.hub.create(spec, self.base_url(), agent)
 
     def append_questions(self, session_id, questions, note=None) -> dict:
         return self.hub.append(session_id, questions, note)
@@ -1988,6 +2072,7 @@ class Runtime:
                 "state": interview.state,
                 "version": interview.version,
                 "note": interview.note,
+                "agent": interview.agent,
                 "spec": interview.spec,
                 "result": interview.result,
             }
@@ -2019,6 +2104,7 @@ RULES_TEXT = """Rules (a call that breaks one is rejected with every problem lis
 
 AFTER_TEXT = """After the call:
 - status "submitted": read every answer and its notes (notes often change the meaning). "deferred" and "needs-info" are open questions, not consent: do not act as if the recommendation was accepted; answer the needs-info notes and ask again when it matters.
+- status "declined": the user chose not to answer now (generalNotes may say why); do not proceed as if they agreed.
 - status "awaiting": show the url to the user, then call await_user_answers with the sessionId to wait for the submit.
 - Follow-up questions while the form is open (or while a call waits): append_questions, not a second interview."""
 
@@ -2027,7 +2113,8 @@ SERVER_INSTRUCTIONS = (
     "answer. Prefer ask_user_rich over the built-in AskUserQuestion when a round has more than "
     "4 questions or options, long question text, code or layout previews, a recommendation you "
     "want to argue for, or a ranking. Put every question of the round in one call, give each a "
-    "recommended option with a rationale, and use markdown in body/rationale/preview.\n\n"
+    "recommended option with a rationale, and use markdown in body/rationale/preview. Set "
+    "language to the language the user writes in, and write the questions in it.\n\n"
     + RULES_TEXT + "\n\n" + AFTER_TEXT
 )
 
@@ -2205,6 +2292,10 @@ TOOLS = (
                     "description": "browser (default): open the form and wait. link: return the URL at once (then call await_user_answers). elicitation: the client's own form for small flat interviews (no rank, no textInput); falls back to browser.",
                 },
                 "timeoutSeconds": _TIMEOUT,
+                "language": {
+                    "type": "string",
+                    "description": 'BCP 47 tag (e.g. "ja", "pt-BR") for the form\'s own buttons and help; default: the browser\'s language. A tag without a translation falls back.',
+                },
             },
         },
         "outputSchema": RESULT_SCHEMA,
@@ -2619,7 +2710,7 @@ class McpServer:
             spec, options = validate_interview(arguments)
         except InvalidInterview as problems:
             return error_result(str(problems))
-        interview = self.runtime.hub.create(spec, self.runtime.base_url())
+        interview = self.runtime.hub.create(spec, self.runtime.base_url(), agent_name(self.client_info))
         timeout = options["timeoutSeconds"]
         delivery = options["delivery"]
         if delivery == "link":

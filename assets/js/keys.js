@@ -6,31 +6,14 @@ import {
 } from "./state.js";
 import { optionInputs, qviews } from "./view.js";
 import { rankKey, keepOrder, resetOrder, applyRecommended, focusRank, cancelHold, isHolding } from "./rank.js";
+import { isRtl } from "./i18n.js";
 
-// Keys in backticks are shown as <kbd>; the rest is plain text (the README's table, verbatim).
+// The rows of the "?" table: the keys (in backticks, shown as <kbd>) and what they do are
+// the strings keys.<row>.keys and keys.<row>.what of each language.
 export const KEY_TABLE = [
-  ["`←` `→` or `H` `L`", "Previous / next screen"],
-  ["`Enter`", "Next screen. On a single-choice question with nothing picked yet, it first picks the focused option. On the review screen it submits."],
-  ["`Ctrl`/`Cmd` + `Enter`", "Next screen or submit, even while typing in a text field"],
-  ["`Home` `End`", "Go to the first screen / the review screen"],
-  ["`↑` `↓` or `K` `J`", "Move between options. The option list is a single Tab stop."],
-  ["`Space`", "Pick or unpick the focused option"],
-  ["`1`–`9`", "Pick an option by its number"],
-  ["`O`", "Other: select it and focus its text field"],
-  ["`R`", "Take the recommendation"],
-  ["`N`", "Focus the note"],
-  ["`D` / `I`", "Toggle Defer / Need more info. I also focuses the note."],
-  ["`X` / `Backspace`", "Clear the answer"],
-  ["`A`", "On the review screen: accept every recommendation that is still unanswered"],
-  ["`V`", "Show all questions on one page / back to one per screen"],
-  ["`G`", "Go to the follow-up questions Claude just added"],
-  ["Rank: `Space`, then `↑` `↓`, then `Space` / `Enter`", "Pick up the focused row, move it, drop it. Esc cancels and restores the order."],
-  ["Rank: `Shift` + `↑` `↓`", "Move the focused row directly"],
-  ["Rank: `1`–`9`", "Send the focused row to that position"],
-  ["Rank: `C` / `R` / `X`", "Keep the order as shown / apply the recommended order / reset"],
-  ["`Esc`", "Leave a text field so the single-key shortcuts work again"],
-  ["`Tab`", "Options → Other → answer mode → note → Back / Next"],
-  ["`?`", "Show this table"],
+  "nav", "enter", "modEnter", "homeEnd", "options", "space", "digits", "other", "rec", "note",
+  "deferInfo", "clear", "acceptAll", "showAll", "goNew", "rankHold", "rankShift", "rankDigits",
+  "rankKeys", "esc", "tab", "help",
 ];
 
 let act = null;
@@ -80,6 +63,7 @@ function onKeyDown(e) {
     if (e.key === "?") { e.preventDefault(); help.close(); }
     return; // the dialog handles Esc and Tab itself
   }
+  if (document.getElementById("skip").open) return;
   const t = e.target;
   const mod = e.ctrlKey || e.metaKey;
   if (state.phase !== "open") return;
@@ -107,9 +91,12 @@ function onKeyDown(e) {
   const onButton = t && (t.tagName === "BUTTON" || t.tagName === "A" || t.tagName === "SUMMARY");
   const onMode = t && t.closest && t.closest(".mode");
   let handled = true;
+  // Right to left, the next screen is to the left, where the Next button is.
+  const backKey = isRtl() ? "ArrowRight" : "ArrowLeft";
+  const nextKey = isRtl() ? "ArrowLeft" : "ArrowRight";
   switch (key) {
-    case "ArrowLeft": case "h": act.prev(); break;
-    case "ArrowRight": case "l": act.next(); break;
+    case backKey: case "h": act.prev(); break;
+    case nextKey: case "l": act.next(); break;
     case "Home": act.first(); break;
     case "End": act.last(); break;
     case "Enter":

@@ -8,9 +8,10 @@ import {
 import {
   buildScreens, addQuestionScreens, syncAll, syncQuestion, syncRail, syncReview, syncNav, showScreen,
   screenEl, endScreen, notice, clearNotice, announce, keepInView, reducedMotion, applyTheme, qviews,
-  qNumber, ensureBuilt, markSeen,
+  qNumber, ensureBuilt, markSeen, quotedList,
 } from "./view.js";
 import { bindKeys, KEY_TABLE } from "./keys.js";
+import { t, setLanguage, setAgent, translatePage, fillKeys } from "./i18n.js";
 import { onRankChange, onRankAnnounce, cancelHold, applyRecommended } from "./rank.js";
 import { startLive, reportProgress } from "./live.js";
 
@@ -95,7 +96,7 @@ function toggleShowAll() {
     tracking.suspendUntil = performance.now() + 300;
     window.scrollTo({ top: Math.max(0, window.scrollY + el.getBoundingClientRect().top - top - 8) });
   } else window.scrollTo({ top: 0 });
-  announce(state.showAll ? "Showing all questions on one page." : "Showing one question at a time.");
+  announce(t(state.showAll ? "view.announceAll" : "view.announceOne"));
 }
 
 // In show-all the rail follows the question being read: the last screen whose top has passed
@@ -148,7 +149,7 @@ function acceptAll() {
     if (statusOf(q) === "open" && hasRecommendation(q) && takeRecommendation(q)) { n++; syncQuestion(q); }
   }
   changed(null);
-  announce(n ? `Accepted ${n} recommendation${n === 1 ? "" : "s"}.` : "No open question has a recommendation.");
+  announce(n ? t("accept.done", { count: n }) : t("accept.none"));
 }
 
 function openHelp() {
@@ -170,7 +171,7 @@ function submitProblem(text, jumps = []) {
     b.type = "button";
     b.className = "link";
     b.dataset.goto = `q:${q.id}`;
-    b.textContent = `Go to question ${qNumber(q)}`;
+    b.textContent = t("submit.goTo", { n: qNumber(q) });
     box.append(b, " ");
   }
   box.hidden = false;
@@ -183,9 +184,9 @@ async function submit() {
   if (blocked.length) {
     for (const q of blocked) { ensureBuilt(q).el.classList.add("tried"); syncQuestion(q); }
     const first = blocked[0];
-    const names = missingTexts(first).map((o) => `"${o.label}"`).join(", ");
-    submitProblem(`Question ${qNumber(first)} needs the text for ${names} before the answers can be sent`
-      + `${blocked.length > 1 ? ` (and ${blocked.length - 1} more question${blocked.length > 2 ? "s" : ""})` : ""}.`, blocked);
+    const names = quotedList(missingTexts(first).map((o) => o.label));
+    const more = blocked.length > 1 ? ` ${t("submit.needsTextMore", { count: blocked.length - 1 })}` : "";
+    submitProblem(t("submit.needsText", { n: qNumber(first), names }) + more, blocked);
     syncReview();
     return;
   }
@@ -194,76 +195,117 @@ async function submit() {
   if (c.open > 0 && !state.confirmArmed) {
     state.confirmArmed = true;
     const box = $(".review .confirm");
-    $(".confirm-text", box).textContent = `${c.open} question${c.open === 1 ? " is" : "s are"} still open. `
-      + "Submit again to send the answers anyway, or click a row to answer it.";
+    $(".confirm-text", box).textContent = `${t("confirm.open", { count: c.open })} ${t("confirm.again")}`;
     box.hidden = false;
-    $("#btn-submit").textContent = "Submit anyway";
+    $("#btn-submit").textContent = t("review.submitAnyway");
     announce($(".confirm-text", box).textContent);
     return;
   }
   $(".review .confirm").hidden = true;
+  const sent = await send(payload());
+  if (!sent) return;
+  const { r, body } = sent;
+  if (r.ok) {
+    const k = body.counts || {};
+    done(t("end.sent"), t("end.counts", {
+      answered: k.answered ?? c.answered, deferred: k.deferred ?? c.deferred,
+      needsInfo: k.needsInfo ?? c.needsInfo, unanswered: k.unanswered ?? c.open,
+    }), t(body.delivered ? "end.delivered" : "end.saved"));
+    return;
+  }
+  if (r.status === 409 && typeof body.version === "number") {
+    await pullSpec();
+    state.confirmArmed = false;
+    $("#btn-submit").textContent = t("review.submit");
+    notice("warn", t("race.notice"), { id: "race", action: { label: t("race.go"), run: goNew } });
+    if (!goNew()) go("review");
+    return;
+  }
+  refused(r, body);
+}
+
+// Posts the answers; {r, body} once the server answered, null when it could not be reached.
+async function send(body) {
   state.phase = "submitting";
   document.body.classList.add("busy");
   let r;
   try {
     r = await fetch(api("/submit"), {
-      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(payload()),
+      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
     });
   } catch {
     state.phase = "open";
     document.body.classList.remove("busy");
     serverGone();
-    submitProblem("The answers were not sent: the form server cannot be reached. Your draft is kept in this browser; submit again once the server is back.");
-    return;
+    submitProblem(t("submit.unreachable"));
+    return null;
   }
   document.body.classList.remove("busy");
-  let body = {};
-  try { body = await r.json(); } catch { /* empty or non-JSON body */ }
-  if (r.ok) {
-    state.phase = "done";
-    forget(draftKey());
-    stopLive();
-    const k = body.counts || {};
-    endScreen("Answers sent",
-      `${k.answered ?? c.answered} answered, ${k.deferred ?? c.deferred} deferred, `
-      + `${k.needsInfo ?? c.needsInfo} need more info, ${k.unanswered ?? c.open} unanswered.`,
-      body.delivered
-        ? "Claude has your answers now. You can close this tab."
-        : "No Claude call is waiting right now: your answers are saved, and Claude collects them with await_user_answers. You can close this tab.").focus();
-    return;
-  }
-  state.phase = "open";
-  if (r.status === 409 && typeof body.version === "number") {
-    await pullSpec();
-    state.confirmArmed = false;
-    $("#btn-submit").textContent = "Submit answers";
-    notice("warn", "Claude added questions while you were submitting, so nothing was sent yet. "
-      + "Look at the new questions, then submit again.", { id: "race", action: { label: "Go to the new questions (G)", run: goNew } });
-    if (!goNew()) go("review");
-    return;
-  }
+  let reply = {};
+  try { reply = await r.json(); } catch { /* empty or non-JSON body */ }
+  state.phase = r.ok ? "done" : "open";
+  return { r, body: reply };
+}
+
+function done(heading, text, more) {
+  forget(draftKey());
+  stopLive();
+  endScreen(heading, text, more).focus();
+}
+
+// A submit the server did not take, for a reason other than new questions.
+function refused(r, body) {
   if (r.status === 409) { finished(body.error || "interview already submitted"); return; }
   if (r.status === 404) { expired(); return; }
-  submitProblem(`The server did not accept the answers: ${body.error || `HTTP ${r.status}`}. The interview is still open; fix it and submit again.`);
+  submitProblem(t("submit.rejected", { error: body.error || `HTTP ${r.status}` }));
+}
+
+// ---------------------------------------------------------------- skip the interview
+function openSkip() {
+  if (state.phase !== "open") return;
+  const d = $("#skip");
+  $("#skip-text").textContent = t("skip.text");
+  if (!d.open) d.showModal();
+}
+
+// Declines the whole interview. The answers made so far go along, except a pick whose required
+// text is still empty: the user is leaving, not asked to finish it. New questions that arrived
+// meanwhile change nothing, so the submit names no version.
+async function skipInterview() {
+  const d = $("#skip");
+  const reason = $("#skip-reason").value.trim();
+  d.close();
+  const body = payload();
+  delete body.specVersion;
+  body.declined = true;
+  for (const q of state.spec.questions) {
+    if (missingTexts(q).length) body.answers[q.id] = { status: "answer", notes: answerOf(q).notes, selected: [] };
+  }
+  // The reason follows the user's own general notes after a blank line.
+  body.generalNotes = [state.generalNotes.trim(), reason].filter(Boolean).join("\n\n");
+  const sent = await send(body);
+  if (!sent) { if (state.screen !== "review") go("review"); return; }
+  if (sent.r.ok) {
+    done(t("end.skipped"), t("end.skippedText"), t(sent.body.delivered ? "end.closeTab" : "end.skippedSaved"));
+    return;
+  }
+  if (state.screen !== "review") go("review");
+  refused(sent.r, sent.body);
 }
 
 function finished(what) {
   state.phase = "submitted";
   stopLive();
   forget(draftKey());
-  if (/cancel/.test(what)) {
-    endScreen("This interview was cancelled", "Claude cancelled it, so it takes no more answers.", "You can close this tab.");
-  } else {
-    endScreen("Already submitted", "The answers to this interview were already sent, perhaps from another tab.", "You can close this tab.");
-  }
+  if (/cancel/.test(what)) endScreen(t("end.cancelled"), t("end.cancelledText"), t("end.closeTab"));
+  else if (/declined/.test(what)) endScreen(t("end.declined"), t("end.declinedText"), t("end.closeTab"));
+  else endScreen(t("end.already"), t("end.alreadyText"), t("end.closeTab"));
 }
 
 function expired() {
   state.phase = "expired";
   stopLive();
-  endScreen("This interview is no longer available",
-    "It expired or the server restarted, so it cannot take answers any more.",
-    "If you had started answering, your draft is still kept in this browser for this link.");
+  endScreen(t("end.expired"), t("end.expiredText"), t("end.expiredMore"));
 }
 
 // ---------------------------------------------------------------- live
@@ -275,9 +317,10 @@ async function pullSpec() {
   const added = mergeSpec(data.spec, data.version, data.note);
   addQuestionScreens(added);
   if (added.length) {
-    notice("info", `Claude added ${added.length} follow-up question${added.length === 1 ? "" : "s"}.`,
-      { markdown: data.note && data.note.text, id: "follow-ups", action: { label: "Go to them (G)", run: goNew } });
-    announce(`Claude added ${added.length} follow-up questions. Press G to go to them.`);
+    const text = t("followups.added", { count: added.length });
+    notice("info", text,
+      { markdown: data.note && data.note.text, id: "follow-ups", action: { label: t("followups.go"), run: goNew } });
+    announce(`${text} ${t("followups.pressG")}`);
   }
   syncAll();
   showScreen(state.screen, 0);
@@ -287,21 +330,21 @@ async function pullSpec() {
 
 function onState(s) {
   // The live line's state, readable by the tests as a gate: "open" once the first event came,
-  // "waiting" while a Claude call waits for the answers.
+  // "waiting" while an agent's call waits for the answers.
   document.body.dataset.live = s.waiting ? "waiting" : "open";
   if (state.phase !== "open") return;
-  if (s.state === "submitted" || s.state === "cancelled") { finished(s.state); return; }
+  if (s.state === "submitted" || s.state === "declined" || s.state === "cancelled") { finished(s.state); return; }
   if (s.version > state.version) pullSpec();
   if (s.waiting) { state.everWaited = true; clearNotice("stopped"); }
   else if (state.everWaited && state.waiting) {
-    notice("info", "Claude stopped waiting for these answers. You can still submit: they are saved and Claude can collect them later.", { id: "stopped" });
+    notice("info", t("waiting.stopped"), { id: "stopped" });
   }
   state.waiting = s.waiting;
 }
 
 function serverGone(status) {
   if (status === 404) { expired(); return; }
-  notice("error", "The form server cannot be reached. Your answers are kept in this browser as a draft; they will be here when you reload this page with the server back.", { id: "gone" });
+  notice("error", t("server.gone"), { id: "gone" });
 }
 
 // ---------------------------------------------------------------- controls
@@ -343,16 +386,16 @@ function bindControls() {
     changed(q);
   });
   document.addEventListener("click", (e) => {
-    const t = e.target.closest("button, a");
-    if (!t) return;
-    if (t.dataset.goto) { e.preventDefault(); go(t.dataset.goto); return; }
-    if (t.classList.contains("rec-take")) {
-      const q = questionOf(t);
+    const btn = e.target.closest("button, a");
+    if (!btn) return;
+    if (btn.dataset.goto) { e.preventDefault(); go(btn.dataset.goto); return; }
+    if (btn.classList.contains("rec-take")) {
+      const q = questionOf(btn);
       if (q.kind === "rank") applyRecommended(q);
       else if (takeRecommendation(q)) changed(q);
       return;
     }
-    switch (t.id) {
+    switch (btn.id) {
       case "btn-back": step(-1); break;
       case "btn-next": next(); break;
       case "btn-submit": submit(); break;
@@ -360,13 +403,16 @@ function bindControls() {
       case "btn-view": toggleShowAll(); break;
       case "btn-help": openHelp(); break;
       case "help-close": $("#help").close(); break;
+      case "btn-skip": case "btn-skip-bar": openSkip(); break;
+      case "skip-cancel": $("#skip").close(); break;
+      case "skip-confirm": skipInterview(); break;
       case "btn-theme": {
         // Cycled from memory, not from storage, so a blocked localStorage still cycles.
         const nextTheme = THEMES[(THEMES.indexOf(theme) + 1) % THEMES.length];
         theme = nextTheme;
         save("askrich:theme", nextTheme);
         applyTheme(nextTheme);
-        announce(`Theme: ${nextTheme === "auto" ? "follow the system" : nextTheme}.`);
+        announce(t(`theme.announce.${nextTheme}`));
         break;
       }
       default:
@@ -389,28 +435,31 @@ function bindControls() {
 
 function fillHelp() {
   const body = $("#help-rows");
-  for (const [keys, what] of KEY_TABLE) {
+  for (const row of KEY_TABLE) {
     const tr = document.createElement("tr");
     const th = document.createElement("th");
     th.scope = "row";
-    keys.split("`").forEach((part, i) => {
-      if (i % 2 === 0) { if (part) th.append(part); return; }
-      const k = document.createElement("kbd");
-      k.textContent = part;
-      th.append(k);
-    });
+    fillKeys(th, t(`keys.${row}.keys`));
     const td = document.createElement("td");
-    td.textContent = what;
+    td.textContent = t(`keys.${row}.what`);
     tr.append(th, td);
     body.append(tr);
   }
 }
 
 // ---------------------------------------------------------------- start
+// The page's own words, once the language is known (before that, the markup's English).
+async function speak(language, agent) {
+  await setLanguage(language);
+  setAgent(agent);
+  translatePage();
+  applyTheme(theme);
+  fillHelp();
+}
+
 async function start() {
   theme = THEMES.includes(load("askrich:theme", "auto")) ? load("askrich:theme", "auto") : "auto";
   applyTheme(theme);
-  fillHelp();
   bindKeys({
     next, prev: () => step(-1), first: () => go(screens()[0]), last: () => go("review"),
     currentQuestion, changed, focusNote, leaveField, acceptAll, toggleShowAll, goNew, openHelp,
@@ -419,24 +468,24 @@ async function start() {
   onRankChange(changed);
   onRankAnnounce(announce);
   bindControls();
+  let r = null;
+  if (token) {
+    try { r = await fetch(api(), { cache: "no-store" }); } catch { /* reported below */ }
+  }
+  const data = r && r.ok ? await r.json().catch(() => null) : null;
+  await speak(data && data.spec.language, data && data.agent);
   document.body.classList.remove("loading");
-  if (!token) { expired(); return; }
-  let r;
-  try {
-    r = await fetch(api(), { cache: "no-store" });
-  } catch {
+  if (!token || (r && r.status === 404)) { expired(); return; }
+  if (!r) {
     state.phase = "error";
-    endScreen("The form server cannot be reached", "The server that serves this interview is not running.",
-      "Any draft you saved is kept in this browser; reload once the server is back.");
+    endScreen(t("end.unreachable"), t("end.unreachableText"), t("end.unreachableMore"));
     return;
   }
-  if (r.status === 404) { expired(); return; }
-  if (!r.ok) {
+  if (!r.ok || !data) {
     state.phase = "error";
-    endScreen("The interview could not be loaded", `The server answered HTTP ${r.status}.`, "Reload to try again.");
+    endScreen(t("end.loadFailed"), t("end.loadFailedText", { status: r.status }), t("end.reload"));
     return;
   }
-  const data = await r.json();
   state.interviewId = data.id;
   $("#title").textContent = data.spec.title;
   document.title = `${data.spec.title} · Ask User Rich`;
@@ -458,8 +507,8 @@ async function start() {
     if (el) window.scrollTo({ top: window.scrollY + el.getBoundingClientRect().top - $("#bar").getBoundingClientRect().bottom - 8 });
   }
   if (state.newIds.size) {
-    notice("info", `Claude added ${state.newIds.size} follow-up question${state.newIds.size === 1 ? "" : "s"} since you last had this page open.`,
-      { markdown: state.note && state.note.text, id: "follow-ups", action: { label: "Go to them (G)", run: goNew } });
+    notice("info", t("followups.since", { count: state.newIds.size }),
+      { markdown: state.note && state.note.text, id: "follow-ups", action: { label: t("followups.go"), run: goNew } });
   }
   syncRail();
   document.body.classList.add("ready");

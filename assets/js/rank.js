@@ -2,6 +2,7 @@
 // slide aside), by keyboard (pick up / move / drop / cancel, Shift+arrows, digits) and by the
 // visible Move buttons. Nothing counts as an answer until the user moves a row or keeps the order.
 import { state, answerOf, takeRecommendation, clearAnswer } from "./state.js";
+import { t } from "./i18n.js";
 
 const views = new Map(); // qid -> {list, rows: Map(optId -> li), status, q}
 let held = null;         // {qid, id, before: [ids]} while a row is picked up from the keyboard
@@ -17,9 +18,7 @@ export function buildRank(q, box, n) {
   const help = document.createElement("p");
   help.className = "hint rank-help";
   help.id = `q${n}-rank-help`;
-  help.textContent = "Drag the rows into your order (on a touch screen, by their ⠿ grip), or focus a row and press Space to pick it up, "
-    + "the arrows to move it, Space to drop it (Esc cancels). Shift+arrows move a row directly; "
-    + "a digit sends it to that position.";
+  help.textContent = t("rank.help");
   const list = document.createElement("ol");
   list.className = "rank-list";
   list.setAttribute("role", "listbox");
@@ -38,7 +37,7 @@ export function buildRank(q, box, n) {
     }
     if (q.recommended.length) {
       const pos = q.recommended.indexOf(o.id);
-      if (pos >= 0) li.title = `Recommended position: ${pos + 1}`;
+      if (pos >= 0) li.title = t("rank.recommendedPosition", { pos: pos + 1 });
     }
     rows.set(o.id, li);
     list.append(li);
@@ -54,11 +53,11 @@ export function buildRank(q, box, n) {
     actions.append(b);
     return b;
   };
-  mk("rank-move-up", "Move up", "Move the selected row up (Shift+↑)");
-  mk("rank-move-down", "Move down", "Move the selected row down (Shift+↓)");
-  mk("rank-keep", "Keep this order (C)");
-  if (q.recommended.length) mk("rank-rec", "Recommended order (R)");
-  mk("rank-reset", "Reset (X)");
+  mk("rank-move-up", t("rank.moveUp"), t("rank.moveUpTitle"));
+  mk("rank-move-down", t("rank.moveDown"), t("rank.moveDownTitle"));
+  mk("rank-keep", t("rank.keep"));
+  if (q.recommended.length) mk("rank-rec", t("rank.recommendedOrder"));
+  mk("rank-reset", t("rank.reset"));
   const status = document.createElement("p");
   status.className = "rank-state";
   box.append(help, list, actions, status);
@@ -76,7 +75,7 @@ export function buildRank(q, box, n) {
     if (b.classList.contains("rank-move-up")) moveBy(q, v.active, -1, true);
     else if (b.classList.contains("rank-move-down")) moveBy(q, v.active, 1, true);
     else if (b.classList.contains("rank-keep")) keepOrder(q);
-    else if (b.classList.contains("rank-rec")) { takeRecommendation(q); say("Recommended order applied."); changed(q); }
+    else if (b.classList.contains("rank-rec")) { takeRecommendation(q); say(t("rank.applied")); changed(q); }
     else if (b.classList.contains("rank-reset")) resetOrder(q);
   });
 }
@@ -108,15 +107,13 @@ export function syncRank(q) {
   a.order.forEach((id, i) => {
     const li = v.rows.get(id);
     li.querySelector(".rank-pos").textContent = String(i + 1);
-    li.setAttribute("aria-label", `${li.querySelector(".rank-label").textContent}, position ${i + 1} of ${n}`);
+    li.setAttribute("aria-label", t("rank.rowLabel", { label: li.querySelector(".rank-label").textContent, pos: i + 1, total: n }));
     li.classList.toggle("held", !!held && held.qid === q.id && held.id === id);
   });
   markActive(q);
   if (hadFocus && document.activeElement !== hadFocus) hadFocus.focus({ preventScroll: true });
   v.list.classList.toggle("committed", a.ranked);
-  v.status.textContent = a.ranked
-    ? "Your order is recorded."
-    : "Not ranked yet: move a row, or press Keep this order (C) to record the order as shown.";
+  v.status.textContent = a.ranked ? t("rank.recorded") : t("rank.notYet");
 }
 
 function moveTo(q, id, pos, commit) {
@@ -131,7 +128,7 @@ function moveTo(q, id, pos, commit) {
   a.mode = "answer";
   if (commit) a.ranked = true;
   changed(q);
-  say(`${labelOf(q, id)}: position ${to + 1} of ${a.order.length}.`);
+  say(t("rank.moved", { label: labelOf(q, id), pos: to + 1, total: a.order.length }));
   return true;
 }
 
@@ -148,14 +145,14 @@ export function keepOrder(q) {
   const a = answerOf(q);
   a.mode = "answer";
   a.ranked = true;
-  say("Order kept as shown.");
+  say(t("rank.kept"));
   changed(q);
 }
 
 export function resetOrder(q) {
   if (held && held.qid === q.id) held = null;
   clearAnswer(q);
-  say("Order reset; nothing recorded.");
+  say(t("rank.wasReset"));
   changed(q);
 }
 
@@ -166,7 +163,7 @@ export function cancelHold() {
   a.order = held.before;
   const id = held.id;
   held = null;
-  say(`Move cancelled; ${labelOf(q, id)} is back at position ${a.order.indexOf(id) + 1}.`);
+  say(t("rank.cancelled", { label: labelOf(q, id), pos: a.order.indexOf(id) + 1 }));
   changed(q);
 }
 
@@ -191,12 +188,11 @@ export function rankKey(e, q) {
     if (isHeld) {
       held = null;
       a.ranked = true;
-      say(`Dropped ${labelOf(q, id)} at position ${a.order.indexOf(id) + 1} of ${a.order.length}.`);
+      say(t("rank.dropped", { label: labelOf(q, id), pos: a.order.indexOf(id) + 1, total: a.order.length }));
       changed(q);
     } else if (key === " ") {
       held = { qid: q.id, id, before: a.order.slice() };
-      say(`Picked up ${labelOf(q, id)}, position ${a.order.indexOf(id) + 1} of ${a.order.length}. `
-        + "Use the arrows to move it, Space to drop it, Escape to cancel.");
+      say(t("rank.picked", { label: labelOf(q, id), pos: a.order.indexOf(id) + 1, total: a.order.length }));
       changed(q);
     }
     return true;
@@ -284,7 +280,7 @@ function startDrag(e, q) {
     }
     if (dragging && ev.type === "pointerup") {
       if (to !== from) moveTo(q, row.dataset.opt, to, true);
-      else say(`${labelOf(q, row.dataset.opt)} stays at position ${from + 1}.`);
+      else say(t("rank.stays", { label: labelOf(q, row.dataset.opt), pos: from + 1 }));
     }
   };
   window.addEventListener("pointermove", move);
@@ -294,6 +290,6 @@ function startDrag(e, q) {
 
 export function applyRecommended(q) {
   if (held && held.qid === q.id) held = null;
-  if (takeRecommendation(q)) { say("Recommended order applied."); changed(q); return true; }
+  if (takeRecommendation(q)) { say(t("rank.applied")); changed(q); return true; }
   return false;
 }

@@ -65,8 +65,6 @@ export function statusOf(q) {
   return isAnswered(q) ? "answered" : "open";
 }
 
-export const STATUS_TEXT = { answered: "answered", deferred: "deferred", "needs-info": "needs info", open: "open" };
-
 export function counts() {
   const c = { answered: 0, deferred: 0, needsInfo: 0, open: 0 };
   for (const q of state.spec.questions) {

@@ -4,10 +4,13 @@
 import { Marked } from "/assets/vendor/marked.esm.js";
 import DOMPurify from "/assets/vendor/purify.es.mjs";
 import {
-  state, answerOf, statusOf, STATUS_TEXT, counts, screens, questionById, missingTexts,
+  state, answerOf, statusOf, counts, screens, questionById, missingTexts,
   hasRecommendation,
 } from "./state.js";
 import { buildRank, syncRank } from "./rank.js";
+import { t, list as joinList } from "./i18n.js";
+
+const statusText = (s) => t(`status.${s}`);
 
 const $ = (sel, root = document) => root.querySelector(sel);
 const clone = (id) => document.getElementById(id).content.firstElementChild.cloneNode(true);
@@ -47,7 +50,7 @@ export function md(text) {
     a.href = src;
     a.target = "_blank";
     a.rel = "noopener noreferrer";
-    a.textContent = img.getAttribute("alt") || "image";
+    a.textContent = img.getAttribute("alt") || t("md.image");
     img.replaceWith(a);
   }
   return frag;
@@ -152,6 +155,11 @@ function summaryOfRecommendation(q) {
   return q.recommended.map((id) => labelOf(q, id)).join(", ");
 }
 
+// Interview words quoted the language's way, as a list: “a”, “b” / 「a」、「b」.
+export function quotedList(words) {
+  return joinList(words.map((w) => t("quote", { text: w })));
+}
+
 export function labelOf(q, id) {
   return q.options.find((o) => o.id === id)?.label ?? id;
 }
@@ -166,21 +174,22 @@ export function buildQuestion(q) {
   h.id = `q${n}-h`;
   h.textContent = q.header;
   el.setAttribute("aria-labelledby", h.id);
-  $(".q-kind", el).textContent = q.kind === "rank" ? "Rank every option"
-    : q.options.length === 0 ? "Free text" : q.multiSelect ? "Pick any" : "Pick one";
+  $(".q-kind", el).textContent = t(q.kind === "rank" ? "kind.rank"
+    : q.options.length === 0 ? "kind.free" : q.multiSelect ? "kind.multi" : "kind.single");
   fillMd($(".q-body", el), q.body);
   // The agent's note travels with the questions it was appended with, so it is seen even when
   // the page was opened after the append.
   if (state.note && state.note.text && q.version > 1 && q.version === state.note.version) {
+    $(".q-agent-note-head", el).textContent = t("q.agentNote");
     fillMd($(".q-agent-note-text", el), state.note.text);
     $(".q-agent-note", el).hidden = false;
   }
 
   if (q.dependsOn.length) {
     const p = $(".q-builds", el);
-    p.append("Builds on ");
+    p.append(t("q.buildsOn"), " ");
     q.dependsOn.forEach((id, i) => {
-      if (i) p.append(", ");
+      if (i) p.append(t("list.sep"));
       const b = document.createElement("button");
       b.type = "button";
       b.className = "link builds-link";
@@ -231,7 +240,8 @@ export function buildQuestion(q) {
         textInput.dataset.opt = o.id;
         const lab = $(".opt-text-label", li);
         lab.htmlFor = textInput.id;
-        lab.textContent = `${o.label}: ${o.textInput.placeholder || "details"}${o.textInput.required ? " (required)" : ""}`;
+        lab.textContent = t(o.textInput.required ? "opt.textRequired" : "opt.text",
+          { label: o.label, what: o.textInput.placeholder || t("opt.details") });
         if (o.textInput.placeholder) textInput.placeholder = o.textInput.placeholder;
         if (o.textInput.required) textInput.setAttribute("aria-required", "true");
         refs.textWrap = refs.textWrap || new Map();
@@ -251,7 +261,7 @@ export function buildQuestion(q) {
         ta.rows = 3;
         field.replaceWith(ta);
         field = ta;
-        $(".other-label", other).textContent = "Your answer";
+        $(".other-label", other).textContent = t("other.yourAnswer");
       } else {
         // Other is a choice in the option list; its text field follows the list.
         const li = document.createElement("li");
@@ -272,14 +282,14 @@ export function buildQuestion(q) {
         main.className = "opt-main";
         const l = document.createElement("span");
         l.className = "opt-label";
-        l.textContent = "Other";
+        l.textContent = t("other.option");
         main.append(l);
         lab.append(input, key, main);
         li.append(lab);
         list.append(li);
         refs.otherInput = input;
-        $(".other-label", other).textContent = "Other, in your words";
-        field.placeholder = "Type your own answer";
+        $(".other-label", other).textContent = t("other.label");
+        field.placeholder = t("other.placeholder");
       }
       field.id = `q${n}-other`;
       $(".other-label", other).htmlFor = field.id;
@@ -301,7 +311,7 @@ export function syncQuestion(q) {
   if (!refs) return;
   const a = answerOf(q);
   const el = refs.el;
-  $(".q-num", el).textContent = `Question ${qNumber(q)} of ${state.spec.questions.length}`;
+  $(".q-num", el).textContent = t("q.number", { n: qNumber(q), total: state.spec.questions.length });
   $(".q-new", el).hidden = !state.newIds.has(q.id);
   el.dataset.status = statusOf(q);
   el.classList.toggle("set-aside", a.mode !== "answer");
@@ -339,7 +349,7 @@ export function syncQuestion(q) {
   const missing = missingTexts(q);
   const prob = $(".q-problem", el);
   if (missing.length && el.classList.contains("tried")) {
-    prob.textContent = `Fill in the text for ${missing.map((o) => `"${o.label}"`).join(", ")} before submitting.`;
+    prob.textContent = t("q.fillIn", { names: quotedList(missing.map((o) => o.label)) });
     prob.hidden = false;
   } else prob.hidden = true;
   for (const [id, o] of refs.options) {
@@ -394,7 +404,7 @@ export function syncRail() {
     b.type = "button";
     b.className = "chip rail-chip rail-review";
     b.dataset.goto = "review";
-    b.textContent = "Review";
+    b.textContent = t("where.review");
     li.append(b);
     rail.append(li);
   }
@@ -415,7 +425,7 @@ export function syncRail() {
     chip.b.dataset.status = s;
     chip.b.classList.toggle("is-new", isNew);
     if (current) chip.b.setAttribute("aria-current", "step"); else chip.b.removeAttribute("aria-current");
-    chip.sr.textContent = `: ${q.header.slice(0, 60)}, ${STATUS_TEXT[s]}${isNew ? ", new" : ""}`;
+    chip.sr.textContent = t(isNew ? "rail.chipNew" : "rail.chip", { header: q.header.slice(0, 60), status: statusText(s) });
   }
   const rb = rail.querySelector(".rail-review");
   if (state.screen === "review") rb.setAttribute("aria-current", "step"); else rb.removeAttribute("aria-current");
@@ -424,7 +434,7 @@ export function syncRail() {
   const bar = $("#progress");
   bar.setAttribute("aria-valuemax", String(total));
   bar.setAttribute("aria-valuenow", String(done));
-  bar.setAttribute("aria-valuetext", `${done} of ${total} resolved`);
+  bar.setAttribute("aria-valuetext", t("progress.value", { done, total }));
   bar.style.setProperty("--done", String(total ? done / total : 0));
   // Not now: measuring the rail here forced a layout in the middle of every step, and the frame
   // then laid the page out a second time. Nor in the frame that shows the new screen: after a
@@ -465,16 +475,19 @@ function keepChipInView(passes, scrolled = false) {
 export function answerText(q) {
   const a = answerOf(q);
   const s = statusOf(q);
-  if (s === "deferred") return "Deferred";
-  if (s === "needs-info") return "Needs more info";
-  if (s === "open") return "Not answered yet";
+  if (s === "deferred") return t("answer.deferred");
+  if (s === "needs-info") return t("answer.needsInfo");
+  if (s === "open") return t("answer.open");
   if (q.kind === "rank") return a.order.map((id) => labelOf(q, id)).join(" > ");
   const parts = a.selected.map((id) => {
     const t = (a.optionTexts[id] || "").trim();
     return t ? `${labelOf(q, id)} [${t}]` : labelOf(q, id);
   });
-  if (a.otherOn && a.other.trim()) parts.push(q.options.length ? `Other: "${a.other.trim()}"` : `"${a.other.trim()}"`);
-  return parts.join(", ");
+  if (a.otherOn && a.other.trim()) {
+    const text = t("quote", { text: a.other.trim() });
+    parts.push(q.options.length ? t("answer.other", { text }) : text);
+  }
+  return joinList(parts);
 }
 
 // Review rows are kept and updated in place (text written only when it changed), not rebuilt
@@ -530,9 +543,9 @@ function fillRow(q, i, row) {
   setText(row.header, q.header);
   setText(row.answer, answerText(q));
   const notes = answerOf(q).notes.trim();
-  setText(row.note, notes ? `Note: ${notes}` : "");
+  setText(row.note, notes ? t("review.note", { text: notes }) : "");
   if (row.note.hidden !== !notes) row.note.hidden = !notes;
-  setText(row.chip, STATUS_TEXT[s]);
+  setText(row.chip, statusText(s));
   if (row.chip.dataset.status !== s) row.chip.dataset.status = s;
   row.li.classList.toggle("blocked", missingTexts(q).length > 0);
 }
@@ -560,8 +573,7 @@ function renderReview(el) {
     questions.forEach((q, i) => fillRow(q, i, reviewRow(q)));
   }
   const c = counts();
-  setText($(".review-counts", el),
-    `${c.answered} answered, ${c.deferred} deferred, ${c.needsInfo} need more info, ${c.open} open.`);
+  setText($(".review-counts", el), t("review.counts", c));
   const gn = $("#general-notes");
   if (gn.value !== state.generalNotes) gn.value = state.generalNotes;
   const rest = questions.filter((q) => statusOf(q) === "open" && hasRecommendation(q)).length;
@@ -750,8 +762,17 @@ export function addQuestionScreens(ids) {
   shownScreens = null;
 }
 
+// The tab's title, led by the number of follow-up questions not seen yet ("(2) Title · …"),
+// so that a user in another tab sees that the agent asked more.
+export function syncTitle() {
+  const unseen = state.newIds.size;
+  const title = state.spec ? `${state.spec.title} · Ask User Rich` : "Ask User Rich";
+  const want = unseen ? `(${unseen}) ${title}` : title;
+  if (document.title !== want) document.title = want;
+}
+
 export function syncAll() {
-  document.title = state.spec ? `${state.spec.title} · Ask User Rich` : "Ask User Rich";
+  syncTitle();
   $("#title").textContent = state.spec.title;
   for (const q of state.spec.questions) syncQuestion(q);
   syncRail();
@@ -765,22 +786,23 @@ export function syncNav() {
   $("#btn-back").disabled = i <= 0;
   const next = $("#btn-next");
   if (state.screen === "review") {
-    next.textContent = "Submit";
+    setText($(".label", next), t("nav.submit"));
     next.dataset.role = "submit";
   } else {
-    next.textContent = list[i + 1] === "review" ? "Review →" : "Next →";
+    setText($(".label", next), t(list[i + 1] === "review" ? "nav.review" : "nav.next"));
     delete next.dataset.role;
   }
+  $(".arrow", next).hidden = state.screen === "review";
   const where = $("#where");
-  if (state.screen === "intro") where.textContent = "Introduction";
-  else if (state.screen === "review") where.textContent = "Review";
+  if (state.screen === "intro") where.textContent = t("where.intro");
+  else if (state.screen === "review") where.textContent = t("where.review");
   else {
     const q = questionById(state.screen.slice(2));
     where.textContent = q ? `${qNumber(q)} / ${state.spec.questions.length}` : "";
   }
   const btn = $("#btn-view");
   btn.setAttribute("aria-pressed", String(state.showAll));
-  btn.textContent = state.showAll ? "One by one" : "Show all";
+  btn.textContent = t(state.showAll ? "view.oneByOne" : "view.showAll");
 }
 
 // Shows one screen (stepper) or marks the current one (show all). dir: 1 forward, -1 back, 0 none.
@@ -864,7 +886,7 @@ export function notice(kind, text, { markdown = null, action = null, id = null }
   const x = document.createElement("button");
   x.type = "button";
   x.className = "btn notice-close";
-  x.textContent = "Dismiss";
+  x.textContent = t("notice.dismiss");
   x.addEventListener("click", () => n.remove());
   row.append(x);
   n.append(row);
@@ -874,7 +896,9 @@ export function notice(kind, text, { markdown = null, action = null, id = null }
 
 // A follow-up stops being new once shown; the notice about them goes with the last one.
 export function markSeen(qid) {
-  if (state.newIds.delete(qid) && !state.newIds.size) clearNotice("follow-ups");
+  if (!state.newIds.delete(qid)) return;
+  if (!state.newIds.size) clearNotice("follow-ups");
+  syncTitle();
 }
 
 export function clearNotice(id) {
@@ -919,5 +943,5 @@ export function applyTheme(theme) {
   const root = document.documentElement;
   if (theme === "light" || theme === "dark") root.dataset.theme = theme;
   else delete root.dataset.theme;
-  $("#btn-theme").textContent = `Theme: ${theme === "light" || theme === "dark" ? theme : "auto"}`;
+  $("#btn-theme").textContent = t(`theme.${theme === "light" || theme === "dark" ? theme : "auto"}`);
 }

@@ -258,13 +258,13 @@ def test_keyboard_focus_stays_in_the_middle_half(form):
     assert box["lo"] <= box["mid"] <= box["hi"], box
 
 
-def test_the_page_says_when_claude_stopped_waiting(form, rich_spec):
+def test_the_page_says_when_the_agent_stopped_waiting(form, rich_spec):
     f = form(rich_spec)
     waiter = threading.Thread(target=f.rt.wait_for_result, args=(f.interview.id, 1.0))
     waiter.start()
     f.page.wait_for_selector('body[data-live="waiting"]', state="attached")
     waiter.join()
-    expect(f.page.locator("#notices")).to_contain_text("Claude stopped waiting")
+    expect(f.page.locator("#notices")).to_contain_text("The agent stopped waiting")
     f.press("ArrowRight", "1")
     result = f.submit_and_collect()
     assert answer_of(result, "db")["selected"] == ["pg"]
@@ -277,7 +277,7 @@ def test_done_screen_says_whether_a_call_was_waiting(form, rich_spec):
     waiter.start()
     f.page.wait_for_selector('body[data-live="waiting"]', state="attached")
     f.press("End", "a", "Enter", "Enter")
-    expect(f.page.locator("section.end")).to_contain_text("Claude has your answers now")
+    expect(f.page.locator("section.end")).to_contain_text("The agent has your answers now")
     waiter.join()
     assert box["r"]["status"] == "submitted"
 

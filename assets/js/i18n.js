@@ -1,0 +1,126 @@
+// The form's own words in the user's language: which language (the interview's `language`,
+// else the browser's, else English), the strings of assets/i18n/<tag>.json, plurals through
+// Intl.PluralRules, and the page's lang/dir. A missing string falls back to English, a missing
+// file to English, and a missing English to the key itself: words never break the page.
+
+export const LANGUAGES = ["en", "ja", "zh-CN", "zh-TW", "ko", "es", "fr", "de", "pt-BR", "ru", "ar"];
+const RTL = new Set(["ar"]);
+
+let lang = "en";
+let strings = {};
+let english = {};
+let plurals = null;
+let agentName = null;
+
+// The supported language closest to one BCP 47 tag, or null: exact, then case-insensitive,
+// then by script or region for Chinese, then the base language (pt-PT and pt reach pt-BR, the
+// only Portuguese there is).
+export function matchLanguage(tag) {
+  if (typeof tag !== "string" || !tag.trim()) return null;
+  const want = tag.trim().replace(/_/g, "-");
+  if (LANGUAGES.includes(want)) return want;
+  const lower = want.toLowerCase();
+  const same = LANGUAGES.find((l) => l.toLowerCase() === lower);
+  if (same) return same;
+  const parts = lower.split("-");
+  if (parts[0] === "zh") {
+    return parts.some((p) => p === "hant" || p === "tw" || p === "hk" || p === "mo") ? "zh-TW" : "zh-CN";
+  }
+  return LANGUAGES.find((l) => l.toLowerCase().split("-")[0] === parts[0]) || null;
+}
+
+export function chooseLanguage(requested, browserLanguages) {
+  const asked = matchLanguage(requested);
+  if (asked) return asked;
+  for (const tag of browserLanguages || []) {
+    const m = matchLanguage(tag);
+    if (m) return m;
+  }
+  return "en";
+}
+
+async function fetchStrings(tag) {
+  try {
+    const r = await fetch(`/assets/i18n/${tag}.json`);
+    if (!r.ok) return {};
+    const data = await r.json();
+    return data && typeof data === "object" ? data : {};
+  } catch {
+    return {};
+  }
+}
+
+// Picks and loads the language, and sets <html lang dir>. Resolves once the strings are in.
+export async function setLanguage(requested) {
+  const browser = navigator.languages && navigator.languages.length ? navigator.languages : [navigator.language];
+  lang = chooseLanguage(requested, browser);
+  const [mine, en] = await Promise.all([fetchStrings(lang), lang === "en" ? null : fetchStrings("en")]);
+  strings = mine;
+  english = en || mine;
+  try { plurals = new Intl.PluralRules(lang); } catch { plurals = null; }
+  const root = document.documentElement;
+  root.lang = lang;
+  root.dir = RTL.has(lang) ? "rtl" : "ltr";
+  return lang;
+}
+
+export const language = () => lang;
+export const isRtl = () => RTL.has(lang);
+
+// The name the client gave the agent, or null: then the language's word for "the agent".
+export function setAgent(name) {
+  agentName = typeof name === "string" && name.trim() ? name.trim() : null;
+}
+
+function lookup(table, key, count) {
+  const v = table[key];
+  if (typeof v === "string") return v;
+  if (v && typeof v === "object") {
+    const cat = plurals && typeof count === "number" ? plurals.select(count) : "other";
+    if (typeof v[cat] === "string") return v[cat];
+    if (typeof v.other === "string") return v.other;
+  }
+  return null;
+}
+
+// t("key", {count: 2, agent: …}): the string with its {placeholders} filled. {agent} is filled
+// in by itself; a sentence that starts with it starts with a capital when it is the common noun.
+export function t(key, params = {}) {
+  const count = typeof params.count === "number" ? params.count : undefined;
+  const template = lookup(strings, key, count) ?? lookup(english, key, count) ?? key;
+  const values = { agent: agentName || lookup(strings, "agent.fallback") || lookup(english, "agent.fallback") || "", ...params };
+  const out = template.replace(/\{(\w+)\}/g, (m, name) => (name in values ? String(values[name]) : m));
+  if (template.startsWith("{agent}") && !agentName && out) return out[0].toLocaleUpperCase(lang) + out.slice(1);
+  return out;
+}
+
+// A list of words the way the language joins them ("a, b" / "a、b" / "a، b").
+export const list = (items) => items.join(t("list.sep"));
+
+// Text whose `backticked` parts are keys, shown as <kbd>.
+export function fillKeys(el, text) {
+  el.replaceChildren();
+  String(text).split("`").forEach((part, i) => {
+    if (i % 2 === 0) { if (part) el.append(part); return; }
+    const k = document.createElement("kbd");
+    k.textContent = part;
+    el.append(k);
+  });
+}
+
+// Fills the markup's own words, in the page and in every <template>, from data-i18n (text),
+// data-i18n-keys (text with <kbd> keys) and data-i18n-<attribute> (title, aria-label, …).
+export function translatePage(root = document) {
+  const roots = [root, ...[...root.querySelectorAll("template")].map((tpl) => tpl.content)];
+  for (const r of roots) {
+    for (const el of r.querySelectorAll("*")) {
+      for (const attr of [...el.attributes]) {
+        if (!attr.name.startsWith("data-i18n")) continue;
+        const what = attr.name.slice("data-i18n".length);
+        if (what === "") el.textContent = t(attr.value);
+        else if (what === "-keys") fillKeys(el, t(attr.value));
+        else el.setAttribute(what.slice(1), t(attr.value));
+      }
+    }
+  }
+}
