@@ -1,0 +1,303 @@
+"""The form in eleven languages, the agent's own name, and skipping the whole interview
+(CONTRACT §2.1 language, §4.1 declined via browser, §7 declined, §9), without a browser."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+import askrich
+from support import api_url, choice, http_request, interview, submit
+
+ASSETS = Path(askrich.__file__).resolve().parent / "assets"
+I18N = ASSETS / "i18n"
+
+# The cardinal plural categories CLDR gives each language: the ones Intl.PluralRules can pick.
+PLURAL_CATEGORIES = {
+    "en": {"one", "other"},
+    "ja": {"other"},
+    "zh-CN": {"other"},
+    "zh-TW": {"other"},
+    "ko": {"other"},
+    "es": {"one", "many", "other"},
+    "fr": {"one", "many", "other"},
+    "de": {"one", "other"},
+    "pt-BR": {"one", "many", "other"},
+    "ru": {"one", "few", "many", "other"},
+    "ar": {"zero", "one", "two", "few", "many", "other"},
+}
+PLACEHOLDER = re.compile(r"\{(\w+)\}")
+KEY_IN_TEXT = re.compile(r"`([^`]+)`")
+SHORTCUT = re.compile(r"\(([A-Z?])\)")
+
+
+def strings(tag: str) -> dict:
+    return json.loads((I18N / ("%s.json" % tag)).read_text(encoding="utf-8"))
+
+
+def variants(value) -> list:
+    return list(value.values()) if isinstance(value, dict) else [value]
+
+
+ENGLISH = strings("en")
+TRANSLATED = [tag for tag in askrich.FORM_LANGUAGES if tag != "en"]
+
+
+# -- the translation files ---------------------------------------------------------------------
+
+
+def test_there_is_one_file_per_language_and_every_one_is_served():
+    assert sorted(p.stem for p in I18N.glob("*.json")) == sorted(askrich.FORM_LANGUAGES)
+    assert set(PLURAL_CATEGORIES) == set(askrich.FORM_LANGUAGES)
+    for tag in askrich.FORM_LANGUAGES:
+        assert "i18n/%s.json" % tag in askrich.ASSET_FILES
+
+
+@pytest.mark.parametrize("tag", TRANSLATED)
+def test_every_language_has_every_english_key_and_no_stray_one(tag):
+    theirs = strings(tag)
+    assert sorted(set(ENGLISH) - set(theirs)) == [], "missing"
+    assert sorted(set(theirs) - set(ENGLISH)) == [], "stray"
+
+
+@pytest.mark.parametrize("tag", TRANSLATED)
+def test_every_string_keeps_the_english_placeholders(tag):
+    wrong = []
+    for key, english in ENGLISH.items():
+        want = set(PLACEHOLDER.findall(" ".join(variants(english))))
+        value = strings(tag)[key]
+        # A plural form may leave the number out ("one question" may be written as a word,
+        # Arabic's dual never shows it); "other" is the general form and says everything.
+        general = value["other"] if isinstance(value, dict) else value
+        if set(PLACEHOLDER.findall(general)) != want:
+            wrong.append((key, general))
+        for text in variants(value):
+            if not set(PLACEHOLDER.findall(text)) <= want:
+                wrong.append((key, text))
+    assert wrong == []
+
+
+@pytest.mark.parametrize("tag", list(askrich.FORM_LANGUAGES))
+def test_plural_strings_have_exactly_the_categories_the_language_needs(tag):
+    wrong = []
+    for key, english in ENGLISH.items():
+        value = strings(tag)[key]
+        if isinstance(english, dict) != isinstance(value, dict):
+            wrong.append((key, "plural in one language and not the other"))
+        elif isinstance(value, dict) and set(value) != PLURAL_CATEGORIES[tag]:
+            wrong.append((key, sorted(value)))
+    assert wrong == []
+    assert any(isinstance(v, dict) for v in ENGLISH.values())
+
+
+@pytest.mark.parametrize("tag", TRANSLATED)
+def test_shortcut_keys_stay_the_same_in_every_language(tag):
+    wrong = []
+    for key, english in ENGLISH.items():
+        for theirs in variants(strings(tag)[key]):
+            en = " ".join(variants(english))
+            if tag == "ar":
+                # Right to left, the way forward is the left arrow key (keys.js swaps them).
+                en, theirs = en.replace("←", "→"), theirs.replace("←", "→")
+            if sorted(KEY_IN_TEXT.findall(theirs)) != sorted(KEY_IN_TEXT.findall(en)):
+                wrong.append((key, "keys", theirs))
+            if sorted(SHORTCUT.findall(theirs)) != sorted(SHORTCUT.findall(en)):
+                wrong.append((key, "shortcut", theirs))
+    assert wrong == []
+
+
+def test_french_punctuation_never_starts_a_line():
+    # Before ? ! ; : and inside guillemets French sets a space that must not break.
+    plain = [
+        (key, text)
+        for key, value in strings("fr").items()
+        for text in variants(value)
+        if re.search(r" [?!;:»]|« ", text)
+    ]
+    assert plain == []
+
+
+def test_every_word_key_the_form_uses_exists_in_english():
+    used = set()
+    # i18n.js defines t() and only names keys in its comments.
+    for path in [p for p in (ASSETS / "js").glob("*.js") if p.name != "i18n.js"] + [ASSETS / "form.html"]:
+        text = path.read_text(encoding="utf-8")
+        used.update(re.findall(r"\bt\(\"([\w.-]+)\"", text))
+        used.update(re.findall(r"data-i18n(?:-[\w-]+)?=\"([\w.-]+)\"", text))
+    assert len(used) > 100
+    assert sorted(used - set(ENGLISH)) == []
+
+
+def test_no_product_is_named_in_the_form_itself():
+    named = [
+        str(path.relative_to(ASSETS))
+        for path in ASSETS.rglob("*")
+        if path.suffix in (".js", ".html", ".css", ".json") and "vendor" not in path.parts
+        and "Claude" in path.read_text(encoding="utf-8")
+    ]
+    assert named == []
+
+
+# -- language on ask_user_rich -----------------------------------------------------------------
+
+
+def test_language_is_kept_in_the_spec_and_defaults_to_null():
+    spec, _ = askrich.validate_interview(interview(language="pt-BR"))
+    assert spec["language"] == "pt-BR"
+    spec, _ = askrich.validate_interview(interview())
+    assert spec["language"] is None
+
+
+@pytest.mark.parametrize("tag", ["ja", "zh-Hant-TW", "tlh", "x-klingon", "sr-Latn-RS", "EN-us"])
+def test_a_well_formed_tag_is_accepted_even_without_a_translation(tag):
+    spec, _ = askrich.validate_interview(interview(language=tag))
+    assert spec["language"] == tag
+
+
+@pytest.mark.parametrize("value, fix", [
+    ("", 'e.g. "ja" or "pt-BR"'),
+    ("  ", 'e.g. "ja" or "pt-BR"'),
+    ("Japanese please", 'e.g. "ja" or "pt-BR"'),
+    ("日本語", 'e.g. "ja" or "pt-BR"'),
+    ("pt_BR", 'use "pt-BR"'),
+    (5, 'e.g. "ja" or "pt-BR"'),
+    (["ja"], 'e.g. "ja" or "pt-BR"'),
+])
+def test_a_language_that_is_not_a_tag_is_a_problem_line_with_the_fix(value, fix):
+    with pytest.raises(askrich.InvalidInterview) as caught:
+        askrich.validate_interview(interview(language=value))
+    lines = str(caught.value).splitlines()
+    assert lines[0] == "Invalid interview:"
+    assert len(lines) == 2 and lines[1].startswith('- language: "language" must be a BCP 47 language tag (')
+    assert fix in lines[1] and askrich.describe(value) in lines[1]
+
+
+def test_the_tool_schema_and_the_instructions_tell_the_model_about_language():
+    tool = next(t for t in askrich.TOOLS if t["name"] == "ask_user_rich")
+    prop = tool["inputSchema"]["properties"]["language"]
+    assert prop["type"] == "string" and "pt-BR" in prop["description"]
+    assert "language the user writes in" in askrich.SERVER_INSTRUCTIONS
+    assert 'status "declined"' in askrich.AFTER_TEXT and "do not proceed as if they agreed" in askrich.AFTER_TEXT
+    assert askrich.AFTER_TEXT in tool["description"] and askrich.AFTER_TEXT in askrich.SERVER_INSTRUCTIONS
+
+
+# -- the agent's name --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("client_info, name", [
+    ({"name": "claude-code", "title": "Claude Code", "version": "2.1"}, "Claude Code"),
+    ({"name": "claude-code"}, "Claude Code"),
+    ({"name": "gemini-cli-mcp-client"}, "Gemini CLI"),
+    ({"name": "codex_cli"}, "Codex CLI"),
+    ({"name": "Visual Studio Code"}, "Visual Studio Code"),
+    ({"name": "x", "title": "  My   Agent  "}, "My Agent"),
+    ({"name": "cursor", "title": ""}, "Cursor"),
+    ({"name": "mcp-client"}, None),
+    ({"name": "", "title": "   "}, None),
+    ({"name": 7}, None),
+    ({}, None),
+    (None, None),
+    ("claude-code", None),
+])
+def test_the_agent_is_named_from_client_info(client_info, name):
+    assert askrich.agent_name(client_info) == name
+
+
+def test_a_long_or_odd_client_name_is_cut_and_cleaned():
+    name = askrich.agent_name({"title": "Agent\u0000\u202e" + "x" * 100})
+    assert len(name) == askrich.AGENT_NAME_MAX and name.endswith("…")
+    assert name.startswith("Agentx") and name.isprintable()
+
+
+def test_the_form_api_names_the_agent_the_client_gave(server):
+    server.call("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                               "clientInfo": {"name": "gemini-cli-mcp-client", "version": "1"}})
+    server.notify("notifications/initialized")
+    reply = server.tool("ask_user_rich", interview(delivery="link", language="ja"))
+    url = reply["result"]["structuredContent"]["url"]
+    data = http_request(api_url(url)).json()
+    assert data["agent"] == "Gemini CLI"
+    assert data["spec"]["language"] == "ja"
+
+
+def test_the_form_api_has_no_agent_when_the_client_gave_no_name(runtime):
+    opened = runtime.open_interview(interview())
+    assert http_request(api_url(opened.url)).json()["agent"] is None
+
+
+# -- skipping the whole interview --------------------------------------------------------------
+
+
+@pytest.fixture
+def two_questions(runtime):
+    return runtime.open_interview(interview(choice("db", "pg", "my"), choice("ui", "web", "tui"),
+                                            title="Storage plan"))
+
+
+def test_a_declined_submit_keeps_the_answers_and_settles_as_declined_via_browser(runtime, two_questions):
+    response = submit(two_questions.url, {"db": {"status": "answer", "selected": ["pg"]}},
+                      declined=True, generalNotes="Not now, ask me tomorrow.")
+    assert response.status == 200 and response.json()["ok"] is True
+    result = runtime.wait_for_result(two_questions.id, timeout=5)
+    assert result["status"] == "declined" and result["via"] == "browser"
+    assert result["generalNotes"] == "Not now, ask me tomorrow."
+    assert result["answers"][0]["selected"] == ["pg"] and result["answers"][0]["status"] == "answered"
+    assert result["answers"][1]["status"] == "unanswered"
+    first = result["summary"].splitlines()[0]
+    assert first == '"Storage plan" declined via browser: 1 answered, 0 deferred, 0 need more info, 1 unanswered.'
+    assert 'General notes: "Not now, ask me tomorrow."' in result["summary"]
+    assert http_request(api_url(two_questions.url, "state")).json()["state"] == "declined"
+    assert http_request(api_url(two_questions.url)).json()["state"] == "declined"
+
+
+def test_a_declined_interview_takes_no_second_submit(two_questions):
+    assert submit(two_questions.url, {}, declined=True).status == 200
+    again = submit(two_questions.url, {})
+    assert again.status == 409 and again.json() == {"error": "interview already declined"}
+
+
+def test_declined_false_is_an_ordinary_submit(runtime, two_questions):
+    assert submit(two_questions.url, {}, declined=False).status == 200
+    assert runtime.wait_for_result(two_questions.id, timeout=5)["status"] == "submitted"
+
+
+@pytest.mark.parametrize("value", ["yes", 1, None, {}])
+def test_declined_that_is_not_a_boolean_is_refused_and_the_interview_stays_open(two_questions, value):
+    response = submit(two_questions.url, {}, declined=value)
+    assert response.status == 422
+    assert response.json()["error"].startswith("declined must be true or false, not ")
+    assert http_request(api_url(two_questions.url, "state")).json()["state"] == "pending"
+
+
+def test_a_declined_submit_still_checks_the_answers(two_questions):
+    response = submit(two_questions.url, {"db": {"status": "answer", "selected": ["mongo"]}}, declined=True)
+    assert response.status == 422 and 'unknown option id "mongo"' in response.json()["error"]
+    assert http_request(api_url(two_questions.url, "state")).json()["state"] == "pending"
+
+
+def waiting(url, deadline_seconds=10.0):
+    deadline = time.monotonic() + deadline_seconds
+    while time.monotonic() < deadline:
+        if http_request(api_url(url, "state")).json()["waiting"]:
+            return True
+    return False
+
+
+def test_the_waiting_call_returns_declined_via_browser(server):
+    server.initialize()
+    url = server.tool("ask_user_rich", interview(choice("db", "pg", "my"), title="Plan", delivery="link"))[
+        "result"]["structuredContent"]["url"]
+    session_id = http_request(api_url(url)).json()["id"]
+    request = server.request("tools/call", {"name": "await_user_answers", "arguments": {"sessionId": session_id}})
+    assert waiting(url), "await_user_answers never started waiting"
+    assert submit(url, {"db": {"status": "answer", "selected": ["my"]}}, declined=True,
+                  generalNotes="Busy").status == 200
+    reply = server.response(request)
+    structured = reply["result"]["structuredContent"]
+    assert (structured["status"], structured["via"]) == ("declined", "browser")
+    assert structured["answers"][0]["selected"] == ["my"] and structured["generalNotes"] == "Busy"
+    assert reply["result"]["content"][0]["text"].startswith('"Plan" declined via browser: 1 answered')
