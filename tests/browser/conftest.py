@@ -68,15 +68,16 @@ def rt(tmp_path):
 
 @pytest.fixture
 def form(browser, rt):
-    """form(spec, viewport=..., color_scheme=..., reduced_motion=..., storage=True) -> Form"""
+    """form(spec, viewport=..., color_scheme=..., reduced_motion=..., locale=..., agent=...) -> Form"""
     opened: list[Form] = []
 
     def make(spec, *, viewport=None, color_scheme="light", reduced_motion="no-preference",
-             goto=True, block_storage=False, device_scale_factor=1, has_touch=False):
-        interview = rt.open_interview(spec)
+             goto=True, block_storage=False, device_scale_factor=1, has_touch=False, locale=None,
+             agent=None):
+        interview = rt.open_interview(spec, agent=agent)
         context = browser.new_context(
             viewport=viewport or DESKTOP, color_scheme=color_scheme, reduced_motion=reduced_motion,
-            device_scale_factor=device_scale_factor, has_touch=has_touch,
+            device_scale_factor=device_scale_factor, has_touch=has_touch, locale=locale,
         )
         context.add_init_script(WATCH_CSP)
         if block_storage:
