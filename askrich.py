@@ -107,17 +107,17 @@ CONTENT_SECURITY_POLICY = (
 
 def read_asset(name: str) -> bytes:
     """One file of assets/, read the same way from a checkout and from inside askrich.pyz."""
-    # Found beside the file this code was compiled from, not beside __file__: a checkout server
-    # that restarted from bytecode runs a cached .pyc elsewhere (see BytecodeRestart). In a
-    # checkout, beside the real file: askrich.py may be run through a symlink on the PATH. In
-    # the archive, by the archive's own path, which is how its zip loader knows its files.
-    source = read_asset.__code__.co_filename
+    parts = name.split("/")
     loader = globals().get("__loader__")
-    source = os.path.abspath(source) if hasattr(loader, "archive") else os.path.realpath(source)
-    path = os.path.join(os.path.dirname(source), "assets", *name.split("/"))
-    if loader is not None and hasattr(loader, "get_data"):
-        return loader.get_data(path)
-    with open(path, "rb") as handle:
+    archive = getattr(loader, "archive", None)
+    if archive:
+        # Through the zip this process runs from, never a path remembered in compiled code:
+        # the code cache is shared by every copy of the same archive, wherever each one is.
+        return loader.get_data(os.path.join(archive, "assets", *parts))
+    # Beside the real file this code was compiled from: askrich.py may be run through a symlink
+    # on the PATH, and a checkout that restarted from bytecode runs a cached .pyc elsewhere.
+    folder = os.path.dirname(os.path.realpath(read_asset.__code__.co_filename))
+    with open(os.path.join(folder, "assets", *parts), "rb") as handle:
         return handle.read()
 
 

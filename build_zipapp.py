@@ -101,6 +101,15 @@ def _load(archive, loader):
     return code
 
 
+def _renamed(code, filename):
+    """`code` and the code nested in it, naming `filename` as their source. The cache is shared
+    by every copy of the same archive, so the path a copy was compiled from is only a name, and
+    the wrong one for any other copy: tracebacks name the archive that is running."""
+    nested = tuple(_renamed(const, filename) if type(const) is type(code) else const
+                   for const in code.co_consts)
+    return code.replace(co_filename=filename, co_consts=nested)
+
+
 def _start_over():
     """After a miss, the stdio server starts over from the cache just written: compiling left
     some 6 MB behind that the allocator keeps while the server idles, all day. Nothing has been
@@ -140,6 +149,8 @@ def _main():
         return askrich.main()
     from importlib.machinery import ModuleSpec
     filename = os.path.join(absolute, "askrich.py")
+    if code.co_filename != filename:
+        code = _renamed(code, filename)
     module = type(sys)("askrich")
     module.__file__ = filename
     module.__loader__ = loader

@@ -329,6 +329,95 @@ def test_without_a_home_folder_nothing_is_cached_in_the_working_folder(tmp_path,
     assert os.listdir(str(work)) == []
 
 
+# --- the same code cache, wherever the archive is ------------------------------------------
+
+def _serve_an_interview_from(python, target, env):
+    """Run the archive at `target` as a stdio server started from its own folder by a relative
+    path, answer a link interview through its form, and check that the page and every asset it
+    references are served, each byte for byte the copy inside `target`."""
+    server = zs.McpServer([python, os.path.basename(target)], cwd=os.path.dirname(target), env=env)
+    try:
+        zs.handshake(server)
+        served = zs.link_interview_round_trip(server, target)
+        assert server.close() == 0, "".join(server.stderr)
+    finally:
+        server.kill()
+    assert any(path.endswith(".js") for path in served) and any(path.endswith(".css") for path in served), served
+    return served
+
+
+def _cache_stamps(tmp_path):
+    """Which compiled-code files the private cache holds, and which write of each."""
+    return {path.name: (path.stat().st_ino, path.stat().st_mtime_ns) for path in _cache_files(tmp_path)}
+
+
+_EDGE_PYTHONS = zs.oldest_and_newest()
+
+
+@pytest.mark.parametrize("version,python", _EDGE_PYTHONS, ids=[v for v, _ in _EDGE_PYTHONS])
+def test_an_archive_moved_after_its_first_run_serves_its_form_from_the_new_folder(tmp_path, pyz, version, python):
+    env = zs.child_env(tmp_path)
+    first = zs.lone_copy(pyz, str(tmp_path / "a"))
+    _serve_an_interview_from(python, first, env)
+    cached = _cache_stamps(tmp_path)
+    assert len(cached) == 1, cached
+    shutil.rmtree(str(tmp_path / "a"))
+    moved = zs.lone_copy(pyz, str(tmp_path / "b"))
+    _serve_an_interview_from(python, moved, env)
+    assert _cache_stamps(tmp_path) == cached  # the same bytes ran from the cache, not recompiled
+
+
+@pytest.mark.parametrize("version,python", _EDGE_PYTHONS, ids=[v for v, _ in _EDGE_PYTHONS])
+def test_two_copies_in_two_folders_used_in_turn_each_serve_their_own_form(tmp_path, pyz, version, python):
+    env = zs.child_env(tmp_path)
+    copies = [zs.lone_copy(pyz, str(tmp_path / name)) for name in ("plugin", "downloads")]
+    cached = None
+    for target in copies + copies:
+        _serve_an_interview_from(python, target, env)
+        cached = cached or _cache_stamps(tmp_path)
+        assert _cache_stamps(tmp_path) == cached and len(cached) == 1, cached
+
+
+@pytest.mark.parametrize("version,python", _EDGE_PYTHONS, ids=[v for v, _ in _EDGE_PYTHONS])
+def test_an_updated_archive_in_the_same_folder_serves_its_own_form(tmp_path, pyz, version, python):
+    tree = zs.copy_tree(str(tmp_path / "tree"))
+    with open(os.path.join(tree, "assets", "form.css"), "ab") as handle:
+        handle.write(b"\n/* the next release */\n")
+    updated = str(tmp_path / "updated.pyz")
+    zs.build_ok(updated, root=tree, args=["--no-run"])
+    with zipfile.ZipFile(pyz) as old, zipfile.ZipFile(updated) as new:
+        assert old.read("assets/form.css") != new.read("assets/form.css")
+    env = zs.child_env(tmp_path)
+    target = zs.lone_copy(pyz, str(tmp_path / "install"))
+    for release in (updated, pyz, updated):  # an update, a downgrade, the update again
+        shutil.copyfile(release, target + ".new")
+        os.replace(target + ".new", target)
+        _serve_an_interview_from(python, target, env)
+    assert len(_cache_files(tmp_path)) == 2
+
+
+def test_code_from_the_cache_names_the_copy_that_runs_it_in_tracebacks(tmp_path, pyz):
+    env = zs.child_env(tmp_path)
+    first = zs.lone_copy(pyz, str(tmp_path / "a"))
+    assert zs.run([sys.executable, first, "--version"], cwd=tmp_path, env=env).returncode == 0
+    cached = _cache_stamps(tmp_path)
+    other = zs.lone_copy(pyz, str(tmp_path / "b"))
+    probe = (
+        "import runpy, sys\n"
+        "sys.argv = [%r, '--version']\n"
+        "try:\n"
+        "    runpy.run_path(%r, run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "m = sys.modules['askrich']\n"
+        "print(m.read_asset.__code__.co_filename)\n"
+        "print(m.Config.__init__.__code__.co_filename)\n" % (other, other))
+    proc = zs.run([sys.executable, "-c", probe], cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-2:] == [os.path.join(other, "askrich.py")] * 2, proc.stdout
+    assert _cache_stamps(tmp_path) == cached
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_a_cold_stdio_server_starts_over_from_the_cache_it_wrote_once(tmp_path, pyz):
     """A first start compiles, which leaves memory the allocator keeps while the server idles;
