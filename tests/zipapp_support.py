@@ -180,6 +180,16 @@ class McpServer:
             message["params"] = params
         self.send(message)
 
+    def silent_for(self, seconds):
+        """Whether the server writes nothing to stdout for `seconds` (and is still running)."""
+        try:
+            message = self.lines.get(timeout=seconds)
+        except queue.Empty:
+            return self.proc.poll() is None
+        if message is not None:
+            self.notifications.append(message)
+        return False
+
     def request(self, method, params=None, timeout=REPLY_TIMEOUT):
         """Send a request; return its response (result or error), collecting notifications."""
         self._next_id += 1
