@@ -55,6 +55,7 @@ ENV_PUBLIC_HOST = "ASK_USER_RICH_PUBLIC_HOST"
 ENV_PROGRESS_MS = "ASK_USER_RICH_PROGRESS_MS"
 ENV_LOG_DIR = "ASK_USER_RICH_LOG_DIR"
 ENV_CODE_CACHE = "ASK_USER_RICH_CODE_CACHE"
+ENV_RESTARTED = "ASK_USER_RICH_RESTARTED"  # internal: askrich.pyz started over from its code cache
 
 MAX_TIMEOUT_SECONDS = 604800  # one week
 SETTLED_RETENTION_SECONDS = 30 * 60
@@ -3376,7 +3377,8 @@ def elicitation_action(response):
 #
 # A module inside a zip is compiled at every start, so askrich.pyz keeps this module's compiled
 # code in a per-user folder. Its entry point runs before this module can be imported, so
-# build_zipapp.py copies the three functions below into it: keep them to os and sys.
+# build_zipapp.py copies the three functions below, and ENV_CODE_CACHE and ENV_RESTARTED, into
+# it: keep them to os and sys.
 
 
 def code_cache_dir():

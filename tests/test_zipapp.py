@@ -2,6 +2,8 @@
 alone from an empty folder, the exit code, and the per-user code cache of __main__.py."""
 
 import hashlib
+import importlib.util
+import inspect
 import io
 import os
 import re
@@ -112,6 +114,48 @@ def test_archive_is_a_shebang_then_sorted_plain_files_with_fixed_metadata(pyz, t
         assert contents["askrich.py"] == f.read()
     assert b"askrich" in contents["__main__.py"]
     assert os.stat(pyz).st_mode & 0o111, "the archive is not executable"
+
+
+def test_the_entry_point_is_the_builders_functions_and_askrichs_names_spelled_once(pyz, tree):
+    builder = _load_builder(tree)
+    main_text = _entries(pyz)[2]["__main__.py"].decode("utf-8")
+    for function in builder.ENTRY_POINT:
+        assert inspect.getsource(function).rstrip("\n") in main_text, function.__name__
+    askrich_text = open(os.path.join(tree, "askrich.py"), encoding="utf-8").read()
+    for name in builder.SHARED_FUNCTIONS:
+        assert "\ndef %s(" % name in main_text and "\ndef %s(" % name in askrich_text, name
+    # Every variable name comes from askrich.py's constants: one assignment each, no other spelling.
+    spelled = re.findall(r"ASK_USER_RICH_[A-Z_]+", main_text)
+    assert sorted(spelled) == ["ASK_USER_RICH_CODE_CACHE", "ASK_USER_RICH_RESTARTED"], spelled
+    for constant in builder.SHARED_CONSTANTS:
+        assert re.search(r"^%s = \"ASK_USER_RICH_\w+\"" % constant, askrich_text, re.M), constant
+        assert re.search(r"^%s = " % constant, main_text, re.M), constant
+    assert "ASK_USER_RICH_" not in open(os.path.join(tree, "build_zipapp.py"), encoding="utf-8").read()
+    assert main_text.rstrip().endswith("sys.exit(run_archive(__loader__))")
+
+
+def test_a_build_from_an_askrich_py_without_a_shared_function_says_which(tmp_path):
+    tree = zs.copy_tree(str(tmp_path / "tree"))
+    path = os.path.join(tree, "askrich.py")
+    with open(path, encoding="utf-8") as handle:
+        text = handle.read()
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text.replace("def own_folder(", "def owned_folder("))
+    proc = zs.build(tmp_path / "x.pyz", root=tree, args=["--no-run"])
+    assert proc.returncode != 0 and not (tmp_path / "x.pyz").exists()
+    assert "own_folder" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def _load_builder(tree):
+    """The build_zipapp module of `tree`, loaded under a name of its own (and sys.path as it was)."""
+    spec = importlib.util.spec_from_file_location("tree_build_zipapp", os.path.join(tree, "build_zipapp.py"))
+    module = importlib.util.module_from_spec(spec)
+    path = list(sys.path)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path[:] = path
+    return module
 
 
 def test_archive_is_small(pyz):
