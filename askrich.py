@@ -105,18 +105,73 @@ CONTENT_SECURITY_POLICY = (
 
 
 def read_asset(name: str) -> bytes:
-    """One file of assets/, read the same way from a checkout and from inside askrich.pyz."""
+    """One file of assets/, read the same way from a checkout and from inside askrich.pyz;
+    OSError when it cannot be had."""
     parts = name.split("/")
     loader = globals().get("__loader__")
     archive = getattr(loader, "archive", None)
     if archive:
         # Through the zip this process runs from, never a path remembered in compiled code:
         # the code cache is shared by every copy of the same archive, wherever each one is.
-        return loader.get_data(os.path.join(archive, "assets", *parts))
+        try:
+            if RUNNING_ARCHIVE is not None and RUNNING_ARCHIVE.changed():
+                return RUNNING_ARCHIVE.read("/".join(["assets"] + parts))
+            return loader.get_data(os.path.join(archive, "assets", *parts))
+        except OSError:
+            raise
+        except Exception as error:  # zipimport's, zlib's or zipfile's word for a damaged zip
+            raise OSError("cannot read %s from %s: %s" % (name, archive, error)) from error
     # Beside the real file: askrich.py may be run through a symlink on the PATH.
     folder = os.path.dirname(os.path.realpath(__file__))
     with open(os.path.join(folder, "assets", *parts), "rb") as handle:
         return handle.read()
+
+
+class RunningArchive:
+    """The zip a server process runs from, held open from its start. zipimport reads a member
+    by the path and the offsets it found at start, so once a release is installed over the
+    archive, or the archive is moved away, while the server runs, its form's files are read
+    from the file held here instead: the bytes this server started with while any name still
+    holds them, else the whole of what replaced them in place."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.handle = open(path, "rb")
+        self.stamp = self.stamp_of(os.fstat(self.handle.fileno()))
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def stamp_of(status) -> tuple:
+        return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns)
+
+    def changed(self) -> bool:
+        try:
+            return self.stamp_of(os.stat(self.path)) != self.stamp
+        except OSError:
+            return True
+
+    def read(self, member: str) -> bytes:
+        import zipfile
+
+        with self.lock:  # one file position for every thread of the form server
+            self.handle.seek(0)
+            with zipfile.ZipFile(self.handle) as archive:
+                return archive.read(member)
+
+
+RUNNING_ARCHIVE = None  # a RunningArchive while a stdio server runs from askrich.pyz on POSIX
+
+
+def hold_running_archive() -> None:
+    """Open RUNNING_ARCHIVE when this process runs from a zip. Not on Windows, where a file held
+    open cannot be replaced: that would keep users from installing an update."""
+    global RUNNING_ARCHIVE
+    archive = getattr(globals().get("__loader__"), "archive", None)
+    if archive and os.name == "posix" and RUNNING_ARCHIVE is None:
+        try:
+            RUNNING_ARCHIVE = RunningArchive(os.path.abspath(archive))
+        except OSError:
+            pass  # already gone: zipimport's own reads are all there is
 
 
 # ============================================================================================
@@ -3500,6 +3555,7 @@ def read_interview_file(path: str):
 def run_stdio_server() -> int:
     import signal
 
+    hold_running_archive()
     config, warnings = Config.from_env()
     protocol_out = sys.stdout.buffer
     # stdout belongs to the protocol: a stray print anywhere must land on stderr instead.

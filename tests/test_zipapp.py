@@ -440,6 +440,45 @@ def test_an_updated_archive_in_the_same_folder_serves_its_own_form(tmp_path, pyz
     assert len(_cache_files(tmp_path)) == 2
 
 
+@pytest.mark.skipif(os.name != "posix", reason="a file held open cannot be replaced on Windows")
+@pytest.mark.parametrize("version,python", _EDGE_PYTHONS, ids=[v for v, _ in _EDGE_PYTHONS])
+def test_a_running_server_keeps_serving_its_own_form_when_its_archive_is_replaced_or_moved(
+        tmp_path, pyz, version, python):
+    tree = zs.copy_tree(str(tmp_path / "tree"))
+    for name in ("form.css", "js/main.js"):
+        with open(os.path.join(tree, "assets", *name.split("/")), "ab") as handle:
+            handle.write(b"\n/* the next release, a little longer */\n" * 40)
+    updated = str(tmp_path / "updated.pyz")
+    zs.build_ok(updated, root=tree, args=["--no-run"])
+    env = zs.child_env(tmp_path)
+
+    def install_over(target):  # a new release renamed over the running one
+        shutil.copyfile(updated, target + ".new")
+        os.replace(target + ".new", target)
+        return pyz
+
+    def move_away(target):
+        os.rename(target, target + ".moved")
+        return pyz
+
+    def rewrite_in_place(target):  # the running release's bytes are gone for good
+        with open(updated, "rb") as new, open(target, "r+b") as old:
+            old.write(new.read())
+            old.truncate()
+        return updated
+
+    for change in (install_over, move_away, rewrite_in_place):
+        target = zs.lone_copy(pyz, str(tmp_path / change.__name__))
+        server = zs.McpServer([python, target], cwd=str(tmp_path), env=env)
+        try:
+            zs.handshake(server)
+            url = zs.tool_call(server, "ask_user_rich", zs.INTERVIEW)["url"]
+            zs.check_page_and_assets(url, change(target))  # every file whole, and from that archive
+            assert server.close() == 0, "".join(server.stderr)
+        finally:
+            server.kill()
+
+
 def test_code_from_the_cache_names_the_copy_that_runs_it_in_tracebacks(tmp_path, pyz):
     env = zs.child_env(tmp_path)
     first = zs.lone_copy(pyz, str(tmp_path / "a"))
