@@ -5,7 +5,7 @@
     python3 build_zipapp.py -o out.pyz      # another output path
     python3 build_zipapp.py --check FILE    # does FILE hold exactly what this tree builds?
 
-The archive is a `#!/usr/bin/env python3` line followed by a zip holding `__main__.py` (main_py()),
+The archive is a `#!/usr/bin/env python3` line followed by a zip holding `__main__.py` (below),
 `askrich.py` and every file of `assets/` except `assets/screenshots/`. It is byte-for-byte
 reproducible: entries sorted by name, one fixed timestamp (1980-01-01 00:00:00, or
 SOURCE_DATE_EPOCH when set), modes normalized to 0644, no directory entries, no comment, no
