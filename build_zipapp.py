@@ -257,8 +257,7 @@ MARKETPLACE_DESCRIPTION = ("The ask-user-rich plugin: the MCP server that interv
                            "in a local web form, and a skill on when and how to ask.")
 PLUGIN_AUTHOR = "The ask-user-rich authors"
 PLUGIN_LICENSE = "MIT"
-# Where the project lives. A release build names its own repository (GITHUB_REPOSITORY, as
-# GitHub Actions sets it); --homepage overrides both.
+# Where the project lives; the release workflow passes its own repository with --homepage.
 DEFAULT_HOMEPAGE = "https://github.com/ask-user-rich/ask-user-rich"
 # Claude Code's hard limit for one tool call, in ms: an interview may wait on a person for hours.
 TOOL_TIMEOUT_MS = 4 * 3600 * 1000
@@ -336,14 +335,6 @@ def plugin_files(pyz, version, homepage):
     ]
     files.sort(key=lambda item: item[0])
     return files
-
-
-def default_homepage(environ=None):
-    environ = os.environ if environ is None else environ
-    repository = environ.get("GITHUB_REPOSITORY", "").strip()
-    if not repository:
-        return DEFAULT_HOMEPAGE
-    return "%s/%s" % (environ.get("GITHUB_SERVER_URL", "https://github.com").rstrip("/"), repository)
 
 
 def write_folder(path, files):
@@ -475,9 +466,8 @@ def main(argv=None):
     parser.add_argument("--plugin", action="store_true",
                         help="also write the Claude Code plugin marketplace (folder and .zip) "
                              "to dist/ask-user-rich-marketplace")
-    parser.add_argument("--homepage", default=None,
-                        help="the plugin's homepage (default: this GitHub repository in a GitHub "
-                             "Actions run, else %s)" % DEFAULT_HOMEPAGE)
+    parser.add_argument("--homepage", default=DEFAULT_HOMEPAGE,
+                        help="the plugin's homepage (default: %(default)s)")
     args = parser.parse_args(argv)
     if args.check and args.plugin:
         parser.error("--check compares one archive; build the plugin without it")
@@ -519,7 +509,7 @@ def main(argv=None):
     if args.plugin:
         version = module_version(dict(files)["askrich.py"])
         folder = os.path.join(ROOT, MARKETPLACE_DIR)
-        archive = build_plugin(data, version, args.homepage or default_homepage(), folder, date_time)
+        archive = build_plugin(data, version, args.homepage, folder, date_time)
         print("plugin: %s (%s %s)" % (folder, PLUGIN_NAME, version))
         print("plugin zip: %s.zip" % folder)
         print("plugin zip size: %d bytes" % len(archive))
