@@ -248,7 +248,8 @@ def sha256(data):
 # The Claude Code plugin. The marketplace and the plugin share the product's name, so users
 # install `ask-user-rich@ask-user-rich`. The skill's description is what every session pays for
 # (the body is read only when the skill is used), so it names the situations and nothing else;
-# the body holds only what the tool descriptions do not already say.
+# the body is judgment (when to interview, how to ask well), leaving what a valid call looks
+# like to the tool descriptions.
 PLUGIN_NAME = "ask-user-rich"
 MARKETPLACE_DIR = os.path.join("dist", "ask-user-rich-marketplace")
 PLUGIN_DESCRIPTION = ("Ask the user many questions at once in a local web form (options, "
