@@ -190,6 +190,7 @@ def test_claude_code_estimates_the_skill_costs_each_session_little_before_it_is_
     env = cs.offline_env(tmp_path)
     _install_plugin(_unzipped(built, tmp_path), env, tmp_path)
     out = _ok(cs.run("claude", ["plugin", "details", PLUGIN_ID], env, tmp_path))
+    assert re.search(r"Skills \(1\)\s+ask-user-rich\n", out) and re.search(r"MCP servers \(1\)\s+ask-user-rich\b", out), out
     always = re.search(r"Always-on:\s+~(\d+) tok", out)
     row = re.search(r"^\s*ask-user-rich\s+~(\d+)\s+~(\d+)\s*$", out, re.M)
     assert always and row, out
