@@ -4,6 +4,7 @@
     python3 build_zipapp.py                 # writes dist/askrich.pyz, runs it once, prints size + SHA-256
     python3 build_zipapp.py -o out.pyz      # another output path
     python3 build_zipapp.py --check FILE    # does FILE hold exactly what this tree builds?
+    python3 build_zipapp.py --plugin        # also the Claude Code plugin marketplace (below)
 
 The archive is a `#!/usr/bin/env python3` line followed by a zip holding `__main__.py` (below),
 `askrich.py` and every file of `assets/` except `assets/screenshots/`. It is byte-for-byte
@@ -11,13 +12,19 @@ reproducible: entries sorted by name, one fixed timestamp (1980-01-01 00:00:00, 
 SOURCE_DATE_EPOCH when set), modes normalized to 0644, no directory entries, no comment, no
 extra fields. `python -m zipapp` is not used: it drops main()'s exit code and stamps file times.
 
+`--plugin` also writes dist/ask-user-rich-marketplace/, a Claude Code plugin marketplace holding
+one plugin (manifest, `.mcp.json` that runs the `.pyz` beside it, the `.pyz`, one skill), and
+the same folder as dist/ask-user-rich-marketplace.zip, built by the same fixed-metadata rules.
+
 Standard library only; runs on Python 3.8 and newer.
 """
 
 import argparse
 import hashlib
 import io
+import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -259,10 +266,10 @@ def collect_files(root=ROOT):
     return files
 
 
-def build_bytes(files, date_time=DEFAULT_DATE_TIME):
+def build_bytes(files, date_time=DEFAULT_DATE_TIME, shebang=SHEBANG):
     """The archive as bytes: shebang, then a zip whose every entry has the same fixed metadata."""
     buffer = io.BytesIO()
-    buffer.write(SHEBANG)
+    buffer.write(shebang)
     with zipfile.ZipFile(buffer, "w") as archive:
         for name, data in files:
             info = zipfile.ZipInfo(name, date_time=date_time)
@@ -277,7 +284,130 @@ def sha256(data):
     return hashlib.sha256(data).hexdigest()
 
 
-def write_atomically(path, data):
+# The Claude Code plugin. The marketplace and the plugin share the product's name, so users
+# install `ask-user-rich@ask-user-rich`. The skill's description is what every session pays for
+# (the body is read only when the skill is used), so it names the situations and nothing else;
+# the body is judgment (when to interview, how to ask well), leaving what a valid call looks
+# like to the tool descriptions.
+PLUGIN_NAME = "ask-user-rich"
+MARKETPLACE_DIR = os.path.join("dist", "ask-user-rich-marketplace")
+PLUGIN_DESCRIPTION = ("Ask the user many questions at once in a local web form (options, "
+                      "recommendations, rankings, notes) and get every answer back, structured.")
+MARKETPLACE_DESCRIPTION = ("The ask-user-rich plugin: the MCP server that interviews the user "
+                           "in a local web form, and a skill on when and how to ask.")
+PLUGIN_AUTHOR = "The ask-user-rich authors"
+PLUGIN_LICENSE = "MIT"
+# Where the project lives; the release workflow passes its own repository with --homepage.
+DEFAULT_HOMEPAGE = "https://github.com/ask-user-rich/ask-user-rich"
+# Claude Code's hard limit for one tool call, in ms: an interview may wait on a person for hours.
+TOOL_TIMEOUT_MS = 4 * 3600 * 1000
+SKILL_MD = """\
+---
+name: ask-user-rich
+description: Interview the user through the ask_user_rich form when you need their decisions on several things at once, on real trade-offs, a plan to approve, or an order of priorities.
+---
+
+# Asking the user well
+
+Reach for `ask_user_rich` instead of the built-in question tool when a decision needs more
+than a line of chat: several questions, options worth describing or previewing, a
+recommendation you want to argue for, or a ranking. For one quick yes/no, just ask.
+
+- One round: gather everything you need to decide now into a single call, ordered as the user
+  would think it through, rather than a trickle of questions.
+- Every question gets concrete options, a `recommended` one, and a `rationale` that says why
+  in a sentence or two, so the user can agree in one click or see what they disagree with.
+- Set `language` to the user's language (a BCP 47 tag such as `de` or `pt-BR`) and write the
+  questions in it too.
+- An answer that is deferred or needs info is still open: do not act on your recommendation;
+  answer the notes and ask again when it matters.
+- Follow-ups go into the same interview through `append_questions` while its form is open.
+- When the call comes back with a link (`awaiting`), show the link to the user, then call
+  `await_user_answers` with its `sessionId`.
+"""
+
+
+def module_version(askrich_source: bytes) -> str:
+    """askrich.py's __version__, read without importing it."""
+    import ast
+
+    for node in ast.parse(askrich_source).body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and getattr(node.targets[0], "id", None) == "__version__"
+                and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+            return node.value.value
+    raise SystemExit("build_zipapp: askrich.py has no __version__ = \"...\"")
+
+
+def _json_bytes(value):
+    return (json.dumps(value, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def plugin_files(pyz, version, homepage):
+    """Return [(path in the marketplace folder, bytes)], sorted by path."""
+    plugin = {
+        "name": PLUGIN_NAME,
+        "version": version,
+        "description": PLUGIN_DESCRIPTION,
+        "author": {"name": PLUGIN_AUTHOR},
+        "license": PLUGIN_LICENSE,
+        "homepage": homepage,
+    }
+    marketplace = {
+        "name": PLUGIN_NAME,
+        "description": MARKETPLACE_DESCRIPTION,
+        "owner": {"name": PLUGIN_AUTHOR},
+        "plugins": [{"name": PLUGIN_NAME, "source": "./" + PLUGIN_NAME,
+                     "description": PLUGIN_DESCRIPTION, "version": version}],
+    }
+    servers = {"mcpServers": {PLUGIN_NAME: {
+        "type": "stdio",
+        "command": "python3",
+        "args": ["${CLAUDE_PLUGIN_ROOT}/askrich.pyz"],
+        "timeout": TOOL_TIMEOUT_MS,
+    }}}
+    files = [
+        (".claude-plugin/marketplace.json", _json_bytes(marketplace)),
+        (PLUGIN_NAME + "/.claude-plugin/plugin.json", _json_bytes(plugin)),
+        (PLUGIN_NAME + "/.mcp.json", _json_bytes(servers)),
+        (PLUGIN_NAME + "/askrich.pyz", pyz),
+        (PLUGIN_NAME + "/skills/ask-user-rich/SKILL.md", SKILL_MD.encode("utf-8")),
+    ]
+    files.sort(key=lambda item: item[0])
+    return files
+
+
+def write_folder(path, files):
+    """Replace the folder at `path` with exactly `files` (0644 each), never leaving half of one."""
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
+    staging = "%s.%d.tmp" % (path, os.getpid())
+    retired = "%s.%d.old" % (path, os.getpid())
+    shutil.rmtree(staging, ignore_errors=True)
+    for name, data in files:
+        target = os.path.join(staging, *name.split("/"))
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "wb") as f:
+            f.write(data)
+        os.chmod(target, FILE_MODE & 0o777)
+    if os.path.lexists(path):
+        os.replace(path, retired)
+    os.replace(staging, path)
+    shutil.rmtree(retired, ignore_errors=True)
+
+
+def build_plugin(pyz, version, homepage, output, date_time=DEFAULT_DATE_TIME):
+    """Write the marketplace folder `output` and `output`.zip (one top folder of that name);
+    return the zip's bytes."""
+    files = plugin_files(pyz, version, homepage)
+    top = os.path.basename(os.path.normpath(output))
+    archive = build_bytes([(top + "/" + name, data) for name, data in files], date_time, shebang=b"")
+    write_folder(output, files)
+    write_atomically(output.rstrip(os.sep) + ".zip", archive, mode=FILE_MODE & 0o777)
+    return archive
+
+
+def write_atomically(path, data, mode=0o755):
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     tmp = "%s.%d.tmp" % (path, os.getpid())
@@ -285,7 +415,7 @@ def write_atomically(path, data):
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
-    os.chmod(tmp, 0o755)
+    os.chmod(tmp, mode)
     os.replace(tmp, path)
 
 
@@ -373,10 +503,18 @@ def main(argv=None):
                         help="verify that FILE is byte-for-byte what this tree builds; write nothing")
     parser.add_argument("--no-run", action="store_true",
                         help="do not run the built archive once to prove it works")
+    parser.add_argument("--plugin", action="store_true",
+                        help="also write the Claude Code plugin marketplace (folder and .zip) "
+                             "to dist/ask-user-rich-marketplace")
+    parser.add_argument("--homepage", default=DEFAULT_HOMEPAGE,
+                        help="the plugin's homepage (default: %(default)s)")
     args = parser.parse_args(argv)
+    if args.check and args.plugin:
+        parser.error("--check compares one archive; build the plugin without it")
 
     date_time = date_time_from_env()
-    data = build_bytes(collect_files(), date_time)
+    files = collect_files()
+    data = build_bytes(files, date_time)
 
     if args.check:
         try:
@@ -408,6 +546,14 @@ def main(argv=None):
     print("path: %s" % os.path.abspath(output))
     print("size: %d bytes" % len(data))
     print("sha256: %s" % sha256(data))
+    if args.plugin:
+        version = module_version(dict(files)["askrich.py"])
+        folder = os.path.join(ROOT, MARKETPLACE_DIR)
+        archive = build_plugin(data, version, args.homepage, folder, date_time)
+        print("plugin: %s (%s %s)" % (folder, PLUGIN_NAME, version))
+        print("plugin zip: %s.zip" % folder)
+        print("plugin zip size: %d bytes" % len(archive))
+        print("plugin zip sha256: %s" % sha256(archive))
     return 0
 
 
