@@ -479,6 +479,25 @@ def test_a_running_server_keeps_serving_its_own_form_when_its_archive_is_replace
             server.kill()
 
 
+@pytest.mark.skipif(os.name != "posix", reason="a file held open cannot be replaced on Windows")
+def test_an_archive_cut_short_under_a_running_server_gets_404s_and_the_server_serves_on(tmp_path, pyz):
+    target = zs.lone_copy(pyz, str(tmp_path / "install"))
+    server = zs.McpServer([sys.executable, target], cwd=str(tmp_path), env=zs.child_env(tmp_path))
+    try:
+        zs.handshake(server)
+        url = zs.tool_call(server, "ask_user_rich", zs.INTERVIEW)["url"]
+        with open(target, "r+b") as handle:  # a download over it, stopped half-way
+            handle.truncate(os.path.getsize(target) // 2)
+        base = url.split("/s/")[0]
+        for address in (url, base + "/assets/form.css", base + "/assets/js/main.js"):
+            status, _, body = zs.http(address)
+            assert (status, body) == (404, b'{"error": "not found"}'), (address, status, body[:200])
+        assert zs.tool_call(server, "ask_user_rich", zs.INTERVIEW)["status"] == "awaiting"
+        assert server.close() == 0, "".join(server.stderr)
+    finally:
+        server.kill()
+
+
 def test_code_from_the_cache_names_the_copy_that_runs_it_in_tracebacks(tmp_path, pyz):
     env = zs.child_env(tmp_path)
     first = zs.lone_copy(pyz, str(tmp_path / "a"))
