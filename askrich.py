@@ -2157,7 +2157,7 @@ RULES_TEXT = """Rules (a call that breaks one is rejected with every problem lis
 
 AFTER_TEXT = """After the call:
 - status "submitted": read every answer and its notes (notes often change the meaning). "deferred" and "needs-info" are open questions, not consent: do not act as if the recommendation was accepted; answer the needs-info notes and ask again when it matters.
-- status "declined": the user chose not to answer now (generalNotes may say why); do not proceed as if they agreed.
+- status "declined": the user chose not to answer now; do not proceed as if they agreed.
 - status "awaiting": show the url to the user, then call await_user_answers with the sessionId to wait for the submit.
 - Follow-up questions while the form is open (or while a call waits): append_questions, not a second interview."""
 
@@ -2347,7 +2347,7 @@ TOOLS = (
                 "timeoutSeconds": _TIMEOUT,
                 "language": {
                     "type": "string",
-                    "description": 'BCP 47 tag (e.g. "ja", "pt-BR") for the form\'s own buttons and help; default: the browser\'s language. A tag without a translation falls back.',
+                    "description": 'BCP 47 tag, e.g. "ja", "pt-BR": the language of the form\'s own words (default: the browser\'s).',
                 },
             },
         },
