@@ -2161,13 +2161,20 @@ AFTER_TEXT = """After the call:
 - status "awaiting": show the url to the user, then call await_user_answers with the sessionId to wait for the submit.
 - Follow-up questions while the form is open (or while a call waits): append_questions, not a second interview."""
 
+# In the instructions and in ask_user_rich's description, as AFTER_TEXT is: a client may show
+# the model only one of them.
+LANGUAGE_TEXT = (
+    'Set language to the language the user writes in (a BCP 47 tag such as "ja" or "pt-BR"), '
+    "and write the questions in it."
+)
+
 SERVER_INSTRUCTIONS = (
     "ask-user-rich asks the user a structured interview in a local web form and returns every "
     "answer. Prefer ask_user_rich over the built-in AskUserQuestion when a round has more than "
     "4 questions or options, long question text, code or layout previews, a recommendation you "
     "want to argue for, or a ranking. Put every question of the round in one call, give each a "
-    "recommended option with a rationale, and use markdown in body/rationale/preview. Set "
-    "language to the language the user writes in, and write the questions in it.\n\n"
+    "recommended option with a rationale, and use markdown in body/rationale/preview. "
+    + LANGUAGE_TEXT + "\n\n"
     + RULES_TEXT + "\n\n" + AFTER_TEXT
 )
 
@@ -2328,7 +2335,7 @@ TOOLS = (
             "multi-select, a free-text Other, per-option text fields (textInput), or a ranking "
             "(kind: rank). The user can also defer a question, ask for more info, and add notes. "
             "Use it instead of AskUserQuestion for more than 4 questions or options, long "
-            "headers, previews or rankings.\n\n" + RULES_TEXT + "\n\n" + AFTER_TEXT
+            "headers, previews or rankings. " + LANGUAGE_TEXT + "\n\n" + RULES_TEXT + "\n\n" + AFTER_TEXT
         ),
         "inputSchema": {
             "type": "object",
@@ -2347,7 +2354,7 @@ TOOLS = (
                 "timeoutSeconds": _TIMEOUT,
                 "language": {
                     "type": "string",
-                    "description": 'BCP 47 tag, e.g. "ja", "pt-BR": the language of the form\'s own words (default: the browser\'s).',
+                    "description": "The language of the form's own words (buttons, help); default: the browser's.",
                 },
             },
         },

@@ -179,8 +179,10 @@ def test_a_language_that_is_not_a_tag_is_a_problem_line_with_the_fix(value, fix)
 def test_the_tool_schema_and_the_instructions_tell_the_model_about_language():
     tool = next(t for t in askrich.TOOLS if t["name"] == "ask_user_rich")
     prop = tool["inputSchema"]["properties"]["language"]
-    assert prop["type"] == "string" and "pt-BR" in prop["description"]
-    assert "language the user writes in" in askrich.SERVER_INSTRUCTIONS
+    assert prop["type"] == "string" and "form's own words" in prop["description"]
+    # Said in the instructions and in the description: a client may show the model only one.
+    assert "Set language to the language the user writes in" in askrich.LANGUAGE_TEXT
+    assert askrich.LANGUAGE_TEXT in askrich.SERVER_INSTRUCTIONS and askrich.LANGUAGE_TEXT in tool["description"]
     assert 'status "declined"' in askrich.AFTER_TEXT and "do not proceed as if they agreed" in askrich.AFTER_TEXT
     assert askrich.AFTER_TEXT in tool["description"] and askrich.AFTER_TEXT in askrich.SERVER_INSTRUCTIONS
 
