@@ -3,6 +3,7 @@ Form object wrapping one open page and the interview behind it."""
 from __future__ import annotations
 
 import sys
+import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,6 +94,21 @@ class Form:
         self.page.wait_for_selector("section.end")
         result = self.rt.wait_for_result(self.interview.id, timeout=timeout)
         assert result is not None, "the server got no submit"
+        return result
+
+    def waiting_call(self, timeout=10):
+        """Start a call that waits for the answers, as the agent's would, and return once the page
+        saw it waiting; the function returned gives that call's result after the submit."""
+        box = {}
+        waiter = threading.Thread(
+            target=lambda: box.setdefault("r", self.rt.wait_for_result(self.interview.id, timeout)))
+        waiter.start()
+        self.page.wait_for_selector('body[data-live="waiting"]', state="attached")
+
+        def result():
+            waiter.join()
+            return box["r"]
+
         return result
 
     def settle(self):

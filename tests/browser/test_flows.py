@@ -272,14 +272,10 @@ def test_the_page_says_when_the_agent_stopped_waiting(form, rich_spec):
 
 def test_done_screen_says_whether_a_call_was_waiting(form, rich_spec):
     f = form(rich_spec)
-    box = {}
-    waiter = threading.Thread(target=lambda: box.setdefault("r", f.rt.wait_for_result(f.interview.id, 10)))
-    waiter.start()
-    f.page.wait_for_selector('body[data-live="waiting"]', state="attached")
+    result = f.waiting_call()
     f.press("End", "a", "Enter", "Enter")
     expect(f.page.locator("section.end")).to_contain_text("The agent has your answers now")
-    waiter.join()
-    assert box["r"]["status"] == "submitted"
+    assert result()["status"] == "submitted"
 
 
 def test_a_second_tab_sees_the_interview_already_submitted(form, rich_spec, browser):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 
 import pytest
 from playwright.sync_api import expect
@@ -317,10 +316,7 @@ def test_unseen_follow_ups_lead_the_tab_title_until_shown(form, rich_spec):
 
 def test_skipping_sends_the_reason_keeps_the_answers_and_the_waiting_call_gets_declined(form, rich_spec):
     f = form(rich_spec)
-    box = {}
-    waiter = threading.Thread(target=lambda: box.setdefault("r", f.rt.wait_for_result(f.interview.id, 10)))
-    waiter.start()
-    f.page.wait_for_selector('body[data-live="waiting"]', state="attached")
+    waiting = f.waiting_call()
     f.press("ArrowRight", "1", "ArrowRight", "ArrowRight", "ArrowRight", "1")  # src: "Upgrade", text left empty
     f.press("End")
     f.page.locator("#general-notes").fill("We use Postgres already.")
@@ -335,8 +331,7 @@ def test_skipping_sends_the_reason_keeps_the_answers_and_the_waiting_call_gets_d
     f.page.locator("#skip-reason").fill("  Ask me after the release.  ")
     f.page.locator("#skip-confirm").click()
     expect(f.page.locator("section.end h2")).to_have_text("Interview skipped")
-    waiter.join()
-    result = box["r"]
+    result = waiting()
     assert (result["status"], result["via"]) == ("declined", "browser")
     assert result["generalNotes"] == "We use Postgres already.\n\nAsk me after the release."
     assert answer_of(result, "db")["selected"] == ["pg"]
@@ -358,7 +353,7 @@ def test_the_header_offers_the_skip_on_phones_only(form, rich_spec):
     expect(phone.page.locator("#btn-skip-bar")).to_be_hidden()
 
 
-def test_a_second_tab_sees_the_interview_skipped(form, rich_spec, browser):
+def test_a_second_tab_sees_the_interview_skipped(form, rich_spec):
     f = form(rich_spec)
     other = f.context.new_page()
     other.goto(f.interview.url)
