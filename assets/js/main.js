@@ -272,6 +272,7 @@ function openSkip() {
 // text is still empty: the user is leaving, not asked to finish it. New questions that arrived
 // meanwhile change nothing, so the submit names no version.
 async function skipInterview() {
+  if (state.phase !== "open") return;
   const d = $("#skip");
   const reason = $("#skip-reason").value.trim();
   d.close();
