@@ -34,6 +34,13 @@ def words(table, keys_too):
     return found
 
 
+def english_in(tag, text):
+    """The words of `text` that only English's strings use, not the language's own: English left
+    in the chrome."""
+    english = words(strings("en"), keys_too=False) - words(strings(tag), keys_too=True)
+    return {w for w in WORD.findall(text) if w.lower() in english}
+
+
 # An interview whose own words have no Latin letters, so every English word on the page is the
 # form's. Every screen kind, a required option text, a recommendation and a dependsOn link.
 NEUTRAL = {
@@ -141,11 +148,7 @@ def test_every_language_says_everything_in_its_own_words_and_fits_a_phone(form, 
     shot(f.page, f"i18n-{tag}-skipped-phone")
     assert tour.overflow == []
     if tag != "en":
-        # A word of the English strings that the language's own strings never use is English
-        # left in the chrome.
-        english = words(strings("en"), keys_too=False) - words(strings(tag), keys_too=True)
-        left = [(where, sorted({w for w in WORD.findall(text) if w.lower() in english}))
-                for where, text in tour.seen]
+        left = [(where, sorted(english_in(tag, text))) for where, text in tour.seen]
         assert [item for item in left if item[1]] == []
     result = f.rt.wait_for_result(f.interview.id, timeout=5)
     assert result["status"] == "declined"
@@ -154,10 +157,40 @@ def test_every_language_says_everything_in_its_own_words_and_fits_a_phone(form, 
 def test_the_english_check_finds_english_left_in_the_chrome(form):
     """The check above is not vacuous: a page in German with one English string is caught."""
     f = form(spec_in("de"))
-    english = words(strings("en"), keys_too=False) - words(strings("de"), keys_too=True)
+    assert english_in("de", f.page.evaluate(CHROME_TEXT)) == set()
     f.page.evaluate("document.querySelector('#btn-back span:last-child').textContent = 'Previous screen'")
-    text = f.page.evaluate(CHROME_TEXT)
-    assert {w for w in WORD.findall(text) if w.lower() in english} == {"Previous", "screen"}
+    assert english_in("de", f.page.evaluate(CHROME_TEXT)) == {"Previous", "screen"}
+
+
+@pytest.mark.parametrize("tag, locale", [("ja", "ja-JP"), ("ar", "ar-EG"), ("ru", "ru-RU")])
+def test_the_end_pages_and_the_server_gone_notice_are_in_the_language(form, tag, locale):
+    f = form(spec_in(tag), goto=False, locale=locale)
+    f.expect_errors = True  # the browser logs the refused and failed requests itself
+    said = {}
+    # Expired: the page cannot read the interview's language, so the browser's is used.
+    f.page.route("**/api/s/*", lambda route: route.fulfill(status=404, body="{}", content_type="application/json"))
+    f.page.goto(f.interview.url)
+    f.page.wait_for_selector("section.end")
+    said["expired"] = f.page.evaluate(CHROME_TEXT)
+    f.page.unroute("**/api/s/*")
+
+    def cancelled(route):
+        response = route.fetch()
+        data = response.json()
+        data["state"] = "cancelled"
+        route.fulfill(response=response, body=json.dumps(data))
+
+    f.page.route("**/api/s/*", cancelled)
+    f.page.reload()
+    f.page.wait_for_selector("section.end")
+    said["cancelled"] = f.page.evaluate(CHROME_TEXT)
+    f.page.unroute("**/api/s/*")
+    f.reload()
+    f.rt.close()
+    expect(f.page.locator('#notices [data-id="gone"]')).to_be_visible(timeout=8000)
+    said["server gone"] = f.page.evaluate(CHROME_TEXT)
+    assert f.page.evaluate("document.documentElement.lang") == tag
+    assert {where: english_in(tag, text) for where, text in said.items()} == {where: set() for where in said}
 
 
 def test_arabic_runs_right_to_left_with_the_same_stylesheet(form):
