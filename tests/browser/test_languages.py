@@ -395,3 +395,12 @@ def test_a_second_tab_sees_the_interview_skipped(form, rich_spec):
     f.page.locator("#btn-skip").click()
     f.page.locator("#skip-confirm").click()
     expect(other.locator("section.end h2")).to_have_text("This interview was skipped")
+
+
+def test_the_browser_plural_rules_need_exactly_the_categories_the_files_have(form):
+    from test_i18n import PLURAL_CATEGORIES
+
+    f = form(spec_in("en"))
+    found = f.page.evaluate("""(tags) => Object.fromEntries(tags.map((t) =>
+        [t, new Intl.PluralRules(t).resolvedOptions().pluralCategories]))""", LANGUAGES)
+    assert {tag: set(cats) for tag, cats in found.items()} == PLURAL_CATEGORIES
