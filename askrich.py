@@ -748,8 +748,8 @@ def _check_depends_on(raw, path: str, qid, index: int, position: dict, problems:
 def validate_interview(args) -> tuple[dict, dict]:
     """(spec, call options) for `ask_user_rich` arguments, or InvalidInterview.
 
-    The spec is `{title, intro, questions, language}` with every default filled in; the call options are
-    `{delivery, timeoutSeconds}`.
+    The spec is `{title, intro, questions, language}` with every default filled in; the call
+    options are `{delivery, timeoutSeconds}`.
     """
     problems = Problems()
     if not isinstance(args, dict):
@@ -790,9 +790,10 @@ def check_language(value, problems: Problems):
         return None
     if isinstance(value, str):
         parts = value.split("-")
+        # "i-" and "x-" start the old grandfathered and the private-use tags.
         if (
             len(value) <= LANGUAGE_TAG_MAX
-            and (2 <= len(parts[0]) <= 8 or parts[0].lower() in ("i", "x"))  # i-, x-: old and private tags
+            and (2 <= len(parts[0]) <= 8 or parts[0].lower() in ("i", "x"))
             and parts[0].isascii()
             and parts[0].isalpha()
             and all(1 <= len(part) <= 8 and part.isascii() and part.isalnum() for part in parts)
