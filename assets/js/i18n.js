@@ -97,6 +97,9 @@ export function t(key, params = {}) {
 // A list of words the way the language joins them ("a, b" / "a、b" / "a، b").
 export const list = (items) => items.join(t("list.sep"));
 
+// Sentences one after the other: with a space, or none after 。 in Chinese and Japanese.
+export const sentences = (...parts) => parts.filter(Boolean).join(t("sentence.sep"));
+
 // Text whose `backticked` parts are keys, shown as <kbd>.
 export function fillKeys(el, text) {
   el.replaceChildren();

@@ -11,7 +11,7 @@ import {
   qNumber, ensureBuilt, markSeen, quotedList,
 } from "./view.js";
 import { bindKeys, KEY_TABLE } from "./keys.js";
-import { t, setLanguage, setAgent, translatePage, fillKeys } from "./i18n.js";
+import { t, sentences, setLanguage, setAgent, translatePage, fillKeys } from "./i18n.js";
 import { onRankChange, onRankAnnounce, cancelHold, applyRecommended } from "./rank.js";
 import { startLive, reportProgress } from "./live.js";
 
@@ -185,8 +185,8 @@ async function submit() {
     for (const q of blocked) { ensureBuilt(q).el.classList.add("tried"); syncQuestion(q); }
     const first = blocked[0];
     const names = quotedList(missingTexts(first).map((o) => o.label));
-    const more = blocked.length > 1 ? ` ${t("submit.needsTextMore", { count: blocked.length - 1 })}` : "";
-    submitProblem(t("submit.needsText", { n: qNumber(first), names }) + more, blocked);
+    const more = blocked.length > 1 ? t("submit.needsTextMore", { count: blocked.length - 1 }) : "";
+    submitProblem(sentences(t("submit.needsText", { n: qNumber(first), names }), more), blocked);
     syncReview();
     return;
   }
@@ -195,7 +195,7 @@ async function submit() {
   if (c.open > 0 && !state.confirmArmed) {
     state.confirmArmed = true;
     const box = $(".review .confirm");
-    $(".confirm-text", box).textContent = `${t("confirm.open", { count: c.open })} ${t("confirm.again")}`;
+    $(".confirm-text", box).textContent = sentences(t("confirm.open", { count: c.open }), t("confirm.again"));
     box.hidden = false;
     $("#btn-submit").textContent = t("review.submitAnyway");
     announce($(".confirm-text", box).textContent);
@@ -321,7 +321,7 @@ async function pullSpec() {
     const text = t("followups.added", { count: added.length });
     notice("info", text,
       { markdown: data.note && data.note.text, id: "follow-ups", action: { label: t("followups.go"), run: goNew } });
-    announce(`${text} ${t("followups.pressG")}`);
+    announce(sentences(text, t("followups.pressG")));
   }
   syncAll();
   showScreen(state.screen, 0);

@@ -187,7 +187,7 @@ export function buildQuestion(q) {
 
   if (q.dependsOn.length) {
     const p = $(".q-builds", el);
-    p.append(t("q.buildsOn"), " ");
+    p.append(t("q.buildsOn")); // its own space, or none after a full-width colon
     q.dependsOn.forEach((id, i) => {
       if (i) p.append(t("list.sep"));
       const b = document.createElement("button");
