@@ -1,7 +1,7 @@
 """The benchmark (tests/bench/run.py) runs in its tiny mode and produces every figure.
 
 No timing is asserted here: this machine is shared and noisy, and the budgets are judged on the
-full run's medians (README, Benchmarks). This test only keeps the benchmark from rotting.
+full run's medians (tests/bench/README.md). This test only keeps the benchmark from rotting.
 """
 
 from __future__ import annotations
