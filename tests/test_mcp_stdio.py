@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import threading
 import time
@@ -15,11 +14,13 @@ from hypothesis import strategies as st
 import askrich
 from support import (
     InProcessServer,
+    LogWatch,
     api_url,
     choice,
     http_request,
     interview,
     submit,
+    wait_for_interview,
 )
 
 
@@ -240,17 +241,14 @@ def test_cancelled_call_sends_no_response_and_the_interview_stays_collectable(se
     structured = ask_link(server)
     request_id = server.request("tools/call", {"name": "await_user_answers",
                                                "arguments": {"sessionId": structured["sessionId"]}})
-    state = http_request(api_url(structured["url"], "state"))
-    deadline = time.monotonic() + 5
-    while not state.json()["waiting"] and time.monotonic() < deadline:
-        state = http_request(api_url(structured["url"], "state"))
-    assert state.json()["waiting"] is True
+    waited_on = server.runtime.hub.get(structured["sessionId"])
+    wait_for_interview(waited_on, lambda i: i.waiters == 1, what="the call waiting")
+    assert http_request(api_url(structured["url"], "state")).json()["waiting"] is True
     server.notify("notifications/cancelled", {"requestId": request_id, "reason": "user"})
     assert server.call("ping")["result"] == {}
     # The waiter has left: /state says so, and no response for the cancelled id ever comes.
-    deadline = time.monotonic() + 5
-    while http_request(api_url(structured["url"], "state")).json()["waiting"]:
-        assert time.monotonic() < deadline
+    wait_for_interview(waited_on, lambda i: i.waiters == 0, what="the cancelled call leaving")
+    assert http_request(api_url(structured["url"], "state")).json()["waiting"] is False
     assert submit(structured["url"], {"q": {"selected": ["a"]}}).status == 200
     again = server.tool("await_user_answers", {"sessionId": structured["sessionId"]})
     assert again["result"]["structuredContent"]["status"] == "submitted"
@@ -274,11 +272,8 @@ def test_several_waiters_all_receive_the_result(server):
     ids = [server.request("tools/call", {"name": "await_user_answers",
                                          "arguments": {"sessionId": structured["sessionId"]}})
            for _ in range(3)]
-    deadline = time.monotonic() + 5
-    interview_ = server.runtime.hub.get(structured["sessionId"])
-    while interview_.waiters < 3:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    wait_for_interview(server.runtime.hub.get(structured["sessionId"]), lambda i: i.waiters >= 3,
+                       what="three calls waiting")
     assert submit(structured["url"], {"q": {"selected": ["a"]}}).json()["delivered"] is True
     results = [server.response(i)["result"]["structuredContent"] for i in ids]
     assert all(r == results[0] and r["status"] == "submitted" for r in results)
@@ -359,8 +354,10 @@ def server_opening_with(tmp_path):
 
     def start(command):
         config = askrich.Config(log_dir=str(tmp_path), open_cmd=command)
-        runtime = askrich.Runtime(config, askrich.Log(str(tmp_path), stream=open(os.devnull, "w")))
+        log = LogWatch()
+        runtime = askrich.Runtime(config, askrich.Log(str(tmp_path), stream=log))
         peer = InProcessServer(runtime)
+        peer.log = log
         started.append((peer, runtime))
         peer.initialize()
         return peer
@@ -374,10 +371,7 @@ def server_opening_with(tmp_path):
 def test_browser_delivery_blocks_until_the_submit_when_the_opener_succeeds(server_opening_with):
     peer = server_opening_with("true")
     request_id = peer.request("tools/call", {"name": "ask_user_rich", "arguments": interview()})
-    deadline = time.monotonic() + 5
-    while not peer.runtime.hub.by_id:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    peer.log.wait_for("session-created")
     (created,) = peer.runtime.hub.by_id.values()
     assert submit(created.url, {"q": {"selected": ["a"]}}).status == 200
     result = peer.response(request_id)["result"]["structuredContent"]
@@ -426,18 +420,20 @@ def test_subprocess_speaks_the_protocol_and_exits_zero_at_eof_with_a_wait_in_fli
     assert peer.initialize()["result"]["serverInfo"]["name"] == "ask-user-rich"
     structured = ask_link(peer)
     peer.request("tools/call", {"name": "await_user_answers", "arguments": {"sessionId": structured["sessionId"]}})
+    peer.log.wait_for("wait-start", "interview=" + structured["sessionId"])
     started = time.monotonic()
     assert peer.close(timeout=5) == 0
     assert time.monotonic() - started < 1.5
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_subprocess_exits_zero_on_sigterm_and_sigint(subprocess_server, signum):
+def test_subprocess_exits_zero_within_a_second_on_sigterm_and_sigint_with_a_wait_in_flight(
+        subprocess_server, signum):
     peer = subprocess_server()
     peer.initialize()
     structured = ask_link(peer)
     peer.request("tools/call", {"name": "await_user_answers", "arguments": {"sessionId": structured["sessionId"]}})
-    time.sleep(0.2)  # let the call start waiting; the exit must not depend on it either way
+    peer.log.wait_for("wait-start", "interview=" + structured["sessionId"])
     started = time.monotonic()
     peer.process.send_signal(signum)
     assert peer.process.wait(5) == 0
