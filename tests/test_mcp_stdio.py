@@ -66,7 +66,7 @@ def test_initialize_remembers_the_client_elicitation_capabilities(server):
     assert server.server.client_capabilities == {"elicitation": {"form": {}, "url": {}}}
 
 
-def test_ping_and_logging_levels(server):
+def test_ping_answers_empty_and_set_level_refuses_an_unknown_level(server):
     assert server.call("ping")["result"] == {}
     assert server.call("logging/setLevel", {"level": "warning"})["result"] == {}
     assert error_code(server.call("logging/setLevel", {"level": "loud"})) == -32602
@@ -125,7 +125,7 @@ def test_messages_that_are_not_json_rpc_get_invalid_request(server, message):
     assert server.call("ping")["result"] == {}
 
 
-def test_unknown_method_unknown_tool_and_bad_arguments(server):
+def test_an_unknown_method_is_32601_and_an_unknown_tool_or_bad_params_32602(server):
     assert error_code(server.call("resources/list")) == -32601
     assert error_code(server.call("tools/call", {"name": "nope", "arguments": {}})) == -32602
     assert error_code(server.call("tools/call", {"name": "ask_user_rich", "arguments": [1]})) == -32602
@@ -226,7 +226,7 @@ def test_progress_reports_new_counts_from_the_form_without_waiting_for_the_inter
     assert "2 of 3 answered" in second["params"]["message"]
 
 
-def test_no_progress_without_a_token(server):
+def test_a_call_without_a_progress_token_gets_no_progress_messages(server):
     server.initialize()
     structured = ask_link(server)
     request_id = server.request("tools/call", {"name": "await_user_answers",
@@ -288,7 +288,7 @@ def test_await_after_submit_returns_at_once_again_and_again(server):
         assert result["structuredContent"]["answers"][0]["status"] == "deferred"
 
 
-def test_await_with_unknown_or_malformed_session_ids(server):
+def test_await_on_an_unknown_session_or_a_misspelt_field_is_a_tool_error_saying_why(server):
     server.initialize()
     reply = server.tool("await_user_answers", {"sessionId": "0123456789ab"})["result"]
     assert reply["isError"] is True
@@ -332,7 +332,7 @@ def test_a_rejected_append_changes_nothing(server):
     assert page["version"] == 1 and len(page["spec"]["questions"]) == 1
 
 
-def test_append_after_submit_and_to_unknown_ids(server):
+def test_append_after_the_submit_or_to_an_unknown_session_says_what_to_do_instead(server):
     server.initialize()
     structured = ask_link(server)
     submit(structured["url"], {})
