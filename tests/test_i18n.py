@@ -57,6 +57,12 @@ def test_there_is_one_file_per_language_and_every_one_is_served():
         assert "i18n/%s.json" % tag in askrich.ASSET_FILES
 
 
+def test_the_form_chooses_among_the_same_languages_the_server_serves():
+    source = (ASSETS / "js" / "i18n.js").read_text(encoding="utf-8")
+    listed = re.search(r"export const LANGUAGES = \[([^\]]*)\]", source).group(1)
+    assert tuple(re.findall(r'"([^"]+)"', listed)) == askrich.FORM_LANGUAGES
+
+
 @pytest.mark.parametrize("tag", TRANSLATED)
 def test_every_language_has_every_english_key_and_no_stray_one(tag):
     theirs = strings(tag)
