@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import askrich
+from modern_support import modern_params
 from support import (
     InProcessServer,
     api_url,
@@ -37,11 +38,13 @@ def error_code(reply):
 # -- handshake and housekeeping ---------------------------------------------------------------
 
 
-def test_server_discover_is_refused_at_once_so_clients_fall_back_to_initialize(server):
+def test_server_discover_is_answered_at_once_and_initialize_still_works_after_it(server):
     started = time.monotonic()
-    reply = server.call("server/discover", {})
-    assert error_code(reply) == -32601
+    reply = server.call("server/discover", modern_params())
     assert time.monotonic() - started < 2
+    assert reply["result"]["resultType"] == "complete"
+    assert reply["result"]["supportedVersions"][0] == "2026-07-28"
+    assert server.initialize()["result"]["protocolVersion"] == "2025-11-25"
 
 
 @pytest.mark.parametrize("version", ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"])
@@ -422,7 +425,7 @@ def test_every_line_written_is_one_json_message_even_for_newlines_and_u2028(serv
 
 def test_subprocess_speaks_the_protocol_and_exits_zero_at_eof_with_a_wait_in_flight(subprocess_server):
     peer = subprocess_server()
-    assert error_code(peer.call("server/discover")) == -32601
+    assert peer.call("server/discover", modern_params())["result"]["resultType"] == "complete"
     assert peer.initialize()["result"]["serverInfo"]["name"] == "ask-user-rich"
     structured = ask_link(peer)
     peer.request("tools/call", {"name": "await_user_answers", "arguments": {"sessionId": structured["sessionId"]}})
