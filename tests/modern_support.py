@@ -72,6 +72,25 @@ def assert_modern_result(result: dict, result_type: str = "complete") -> None:
     assert result["_meta"][KEY_SERVER_INFO] == SERVER_INFO, result
 
 
+def assert_fits_the_2026_schema(method: str, result: dict) -> None:
+    """The result passes the 2026-07-28 schema the official SDK validates every modern
+    result against (it fails the client's call otherwise)."""
+    from mcp_types import methods
+
+    methods.validate_server_result(method, MODERN, result)
+
+
+CACHE_HINTS = ("ttlMs", "cacheScope")  # required by the 2026-07-28 schema on discover and tools/list
+
+
+def without_cache_hints(result: dict) -> dict:
+    if "ttlMs" in result:
+        assert isinstance(result["ttlMs"], int) and result["ttlMs"] >= 0, result["ttlMs"]
+    if "cacheScope" in result:
+        assert result["cacheScope"] in ("public", "private"), result["cacheScope"]
+    return {key: value for key, value in result.items() if key not in CACHE_HINTS}
+
+
 def without_envelope(result: dict) -> dict:
     """A result minus the modern envelope, to compare it with its legacy twin."""
     return {key: value for key, value in result.items() if key not in ("resultType", "_meta")}
@@ -118,8 +137,9 @@ def wait_until_waiting(url: str) -> None:
     wait_until(lambda: form_state(url)["waiting"], what="a waiter on %s" % url)
 
 
-def post_progress(url: str, answered: int, total_open: bool = True) -> None:
-    body = {"answered": answered, "deferred": 0, "needsInfo": 0, "open": total_open}
+def post_progress(url: str, answered: int, still_open: int) -> None:
+    """What the form posts while the user works: its answered and still-open counts."""
+    body = {"answered": answered, "deferred": 0, "needsInfo": 0, "open": still_open}
     response = http_request(api_url(url, "progress"), "POST", body)
     assert response.status == 204, (response.status, response.body)
 

@@ -14,6 +14,7 @@ from modern_support import (
     MODERN,
     SERVER_INFO,
     SUPPORTED_VERSIONS,
+    assert_fits_the_2026_schema,
     assert_modern_result,
     assert_no_server_requests,
     call_modern,
@@ -25,6 +26,8 @@ from modern_support import (
     server_requests,
     tool_modern,
     wait_until_waiting,
+    without_cache_hints,
+    without_envelope,
 )
 from support import choice, interview
 
@@ -50,6 +53,7 @@ def legacy_instructions_and_tools(subprocess_server):
 def first_round(peer, arguments=ELICIT, capabilities=FORM) -> dict:
     result = result_of(tool_modern(peer, "ask_user_rich", arguments, capabilities=capabilities))
     assert_modern_result(result, "input_required")
+    assert_fits_the_2026_schema("tools/call", result)
     return result
 
 
@@ -67,7 +71,8 @@ def test_server_discover_answers_with_every_version_the_tasks_extension_and_the_
         modern, subprocess_server):
     instructions, _ = legacy_instructions_and_tools(subprocess_server)
     result = result_of(call_modern(modern, "server/discover"))
-    assert result == {
+    # The 2026-07-28 schema also asks for cache hints (ttlMs, cacheScope); the rest is exact.
+    assert without_cache_hints(result) == {
         "resultType": "complete",
         "supportedVersions": SUPPORTED_VERSIONS,
         "capabilities": {"tools": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}},
@@ -80,7 +85,8 @@ def test_modern_tools_list_serves_the_legacy_tools_unchanged_with_the_modern_env
     _, legacy_tools = legacy_instructions_and_tools(subprocess_server)
     result = result_of(call_modern(modern, "tools/list"))
     assert_modern_result(result)
-    assert result["tools"] == legacy_tools
+    assert_fits_the_2026_schema("tools/list", result)  # the SDK refuses the listing otherwise
+    assert without_cache_hints(without_envelope(result)) == {"tools": legacy_tools}
     assert [tool["name"] for tool in result["tools"]] == ["ask_user_rich", "append_questions", "await_user_answers"]
 
 
@@ -113,6 +119,7 @@ def test_a_modern_request_without_client_capabilities_is_refused_with_32602(mode
 def test_a_modern_link_call_returns_the_legacy_result_plus_result_type_and_server_info(modern):
     result = result_of(tool_modern(modern, "ask_user_rich", interview(delivery="link")))
     assert_modern_result(result)
+    assert_fits_the_2026_schema("tools/call", result)
     structured = result["structuredContent"]
     assert structured["status"] == "awaiting"
     assert structured["reason"] == "Browser opening was skipped (delivery=link)."
@@ -159,14 +166,14 @@ def test_a_discover_probe_then_initialize_gives_a_working_legacy_session(modern)
 
 
 def test_a_modern_request_ignores_what_an_earlier_initialize_declared(modern):
-    # The legacy session declared form elicitation; this modern request declares none, so its
+    # The legacy session declared every elicitation; this modern request declares none, so its
     # interview may not be elicited: it falls back to the browser (opening is off: awaiting).
     modern.initialize(capabilities={"elicitation": {"form": {}, "url": {}}})
     result = result_of(tool_modern(modern, "ask_user_rich", ELICIT, capabilities={}))
     assert_modern_result(result)
     assert result["structuredContent"]["status"] == "awaiting"
     assert server_requests(modern) == []
-    # And the other way round: a legacy session without elicitation, a modern request with it.
+    # A modern request that declares form elicitation gets it by round trip, not by a request.
     assert first_round(modern)["inputRequests"]["answers"]["params"]["mode"] == "form"
 
 
@@ -197,6 +204,7 @@ def test_form_elicitation_asks_by_input_required_and_the_accepted_retry_returns_
 
     result = result_of(retry(modern, ELICIT, first["requestState"], {"answers": ACCEPTED}, capabilities))
     assert_modern_result(result)
+    assert_fits_the_2026_schema("tools/call", result)
     structured = result["structuredContent"]
     assert structured["status"] == "submitted" and structured["via"] == "elicitation"
     db, extras, free = structured["answers"]
