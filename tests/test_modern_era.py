@@ -385,6 +385,18 @@ def test_a_modern_call_cancelled_by_notification_sends_no_response_and_stays_col
     assert all(m.get("id") != call_id for m in modern.pending)
 
 
+def test_log_messages_go_only_to_a_modern_request_that_asked_for_them_with_its_log_level(modern):
+    quiet = result_of(tool_modern(modern, "ask_user_rich", interview(delivery="link")))
+    assert quiet["structuredContent"]["status"] == "awaiting"
+    assert [m for m in modern.pending if m.get("method") == "notifications/message"] == []
+    call_id = send_modern(modern, "tools/call", {"name": "ask_user_rich", "arguments": interview(delivery="link")},
+                          **{"io.modelcontextprotocol/logLevel": "debug"})
+    message = modern.receive(lambda m: m.get("method") == "notifications/message")
+    assert message["params"]["level"] in ("debug", "info", "notice", "warning", "error")
+    assert message["params"]["logger"] == "ask-user-rich"
+    result_of(modern.response(call_id))
+
+
 # -- the era in the log -----------------------------------------------------------------------
 
 
