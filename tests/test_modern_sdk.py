@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from delivery_support import CALL_TIMEOUT, FLAT_INTERVIEW, SERVER, server_env, submit_like_a_browser
-from modern_support import DECLINED_URL_REASON, MODERN, log_events
+from modern_support import DECLINED_URL_REASON, MODERN, log_events, wait_until_waiting
 from support import api_url, choice, http_request, interview, submit
 
 mcp = pytest.importorskip("mcp")
@@ -68,7 +68,7 @@ def test_a_modern_sdk_asks_by_link_and_awaits_the_answers_with_progress_while_th
             assert appended.structured_content["version"] == 2
 
             async def user_submits():
-                await anyio.to_thread.run_sync(wait_for_a_waiter, awaiting["url"])
+                await anyio.to_thread.run_sync(wait_until_waiting, awaiting["url"])
                 while len(progress) < 2:  # at least one interval tick after the first message
                     await anyio.sleep(0.05)
                 response = await anyio.to_thread.run_sync(lambda: submit(awaiting["url"], {
@@ -93,12 +93,6 @@ def test_a_modern_sdk_asks_by_link_and_awaits_the_answers_with_progress_while_th
     assert len(values) >= 2 and values == sorted(set(values)), values
     assert all(message.startswith('Waiting for answers to "Test interview": ') for _, message in progress)
     assert ("tools/call", "modern") in {(f.get("method"), f.get("era")) for f in log_events(tmp_path / "logs", "request")}
-
-
-def wait_for_a_waiter(url: str) -> None:
-    from modern_support import wait_until_waiting
-
-    wait_until_waiting(url)
 
 
 def test_the_sdk_loop_answers_a_form_elicitation_through_its_callback(tmp_path):
@@ -170,7 +164,7 @@ def test_the_sdk_loop_accepts_a_url_elicitation_and_the_call_returns_after_the_h
                 group.start_soon(call)
                 await progress.wait()
                 url = seen[0][1]["url"]
-                await anyio.to_thread.run_sync(wait_for_a_waiter, url)
+                await anyio.to_thread.run_sync(wait_until_waiting, url)
                 outcome["submit"] = await anyio.to_thread.run_sync(submit_like_a_browser, url)
             return outcome
 
