@@ -325,6 +325,21 @@ def test_append_questions_adds_to_the_open_form_and_bumps_the_version(server):
     assert [q["version"] for q in page["spec"]["questions"]] == [1, 2, 2]
 
 
+def test_append_questions_says_one_sentence_and_then_gives_the_json(server):
+    server.initialize()
+    structured = ask_link(server, interview(choice("q", "a"), title="Pick a stack"))
+    reply = server.tool("append_questions", {
+        "sessionId": structured["sessionId"], "questions": [choice("f1", "x"), choice("f2", "y")],
+    })["result"]
+    assert [block["type"] for block in reply["content"]] == ["text", "text"]
+    assert reply["content"][0]["text"] == (
+        'Appended 2 questions to "Pick a stack" (3 in all); the open form shows them now. The answers '
+        'arrive through the call that is waiting, or call await_user_answers with sessionId "%s".'
+        % structured["sessionId"]
+    )
+    assert json.loads(reply["content"][1]["text"]) == reply["structuredContent"]
+
+
 def test_a_rejected_append_changes_nothing(server):
     server.initialize()
     structured = ask_link(server)
