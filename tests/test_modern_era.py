@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from delivery_support import FLAT_INTERVIEW, submit_like_a_browser
+from delivery_support import FLAT_INTERVIEW, RANK_INTERVIEW, submit_like_a_browser
 from modern_support import (
     CLIENT_INFO,
     DECLINED_URL_REASON,
@@ -220,6 +220,14 @@ def test_form_elicitation_declined_or_cancelled_in_the_retry_settles_every_answe
     assert structured["status"] == status and structured["via"] == "elicitation"
     assert [row["status"] for row in structured["answers"]] == ["unanswered"] * 3
     assert_no_server_requests(modern)
+
+
+def test_an_interview_the_client_form_cannot_show_is_not_elicited_in_the_modern_era_either(modern):
+    result = result_of(tool_modern(modern, "ask_user_rich", dict(RANK_INTERVIEW, delivery="elicitation"),
+                                   capabilities={"elicitation": {"form": {}, "url": {}}}))
+    assert_modern_result(result)  # falls back to the browser; opening is off, so: the link
+    assert result["structuredContent"]["status"] == "awaiting"
+    assert result["structuredContent"]["reason"].startswith("Could not open the browser (")
 
 
 @pytest.mark.parametrize("responses", [None, {}, {"answers": {"action": "maybe"}}, {"other-key": ACCEPTED}])
