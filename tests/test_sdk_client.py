@@ -36,7 +36,7 @@ def test_sdk_lists_tools_asks_by_link_and_awaits_the_answers_with_progress(tmp_p
     progress = []
 
     async def scenario():
-        async with Client(server_parameters(tmp_path)) as client:
+        async with Client(server_parameters(tmp_path), mode="legacy") as client:
             assert client.server_info.name == "ask-user-rich"
             tools = (await client.list_tools()).tools
             assert [tool.name for tool in tools] == ["ask_user_rich", "append_questions", "await_user_answers"]
@@ -97,7 +97,7 @@ def test_sdk_lists_tools_asks_by_link_and_awaits_the_answers_with_progress(tmp_p
 
 def test_sdk_sees_validation_problems_as_a_tool_error(tmp_path):
     async def scenario():
-        async with Client(server_parameters(tmp_path)) as client:
+        async with Client(server_parameters(tmp_path), mode="legacy") as client:
             return await client.call_tool("ask_user_rich", {"title": "T", "questions": [
                 {"id": "seção", "header": "H", "options": [{"id": "a", "label": "A"}],
                  "recommended": "A"}]})
