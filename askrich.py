@@ -44,8 +44,18 @@ import time
 
 SERVER_NAME = "ask-user-rich"
 SERVER_TITLE = "Ask User Rich"
-PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")  # the initialize era
 LATEST_PROTOCOL = PROTOCOL_VERSIONS[0]
+MODERN_PROTOCOL = "2026-07-28"  # no initialize: every request carries its version in _meta
+SUPPORTED_VERSIONS = (MODERN_PROTOCOL,) + PROTOCOL_VERSIONS
+META_VERSION = "io.modelcontextprotocol/protocolVersion"
+META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
+META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
+META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+TASK_POLL_MS = 2000
+REQUEST_STATE_SECONDS = 3600  # a multi round-trip retry must come within the hour
 SERVER_INFO = {"name": SERVER_NAME, "title": SERVER_TITLE, "version": __version__}
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
@@ -56,6 +66,7 @@ ENV_HOST = "ASK_USER_RICH_HOST"
 ENV_PUBLIC_HOST = "ASK_USER_RICH_PUBLIC_HOST"
 ENV_PROGRESS_MS = "ASK_USER_RICH_PROGRESS_MS"
 ENV_LOG_DIR = "ASK_USER_RICH_LOG_DIR"
+ENV_PROTOCOL = "ASK_USER_RICH_PROTOCOL"
 ENV_CODE_CACHE = "ASK_USER_RICH_CODE_CACHE"
 ENV_RESUME = "ASK_USER_RICH_RESUME"  # internal: the handshake, handed to a restarted image
 
@@ -139,6 +150,7 @@ class Config:
         "public_host",
         "progress_ms",
         "log_dir",
+        "protocol",
     )
 
     def __init__(
@@ -151,6 +163,7 @@ class Config:
         public_host: str = "localhost",
         progress_ms: int = 15000,
         log_dir: str | None = None,
+        protocol: str = "auto",
     ) -> None:
         self.open_browser = open_browser
         self.open_cmd = open_cmd
@@ -159,6 +172,7 @@ class Config:
         self.public_host = public_host
         self.progress_ms = progress_ms
         self.log_dir = log_dir or default_log_dir()
+        self.protocol = protocol  # "auto": both eras; "legacy": only the initialize era
 
     @classmethod
     def from_env(cls, environ=None) -> tuple[Config, list[str]]:
@@ -184,6 +198,10 @@ class Config:
         open_raw = env.get(ENV_OPEN, "").strip().lower()
         if open_raw not in ("", "0", "1", "false", "true", "no", "yes", "off", "on"):
             warnings.append("%s=%r is not 0 or 1; browsers will be opened" % (ENV_OPEN, open_raw))
+        protocol = env.get(ENV_PROTOCOL, "").strip().lower() or "auto"
+        if protocol not in ("auto", "legacy"):
+            warnings.append("%s=%r is not auto or legacy; serving both eras" % (ENV_PROTOCOL, protocol))
+            protocol = "auto"
         return (
             cls(
                 open_browser=open_raw not in ("0", "false", "no", "off"),
@@ -193,6 +211,7 @@ class Config:
                 public_host=env.get(ENV_PUBLIC_HOST, "").strip() or "localhost",
                 progress_ms=integer(ENV_PROGRESS_MS, 15000, 10, 86_400_000),
                 log_dir=env.get(ENV_LOG_DIR, "").strip() or default_log_dir(env),
+                protocol=protocol,
             ),
             warnings,
         )
@@ -1164,6 +1183,17 @@ class Log:
         listener = self.listener
         if listener is not None:
             listener(level, event, fields)
+
+    def find_line(self, text: str):
+        """The first line of server.log holding `text`, or None (also when there is no file)."""
+        try:
+            with open(os.path.join(self.log_dir, "server.log"), encoding="utf-8", errors="replace") as handle:
+                for line in handle:
+                    if text in line:
+                        return line
+        except OSError:
+            pass
+        return None
 
     def close(self) -> None:
         with self.lock:
@@ -2746,12 +2776,21 @@ class LegacyClient:
     def elicitation_modes(self) -> frozenset:
         return elicitation_modes(self.server.session()["capabilities"])
 
-    def progress(self, message: str) -> None:
+    def resumed_interview(self, hub: SessionHub):
+        """This era has no retries: every call starts afresh."""
+        return None
+
+    def retrying(self, key: str) -> bool:
+        return False
+
+    def progress(self, message: str, url=None) -> None:
+        """A progress notification; `url` (the first report only) is added to the message."""
         if self.progress_token is None:
             return
         self.progress_count += 1
         self.transport.notify("notifications/progress", {
-            "progressToken": self.progress_token, "progress": self.progress_count, "message": message,
+            "progressToken": self.progress_token, "progress": self.progress_count,
+            "message": message + (". Form: " + url if url else ""),
         })
 
     def about_to_block(self, interview: Interview) -> None:
@@ -2810,10 +2849,342 @@ def elicitation_modes(capabilities) -> frozenset:
     return modes or frozenset({"form"})
 
 
+# -- the 2026-07-28 era: requests that carry their own version, retries, tasks ----------------
+
+
+def modern_envelope(result: dict, result_type: str = "complete") -> dict:
+    """A result as the 2026-07-28 era sends it: with its resultType and our serverInfo."""
+    wrapped = dict(result)
+    wrapped["resultType"] = result_type
+    meta = dict(wrapped.get("_meta") or {})
+    meta[META_SERVER_INFO] = dict(SERVER_INFO)
+    wrapped["_meta"] = meta
+    return wrapped
+
+
+class ModernRequest:
+    """What one 2026-07-28 request says about its client, read from its own `_meta` alone."""
+
+    __slots__ = ("capabilities", "client_info", "log_level", "tasks")
+
+    def __init__(self, capabilities: dict, client_info: dict, log_level, tasks: bool) -> None:
+        self.capabilities = capabilities
+        self.client_info = client_info
+        self.log_level = log_level
+        self.tasks = tasks
+
+    @classmethod
+    def parse(cls, meta):
+        """The request's facts; None for a request of the initialize era; JsonRpcError for a
+        modern request that cannot be served."""
+        if not isinstance(meta, dict) or META_VERSION not in meta:
+            return None
+        version = meta[META_VERSION]
+        if version != MODERN_PROTOCOL:
+            raise JsonRpcError(-32022, "Unsupported protocol version", {
+                "supported": list(SUPPORTED_VERSIONS),
+                "requested": version if isinstance(version, str) else describe(version),
+            })
+        capabilities = meta.get(META_CAPABILITIES)
+        if not isinstance(capabilities, dict):
+            raise JsonRpcError(-32602, "Invalid params: a %s request needs _meta[%s], an object of the "
+                               "client's capabilities ({} when it has none)" % (MODERN_PROTOCOL, quote(META_CAPABILITIES)))
+        level = meta.get(META_LOG_LEVEL)
+        if level is not None and not (isinstance(level, str) and level in LOG_LEVELS):
+            raise JsonRpcError(-32602, "Invalid params: _meta[%s] must be one of %s"
+                               % (quote(META_LOG_LEVEL), ", ".join(LOG_LEVELS)))
+        client_info = meta.get(META_CLIENT_INFO)
+        extensions = capabilities.get("extensions")
+        return cls(
+            capabilities,
+            client_info if isinstance(client_info, dict) else {},
+            level,
+            isinstance(extensions, dict) and TASKS_EXTENSION in extensions,
+        )
+
+
+def _b64(data: bytes) -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def arguments_digest(arguments: dict) -> str:
+    import hashlib
+
+    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class RequestStateSeal:
+    """The `requestState` of a multi round-trip call: opaque to the client and sealed with
+    HMAC-SHA256 under a key made at start, so a retry can name only an interview this process
+    asked about, for the same tool and arguments, within the hour."""
+
+    def __init__(self, key: bytes | None = None) -> None:
+        import secrets
+
+        self.key = key if key is not None else secrets.token_bytes(32)
+
+    def _mac(self, body: str) -> str:
+        import hashlib
+        import hmac
+
+        return _b64(hmac.new(self.key, body.encode("ascii"), hashlib.sha256).digest())
+
+    def seal(self, interview_id: str, tool: str, arguments: dict, key: str, now=None) -> str:
+        expires = int((time.time() if now is None else now) + REQUEST_STATE_SECONDS)
+        payload = {"i": interview_id, "t": tool, "a": arguments_digest(arguments), "k": key, "e": expires}
+        body = _b64(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode("ascii"))
+        return body + "." + self._mac(body)
+
+    def open(self, state, tool: str, arguments: dict, now=None):
+        """(interview id, input key) of a state this process sealed for this tool and these
+        arguments; else JsonRpcError -32602 saying why."""
+        import base64
+        import hmac
+
+        def invalid(why: str):
+            return JsonRpcError(-32602, "invalid requestState: %s" % why)
+
+        if not isinstance(state, str):
+            raise invalid("it must be the string the first call returned, not %s" % describe(state))
+        body, _, mac = state.partition(".")
+        if not body or not mac or not hmac.compare_digest(mac.encode("ascii", "replace"), self._mac(body).encode("ascii")):
+            raise invalid("it is not one this server process made, or it was changed; call the tool again without it")
+        try:
+            payload = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+        except ValueError:
+            raise invalid("it is not one this server process made; call the tool again without it")
+        if payload["e"] < (time.time() if now is None else now):
+            raise invalid("it expired (a retry must come within an hour); call the tool again without it")
+        if payload["t"] != tool:
+            raise invalid("it was made for %s, not %s" % (payload["t"], tool))
+        if payload["a"] != arguments_digest(arguments):
+            raise invalid("it was made for other arguments; retry with exactly the arguments of the first call")
+        return payload["i"], payload["k"]
+
+
+class Task:
+    """One call that became a task: what tasks/get shows of it."""
+
+    def __init__(self, task_id: str, interview_id: str, message: str, cancellation, now: float) -> None:
+        self.id = task_id
+        self.interview_id = interview_id
+        self.status = "working"
+        self.message = message
+        self.created = now
+        self.updated = now
+        self.result = None
+        self.error = None
+        self.cancellation = cancellation
+        self.settled_monotonic = None
+
+    def view(self) -> dict:
+        shown = {
+            "taskId": self.id,
+            "status": self.status,
+            "statusMessage": self.message,
+            "createdAt": iso_utc(self.created),
+            "lastUpdatedAt": iso_utc(self.updated),
+            "ttlMs": None,
+            "pollIntervalMs": TASK_POLL_MS,
+        }
+        if self.result is not None:
+            shown["result"] = self.result
+        if self.error is not None:
+            shown["error"] = self.error
+        return shown
+
+
+class TaskRegistry:
+    """Every task of this process, and those of an earlier one recovered from the archive."""
+
+    def __init__(self, log: Log, archive: Archive) -> None:
+        self.log = log
+        self.archive = archive
+        self.lock = threading.Lock()
+        self.tasks: dict = {}
+        self.counter = 0
+
+    def create(self, interview: Interview, message: str, cancellation) -> dict:
+        with self.lock:
+            self.counter += 1
+            task = Task("%s.%d" % (interview.id, self.counter), interview.id, message, cancellation, time.time())
+            self.tasks[task.id] = task
+            view = task.view()
+        self.log.event("task-created", task=task.id, interview=interview.id)
+        return view
+
+    def update(self, task_id: str, message: str) -> None:
+        with self.lock:
+            task = self.tasks.get(task_id)
+            if task is not None and task.status == "working" and task.message != message:
+                task.message = message
+                task.updated = time.time()
+
+    def complete(self, task_id: str, result: dict) -> None:
+        with self.lock:
+            task = self.tasks.get(task_id)
+            if task is None or task.status != "working":
+                return
+            task.status = "completed"
+            task.result = result
+            self._settled(task)
+        self.log.event("task-completed", task=task_id)
+
+    def cancel(self, task_id) -> None:
+        task = self._find(task_id)
+        with self.lock:
+            if task.status != "working":
+                return
+            task.status = "cancelled"
+            self._settled(task)
+        self.log.event("task-cancelled", task=task.id)
+        task.cancellation.cancel()
+
+    def get(self, task_id) -> dict:
+        task = self._find(task_id)
+        with self.lock:
+            return task.view()
+
+    def _settled(self, task: Task) -> None:
+        task.updated = time.time()
+        task.settled_monotonic = time.monotonic()
+
+    def _find(self, task_id) -> Task:
+        """The task, recovered from the archive if an earlier process made it; else -32602."""
+        horizon = time.monotonic() - SETTLED_RETENTION_SECONDS
+        with self.lock:
+            for key in [key for key, task in self.tasks.items()
+                        if task.settled_monotonic is not None and task.settled_monotonic < horizon]:
+                del self.tasks[key]
+            task = self.tasks.get(task_id)
+        if task is None:
+            task = self._recover(task_id)
+        if task is None:
+            raise JsonRpcError(-32602, "unknown task %s" % quote(task_id))
+        return task
+
+    def _recover(self, task_id: str):
+        interview_id, dot, number = task_id.partition(".")
+        if not (is_session_id(interview_id) and dot and number.isdigit() and number.isascii()):
+            return None
+        if self.log.find_line(" task-created task=%s " % task_id) is None:
+            return None  # never made here: not a task of an earlier process either
+        task = Task(task_id, interview_id, "", Cancellation(), time.time())
+        record = self.archive.find(interview_id)
+        if record is not None:
+            task.status = "completed"
+            task.result = modern_envelope(answers_result(archived_result(record)))
+            task.message = task.result["structuredContent"]["summary"].split("\n", 1)[0]
+        else:
+            task.status = "failed"
+            task.message = (
+                "The server restarted before the user submitted interview %s, so its answers are "
+                "lost. Ask the questions again in a new ask_user_rich call." % quote(interview_id)
+            )
+            task.error = {"code": -32603, "message": task.message}
+        self._settled(task)
+        with self.lock:
+            self.tasks.setdefault(task_id, task)
+            return self.tasks[task_id]
+
+
+class ModernClient:
+    """What one tools/call can do with a client of the 2026-07-28 era, from that request's own
+    `_meta`: no requests to the client (an elicitation ends the call with `input_required`,
+    and the retry brings the answer), and, when the request declares the tasks extension, a
+    call about to block answers at once with a task that the rest of the call reports into."""
+
+    def __init__(self, server: "McpServer", request_id, request: ModernRequest, params: dict,
+                 cancellation: Cancellation, resumed=None) -> None:
+        self.server = server
+        self.transport = server.transport
+        self.request_id = request_id
+        self.request = request
+        self.cancellation = cancellation
+        self.resumed = resumed  # (interview id, input key) from a verified requestState
+        meta = params.get("_meta")
+        token = meta.get("progressToken") if isinstance(meta, dict) else None
+        self.progress_token = None if isinstance(token, bool) or not isinstance(token, (str, int, float)) else token
+        responses = params.get("inputResponses")
+        self.input_responses = responses if isinstance(responses, dict) else {}
+        self.progress_count = 0
+        self.task_id = None
+
+    @property
+    def client_info(self) -> dict:
+        return self.request.client_info
+
+    @property
+    def reports_progress(self) -> bool:
+        return self.progress_token is not None or self.task_id is not None
+
+    def elicitation_modes(self) -> frozenset:
+        return elicitation_modes(self.request.capabilities)
+
+    def resumed_interview(self, hub: SessionHub):
+        return None if self.resumed is None else hub.require(self.resumed[0])
+
+    def retrying(self, key: str) -> bool:
+        return self.resumed is not None and self.resumed[1] == key
+
+    def progress(self, message: str, url=None) -> None:
+        if self.task_id is not None:
+            self.server.tasks.update(self.task_id, message)
+        if self.progress_token is not None:
+            self.progress_count += 1
+            self.transport.notify("notifications/progress", {
+                "progressToken": self.progress_token, "progress": self.progress_count,
+                "message": message + (". Form: " + url if url else ""),
+            })
+
+    def about_to_block(self, interview: Interview) -> None:
+        if not self.request.tasks or self.task_id is not None:
+            return
+        with interview.lock:
+            message = progress_message(interview.progress())
+        view = self.server.tasks.create(interview, message, self.cancellation)
+        self.task_id = view["taskId"]
+        self.transport.respond(self.request_id, modern_envelope(view, "task"))
+
+    def elicit(self, key: str, params: dict, interview: Interview):
+        if self.retrying(key):
+            response = self.input_responses.get(key)
+            if isinstance(response, dict) and response.get("action") in ("accept", "decline", "cancel"):
+                return "answered", {"result": response}
+        with interview.lock:
+            if interview.state != "pending":
+                return "settled", None
+        raise InputRequired(interview, {key: {"method": "elicitation/create", "params": params}})
+
+    def elicitation_finished(self, key: str, interview: Interview) -> None:
+        """This era has no elicitationId and no completion notice."""
+
+    def input_required(self, needed: InputRequired, tool: str, arguments: dict) -> dict:
+        (key,) = needed.requests
+        state = self.server.seal.seal(needed.interview.id, tool, arguments, key)
+        self.server.log.event("input-required", interview=needed.interview.id, key=key)
+        return modern_envelope({"inputRequests": needed.requests, "requestState": state}, "input_required")
+
+    def finish(self, result) -> None:
+        if self.task_id is not None:
+            if result is not None:
+                self.server.tasks.complete(self.task_id, modern_envelope(result))
+            return
+        if result is None or self.cancellation.is_set:
+            return
+        if self.request.log_level is not None:
+            self.transport.out.drain(1.0)  # its log messages come before its response
+        self.transport.respond(self.request_id, result if "resultType" in result else modern_envelope(result))
+
+
 class McpServer:
-    """The MCP methods over a JsonRpcStdio transport: the handshake, the logging level, the
-    tool list, and tools/call, each call on a worker thread of its own talking to the client
-    through a per-call client object."""
+    """The MCP methods over a JsonRpcStdio transport, in both protocol eras: a request whose
+    `_meta` names its protocol version is served from that `_meta` alone (2026-07-28), any
+    other from what `initialize` said. Each tools/call runs on a worker thread of its own and
+    reaches the client through a per-call client object of its era."""
 
     def __init__(self, runtime: Runtime, reader, writer) -> None:
         self.runtime = runtime
@@ -2821,11 +3192,15 @@ class McpServer:
         self.writer = writer
         self.transport = JsonRpcStdio(reader, writer, self.log, self)
         self.tools = InterviewTools(runtime)
+        self.seal = RequestStateSeal()
+        self.tasks = TaskRegistry(self.log, runtime.archive)
+        self.modern_enabled = runtime.config.protocol != "legacy"
         self.session_lock = threading.Lock()
         self.client_capabilities: dict = {}
         self.client_info: dict = {}
         self.protocol_version = None
         self.log_level = None
+        self.call_log_levels: dict = {}  # modern calls in flight that asked for log messages
         self.log.listener = self.forward_log
 
     @property
@@ -2850,8 +3225,29 @@ class McpServer:
     # -- requests -------------------------------------------------------------------------
 
     def handle_request(self, request_id, method: str, params: dict):
+        meta = params.get("_meta")
+        modern_meta = self.modern_enabled and isinstance(meta, dict) and META_VERSION in meta
+        modern = modern_meta or (self.modern_enabled and method == "server/discover")
+        if method == "initialize":
+            modern = False
+        self.log.event("request", "debug", method=method, era="modern" if modern else "legacy")
+        if not modern:
+            return self.handle_legacy(request_id, method, params)
+        request = ModernRequest.parse(meta) if method != "initialize" else None
+        if request is None:  # a bare server/discover probe
+            return modern_envelope(self.discover())
+        result = self.handle_modern(request_id, method, params, request)
+        return None if result is None else modern_envelope(result)
+
+    def handle_legacy(self, request_id, method: str, params: dict):
         if method == "tools/call":
-            return self.start_tool_call(request_id, params)
+            name, arguments = tool_call_arguments(params)
+            meta = params.get("_meta")
+            token = meta.get("progressToken") if isinstance(meta, dict) else None
+            if isinstance(token, bool) or not isinstance(token, (str, int, float)):
+                token = None
+            cancellation = self.transport.begin_call(request_id)
+            return self.start_tool_call(LegacyClient(self, request_id, token, cancellation), name, arguments)
         if method == "initialize":
             return self.initialize(params)
         if method == "ping":
@@ -2867,10 +3263,46 @@ class McpServer:
             self.log_level = level
             return {}
         if method == "server/discover":
-            # The 2026-07-28 probe: an immediate "not found" makes the client fall back to
-            # initialize at once instead of waiting out its connect timeout.
+            # Only with the 2026-07-28 era turned off: an immediate "not found" makes the
+            # client fall back to initialize at once instead of waiting out its connect timeout.
             raise JsonRpcError(-32601, "Method not found: server/discover (use initialize)")
         raise JsonRpcError(-32601, "Method not found: %s" % method)
+
+    def handle_modern(self, request_id, method: str, params: dict, request: ModernRequest):
+        if method == "tools/call":
+            name, arguments = tool_call_arguments(params)
+            resumed = None
+            if params.get("requestState") is not None:
+                resumed = self.seal.open(params["requestState"], name, arguments)
+            cancellation = self.transport.begin_call(request_id)
+            client = ModernClient(self, request_id, request, params, cancellation, resumed)
+            return self.start_tool_call(client, name, arguments)
+        if method == "server/discover":
+            return self.discover()
+        if method == "ping":
+            return {}
+        if method == "tools/list":
+            # Cache hints, which the 2026-07-28 schema requires here: ask again each time.
+            return {"tools": list(TOOLS), "ttlMs": 0, "cacheScope": "private"}
+        if method in ("tasks/get", "tasks/cancel", "tasks/update"):
+            task_id = params.get("taskId")
+            if not isinstance(task_id, str):
+                raise JsonRpcError(-32602, "Invalid params: taskId must be a string, not %s" % describe(task_id))
+            if method == "tasks/get":
+                return self.tasks.get(task_id)
+            if method == "tasks/cancel":
+                self.tasks.cancel(task_id)
+            else:
+                self.tasks.get(task_id)  # our tasks never ask for input: responses are ignored
+            return {}
+        raise JsonRpcError(-32601, "Method not found: %s" % method)
+
+    def discover(self) -> dict:
+        return {
+            "supportedVersions": list(SUPPORTED_VERSIONS),
+            "capabilities": {"tools": {}, "extensions": {TASKS_EXTENSION: {}}},
+            "instructions": SERVER_INSTRUCTIONS,
+        }
 
     def initialize(self, params: dict) -> dict:
         requested = params.get("protocolVersion")
@@ -2901,14 +3333,11 @@ class McpServer:
 
     # -- tool calls -----------------------------------------------------------------------
 
-    def start_tool_call(self, request_id, params: dict):
-        name, arguments = tool_call_arguments(params)
-        meta = params.get("_meta")
-        token = meta.get("progressToken") if isinstance(meta, dict) else None
-        if isinstance(token, bool) or not isinstance(token, (str, int, float)):
-            token = None
-        cancellation = self.transport.begin_call(request_id)
-        client = LegacyClient(self, request_id, token, cancellation)
+    def start_tool_call(self, client, name: str, arguments: dict):
+        level = getattr(getattr(client, "request", None), "log_level", None)
+        if level is not None:
+            with self.session_lock:
+                self.call_log_levels[_hashable(client.request_id)] = level
         worker = threading.Thread(
             target=self.run_tool_call, args=(client, name, arguments),
             name="ask-user-rich-call", daemon=True,
@@ -2921,22 +3350,30 @@ class McpServer:
         self.log.event("call", tool=name, request=str(client.request_id))
         try:
             result = self.tools.call(name, arguments, client)
+        except InputRequired as needed:
+            result = client.input_required(needed, name, arguments)
         finally:
             self.transport.end_call(client.request_id)
         cancelled = client.cancellation.is_set
         outcome = "cancelled" if cancelled or result is None else (
-            "error" if result.get("isError") else result.get("structuredContent", {}).get("status", "ok")
+            "error" if result.get("isError") else
+            result.get("structuredContent", {}).get("status", result.get("resultType", "ok"))
         )
         client.finish(result)
+        with self.session_lock:
+            self.call_log_levels.pop(_hashable(client.request_id), None)
         # Logged once the response is out: the answers reach the agent before the bookkeeping.
         self.log.event("call-end", tool=name, request=str(client.request_id), outcome=outcome,
                        ms=int((time.monotonic() - started) * 1000))
 
     def forward_log(self, level: str, event: str, fields: dict) -> None:
-        """Log events at or above the client's chosen level, as notifications/message. Queued,
+        """Log events at or above the level the client chose (at initialize's logging/setLevel,
+        or in the `_meta` of a 2026-07-28 call in flight), as notifications/message. Queued,
         never written from the logging thread: that may be a form server thread."""
-        chosen = self.log_level
-        if chosen is None or LOG_LEVELS.index(level) < LOG_LEVELS.index(chosen):
+        with self.session_lock:
+            chosen = [self.log_level] if self.log_level is not None else []
+            chosen.extend(self.call_log_levels.values())
+        if not chosen or LOG_LEVELS.index(level) < min(LOG_LEVELS.index(name) for name in chosen):
             return
         data = {"event": event}
         data.update((key, value) for key, value in fields.items() if key != "token")
@@ -2987,7 +3424,7 @@ class InterviewTools:
             )
 
     def ask_user_rich(self, arguments: dict, client):
-        interview = self.runtime.open_interview(arguments)
+        interview = client.resumed_interview(self.runtime.hub) or self.runtime.open_interview(arguments)
         delivery = interview.options["delivery"]
         if delivery == "link":
             return awaiting_result(interview, "Browser opening was skipped (delivery=link).")
@@ -3030,7 +3467,7 @@ class InterviewTools:
         if client.reports_progress:
             def report(facts: dict, first: bool) -> None:
                 # Only the first report carries the token-bearing URL.
-                client.progress(progress_message(facts) + (". Form: " + interview.url if first else ""))
+                client.progress(progress_message(facts), interview.url if first else None)
 
         result, why = self.runtime.hub.wait(
             interview, client.cancellation, timeout, report, self.runtime.config.progress_ms / 1000.0
@@ -3046,6 +3483,8 @@ class InterviewTools:
     def deliver_by_browser(self, interview: Interview, client, timeout):
         """Open the form and wait; else ask the client to open it (URL elicitation); else
         return the link at once with every reason."""
+        if client.retrying(URL_ELICITATION_KEY):  # the browser already failed in the first round
+            return self.deliver_by_url_elicitation(interview, client, timeout, None)
         config = self.runtime.config
         opened, why = open_browser(interview.url, config, self.log)
         if opened:
@@ -3056,7 +3495,8 @@ class InterviewTools:
 
     def deliver_by_url_elicitation(self, interview: Interview, client, timeout, why: str):
         """A URL-mode elicitation: the client shows the link and opens it with the user's
-        consent; then wait as after a browser open."""
+        consent; then wait as after a browser open. `why` the browser did not open: None in the
+        retry of a multi round-trip call, which carries the user's answer to the first round."""
         with interview.lock:
             count = len(interview.spec["questions"])
         params = {
@@ -3077,7 +3517,8 @@ class InterviewTools:
         self.log.event("url-elicitation-answer", interview=interview.id,
                        action=action or "error", detail=detail)
         if action != "accept":
-            return awaiting_result(interview, url_refusal_reason(why, action, detail))
+            reason = URL_DECLINED_TEXT if why is None else url_refusal_reason(why, action, detail)
+            return awaiting_result(interview, reason)
         result = self.wait_for_answers(interview, client, timeout)
         client.elicitation_finished(URL_ELICITATION_KEY, interview)
         return result
@@ -3128,6 +3569,7 @@ class InterviewTools:
 
 FORM_ELICITATION_KEY = "answers"
 URL_ELICITATION_KEY = "open-form"
+URL_DECLINED_TEXT = "The user declined to open the form (URL elicitation)."
 
 
 def url_refusal_reason(why: str, action, detail) -> str:

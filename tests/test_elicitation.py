@@ -1,8 +1,6 @@
 """Delivery through the client: form elicitation (delivery "elicitation") and URL elicitation
-(delivery "browser" when no opener works), driven by the official MCP Python SDK client pinned
-to the initialize era (elicitation/create requests of ours; test_modern_sdk.py covers the
-2026-07-28 round trips), plus the races between a pending elicitation and the web form,
-driven in-process."""
+(delivery "browser" when no opener works), driven by the official MCP Python SDK client, plus
+the races between a pending elicitation and the web form, driven in-process."""
 
 import json
 import os
@@ -220,8 +218,7 @@ def test_url_only_client_gets_a_url_elicitation_and_the_call_returns_after_the_h
         params = StdioServerParameters(command=sys.executable, args=[SERVER], env=env)
         outcome = {}
         with anyio.fail_after(CALL_TIMEOUT):
-            async with Client(params, mode="legacy", elicitation_callback=on_elicit,
-                              message_handler=on_message) as client:
+            async with Client(params, mode="legacy", elicitation_callback=on_elicit, message_handler=on_message) as client:
                 async def call():
                     outcome["result"] = await client.call_tool(
                         "ask_user_rich", FLAT_INTERVIEW, progress_callback=on_progress

@@ -13,7 +13,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import askrich
-from modern_support import modern_params
 from support import (
     InProcessServer,
     api_url,
@@ -38,13 +37,30 @@ def error_code(reply):
 # -- handshake and housekeeping ---------------------------------------------------------------
 
 
-def test_server_discover_is_answered_at_once_and_initialize_still_works_after_it(server):
+def test_server_discover_is_answered_at_once_so_modern_clients_stay_modern(server):
     started = time.monotonic()
-    reply = server.call("server/discover", modern_params())
+    result = server.call("server/discover", {})["result"]
+    assert result["resultType"] == "complete" and "2026-07-28" in result["supportedVersions"]
     assert time.monotonic() - started < 2
-    assert reply["result"]["resultType"] == "complete"
-    assert reply["result"]["supportedVersions"][0] == "2026-07-28"
+    # A dual-era client may still take the initialize handshake after the probe.
     assert server.initialize()["result"]["protocolVersion"] == "2025-11-25"
+
+
+def test_with_the_legacy_setting_server_discover_is_refused_so_clients_fall_back_to_initialize(tmp_path):
+    config = askrich.Config(log_dir=str(tmp_path), open_browser=False, protocol="legacy")
+    runtime = askrich.Runtime(config, askrich.Log(str(tmp_path), stream=open(os.devnull, "w")))
+    peer = InProcessServer(runtime)
+    try:
+        started = time.monotonic()
+        reply = peer.call("server/discover", {"_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}}})
+        assert error_code(reply) == -32601
+        assert time.monotonic() - started < 2
+        assert peer.initialize()["result"]["protocolVersion"] == "2025-11-25"
+    finally:
+        peer.close()
+        runtime.close()
 
 
 @pytest.mark.parametrize("version", ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"])
@@ -440,7 +456,7 @@ def test_every_line_written_is_one_json_message_even_for_newlines_and_u2028(serv
 
 def test_subprocess_speaks_the_protocol_and_exits_zero_at_eof_with_a_wait_in_flight(subprocess_server):
     peer = subprocess_server()
-    assert peer.call("server/discover", modern_params())["result"]["resultType"] == "complete"
+    assert peer.call("server/discover")["result"]["resultType"] == "complete"
     assert peer.initialize()["result"]["serverInfo"]["name"] == "ask-user-rich"
     structured = ask_link(peer)
     peer.request("tools/call", {"name": "await_user_answers", "arguments": {"sessionId": structured["sessionId"]}})
