@@ -196,3 +196,17 @@ def test_the_sdk_loop_declining_a_url_elicitation_gets_awaiting_with_the_reason(
     structured = result.structured_content
     assert structured["status"] == "awaiting" and structured["reason"] == DECLINED_URL_REASON
     assert state["state"] == "pending"  # the form stays open for a later await_user_answers
+
+
+def test_with_the_legacy_setting_an_auto_sdk_falls_back_to_initialize_and_works(tmp_path):
+    async def scenario():
+        async with Client(parameters(tmp_path, ASK_USER_RICH_OPEN="0", ASK_USER_RICH_PROTOCOL="legacy")) as client:
+            version = client.protocol_version
+            result = await client.call_tool("ask_user_rich", interview(delivery="link"))
+            return version, result
+
+    version, result = run(scenario)
+    assert version == "2025-11-25"
+    assert result.structured_content["status"] == "awaiting"
+    served = log_events(tmp_path / "logs", "request")
+    assert served and {fields.get("era") for fields in served} == {"legacy"}
