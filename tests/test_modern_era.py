@@ -25,6 +25,7 @@ from modern_support import (
     send_modern,
     server_requests,
     tool_modern,
+    wait_until,
     wait_until_waiting,
     without_cache_hints,
     without_envelope,
@@ -350,6 +351,48 @@ def test_a_declined_url_elicitation_returns_awaiting_at_once_and_the_form_stays_
     collected = result_of(tool_modern(no_opener, "await_user_answers", {"sessionId": structured["sessionId"]}))
     assert collected["structuredContent"]["status"] == "submitted"
     assert_no_server_requests(no_opener)
+
+
+def accept_url_elicitation(peer, arguments, **meta):
+    """The first round of a URL elicitation, then the accepted retry sent: (form URL, retry id)."""
+    first = first_round(peer, arguments, URL_ONLY)
+    call_id = send_modern(peer, "tools/call", {
+        "name": "ask_user_rich", "arguments": arguments, "requestState": first["requestState"],
+        "inputResponses": {"open-form": {"action": "accept"}}}, capabilities=URL_ONLY, **meta)
+    return first["inputRequests"]["open-form"]["params"]["url"], call_id
+
+
+def test_an_accepted_url_elicitation_stops_waiting_at_timeout_seconds_with_awaiting(no_opener):
+    arguments = dict(FLAT_INTERVIEW, timeoutSeconds=1)
+    url, call_id = accept_url_elicitation(no_opener, arguments)
+    result = result_of(no_opener.response(call_id))
+    assert_modern_result(result)
+    structured = result["structuredContent"]
+    assert structured["status"] == "awaiting" and structured["url"] == url
+    assert structured["reason"] == "Stopped waiting after 1s (timeoutSeconds)."
+    assert form_state(url)["state"] == "pending"
+
+
+def test_an_accepted_url_elicitation_cancelled_sends_no_response_and_stays_collectable(no_opener):
+    url, call_id = accept_url_elicitation(no_opener, FLAT_INTERVIEW)
+    wait_until_waiting(url)
+    no_opener.notify("notifications/cancelled", {"requestId": call_id})
+    wait_until(lambda: not form_state(url)["waiting"], what="the cancelled retry to stop waiting")
+    submit_like_a_browser(url)
+    assert no_opener.call("ping")["result"] == {}
+    assert all(m.get("id") != call_id for m in no_opener.pending)
+    assert form_state(url)["state"] == "submitted"
+
+
+def test_the_log_never_holds_the_form_token_in_the_modern_era(no_opener, tmp_path):
+    url, call_id = accept_url_elicitation(no_opener, FLAT_INTERVIEW, tasks=True)
+    task = result_of(no_opener.response(call_id))
+    assert_modern_result(task, "task")
+    result_of(call_modern(no_opener, "tasks/get", {"taskId": task["taskId"]}, tasks=True))
+    submit_like_a_browser(url)
+    no_opener.close()
+    token = url.rsplit("/s/", 1)[1]
+    assert token not in (tmp_path / "logs" / "server.log").read_text(encoding="utf-8")
 
 
 def test_a_modern_client_without_url_elicitation_gets_awaiting_at_once_when_no_opener_works(no_opener):

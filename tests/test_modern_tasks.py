@@ -108,6 +108,8 @@ def test_the_status_message_follows_the_form_and_the_task_completes_with_the_blo
     # No event stream is open (no browser page), so the form reads as closed.
     assert moved["statusMessage"].startswith('Waiting for answers to "Test interview": 1 of 2 answered, form closed (')
     assert moved["lastUpdatedAt"] > task["createdAt"]
+    token = asked["url"].rsplit("/s/", 1)[1]
+    assert token not in task["statusMessage"] and token not in moved["statusMessage"]  # a bearer token
 
     submit_like_a_browser(asked["url"])
     done = completed(peer, task["taskId"])
@@ -253,6 +255,11 @@ def test_timeout_seconds_completes_the_task_with_awaiting_never_with_an_answer(p
     assert structured["sessionId"] == asked["sessionId"] and structured["url"] == asked["url"]
     jsonschema.validate(structured, output_schema(peer, "await_user_answers"))
     assert form_state(asked["url"])["state"] == "pending"
+    # The user answers later: the ended task keeps its awaiting result; the answers are collected anew.
+    submit_like_a_browser(asked["url"])
+    assert result_of(get_task(peer, task["taskId"]))["result"] == done["result"]
+    collected = result_of(tool_modern(peer, "await_user_answers", {"sessionId": asked["sessionId"]}))
+    assert collected["structuredContent"]["status"] == "submitted"
 
 
 def test_tasks_update_is_acknowledged_and_changes_nothing(peer):
