@@ -243,6 +243,19 @@ def test_a_retry_without_a_usable_response_gets_the_same_input_required_again(mo
     assert result["structuredContent"]["status"] == "submitted"
 
 
+def test_a_replayed_retry_after_the_settle_changes_nothing(modern):
+    first = first_round(modern)
+    settled = result_of(retry(modern, ELICIT, first["requestState"], {"answers": ACCEPTED}))
+    interview_id = settled["structuredContent"]["interviewId"]
+    replay = retry(modern, ELICIT, first["requestState"], {"answers": {"action": "decline"}})
+    if "error" in replay:
+        assert replay["error"]["code"] == -32602, replay
+    else:
+        assert replay["result"]["structuredContent"]["status"] == "submitted", replay
+    collected = result_of(tool_modern(modern, "await_user_answers", {"sessionId": interview_id}))
+    assert without_envelope(collected) == without_envelope(settled)
+
+
 def tampered(state: str) -> list:
     """States that differ from a good one: a changed character, cut, padded, empty."""
     middle = len(state) // 2

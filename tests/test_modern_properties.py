@@ -21,6 +21,8 @@ from strategies import (
 )
 from support import SubprocessServer, interview
 
+jsonschema = pytest.importorskip("jsonschema")
+
 REQUESTS = {
     "server/discover": {},
     "tools/list": {},
@@ -114,3 +116,46 @@ def test_any_request_state_but_the_one_we_issued_is_refused_and_changes_nothing(
                     inputResponses={"answers": {"action": "accept", "content": {"db": "pg"}}})
     result = peer.call("tools/call", modern_params(accepted, capabilities=capabilities), timeout=30)["result"]
     assert result["structuredContent"]["status"] == "submitted", result
+
+
+ELICIT = dict(FLAT_INTERVIEW, delivery="elicitation")
+CONSTS = ["pg", "my", "cache", "queue", "search", "zz"]
+field_values = st.one_of(json_values(3), st.sampled_from(CONSTS), st.lists(st.sampled_from(CONSTS), max_size=4))
+input_responses = st.one_of(
+    json_values(4),
+    st.fixed_dictionaries({"answers": st.one_of(
+        json_values(3),
+        st.fixed_dictionaries({"action": st.one_of(st.sampled_from(["accept", "decline", "cancel"]), json_values(1))},
+                              optional={"content": st.one_of(json_values(3), st.dictionaries(
+                                  st.sampled_from(["db", "db__other", "extras", "extras__other", "free", "x"]),
+                                  field_values, max_size=6))}),
+    )}),
+)
+
+
+@pytest.fixture(scope="module")
+def ask_output_schema(peer):
+    tools = peer.call("tools/list", modern_params())["result"]["tools"]
+    return next(tool["outputSchema"] for tool in tools if tool["name"] == "ask_user_rich")
+
+
+@given(responses=input_responses)
+def test_any_input_responses_with_a_good_state_ask_again_or_settle_with_a_valid_result(
+        peer, ask_output_schema, responses):
+    capabilities = {"elicitation": {"form": {}}}
+    params = {"name": "ask_user_rich", "arguments": ELICIT}
+    first = peer.call("tools/call", modern_params(params, capabilities=capabilities), timeout=30)["result"]
+    retried = dict(params, requestState=first["requestState"], inputResponses=responses)
+    reply = peer.call("tools/call", modern_params(retried, capabilities=capabilities), timeout=30)
+    assert "result" in reply, reply
+    result = reply["result"]
+    if result["resultType"] == "input_required":
+        assert result["inputRequests"] == first["inputRequests"]
+    else:
+        assert_modern_result(result)
+        structured = result["structuredContent"]
+        assert structured["status"] in ("submitted", "declined", "cancelled") and structured["via"] == "elicitation"
+        jsonschema.validate(structured, ask_output_schema)
+        for row, question in zip(structured["answers"], ELICIT["questions"]):
+            assert set(row["selected"]) <= {option["id"] for option in question.get("options", [])}
+    assert peer.call("ping")["result"] == {}
