@@ -257,10 +257,11 @@ def test_a_replayed_retry_after_the_settle_changes_nothing(modern):
 
 
 def tampered(state: str) -> list:
-    """States that differ from a good one: a changed character, cut, padded, empty."""
+    """States that differ from a good one: a changed character, cut, padded, empty, and text
+    that is not even ASCII where the seal's encoding is expected."""
     middle = len(state) // 2
     flipped = state[:middle] + ("A" if state[middle] != "A" else "B") + state[middle + 1:]
-    return [flipped, state[:-1], state + "x", "", "not-a-state"]
+    return [flipped, state[:-1], state + "x", "", "not-a-state", "\x80.0", "\u00e9" + state[1:]]
 
 
 def test_a_tampered_request_state_is_refused_with_32602_and_changes_nothing(modern):
