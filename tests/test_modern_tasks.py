@@ -128,6 +128,21 @@ def test_the_status_message_follows_the_form_and_the_task_completes_with_the_blo
     assert_no_server_requests(peer)
 
 
+def test_the_status_message_counts_questions_appended_after_the_task_began(subprocess_server):
+    # An append is the agent's doing, not the user's: it shows from the next progress tick on.
+    peer = subprocess_server(env={"ASK_USER_RICH_PROGRESS_MS": "200"})
+    asked = ask_link(peer)
+    task = await_task(peer, asked["sessionId"])
+    appended = result_of(tool_modern(peer, "append_questions", {
+        "sessionId": asked["sessionId"], "questions": [choice("later", "a", "b")]}))
+    assert appended["structuredContent"]["total"] == 3
+    poll_task(peer, task["taskId"], lambda t: "0 of 3 answered" in t["statusMessage"],
+              what="the appended question in statusMessage")
+    submit_like_a_browser(asked["url"])
+    structured = completed(peer, task["taskId"])["result"]["structuredContent"]
+    assert [row["id"] for row in structured["answers"]] == ["db", "cache", "later"]
+
+
 def test_ask_in_a_browser_becomes_a_task_once_the_form_is_open(subprocess_server, tmp_path):
     command, record = recording_opener(tmp_path)
     peer = subprocess_server(env={"ASK_USER_RICH_OPEN": "1", "ASK_USER_RICH_OPEN_CMD": command})
