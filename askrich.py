@@ -2127,12 +2127,13 @@ class Runtime:
                 self.log.event("http-started", host=self.config.host, port=server.server_address[1])
             return "http://%s:%d" % (self.config.public_host, self.form_server.server_address[1])
 
-    def open_interview(self, args) -> Interview:
+    def open_interview(self, args, **details) -> Interview:
         """The one way to start an interview (the tools, demo/ask, doctor): validate
         `ask_user_rich` arguments (InvalidInterview), start the form server if need be
-        (FormServerUnavailable) and open the interview; its call options are in `options`."""
+        (FormServerUnavailable) and open the interview; its call options are in `options`.
+        `details` go to SessionHub.create as they are."""
         spec, options = validate_interview(args)
-        return self.hub.create(spec, self.base_url(), options)
+        return self.hub.create(spec, self.base_url(), options, **details)
 
     def append_questions(self, session_id, questions, note=None) -> dict:
         return self.hub.append(session_id, questions, note)
@@ -2922,9 +2923,9 @@ class RequestStateSeal:
     asked about, for the same tool and arguments, within the hour."""
 
     def __init__(self, key: bytes | None = None) -> None:
-        import secrets
-
-        self.key = key if key is not None else secrets.token_bytes(32)
+        # Made here, at start, but only os.urandom: hmac and hashlib are imported at the first
+        # seal, so that a server that never elicits keeps its idle memory.
+        self.key = key if key is not None else os.urandom(32)
 
     def _mac(self, body: str) -> str:
         import hashlib
