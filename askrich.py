@@ -2127,12 +2127,13 @@ class Runtime:
                 self.log.event("http-started", host=self.config.host, port=server.server_address[1])
             return "http://%s:%d" % (self.config.public_host, self.form_server.server_address[1])
 
-    def open_interview(self, args) -> Interview:
+    def open_interview(self, args, **details) -> Interview:
         """The one way to start an interview (the tools, demo/ask, doctor): validate
         `ask_user_rich` arguments (InvalidInterview), start the form server if need be
-        (FormServerUnavailable) and open the interview; its call options are in `options`."""
+        (FormServerUnavailable) and open the interview; its call options are in `options`.
+        `details` go to SessionHub.create as they are."""
         spec, options = validate_interview(args)
-        return self.hub.create(spec, self.base_url(), options)
+        return self.hub.create(spec, self.base_url(), options, **details)
 
     def append_questions(self, session_id, questions, note=None) -> dict:
         return self.hub.append(session_id, questions, note)
@@ -2922,9 +2923,9 @@ class RequestStateSeal:
     asked about, for the same tool and arguments, within the hour."""
 
     def __init__(self, key: bytes | None = None) -> None:
-        import secrets
-
-        self.key = key if key is not None else secrets.token_bytes(32)
+        # Made here, at start, but only os.urandom: hmac and hashlib are imported at the first
+        # seal, so that a server that never elicits keeps its idle memory.
+        self.key = key if key is not None else os.urandom(32)
 
     def _mac(self, body: str) -> str:
         import hashlib
@@ -3105,9 +3106,7 @@ class ModernClient:
         self.request = request
         self.cancellation = cancellation
         self.resumed = resumed  # (interview id, input key) from a verified requestState
-        meta = params.get("_meta")
-        token = meta.get("progressToken") if isinstance(meta, dict) else None
-        self.progress_token = None if isinstance(token, bool) or not isinstance(token, (str, int, float)) else token
+        self.progress_token = progress_token(params)
         responses = params.get("inputResponses")
         self.input_responses = responses if isinstance(responses, dict) else {}
         self.progress_count = 0
@@ -3233,7 +3232,7 @@ class McpServer:
         self.log.event("request", "debug", method=method, era="modern" if modern else "legacy")
         if not modern:
             return self.handle_legacy(request_id, method, params)
-        request = ModernRequest.parse(meta) if method != "initialize" else None
+        request = ModernRequest.parse(meta)
         if request is None:  # a bare server/discover probe
             return modern_envelope(self.discover())
         result = self.handle_modern(request_id, method, params, request)
@@ -3242,12 +3241,9 @@ class McpServer:
     def handle_legacy(self, request_id, method: str, params: dict):
         if method == "tools/call":
             name, arguments = tool_call_arguments(params)
-            meta = params.get("_meta")
-            token = meta.get("progressToken") if isinstance(meta, dict) else None
-            if isinstance(token, bool) or not isinstance(token, (str, int, float)):
-                token = None
             cancellation = self.transport.begin_call(request_id)
-            return self.start_tool_call(LegacyClient(self, request_id, token, cancellation), name, arguments)
+            client = LegacyClient(self, request_id, progress_token(params), cancellation)
+            return self.start_tool_call(client, name, arguments)
         if method == "initialize":
             return self.initialize(params)
         if method == "ping":
@@ -3276,7 +3272,7 @@ class McpServer:
                 resumed = self.seal.open(params["requestState"], name, arguments)
             cancellation = self.transport.begin_call(request_id)
             client = ModernClient(self, request_id, request, params, cancellation, resumed)
-            return self.start_tool_call(client, name, arguments)
+            return self.start_tool_call(client, name, arguments, request.log_level)
         if method == "server/discover":
             return self.discover()
         if method == "ping":
@@ -3333,11 +3329,12 @@ class McpServer:
 
     # -- tool calls -----------------------------------------------------------------------
 
-    def start_tool_call(self, client, name: str, arguments: dict):
-        level = getattr(getattr(client, "request", None), "log_level", None)
-        if level is not None:
+    def start_tool_call(self, client, name: str, arguments: dict, log_level=None):
+        """Run the call on a worker; `log_level`: the level its own `_meta` asked log messages
+        at, for as long as it runs."""
+        if log_level is not None:
             with self.session_lock:
-                self.call_log_levels[_hashable(client.request_id)] = level
+                self.call_log_levels[_hashable(client.request_id)] = log_level
         worker = threading.Thread(
             target=self.run_tool_call, args=(client, name, arguments),
             name="ask-user-rich-call", daemon=True,
@@ -3379,6 +3376,15 @@ class McpServer:
         data.update((key, value) for key, value in fields.items() if key != "token")
         self.transport.out.post({"jsonrpc": "2.0", "method": "notifications/message",
                                  "params": {"level": level, "logger": SERVER_NAME, "data": data}})
+
+
+def progress_token(params: dict):
+    """The request's `_meta.progressToken` when it is one a notification can carry, else None."""
+    meta = params.get("_meta")
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    if isinstance(token, bool) or not isinstance(token, (str, int, float)):
+        return None
+    return token
 
 
 def tool_call_arguments(params: dict):

@@ -337,3 +337,21 @@ def test_a_cancelled_waiter_leaves_the_interview_pending_and_uncounted(runtime):
         thread.join(5)
     assert outcome == ["cancelled"]
     assert http_request(api_url(form.url, "state")).json() == {"state": "pending", "waiting": False, "version": 1}
+
+
+def test_progress_is_reported_at_once_and_never_after_the_wait_returns(runtime):
+    form = runtime.open_interview(interview(choice("q", "a", "b")))
+    reports = []
+    done = threading.Event()
+
+    def report(facts, first):
+        reports.append((facts["answered"], first, done.is_set()))
+        if len(reports) == 3:
+            submit(form.url, {"q": {"selected": ["a"]}})
+
+    result, why = runtime.hub.wait(form, timeout=10, report=report, interval=0.01)
+    done.set()
+    assert why == "settled" and result["status"] == "submitted"
+    assert reports[0] == (0, True, False)
+    assert all(not first for _, first, _ in reports[1:])
+    assert not any(after for _, _, after in reports)
