@@ -336,3 +336,19 @@ def test_after_a_restart_an_archived_task_is_completed_and_a_lost_one_failed(sub
     assert isinstance(error["code"], int)
     message = error["message"].lower()
     assert "restart" in message and "again" in message, error["message"]
+
+    # A second restart answers the same: the verdicts come from disk, not from one process.
+    assert after.close() == 0
+    again = subprocess_server()
+    assert result_of(get_task(again, answered_task["taskId"]))["result"] == recovered["result"]
+    assert result_of(get_task(again, lost_task["taskId"]))["status"] == "failed"
+
+
+def test_stdin_eof_with_tasks_and_a_blocking_modern_call_in_flight_exits_0_within_a_second(peer):
+    asked = ask_link(peer)
+    await_task(peer, asked["sessionId"])
+    send_modern(peer, "tools/call", {"name": "await_user_answers", "arguments": {"sessionId": asked["sessionId"]}})
+    wait_until_waiting(asked["url"])
+    started = time.monotonic()
+    assert peer.close(timeout=5) == 0
+    assert time.monotonic() - started < 1.0
