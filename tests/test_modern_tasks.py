@@ -27,6 +27,7 @@ from modern_support import (
     wait_until,
     wait_until_waiting,
     without_envelope,
+    written_messages,
 )
 from support import choice, interview
 
@@ -189,6 +190,27 @@ def test_an_accepted_url_elicitation_becomes_a_task(subprocess_server):
     assert done["result"]["structuredContent"]["status"] == "submitted"
     assert task["taskId"].startswith(done["result"]["structuredContent"]["interviewId"] + ".")
     assert_no_server_requests(peer)
+
+
+def test_a_task_is_not_cancelled_by_notifications_cancelled_and_its_request_gets_no_late_progress(
+        subprocess_server):
+    peer = subprocess_server(env={"ASK_USER_RICH_PROGRESS_MS": "100"})
+    asked = ask_link(peer)
+    call_id = send_modern(peer, "tools/call", {"name": "await_user_answers",
+                                               "arguments": {"sessionId": asked["sessionId"]}},
+                          tasks=True, progress_token="task-call")
+    task = result_of(peer.response(call_id))
+    assert_modern_result(task, "task")
+    answered_at = len(written_messages(peer))
+    # The request is answered; tasks are cancelled with tasks/cancel only.
+    peer.notify("notifications/cancelled", {"requestId": call_id})
+    post_progress(asked["url"], answered=1, still_open=1)
+    poll_task(peer, task["taskId"], lambda t: "1 of 2 answered" in t["statusMessage"], what="the progress")
+    assert result_of(get_task(peer, task["taskId"]))["status"] == "working"
+    submit_like_a_browser(asked["url"])
+    completed(peer, task["taskId"])
+    late = [m for m in written_messages(peer)[answered_at:] if m.get("method") == "notifications/progress"]
+    assert late == [], late
 
 
 # -- calls that are no task -------------------------------------------------------------------
