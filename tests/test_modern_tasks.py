@@ -192,8 +192,8 @@ def test_an_accepted_url_elicitation_becomes_a_task(subprocess_server):
     assert_no_server_requests(peer)
 
 
-def test_a_task_is_not_cancelled_by_notifications_cancelled_and_its_request_gets_no_late_progress(
-        subprocess_server):
+def start_task_with_a_progress_token(subprocess_server):
+    """A task made by an await that carried a progressToken: (peer, the link, call id, task)."""
     peer = subprocess_server(env={"ASK_USER_RICH_PROGRESS_MS": "100"})
     asked = ask_link(peer)
     call_id = send_modern(peer, "tools/call", {"name": "await_user_answers",
@@ -201,14 +201,28 @@ def test_a_task_is_not_cancelled_by_notifications_cancelled_and_its_request_gets
                           tasks=True, progress_token="task-call")
     task = result_of(peer.response(call_id))
     assert_modern_result(task, "task")
-    answered_at = len(written_messages(peer))
-    # The request is answered; tasks are cancelled with tasks/cancel only.
+    return peer, asked, call_id, task
+
+
+def test_notifications_cancelled_for_a_call_already_answered_with_a_task_leaves_the_task_alone(
+        subprocess_server):
+    peer, asked, call_id, task = start_task_with_a_progress_token(subprocess_server)
+    # The request is finished; a task is cancelled with tasks/cancel only.
     peer.notify("notifications/cancelled", {"requestId": call_id})
     post_progress(asked["url"], answered=1, still_open=1)
     poll_task(peer, task["taskId"], lambda t: "1 of 2 answered" in t["statusMessage"], what="the progress")
-    assert result_of(get_task(peer, task["taskId"]))["status"] == "working"
+    submit_like_a_browser(asked["url"])
+    assert completed(peer, task["taskId"])["result"]["structuredContent"]["status"] == "submitted"
+
+
+def test_no_progress_is_sent_for_a_request_once_it_was_answered_with_a_task(subprocess_server):
+    peer, asked, _, task = start_task_with_a_progress_token(subprocess_server)
+    answered_at = len(written_messages(peer))
+    post_progress(asked["url"], answered=1, still_open=1)
+    poll_task(peer, task["taskId"], lambda t: "1 of 2 answered" in t["statusMessage"], what="the progress")
     submit_like_a_browser(asked["url"])
     completed(peer, task["taskId"])
+    # The progress lives in statusMessage now; the answered request's token is spent.
     late = [m for m in written_messages(peer)[answered_at:] if m.get("method") == "notifications/progress"]
     assert late == [], late
 
