@@ -21,6 +21,7 @@ from modern_support import (
     form_state,
     log_events,
     modern_meta,
+    modern_params,
     result_of,
     send_modern,
     server_requests,
@@ -30,7 +31,7 @@ from modern_support import (
     without_cache_hints,
     without_envelope,
 )
-from support import choice, interview
+from support import api_url, choice, http_request, interview
 
 FORM = {"elicitation": {"form": {}}}
 URL_ONLY = {"elicitation": {"url": {}}}
@@ -126,6 +127,19 @@ def test_a_modern_link_call_returns_the_legacy_result_plus_result_type_and_serve
     assert structured["reason"] == "Browser opening was skipped (delivery=link)."
     assert result["content"][0]["text"] == structured["summary"]
     assert "isError" not in result or result["isError"] is False
+
+
+def test_the_form_names_the_agent_from_the_client_info_of_the_request_that_asked(modern):
+    # Integration with the form's agent name: each modern request names its own client.
+    asked = result_of(tool_modern(modern, "ask_user_rich", interview(delivery="link")))["structuredContent"]
+    assert http_request(api_url(asked["url"])).json()["agent"] == CLIENT_INFO["title"]
+    params = modern_params({"name": "ask_user_rich", "arguments": interview(delivery="link")})
+    params["_meta"]["io.modelcontextprotocol/clientInfo"] = {"name": "claude-code", "version": "2"}
+    other = result_of(modern.call("tools/call", params))["structuredContent"]
+    assert http_request(api_url(other["url"])).json()["agent"] == "Claude Code"
+    params["_meta"].pop("io.modelcontextprotocol/clientInfo")
+    anonymous = result_of(modern.call("tools/call", params))["structuredContent"]
+    assert http_request(api_url(anonymous["url"])).json()["agent"] is None
 
 
 def test_a_modern_tool_error_is_a_complete_result_with_is_error(modern):
