@@ -165,3 +165,25 @@ def test_any_input_responses_with_a_good_state_ask_again_or_settle_with_a_valid_
         for row, question in zip(structured["answers"], ELICIT["questions"]):
             assert set(row["selected"]) <= {option["id"] for option in question.get("options", [])}
     assert peer.call("ping")["result"] == {}
+
+
+task_params = st.one_of(
+    json_values(4),
+    st.fixed_dictionaries({"taskId": st.one_of(st.text(max_size=40), json_values(2),
+                                               st.from_regex(r"\A[0-9a-f]{12}\.[0-9]{1,3}\Z"))},
+                          optional={"inputResponses": json_values(3)}),
+)
+
+
+@given(method=st.sampled_from(["tasks/get", "tasks/cancel", "tasks/update"]), params=task_params)
+def test_any_task_request_gets_a_result_or_32602_and_the_server_keeps_serving(peer, method, params):
+    modern = isinstance(params, dict)
+    # Params that are no object carry no _meta either: a legacy request, where tasks do not exist.
+    reply = peer.call(method, modern_params(params, tasks=True) if modern else params, timeout=30)
+    assert ("result" in reply) != ("error" in reply), reply
+    if "error" in reply:
+        assert reply["error"]["code"] in ((-32602,) if modern else (-32600, -32601, -32602)), reply
+    else:
+        assert modern, reply
+        assert_modern_result(reply["result"])
+    assert peer.call("ping")["result"] == {}
