@@ -4,6 +4,8 @@ and the legacy era beside it in the same process."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from delivery_support import FLAT_INTERVIEW, RANK_INTERVIEW, submit_like_a_browser
@@ -268,6 +270,18 @@ def test_a_replayed_retry_after_the_settle_changes_nothing(modern):
         assert replay["result"]["structuredContent"]["status"] == "submitted", replay
     collected = result_of(tool_modern(modern, "await_user_answers", {"sessionId": interview_id}))
     assert without_envelope(collected) == without_envelope(settled)
+
+
+def test_racing_retries_settle_the_interview_once_and_all_report_that_one_result(modern):
+    for _ in range(5):
+        first = first_round(modern)
+        sent = [send_modern(modern, "tools/call", {
+            "name": "ask_user_rich", "arguments": ELICIT, "requestState": first["requestState"],
+            "inputResponses": {"answers": response}}, capabilities=FORM)
+            for response in (ACCEPTED, {"action": "decline"}, {"action": "cancel"})]
+        outcomes = {json.dumps(result_of(modern.response(each))["structuredContent"], sort_keys=True)
+                    for each in sent}
+        assert len(outcomes) == 1, outcomes
 
 
 def tampered(state: str) -> list:
