@@ -2776,9 +2776,12 @@ class JsonRpcStdio:
             self.calls[key] = cancellation
         return cancellation
 
-    def end_call(self, request_id) -> None:
+    def end_call(self, request_id, cancellation: Cancellation) -> None:
+        """Forget a call registered by begin_call (only that one: its id may be in use again)."""
+        key = _hashable(request_id)
         with self.lock:
-            self.calls.pop(_hashable(request_id), None)
+            if self.calls.get(key) is cancellation:
+                del self.calls[key]
 
     def request(self, method: str, params: dict, on_response) -> str:
         """Send a request to the client; `on_response(message)` runs on the stdin thread when
@@ -3004,7 +3007,7 @@ class RequestStateSeal:
         if not isinstance(state, str):
             raise invalid("it must be the string the first call returned, not %s" % describe(state))
         body, _, mac = state.partition(".")
-        if not body or not mac or not hmac.compare_digest(mac.encode("ascii", "replace"), self._mac(body).encode("ascii")):
+        if not (body and mac and state.isascii()) or not hmac.compare_digest(mac, self._mac(body)):
             raise invalid("it is not one this server process made, or it was changed; call the tool again without it")
         try:
             payload = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
@@ -3183,9 +3186,11 @@ class ModernClient:
         return self.resumed is not None and self.resumed[1] == key
 
     def progress(self, message: str, url=None) -> None:
+        """Into the task once there is one (the request, answered, has no token left to
+        report on); else a progress notification on the request's token."""
         if self.task_id is not None:
             self.server.tasks.update(self.task_id, message)
-        if self.progress_token is not None:
+        elif self.progress_token is not None:
             self.progress_count += 1
             self.transport.notify("notifications/progress", {
                 "progressToken": self.progress_token, "progress": self.progress_count,
@@ -3199,6 +3204,9 @@ class ModernClient:
             message = progress_message(interview.progress())
         view = self.server.tasks.create(interview, message, self.cancellation)
         self.task_id = view["taskId"]
+        # Answered: from here on only tasks/cancel stops the call, never a late
+        # notifications/cancelled for this request id.
+        self.transport.end_call(self.request_id, self.cancellation)
         self.transport.respond(self.request_id, modern_envelope(view, "task"))
 
     def elicit(self, key: str, params: dict, interview: Interview):
@@ -3403,7 +3411,7 @@ class McpServer:
         except InputRequired as needed:
             result = client.input_required(needed, name, arguments)
         finally:
-            self.transport.end_call(client.request_id)
+            self.transport.end_call(client.request_id, client.cancellation)
         cancelled = client.cancellation.is_set
         outcome = "cancelled" if cancelled or result is None else (
             "error" if result.get("isError") else

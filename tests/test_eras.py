@@ -33,7 +33,7 @@ def test_a_sealed_request_state_opens_to_its_interview_and_input_key():
     assert seal.open(state, "ask_user_rich", json.loads(json.dumps(ARGUMENTS))) == ("0123456789ab", "answers")
 
 
-@pytest.mark.parametrize("change", ["flip", "cut", "pad", "empty", "number", "other key"])
+@pytest.mark.parametrize("change", ["flip", "cut", "pad", "empty", "number", "other key", "not ascii", "lone surrogate"])
 def test_a_changed_or_foreign_request_state_is_refused_with_32602(change):
     seal = askrich.RequestStateSeal()
     state = seal.seal("0123456789ab", "ask_user_rich", ARGUMENTS, "answers")
@@ -45,6 +45,8 @@ def test_a_changed_or_foreign_request_state_is_refused_with_32602(change):
         "empty": "",
         "number": 5,
         "other key": askrich.RequestStateSeal().seal("0123456789ab", "ask_user_rich", ARGUMENTS, "answers"),
+        "not ascii": "\u00e9" + state[1:],
+        "lone surrogate": "\ud800." + mac,
     }[change]
     error = refusal(lambda: seal.open(bad, "ask_user_rich", ARGUMENTS))
     assert error.code == -32602 and error.message.startswith("invalid requestState: ")
