@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 
@@ -16,6 +17,11 @@ MODERN_META = {
     "io.modelcontextprotocol/clientCapabilities": {},
 }
 ARGUMENTS = {"title": "T", "questions": [{"id": "q", "header": "Q?"}]}
+
+
+def quiet_runtime(tmp_path, **settings) -> askrich.Runtime:
+    config = askrich.Config(log_dir=str(tmp_path), open_browser=False, **settings)
+    return askrich.Runtime(config, askrich.Log(str(tmp_path), stream=io.StringIO()))
 
 
 def refusal(call) -> askrich.JsonRpcError:
@@ -115,8 +121,7 @@ def test_an_unknown_log_level_is_refused_with_32602():
 
 @pytest.fixture
 def runtime(tmp_path):
-    config = askrich.Config(log_dir=str(tmp_path), open_browser=False)
-    runtime = askrich.Runtime(config, askrich.Log(str(tmp_path), stream=open(os.devnull, "w")))
+    runtime = quiet_runtime(tmp_path)
     yield runtime
     runtime.close()
 
@@ -158,8 +163,7 @@ def test_a_task_this_server_never_made_is_unknown(runtime, task_id):
 
 
 def test_after_a_restart_a_task_is_completed_from_the_archive_or_failed_when_its_interview_was_lost(tmp_path):
-    config = askrich.Config(log_dir=str(tmp_path), open_browser=False)
-    before = askrich.Runtime(config, askrich.Log(str(tmp_path), stream=open(os.devnull, "w")))
+    before = quiet_runtime(tmp_path)
     tasks = askrich.TaskRegistry(before.log, before.archive)
     answered = before.open_interview(interview(choice("q", "a")))
     lost = before.open_interview(interview(choice("q", "a")))
@@ -167,7 +171,7 @@ def test_after_a_restart_a_task_is_completed_from_the_archive_or_failed_when_its
     lost_task = tasks.create(lost, "Waiting", askrich.Cancellation())["taskId"]
     before.hub.submit(answered, {"answers": {"q": {"selected": ["a"]}}})
     before.close()
-    after = askrich.Runtime(config, askrich.Log(str(tmp_path), stream=open(os.devnull, "w")))
+    after = quiet_runtime(tmp_path)
     try:
         recovered = askrich.TaskRegistry(after.log, after.archive)
         done = recovered.get(answered_task)
@@ -185,8 +189,7 @@ def test_after_a_restart_a_task_is_completed_from_the_archive_or_failed_when_its
 
 
 def test_with_the_legacy_setting_a_modern_request_is_served_as_legacy(tmp_path):
-    config = askrich.Config(log_dir=str(tmp_path), open_browser=False, protocol="legacy")
-    runtime = askrich.Runtime(config, askrich.Log(str(tmp_path), stream=open(os.devnull, "w")))
+    runtime = quiet_runtime(tmp_path, protocol="legacy")
     peer = InProcessServer(runtime)
     try:
         listed = peer.call("tools/list", {"_meta": dict(MODERN_META)})["result"]
@@ -200,8 +203,7 @@ def test_with_the_legacy_setting_a_modern_request_is_served_as_legacy(tmp_path):
 
 
 def test_every_request_is_logged_with_its_method_and_era(tmp_path):
-    config = askrich.Config(log_dir=str(tmp_path), open_browser=False)
-    runtime = askrich.Runtime(config, askrich.Log(str(tmp_path), stream=open(os.devnull, "w")))
+    runtime = quiet_runtime(tmp_path)
     peer = InProcessServer(runtime)
     try:
         peer.call("server/discover", {"_meta": dict(MODERN_META)})

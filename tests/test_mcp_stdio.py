@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -50,7 +51,7 @@ def test_server_discover_is_answered_at_once_so_modern_clients_stay_modern(serve
 
 def test_with_the_legacy_setting_server_discover_is_refused_so_clients_fall_back_to_initialize(tmp_path):
     config = askrich.Config(log_dir=str(tmp_path), open_browser=False, protocol="legacy")
-    runtime = askrich.Runtime(config, askrich.Log(str(tmp_path), stream=open(os.devnull, "w")))
+    runtime = askrich.Runtime(config, askrich.Log(str(tmp_path), stream=io.StringIO()))
     peer = InProcessServer(runtime)
     try:
         started = time.monotonic()
