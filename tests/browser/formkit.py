@@ -2,6 +2,7 @@
 Form object wrapping one open page and the interview behind it."""
 from __future__ import annotations
 
+import json
 import sys
 import threading
 from pathlib import Path
@@ -95,6 +96,23 @@ class Form:
         result = self.rt.wait_for_result(self.interview.id, timeout=timeout)
         assert result is not None, "the server got no submit"
         return result
+
+    def pretend_state(self, state):
+        """From now on the page reads the interview as `state`: "expired" answers 404, as for an
+        interview the server no longer knows; any other state replaces the one reported."""
+        self.page.unroute("**/api/s/*")
+        if state == "expired":
+            self.page.route("**/api/s/*", lambda route: route.fulfill(
+                status=404, body='{"error": "not found"}', content_type="application/json"))
+            return
+
+        def rewrite(route):
+            response = route.fetch()
+            data = response.json()
+            data["state"] = state
+            route.fulfill(response=response, body=json.dumps(data))
+
+        self.page.route("**/api/s/*", rewrite)
 
     def waiting_call(self, timeout=10):
         """Start a call that waits for the answers, as the agent's would, and return once the page

@@ -1,6 +1,5 @@
 """The form's flows against the real server: submit and confirm, review, textInput, drafts, live
 follow-ups, the 409 race, show-all, and what the page says when things end or break."""
-import json
 import threading
 import time
 
@@ -301,20 +300,11 @@ def test_a_second_tab_sees_the_interview_already_submitted(form, rich_spec, brow
 
 def test_expired_and_cancelled_interviews_say_so(form, rich_spec):
     f = form(rich_spec, goto=False)
-    f.page.route("**/api/s/*", lambda route: route.fulfill(status=404, body='{"error": "not found"}',
-                                                           content_type="application/json"))
     f.expect_errors = True  # the browser logs the 404 itself
+    f.pretend_state("expired")
     f.page.goto(f.interview.url)
     expect(f.page.locator("section.end h2")).to_have_text("This interview is no longer available")
-    f.page.unroute("**/api/s/*")
-
-    def cancelled(route):
-        response = route.fetch()
-        data = response.json()
-        data["state"] = "cancelled"
-        route.fulfill(response=response, body=json.dumps(data))
-
-    f.page.route("**/api/s/*", cancelled)
+    f.pretend_state("cancelled")
     f.page.reload()
     expect(f.page.locator("section.end h2")).to_have_text("This interview was cancelled")
 

@@ -168,19 +168,11 @@ def test_the_end_pages_and_the_server_gone_notice_are_in_the_language(form, tag,
     f.expect_errors = True  # the browser logs the refused and failed requests itself
     said = {}
     # Expired: the page cannot read the interview's language, so the browser's is used.
-    f.page.route("**/api/s/*", lambda route: route.fulfill(status=404, body="{}", content_type="application/json"))
+    f.pretend_state("expired")
     f.page.goto(f.interview.url)
     f.page.wait_for_selector("section.end")
     said["expired"] = f.page.evaluate(CHROME_TEXT)
-    f.page.unroute("**/api/s/*")
-
-    def cancelled(route):
-        response = route.fetch()
-        data = response.json()
-        data["state"] = "cancelled"
-        route.fulfill(response=response, body=json.dumps(data))
-
-    f.page.route("**/api/s/*", cancelled)
+    f.pretend_state("cancelled")
     f.page.reload()
     f.page.wait_for_selector("section.end")
     said["cancelled"] = f.page.evaluate(CHROME_TEXT)
