@@ -1595,11 +1595,351 @@ def unknown_session_text(session_id) -> str:
 # http.server is imported on first use (it pulls in email, html, socketserver, ...), so the
 # server classes are built by a function the first time a form is needed.
 
-_FORM_SERVER_CLASS = None
 TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
-API_ACTIONS = frozenset({"", "state", "events", "progress", "submit"})
 MAX_PROGRESS_BYTES = 64 * 1024
 NOT_FOUND_TEXT = "Interview not found or expired."
+JSON_CONTENT_TYPE = "application/json; charset=utf-8"
+
+
+class Reply:
+    """What a route answers: a status, its own headers and a body. The request handler adds
+    the security headers every response carries, and sends no body to HEAD."""
+
+    __slots__ = ("status", "headers", "body")
+
+    def __init__(self, status: int, headers=None, body: bytes = b"") -> None:
+        self.status = status
+        self.headers = dict(headers or {})
+        self.body = body
+
+
+class EventStream:
+    """What the events route answers instead of a Reply: the request handler keeps the
+    connection and writes the interview's states to it until the page or the server goes."""
+
+    __slots__ = ("interview",)
+
+    def __init__(self, interview) -> None:
+        self.interview = interview
+
+
+class HttpRefusal(Exception):
+    """A request refused with a JSON error; raised by routing, body reading and routes."""
+
+    def __init__(self, status: int, error: str, headers=None, **fields) -> None:
+        super().__init__(error)
+        self.status = status
+        self.headers = dict(headers or {})
+        self.body = dict({"error": error}, **fields)
+
+    def reply(self) -> Reply:
+        return json_reply(self.status, self.body, self.headers)
+
+
+def json_reply(status: int, payload, headers=None) -> Reply:
+    return Reply(status, dict({"Content-Type": JSON_CONTENT_TYPE}, **(headers or {})), json_utf8(payload))
+
+
+def text_reply(status: int, text: str) -> Reply:
+    return Reply(status, {"Content-Type": "text/plain; charset=utf-8"}, text.encode("utf-8"))
+
+
+def find_interview(hub, token: str):
+    if not token or len(token) > 64 or not set(token) <= TOKEN_CHARS:
+        return None
+    return hub.find_by_token(token)
+
+
+def api_interview(request, params: dict):
+    """The interview a /api/s/<token>/... route names, or a 404."""
+    interview = find_interview(request.runtime.hub, params["token"])
+    if interview is None:
+        raise HttpRefusal(404, "not found")
+    return interview
+
+
+def require_json_body(request) -> None:
+    if not is_json_media_type(request.headers.get("Content-Type", "")):
+        raise HttpRefusal(415, "expected application/json")
+
+
+# -- routes -----------------------------------------------------------------------------------
+#
+# Each takes the request (its runtime, headers and body readers) and the path's parameters,
+# and returns a Reply (or an EventStream), or raises HttpRefusal.
+
+
+def route_form_page(request, params: dict):
+    interview = find_interview(request.runtime.hub, params["token"])
+    if interview is None:
+        return text_reply(404, NOT_FOUND_TEXT)
+    request.runtime.hub.record_page_view(interview, request.headers.get("User-Agent", "")[:200])
+    return route_asset(request, {"name": "form.html"})
+
+
+def route_asset(request, params: dict):
+    name = params["name"]
+    if name not in ASSET_FILES:
+        raise HttpRefusal(404, "not found")
+    try:
+        body = read_asset(name)
+    except OSError:
+        raise HttpRefusal(404, "not found") from None
+    content_type = ASSET_CONTENT_TYPES.get(os.path.splitext(name)[1], "application/octet-stream")
+    return Reply(200, {"Content-Type": content_type}, body)
+
+
+def route_interview(request, params: dict):
+    return json_reply(200, request.runtime.form_payload(api_interview(request, params)))
+
+
+def route_state(request, params: dict):
+    interview = api_interview(request, params)
+    with interview.lock:
+        state = interview.state_json()
+    return json_reply(200, state)
+
+
+def route_events(request, params: dict):
+    return EventStream(api_interview(request, params))
+
+
+def route_progress(request, params: dict):
+    interview = api_interview(request, params)
+    require_json_body(request)
+    counts = progress_counts(request.read_json(MAX_PROGRESS_BYTES))
+    if counts is None:
+        raise HttpRefusal(422, "progress must be an object of answered, deferred, needsInfo and open counts")
+    request.runtime.hub.record_counts(interview, counts)
+    return Reply(204)
+
+
+def route_submit(request, params: dict):
+    interview = api_interview(request, params)
+    require_json_body(request)
+    hub = request.runtime.hub
+    try:
+        hub.check_pending(interview)
+        reply = hub.submit(interview, request.read_json(MAX_BODY_BYTES))
+    except SubmitRejected as rejection:
+        hub.log.event(
+            "submit-rejected", interview=interview.id, status=rejection.status,
+            # Cut: a hostile body can make the full text megabytes long.
+            error=cut(rejection.body.get("error", ""), 500),
+        )
+        return json_reply(rejection.status, rejection.body)
+    return json_reply(200, reply)
+
+
+# (method, path pattern, route). A pattern's `<name>` takes one path segment, `<name*>` the
+# rest of the path; the query string is never part of the match.
+ROUTES = (
+    ("GET", "/s/<token>", route_form_page),
+    ("GET", "/assets/<name*>", route_asset),
+    ("GET", "/api/s/<token>", route_interview),
+    ("GET", "/api/s/<token>/state", route_state),
+    ("GET", "/api/s/<token>/events", route_events),
+    ("POST", "/api/s/<token>/progress", route_progress),
+    ("POST", "/api/s/<token>/submit", route_submit),
+)
+
+
+def match_path(pattern: str, path: str):
+    """The parameters of `path` under `pattern`, or None when it does not match."""
+    wanted = pattern.split("/")
+    given = path.split("?", 1)[0].split("/")
+    params = {}
+    for index, part in enumerate(wanted):
+        if part.endswith("*>"):
+            if len(given) <= index:
+                return None
+            params[part[1:-2]] = "/".join(given[index:])
+            return params
+        if index >= len(given):
+            return None
+        if part.startswith("<"):
+            params[part[1:-1]] = given[index]
+        elif part != given[index]:
+            return None
+    return params if len(given) == len(wanted) else None
+
+
+def resolve_route(method: str, path: str):
+    """(route, params) for a request; HttpRefusal 404 for a path no route has, 405 with an
+    Allow header for a path that routes take with other methods only."""
+    allowed = []
+    for route_method, pattern, route in ROUTES:
+        params = match_path(pattern, path)
+        if params is None:
+            continue
+        if route_method == method:
+            return route, params
+        if route_method not in allowed:
+            allowed.append(route_method)
+    if allowed:
+        methods = ", ".join(allowed)
+        raise HttpRefusal(405, "use %s" % " or ".join(allowed), {"Allow": methods})
+    raise HttpRefusal(404, "not found")
+
+
+class FormRequestPlumbing:
+    """The request handler's own work, mixed into http.server's BaseHTTPRequestHandler when the
+    form server is first built: the two checks, body reading, sending, the event stream."""
+
+    server_version = "ask-user-rich/" + __version__
+    sys_version = ""
+    timeout = HTTP_IDLE_TIMEOUT_SECONDS
+    error_content_type = "application/json"
+
+    @property
+    def runtime(self):
+        return self.server.runtime
+
+    def log_message(self, format, *args):  # noqa: A002 (the base class's signature)
+        # The default writes the request line, token included, to stderr. Our own events
+        # log what matters, with tokens redacted.
+        pass
+
+    def send_error(self, code, message=None, explain=None):
+        # Every error, even one raised by the base class for a malformed request line,
+        # is JSON with the security headers, never the default HTML page. Only the
+        # standard phrase: the base class's messages quote the raw request line, token
+        # included. The connection closes, as the base class's own send_error does.
+        self.close_connection = True
+        if getattr(self, "request_version", "") == "HTTP/0.9":
+            # A status line and headers (CSP, nosniff) even for an unparsable request.
+            self.request_version = "HTTP/1.0"
+        try:
+            self.send_reply(json_reply(code, {"error": self.responses.get(code, ("error",))[0]}))
+        except OSError:
+            pass
+
+    def parse_request(self):
+        # An HTTP/0.9 request ("GET /path", no version) gets a response without a status
+        # line or headers, so without the CSP: refuse it rather than serve the form bare.
+        if not super().parse_request():
+            return False
+        if self.request_version == "HTTP/0.9":
+            self.send_error(400)
+            return False
+        return True
+
+    def handle_routed(self):
+        """Every method the base class knows comes here: the two checks, then the route."""
+        try:
+            self.check_host_and_origin()
+            route, params = resolve_route(self.command, self.path)
+            reply = route(self, params)
+        except HttpRefusal as refusal:
+            reply = refusal.reply()
+        if isinstance(reply, EventStream):
+            return self.stream_events(reply.interview)
+        self.send_reply(reply)
+
+    do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = handle_routed
+    do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = handle_routed
+
+    def send_reply(self, reply: Reply) -> None:
+        self.send_response(reply.status)
+        for name, value in reply.headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(reply.body)))
+        self.send_security_headers()
+        self.end_headers()
+        if self.command != "HEAD" and reply.body:
+            self.wfile.write(reply.body)
+
+    def send_security_headers(self):
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Referrer-Policy", "no-referrer")
+        self.send_header("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+        self.send_header("X-Frame-Options", "DENY")
+        self.send_header("Cross-Origin-Resource-Policy", "same-origin")
+
+    def check_host_and_origin(self) -> None:
+        """Before any route, a rebinding page or another site learns nothing."""
+        if host_name(self.headers.get("Host", "")) not in self.server.allowed_hosts:
+            raise HttpRefusal(403, "forbidden host")
+        origin = self.headers.get("Origin")
+        if origin is not None and origin not in self.server.allowed_origins:
+            raise HttpRefusal(403, "forbidden origin")
+
+    def body_length(self, limit: int) -> int:
+        """The declared body length, or HttpRefusal 411/413 (unread, so the connection closes)."""
+        length = (self.headers.get("Content-Length") or "").strip()
+        # isascii too: "²" (latin-1 0xB2) passes isdigit() but not int(), which killed the
+        # handler without a response.
+        if not (length.isascii() and length.isdigit()):
+            raise HttpRefusal(411, "a Content-Length header is required")
+        length = int(length)
+        if length > limit:
+            self.close_connection = True
+            raise HttpRefusal(413, "body larger than %d bytes" % limit)
+        return length
+
+    def read_json(self, limit: int):
+        """The parsed JSON body, or HttpRefusal 411/413/400."""
+        raw = self.rfile.read(self.body_length(limit))
+        try:
+            return parse_json(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError) as error:
+            raise HttpRefusal(400, "invalid JSON: %s" % error) from None
+
+    def stream_events(self, interview):
+        """Server-Sent Events: the /state JSON at once and on every change."""
+        hub = self.runtime.hub
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_security_headers()
+        self.end_headers()
+        self.close_connection = True
+        hub.record_stream(interview, +1)
+        try:
+            seen, sent = None, None
+            while hub.is_live(interview):
+                with interview.changed:
+                    changed = interview.changed.wait_for(
+                        lambda: interview.revision != seen or hub.closed, SSE_PING_SECONDS
+                    )
+                    states = [state for revision, state in interview.states
+                              if seen is not None and revision > seen]
+                    states = states or [interview.state_json()]
+                    seen = interview.revision
+                if hub.closed or self.page_gone():
+                    break
+                chunk = ": ping\n\n"
+                if changed:
+                    fresh = [json.dumps(state) for state in states]
+                    fresh = [data for previous, data in zip([sent] + fresh, fresh) if data != previous]
+                    chunk = "".join("event: state\ndata: %s\n\n" % data for data in fresh) or chunk
+                    sent = fresh[-1] if fresh else sent
+                self.wfile.write(chunk.encode("utf-8"))
+                self.wfile.flush()
+        except OSError:
+            pass  # the page went away
+        finally:
+            hub.record_stream(interview, -1)
+
+    def page_gone(self) -> bool:
+        """True once the page closed its end (readable, yet nothing to read). Writing alone
+        notices only on the second write after the close, so a reloaded page left a dead
+        stream holding its thread (and counting as "form open") for up to two pings."""
+        import socket
+
+        # A non-blocking peek rather than select(), which fails above fd 1024.
+        self.connection.settimeout(0)
+        try:
+            return self.connection.recv(1, socket.MSG_PEEK) == b""
+        except BlockingIOError:
+            return False  # nothing to read: the page is still there
+        except OSError:
+            return True
+        finally:
+            self.connection.settimeout(self.timeout)
+
+
+_FORM_SERVER_CLASS = None
 
 
 def form_server_class():
@@ -1613,263 +1953,8 @@ def form_server_class():
 def _build_form_server_class():
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    class FormRequestHandler(BaseHTTPRequestHandler):
-        server_version = "ask-user-rich/" + __version__
-        sys_version = ""
-        timeout = HTTP_IDLE_TIMEOUT_SECONDS
-        error_content_type = "application/json"
-
-        # -- plumbing ---------------------------------------------------------------------
-
-        def log_message(self, format, *args):  # noqa: A002 (the base class's signature)
-            # The default writes the request line, token included, to stderr. Our own events
-            # log what matters, with tokens redacted.
-            pass
-
-        def send_error(self, code, message=None, explain=None):
-            # Every error, even one raised by the base class for a malformed request line,
-            # is JSON with the security headers, never the default HTML page. Only the
-            # standard phrase: the base class's messages quote the raw request line, token
-            # included. The connection closes, as the base class's own send_error does.
-            self.close_connection = True
-            if getattr(self, "request_version", "") == "HTTP/0.9":
-                # A status line and headers (CSP, nosniff) even for an unparsable request.
-                self.request_version = "HTTP/1.0"
-            try:
-                self.send_json(code, {"error": self.responses.get(code, ("error",))[0]})
-            except OSError:
-                pass
-
-        def parse_request(self):
-            # An HTTP/0.9 request ("GET /path", no version) gets a response without a status
-            # line or headers, so without the CSP: refuse it rather than serve the form bare.
-            if not super().parse_request():
-                return False
-            if self.request_version == "HTTP/0.9":
-                self.send_error(400)
-                return False
-            return True
-
-        def send_body(self, status: int, body: bytes, content_type: str):
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.send_security_headers()
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(body)
-
-        def send_security_headers(self):
-            self.send_header("Cache-Control", "no-store")
-            self.send_header("X-Content-Type-Options", "nosniff")
-            self.send_header("Referrer-Policy", "no-referrer")
-            self.send_header("Content-Security-Policy", CONTENT_SECURITY_POLICY)
-            self.send_header("X-Frame-Options", "DENY")
-            self.send_header("Cross-Origin-Resource-Policy", "same-origin")
-
-        def send_json(self, status: int, payload) -> None:
-            self.send_body(status, json_utf8(payload), "application/json; charset=utf-8")
-
-        def send_text(self, status: int, text: str) -> None:
-            self.send_body(status, text.encode("utf-8"), "text/plain; charset=utf-8")
-
-        # -- the two checks every request passes ------------------------------------------
-
-        def request_allowed(self) -> bool:
-            host = self.headers.get("Host", "")
-            if host_name(host) not in self.server.allowed_hosts:
-                self.send_json(403, {"error": "forbidden host"})
-                return False
-            origin = self.headers.get("Origin")
-            if origin is not None and origin not in self.server.allowed_origins:
-                self.send_json(403, {"error": "forbidden origin"})
-                return False
-            return True
-
-        # -- routes -----------------------------------------------------------------------
-
-        def do_GET(self):
-            if not self.request_allowed():
-                return
-            parts = self.path.split("?", 1)[0].split("/")
-            if len(parts) == 3 and parts[1] == "s":
-                return self.serve_form_page(parts[2])
-            if len(parts) >= 3 and parts[1] == "assets":
-                return self.serve_asset("/".join(parts[2:]))
-            route = self.api_route(parts)
-            if route is None:
-                return self.send_json(404, {"error": "not found"})
-            interview, action = route
-            if action == "":
-                return self.send_json(200, self.server.runtime.form_payload(interview))
-            if action == "state":
-                with interview.lock:
-                    state = interview.state_json()
-                return self.send_json(200, state)
-            if action == "events":
-                return self.stream_events(interview)
-            self.send_json(405, {"error": "use POST"})
-
-        def do_POST(self):
-            if not self.request_allowed():
-                return
-            route = self.api_route(self.path.split("?", 1)[0].split("/"))
-            if route is None or route[1] not in ("progress", "submit"):
-                return self.send_json(404 if route is None else 405, {"error": "not found" if route is None else "use GET"})
-            interview, action = route
-            if not is_json_media_type(self.headers.get("Content-Type", "")):
-                return self.send_json(415, {"error": "expected application/json"})
-            if action == "submit":
-                return self.submit(interview)
-            payload = self.read_json(MAX_PROGRESS_BYTES)
-            if payload is self.NO_BODY:
-                return
-            counts = progress_counts(payload)
-            if counts is None:
-                return self.send_json(
-                    422, {"error": "progress must be an object of answered, deferred, needsInfo and open counts"}
-                )
-            self.server.runtime.hub.record_counts(interview, counts)
-            self.send_response(204)
-            self.send_security_headers()
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def do_HEAD(self):
-            # Host and Origin first, as on every route: a rebinding page learns nothing here.
-            if not self.request_allowed():
-                return
-            self.send_json(405, {"error": "use GET"})
-
-        do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = do_HEAD
-
-        def api_route(self, parts):
-            """(interview, action) for /api/s/<token>[/<action>], or None."""
-            if len(parts) not in (4, 5) or parts[1:3] != ["api", "s"]:
-                return None
-            action = parts[4] if len(parts) == 5 else ""
-            if action not in API_ACTIONS:
-                return None
-            interview = self.find_interview(parts[3])
-            return None if interview is None else (interview, action)
-
-        def find_interview(self, token: str):
-            if not token or len(token) > 64 or not set(token) <= TOKEN_CHARS:
-                return None
-            return self.server.runtime.hub.find_by_token(token)
-
-        def serve_form_page(self, token: str):
-            interview = self.find_interview(token)
-            if interview is None:
-                return self.send_text(404, NOT_FOUND_TEXT)
-            self.server.runtime.hub.record_page_view(
-                interview, self.headers.get("User-Agent", "")[:200]
-            )
-            self.serve_asset("form.html")
-
-        def serve_asset(self, name: str):
-            if name not in ASSET_FILES:
-                return self.send_json(404, {"error": "not found"})
-            try:
-                body = read_asset(name)
-            except OSError:
-                return self.send_json(404, {"error": "not found"})
-            extension = os.path.splitext(name)[1]
-            self.send_body(200, body, ASSET_CONTENT_TYPES.get(extension, "application/octet-stream"))
-
-        # What read_json returns once it has answered: not None, which is the body `null` (a
-        # submit of `null` got no response at all when None meant "already answered").
-        NO_BODY = object()
-
-        def read_json(self, limit: int):
-            """The parsed JSON body, or NO_BODY after answering 411/413/400."""
-            length = self.headers.get("Content-Length")
-            length = (length or "").strip()
-            # isascii too: "²" (latin-1 0xB2) passes isdigit() but not int(), which killed the
-            # handler without a response.
-            if not (length.isascii() and length.isdigit()):
-                self.send_json(411, {"error": "a Content-Length header is required"})
-                return self.NO_BODY
-            length = int(length)
-            if length > limit:
-                self.close_connection = True
-                self.send_json(413, {"error": "body larger than %d bytes" % limit})
-                return self.NO_BODY
-            raw = self.rfile.read(length)
-            try:
-                return parse_json(raw.decode("utf-8"))
-            except (UnicodeDecodeError, ValueError, RecursionError) as error:
-                self.send_json(400, {"error": "invalid JSON: %s" % error})
-                return self.NO_BODY
-
-        def submit(self, interview):
-            hub = self.server.runtime.hub
-            try:
-                hub.check_pending(interview)
-                payload = self.read_json(MAX_BODY_BYTES)
-                if payload is self.NO_BODY:
-                    return
-                reply = hub.submit(interview, payload)
-            except SubmitRejected as rejection:
-                hub.log.event(
-                    "submit-rejected", interview=interview.id, status=rejection.status,
-                    # Cut: a hostile body can make the full text megabytes long.
-                    error=cut(rejection.body.get("error", ""), 500),
-                )
-                return self.send_json(rejection.status, rejection.body)
-            self.send_json(200, reply)
-
-        def stream_events(self, interview):
-            """Server-Sent Events: the /state JSON at once and on every change."""
-            hub = self.server.runtime.hub
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
-            self.send_security_headers()
-            self.end_headers()
-            self.close_connection = True
-            hub.record_stream(interview, +1)
-            try:
-                seen, sent = None, None
-                while hub.is_live(interview):
-                    with interview.changed:
-                        changed = interview.changed.wait_for(
-                            lambda: interview.revision != seen or hub.closed, SSE_PING_SECONDS
-                        )
-                        states = [state for revision, state in interview.states
-                                  if seen is not None and revision > seen]
-                        states = states or [interview.state_json()]
-                        seen = interview.revision
-                    if hub.closed or self.page_gone():
-                        break
-                    chunk = ": ping\n\n"
-                    if changed:
-                        fresh = [json.dumps(state) for state in states]
-                        fresh = [data for previous, data in zip([sent] + fresh, fresh) if data != previous]
-                        chunk = "".join("event: state\ndata: %s\n\n" % data for data in fresh) or chunk
-                        sent = fresh[-1] if fresh else sent
-                    self.wfile.write(chunk.encode("utf-8"))
-                    self.wfile.flush()
-            except OSError:
-                pass  # the page went away
-            finally:
-                hub.record_stream(interview, -1)
-
-        def page_gone(self) -> bool:
-            """True once the page closed its end (readable, yet nothing to read). Writing alone
-            notices only on the second write after the close, so a reloaded page left a dead
-            stream holding its thread (and counting as "form open") for up to two pings."""
-            import socket
-
-            # A non-blocking peek rather than select(), which fails above fd 1024.
-            self.connection.settimeout(0)
-            try:
-                return self.connection.recv(1, socket.MSG_PEEK) == b""
-            except BlockingIOError:
-                return False  # nothing to read: the page is still there
-            except OSError:
-                return True
-            finally:
-                self.connection.settimeout(self.timeout)
+    class FormRequestHandler(FormRequestPlumbing, BaseHTTPRequestHandler):
+        pass
 
     class FormServer(ThreadingHTTPServer):
         daemon_threads = True
