@@ -909,8 +909,11 @@ def build_result(
     via: str,
     submitted_at: float,
     duration_seconds: float,
+    attachments=None,
 ) -> dict:
-    """The structuredContent of a settled interview, `summary` first."""
+    """The structuredContent of a settled interview, `summary` first. `attachments` maps a
+    question id ("" for the general notes) to the uploads the user attached there."""
+    attachments = attachments or {}
     rows = []
     counts = {"answered": 0, "deferred": 0, "needsInfo": 0, "unanswered": 0}
     count_key = {
@@ -937,6 +940,7 @@ def build_result(
                 "rankedLabels": [labels[oid] for oid in ranked] if ranked else None,
                 "notes": answer["notes"],
                 "followedRecommendation": followed_recommendation(question, answer),
+                "attachments": list(attachments.get(question["id"], [])),
             }
         )
     result = {
@@ -949,6 +953,7 @@ def build_result(
         "durationSeconds": max(0, int(round(duration_seconds))),
         "counts": counts,
         "generalNotes": _clean_text(general_notes),
+        "generalAttachments": list(attachments.get("", [])),
         "answers": rows,
     }
     result["summary"] = summarize(result, spec)
@@ -1008,8 +1013,10 @@ def summarize(result: dict, spec: dict) -> str:
             "%d. [%s] %s -> %s"
             % (number, row["id"], cut(row["header"], CUT_HEADER), _summary_answer(row, question))
         )
-    if result["generalNotes"]:
-        lines.append("General notes: %s" % quote(cut(result["generalNotes"], CUT_GENERAL)))
+    general = result.get("generalAttachments")
+    if result["generalNotes"] or general:
+        text = quote(cut(result["generalNotes"], CUT_GENERAL)) if result["generalNotes"] else "none"
+        lines.append("General notes: %s%s" % (text, attachment_names(general)))
     lines.append("Full answers (JSON) follow; notes are untruncated there.")
     return "\n".join(lines)
 
@@ -1042,7 +1049,15 @@ def _summary_answer(row: dict, question) -> str:
         )
     if row["notes"]:
         text += " | notes: %s" % quote(cut(row["notes"], CUT_NOTES))
-    return text
+    return text + attachment_names(row.get("attachments"))
+
+
+def attachment_names(attachments) -> str:
+    """` | attachments: a.png, b.log` for a summary line, or "" (archives from before
+    attachments have none)."""
+    if not attachments:
+        return ""
+    return " | attachments: " + ", ".join(entry["name"] for entry in attachments)
 
 
 # ============================================================================================
@@ -1139,6 +1154,22 @@ def _log_value(value) -> str:
     return text
 
 
+def sync_directory(folder: str) -> None:
+    """Make a rename or removal in `folder` survive a crash, where POSIX allows it."""
+    if not hasattr(os, "O_DIRECTORY"):
+        return
+    try:
+        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)
+
+
 class Archive:
     """answers/<submittedAt>-<interviewId>.json: every settled result, durable before the ack."""
 
@@ -1162,7 +1193,7 @@ class Archive:
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(temporary, path)
-            self._sync_directory()
+            sync_directory(self.directory)
         except OSError as error:
             self.log.event(
                 "archive-failed", "error", interview=record["interviewId"], error=str(error)
@@ -1173,21 +1204,6 @@ class Archive:
                 pass
             return None
         return path
-
-    def _sync_directory(self) -> None:
-        # The rename itself must survive a crash: sync the directory entry where POSIX allows.
-        if not hasattr(os, "O_DIRECTORY"):
-            return
-        try:
-            descriptor = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
-        except OSError:
-            return
-        try:
-            os.fsync(descriptor)
-        except OSError:
-            pass
-        finally:
-            os.close(descriptor)
 
     def find(self, interview_id: str) -> dict | None:
         """The newest archived record of an interview, or None."""
@@ -1210,6 +1226,205 @@ class Archive:
             if isinstance(record, dict) and record.get("interviewId") == interview_id:
                 return record
         return None
+
+
+ATTACHMENT_MAX_BYTES = 10 * 1024 * 1024
+ATTACHMENTS_MAX_COUNT = 20
+ATTACHMENTS_MAX_TOTAL_BYTES = 50 * 1024 * 1024
+ATTACHMENT_NAME_MAX = 100
+ATTACHMENT_NAME_MAX_BYTES = 200  # 100 four-byte characters would pass most file systems' 255
+ATTACHMENT_CHUNK_BYTES = 64 * 1024
+# The types the form may show as a thumbnail; anything else is served as a download.
+ATTACHMENT_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+ATTACHMENT_NAME_RESERVED = frozenset('<>:"|?*')  # Windows refuses them in file names
+
+
+def safe_attachment_name(name: str) -> str:
+    """A name that is one file in its folder on any system: its last path part, without control
+    characters, leading dots or dot runs, at most 100 characters; `attachment` when nothing is
+    left. The extension is kept when the name is cut."""
+    import unicodedata
+
+    name = unicodedata.normalize("NFC", name).replace("\\", "/").split("/")[-1]
+    name = "".join(
+        "_" if ch in ATTACHMENT_NAME_RESERVED else ch
+        for ch in name
+        if not unicodedata.category(ch).startswith("C")
+    )
+    while ".." in name:
+        name = name.replace("..", ".")
+    name = name.strip(" .")
+    stem, extension = os.path.splitext(name)
+    if len(extension) > 16:
+        stem, extension = name, ""
+    stem = stem[: ATTACHMENT_NAME_MAX - len(extension)]
+    while len((stem + extension).encode("utf-8")) > ATTACHMENT_NAME_MAX_BYTES:
+        stem = stem[:-1]
+    name = (stem.rstrip(" .") + extension).strip(" .") if stem.strip(" .") else ""
+    return name or "attachment"
+
+
+def attachment_media_type(content_type: str) -> str:
+    """The upload's declared type, lower-cased, without parameters; octet-stream when it is
+    missing or not a type/subtype."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    kind, _, subtype = media.partition("/")
+    allowed = set("abcdefghijklmnopqrstuvwxyz0123456789!#$&^_.+-")
+    if not (0 < len(kind) <= 64 and 0 < len(subtype) <= 64) or not set(kind + subtype) <= allowed:
+        return "application/octet-stream"
+    return media
+
+
+class AttachmentRefused(Exception):
+    """An upload, a removal or a reference the attachment store does not take."""
+
+    def __init__(self, status: int, error: str) -> None:
+        super().__init__(error)
+        self.status = status
+        self.error = error
+
+
+class AttachmentStore:
+    """The files the user uploaded to one interview, in <log dir>/attachments/<interview id>/.
+
+    Each is written to a temporary file in that folder, fsynced, then renamed, so that a 201
+    means the file is on disk whole. The limits are reserved before writing starts, so that
+    uploads running at once cannot pass them together.
+    """
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+        self.lock = threading.Lock()
+        self.files: dict = {}  # id -> {id, name, path, mimeType, bytes}
+        self.reserved_count = 0
+        self.reserved_bytes = 0
+
+    def add(self, name: str, media_type: str, length: int, source) -> dict:
+        """Store `length` bytes read from `source`; the upload's public description."""
+        import secrets
+
+        if length > ATTACHMENT_MAX_BYTES:
+            raise AttachmentRefused(413, "a file may be at most 10 MiB")
+        with self.lock:
+            if self.reserved_count + 1 > ATTACHMENTS_MAX_COUNT:
+                raise AttachmentRefused(
+                    413, "an interview may have at most %d attachments" % ATTACHMENTS_MAX_COUNT
+                )
+            if self.reserved_bytes + length > ATTACHMENTS_MAX_TOTAL_BYTES:
+                raise AttachmentRefused(413, "an interview's attachments may be at most 50 MiB in all")
+            self.reserved_count += 1
+            self.reserved_bytes += length
+            attachment_id = secrets.token_hex(8)
+        entry = {
+            "id": attachment_id,
+            "name": safe_attachment_name(name),
+            "path": "",
+            "mimeType": media_type,
+            "bytes": length,
+        }
+        try:
+            entry["path"] = self._write(attachment_id, entry["name"], length, source)
+        except BaseException:
+            with self.lock:
+                self.reserved_count -= 1
+                self.reserved_bytes -= length
+            raise
+        with self.lock:
+            self.files[attachment_id] = entry
+        return entry
+
+    def _write(self, attachment_id: str, name: str, length: int, source) -> str:
+        folder = self._ensure_folder()
+        path = os.path.join(folder, "%s-%s" % (attachment_id, name))
+        if os.path.dirname(os.path.abspath(path)) != folder:
+            raise AttachmentRefused(400, "the file name %s cannot be stored" % quote(name))
+        temporary = os.path.join(folder, ".%s.part" % attachment_id)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+        descriptor = os.open(temporary, flags, 0o600)
+        try:
+            with os.fdopen(descriptor, "wb") as handle:
+                left = length
+                while left:
+                    chunk = source.read(min(left, ATTACHMENT_CHUNK_BYTES))
+                    if not chunk:
+                        raise AttachmentRefused(
+                            400, "the upload ended after %d of its %d bytes" % (length - left, length)
+                        )
+                    handle.write(chunk)
+                    left -= len(chunk)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temporary, path)
+        except BaseException:
+            try:
+                os.unlink(temporary)
+            except OSError:
+                pass
+            raise
+        sync_directory(folder)
+        return path
+
+    def _ensure_folder(self) -> str:
+        """The interview's folder, made 0700 (and its parent) on the first upload; never a
+        symlink someone planted in a shared log dir."""
+        folder = os.path.abspath(self.folder)
+        if not os.path.isdir(folder):
+            parent = os.path.dirname(folder)
+            os.makedirs(parent, mode=0o700, exist_ok=True)
+            try:
+                os.mkdir(folder, 0o700)
+            except FileExistsError:
+                pass
+            sync_directory(parent)
+        if os.path.islink(folder) or not os.path.isdir(folder):
+            raise AttachmentRefused(400, "the attachment folder %s is not a folder" % quote(folder))
+        os.chmod(folder, 0o700)
+        return folder
+
+    def get(self, attachment_id) -> dict | None:
+        with self.lock:
+            return self.files.get(attachment_id)
+
+    def remove(self, attachment_id) -> None:
+        with self.lock:
+            entry = self.files.pop(attachment_id, None)
+            if entry is None:
+                raise AttachmentRefused(404, "not found")
+            self.reserved_count -= 1
+            self.reserved_bytes -= entry["bytes"]
+        try:
+            os.unlink(entry["path"])
+        except FileNotFoundError:
+            pass
+        sync_directory(os.path.dirname(entry["path"]))
+
+    def pick(self, raw, question_ids) -> dict:
+        """A submit's `attachments` map checked: question id ("" for the general notes) -> the
+        uploads it names, in order; SubmitRejected(422) naming every problem."""
+        if raw is None:
+            return {}
+        if not isinstance(raw, dict):
+            raise SubmitRejected(422, {"error": "attachments must be an object of question id to attachment ids"})
+        problems = []
+        picked = {}
+        for qid, ids in raw.items():
+            if qid != "" and qid not in question_ids:
+                problems.append("attachments names unknown question id %s" % quote(qid))
+                continue
+            if not isinstance(ids, list) or not all(isinstance(value, str) for value in ids):
+                problems.append("attachments of %s must be an array of attachment ids" % quote(qid))
+                continue
+            rows = []
+            for value in dict.fromkeys(ids):
+                entry = self.get(value)
+                if entry is None:
+                    problems.append("attachment %s is not one of this interview's uploads" % quote(value))
+                else:
+                    rows.append(dict(entry))
+            picked[qid] = rows
+        if problems:
+            raise SubmitRejected(422, {"error": "; ".join(problems), "problems": problems})
+        return picked
 
 
 def is_session_id(value) -> bool:
@@ -1236,7 +1451,8 @@ class Interview:
     streams opening and closing) that only the progress messages use.
     """
 
-    def __init__(self, interview_id: str, token: str, spec: dict, url: str) -> None:
+    def __init__(self, interview_id: str, token: str, spec: dict, url: str,
+                 attachments: AttachmentStore) -> None:
         self.id = interview_id
         self.token = token
         self.spec = spec
@@ -1257,6 +1473,7 @@ class Interview:
         self.counts_revision = 0
         self.page_views = 0
         self.streams = 0
+        self.attachments = attachments
 
     def state_json(self) -> dict:
         return {"state": self.state, "waiting": self.waiters > 0, "version": self.version}
@@ -1318,7 +1535,8 @@ class SessionHub:
             while interview_id in self.by_id:
                 interview_id = secrets.token_hex(6)
             token = secrets.token_urlsafe(18)
-            interview = Interview(interview_id, token, spec, "%s/s/%s" % (base_url, token))
+            store = AttachmentStore(os.path.join(self.log.log_dir, "attachments", interview_id))
+            interview = Interview(interview_id, token, spec, "%s/s/%s" % (base_url, token), store)
             self.by_id[interview_id] = interview
             self.by_token[token_key(token)] = interview
         self.log.event(
@@ -1466,11 +1684,13 @@ class SessionHub:
                     409, {"error": "new questions were added", "version": interview.version}
                 )
             answers = check_submission(interview.spec, payload)
+            question_ids = {question["id"] for question in interview.spec["questions"]}
+            attached = interview.attachments.pick(payload.get("attachments"), question_ids)
             general_notes = payload.get("generalNotes")
             if general_notes is not None and not isinstance(general_notes, str):
                 raise SubmitRejected(422, {"error": "generalNotes must be a string"})
             delivered = interview.waiters > 0
-            self._settle(interview, answers, general_notes, "submitted", "browser")
+            self._settle(interview, answers, general_notes, "submitted", "browser", attached)
             counts = interview.result["counts"]
         self.log.event("submitted", interview=interview.id, delivered=delivered, **counts)
         return {"ok": True, "counts": counts, "delivered": delivered}
@@ -1483,7 +1703,8 @@ class SessionHub:
             self._settle(interview, answers, None, status, via)
             return interview.result
 
-    def _settle(self, interview: Interview, answers, general_notes, status: str, via: str) -> None:
+    def _settle(self, interview: Interview, answers, general_notes, status: str, via: str,
+                attachments=None) -> None:
         """Call with the lock held: the archive is durable before anyone is told."""
         now = time.time()
         result = build_result(
@@ -1495,6 +1716,7 @@ class SessionHub:
             via=via,
             submitted_at=now,
             duration_seconds=now - interview.created,
+            attachments=attachments,
         )
         record = {key: value for key, value in result.items() if key != "summary"}
         record["interview"] = interview.spec
@@ -1731,8 +1953,73 @@ def route_submit(request, params: dict):
     return json_reply(200, reply)
 
 
-# (method, path pattern, route). A pattern's `<name>` takes one path segment, `<name*>` the
-# rest of the path; the query string is never part of the match.
+def route_attachment_upload(request, params: dict):
+    """The raw body is the file, its name in X-Attachment-Name (percent-encoded): a custom header
+    forces a CORS preflight, which is never answered, so another site cannot upload."""
+    import urllib.parse
+
+    # Until the file is stored, a refusal leaves the body unread or cut short: the connection
+    # cannot carry another request.
+    keep_open, request.close_connection = not request.close_connection, True
+    interview = api_interview(request, params)
+    encoded = request.headers.get("X-Attachment-Name")
+    if encoded is None:
+        raise HttpRefusal(400, "the X-Attachment-Name header is required: the file's name, percent-encoded")
+    hub = request.runtime.hub
+    try:
+        hub.check_pending(interview)
+    except SubmitRejected as rejection:
+        return json_reply(rejection.status, rejection.body)
+    length = request.body_length(ATTACHMENT_MAX_BYTES, "a file may be at most 10 MiB")
+    name = urllib.parse.unquote(encoded, errors="replace")
+    media_type = attachment_media_type(request.headers.get("Content-Type", ""))
+    try:
+        entry = interview.attachments.add(name, media_type, length, request.rfile)
+    except AttachmentRefused as refusal:
+        raise HttpRefusal(refusal.status, refusal.error) from None
+    request.close_connection = not keep_open
+    hub.log.event("attachment-stored", interview=interview.id, attachment=entry["id"],
+                  bytes=length, mimeType=media_type)
+    return json_reply(201, {key: entry[key] for key in ("id", "name", "mimeType", "bytes")})
+
+
+def route_attachment(request, params: dict):
+    """An upload's bytes: images as themselves, for the thumbnails; anything else only as a
+    download, so that the browser never renders an uploaded page or script from our origin."""
+    entry = api_interview(request, params).attachments.get(params["id"])
+    if entry is None:
+        raise HttpRefusal(404, "not found")
+    try:
+        with open(entry["path"], "rb") as handle:
+            body = handle.read()
+    except OSError:
+        raise HttpRefusal(404, "not found") from None
+    if entry["mimeType"] in ATTACHMENT_IMAGE_TYPES:
+        return Reply(200, {"Content-Type": entry["mimeType"]}, body)
+    import urllib.parse
+
+    disposition = "attachment; filename*=UTF-8''%s" % urllib.parse.quote(entry["name"], safe="")
+    return Reply(200, {"Content-Type": "application/octet-stream", "Content-Disposition": disposition}, body)
+
+
+def route_attachment_remove(request, params: dict):
+    interview = api_interview(request, params)
+    hub = request.runtime.hub
+    try:
+        # Pending is checked under the interview's lock so that a submit cannot settle
+        # with a file that is being removed.
+        with interview.lock:
+            if interview.state != "pending":
+                raise HttpRefusal(409, "interview already %s" % interview.state)
+            interview.attachments.remove(params["id"])
+    except AttachmentRefused as refusal:
+        raise HttpRefusal(refusal.status, refusal.error) from None
+    hub.log.event("attachment-removed", interview=interview.id, attachment=params["id"])
+    return Reply(204)
+
+
+# (method, path pattern, route). A pattern's `<name>` takes one path segment (not empty),
+# `<name*>` the rest of the path; the query string is never part of the match.
 ROUTES = (
     ("GET", "/s/<token>", route_form_page),
     ("GET", "/assets/<name*>", route_asset),
@@ -1741,6 +2028,9 @@ ROUTES = (
     ("GET", "/api/s/<token>/events", route_events),
     ("POST", "/api/s/<token>/progress", route_progress),
     ("POST", "/api/s/<token>/submit", route_submit),
+    ("POST", "/api/s/<token>/attachments", route_attachment_upload),
+    ("GET", "/api/s/<token>/attachments/<id>", route_attachment),
+    ("DELETE", "/api/s/<token>/attachments/<id>", route_attachment_remove),
 )
 
 
@@ -1758,6 +2048,8 @@ def match_path(pattern: str, path: str):
         if index >= len(given):
             return None
         if part.startswith("<"):
+            if not given[index]:
+                return None
             params[part[1:-1]] = given[index]
         elif part != given[index]:
             return None
@@ -1865,7 +2157,7 @@ class FormRequestPlumbing:
         if origin is not None and origin not in self.server.allowed_origins:
             raise HttpRefusal(403, "forbidden origin")
 
-    def body_length(self, limit: int) -> int:
+    def body_length(self, limit: int, too_big: str = "") -> int:
         """The declared body length, or HttpRefusal 411/413 (unread, so the connection closes)."""
         length = (self.headers.get("Content-Length") or "").strip()
         # isascii too: "²" (latin-1 0xB2) passes isdigit() but not int(), which killed the
@@ -1875,7 +2167,7 @@ class FormRequestPlumbing:
         length = int(length)
         if length > limit:
             self.close_connection = True
-            raise HttpRefusal(413, "body larger than %d bytes" % limit)
+            raise HttpRefusal(413, too_big or "body larger than %d bytes" % limit)
         return length
 
     def read_json(self, limit: int):
@@ -2104,6 +2396,7 @@ RULES_TEXT = """Rules (a call that breaks one is rejected with every problem lis
 
 AFTER_TEXT = """After the call:
 - status "submitted": read every answer and its notes (notes often change the meaning). "deferred" and "needs-info" are open questions, not consent: do not act as if the recommendation was accepted; answer the needs-info notes and ask again when it matters.
+- Answers and the general notes may carry attachments (screenshots, logs): read each file at its absolute path with your own file tools.
 - status "awaiting": show the url to the user, then call await_user_answers with the sessionId to wait for the submit.
 - Follow-up questions while the form is open (or while a call waits): append_questions, not a second interview."""
 
@@ -2185,11 +2478,26 @@ QUESTION_SCHEMA = {
 }
 
 _NULLABLE_TEXT = {"type": ["string", "null"]}
+ATTACHMENTS_SCHEMA = {
+    "type": "array",
+    "description": "Files the user attached; open each at its absolute path with your own file tools.",
+    "items": {
+        "type": "object",
+        "required": ["id", "name", "path", "mimeType", "bytes"],
+        "properties": {
+            "id": {"type": "string"},
+            "name": {"type": "string"},
+            "path": {"type": "string", "description": "Absolute path of the file on this machine."},
+            "mimeType": {"type": "string"},
+            "bytes": {"type": "integer"},
+        },
+    },
+}
 ANSWER_SCHEMA = {
     "type": "object",
     "required": [
         "id", "header", "status", "selected", "selectedLabels", "optionTexts", "other",
-        "ranked", "rankedLabels", "notes", "followedRecommendation",
+        "ranked", "rankedLabels", "notes", "followedRecommendation", "attachments",
     ],
     "properties": {
         "id": {"type": "string"},
@@ -2203,6 +2511,7 @@ ANSWER_SCHEMA = {
         "rankedLabels": {"type": ["array", "null"], "items": {"type": "string"}},
         "notes": _NULLABLE_TEXT,
         "followedRecommendation": {"type": ["boolean", "null"]},
+        "attachments": ATTACHMENTS_SCHEMA,
     },
 }
 
@@ -2224,6 +2533,7 @@ RESULT_SCHEMA = {
             },
         },
         "generalNotes": _NULLABLE_TEXT,
+        "generalAttachments": ATTACHMENTS_SCHEMA,
         "answers": {"type": "array", "items": ANSWER_SCHEMA},
         "sessionId": {"type": "string", "description": "awaiting: pass it to await_user_answers."},
         "url": {"type": "string", "description": "awaiting: show it to the user."},
@@ -2327,7 +2637,8 @@ TOOLS = (
             "Wait for the user to submit an interview that ask_user_rich left open (status "
             "awaiting: delivery link, no browser, timeoutSeconds, or a cancelled call) and "
             "return the same result as ask_user_rich. Returns at once if they already submitted "
-            "(also after a server restart, from the answer archive)."
+            "(also after a server restart, from the answer archive). Answers may carry "
+            "attachments: files with absolute paths you can open with your own file tools."
         ),
         "inputSchema": {
             "type": "object",
@@ -2393,6 +2704,11 @@ def archived_result(record: dict) -> dict:
     spec = record.get("interview") or {"questions": []}
     result = {"summary": ""}
     result.update((key, value) for key, value in record.items() if key != "interview")
+    # Archived before attachments existed: the shape the outputSchema promises all the same.
+    result.setdefault("generalAttachments", [])
+    for row in result.get("answers") or []:
+        if isinstance(row, dict):
+            row.setdefault("attachments", [])
     result["summary"] = summarize(result, spec)
     return result
 

@@ -18,6 +18,8 @@ PATHS = {
     "/api/s/TOKEN/events": {"GET"},
     "/api/s/TOKEN/progress": {"POST"},
     "/api/s/TOKEN/submit": {"POST"},
+    "/api/s/TOKEN/attachments": {"POST"},
+    "/api/s/TOKEN/attachments/0123abcd": {"GET", "DELETE"},
 }
 
 
@@ -53,9 +55,9 @@ def test_head_and_options_are_refused_on_the_form_page_with_allow_get(method):
 
 @pytest.mark.parametrize(
     "path",
-    ["/", "", "*", "/s", "/s/a/b", "/api", "/api/s", "/api/s/TOKEN/nope", "/api/s/TOKEN/submit/",
+    ["/", "", "*", "/s", "/s/", "/api/s/", "/s/a/b", "/api", "/api/s", "/api/s/TOKEN/nope", "/api/s/TOKEN/submit/",
      "/api/s/TOKEN//submit", "/S/TOKEN", "/api/S/TOKEN", "/assets", "http://localhost/s/TOKEN",
-     "/askrich.py"],
+     "/askrich.py", "/api/s/TOKEN/attachments/", "/api/s/TOKEN/attachments/a/b"],
 )
 def test_an_unknown_path_is_404_for_every_method(path):
     for method in EVERY_METHOD:
@@ -72,6 +74,8 @@ def test_a_good_route_resolves_with_its_parameters():
     assert route is askrich.route_form_page and params == {"token": "abc"}
     route, params = askrich.resolve_route("GET", "/assets/vendor/purify.es.mjs")
     assert route is askrich.route_asset and params == {"name": "vendor/purify.es.mjs"}
+    route, params = askrich.resolve_route("DELETE", "/api/s/tok/attachments/0123abcd")
+    assert route is askrich.route_attachment_remove and params == {"token": "tok", "id": "0123abcd"}
     route, params = askrich.resolve_route("GET", "/assets/")
     assert route is askrich.route_asset and params == {"name": ""}
 
