@@ -83,6 +83,7 @@ ASSET_FILES = frozenset(
         "js/keys.js",
         "js/rank.js",
         "js/live.js",
+        "js/attach.js",
         "vendor/marked.esm.js",
         "vendor/purify.es.mjs",
     }

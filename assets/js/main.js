@@ -13,6 +13,7 @@ import {
 import { bindKeys, KEY_TABLE } from "./keys.js";
 import { onRankChange, onRankAnnounce, cancelHold, applyRecommended } from "./rank.js";
 import { startLive, reportProgress } from "./live.js";
+import { bindAttachments } from "./attach.js";
 
 const $ = (sel, root = document) => root.querySelector(sel);
 const THEMES = ["auto", "light", "dark"];
@@ -419,6 +420,7 @@ async function start() {
   onRankChange(changed);
   onRankAnnounce(announce);
   bindControls();
+  bindAttachments();
   document.body.classList.remove("loading");
   if (!token) { expired(); return; }
   let r;
