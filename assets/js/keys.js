@@ -29,7 +29,7 @@ export const KEY_TABLE = [
   ["Rank: `1`–`9`", "Send the focused row to that position"],
   ["Rank: `C` / `R` / `X`", "Keep the order as shown / apply the recommended order / reset"],
   ["`Esc`", "Leave a text field so the single-key shortcuts work again"],
-  ["`Tab`", "Options → Other → answer mode → note → Back / Next"],
+  ["`Tab`", "Options → Other → answer mode → note → Attach files → Back / Next"],
   ["`?`", "Show this table"],
 ];
 
