@@ -48,15 +48,18 @@ def stored_path(runtime, opened, reply):
     return os.path.join(folder_of(runtime, opened), "%s-%s" % (reply["id"], reply["name"]))
 
 
-def raw_exchange(port, data: bytes) -> bytes:
+def raw_upload(opened, length: int, body: bytes = b"") -> bytes:
+    """An upload that declares `length` bytes and sends `body`, then only reads: the raw
+    response."""
+    port = urllib.parse.urlsplit(opened.url).port
+    path = urllib.parse.urlsplit(api_url(opened.url, "attachments")).path
+    head = ("POST %s HTTP/1.1\r\nHost: localhost:%d\r\nContent-Type: image/png\r\n"
+            "X-Attachment-Name: big.png\r\nContent-Length: %d\r\n\r\n" % (path, port, length))
     with socket.create_connection(("127.0.0.1", port), timeout=WAIT) as sock:
-        sock.sendall(data)
-        chunks = []
-        while True:
-            chunk = sock.recv(65536)
-            if not chunk:
-                return b"".join(chunks)
-            chunks.append(chunk)
+        sock.sendall(head.encode() + body)
+        sock.shutdown(socket.SHUT_WR)
+        with sock.makefile("rb") as response:
+            return response.read()
 
 
 @pytest.fixture
@@ -123,11 +126,7 @@ def test_an_upload_after_the_submit_is_409(opened):
 
 
 def test_a_file_over_10_mib_is_413_without_the_server_reading_it(opened, runtime):
-    port = urllib.parse.urlsplit(opened.url).port
-    path = urllib.parse.urlsplit(api_url(opened.url, "attachments")).path
-    head = ("POST %s HTTP/1.1\r\nHost: localhost:%d\r\nContent-Type: image/png\r\n"
-            "X-Attachment-Name: big.png\r\nContent-Length: %d\r\n\r\n" % (path, port, 10 * MIB + 1))
-    raw = raw_exchange(port, head.encode())  # no body at all: the answer comes from the length
+    raw = raw_upload(opened, 10 * MIB + 1)  # no body at all: the answer comes from the length
     assert raw.startswith(b"HTTP/1.0 413") or raw.startswith(b"HTTP/1.1 413"), raw[:200]
     assert raw.endswith(b'{"error": "a file may be at most 10 MiB"}')
     assert b"nosniff" in raw
@@ -153,19 +152,7 @@ def test_uploads_past_50_mib_in_one_interview_are_413_naming_the_limit(opened):
 
 
 def test_an_upload_cut_short_is_refused_and_leaves_no_file(opened, runtime):
-    port = urllib.parse.urlsplit(opened.url).port
-    path = urllib.parse.urlsplit(api_url(opened.url, "attachments")).path
-    head = ("POST %s HTTP/1.1\r\nHost: localhost:%d\r\nX-Attachment-Name: cut.bin\r\n"
-            "Content-Length: 1000\r\n\r\n" % (path, port))
-    with socket.create_connection(("127.0.0.1", port), timeout=WAIT) as sock:
-        sock.sendall(head.encode() + b"x" * 10)
-        sock.shutdown(socket.SHUT_WR)
-        raw = b""
-        while True:
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            raw += chunk
+    raw = raw_upload(opened, 1000, b"x" * 10)
     assert b" 400 " in raw.split(b"\r\n", 1)[0], raw[:200]
     assert b"ended after 10 of its 1000 bytes" in raw
     assert os.listdir(folder_of(runtime, opened)) == []
