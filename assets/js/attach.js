@@ -21,35 +21,54 @@ export const TEXT = {
   "attach.removed": "Removed {name}.",
   "attach.tooBig": "{name} is not attached: a file may be at most 10 MiB.",
   "attach.tooMany": "{name} is not attached: an interview may have at most 20 files.",
+  "attach.tooMuch": "{name} is not attached: the files of an interview may be at most 50 MiB in all.",
+  "attach.closed": "{name} is not attached: this interview takes no more answers.",
   "attach.refused": "{name} is not attached: {error}",
   "attach.unreachable": "{name} is not attached: the form server cannot be reached.",
   "attach.removeFailed": "{name} could not be removed: {error}",
+  "attach.removeUnreachable": "{name} could not be removed: the form server cannot be reached.",
   "attach.drop": "Drop the files to attach them",
-  "size.bytes": { one: "{count} byte", other: "{count} bytes" },
-  "size.kb": "{size} KB",
-  "size.mb": "{size} MB",
+  "attach.sizeBytes": "{size} B",
+  "attach.sizeKb": "{size} KB",
+  "attach.sizeMb": "{size} MB",
 };
 
 const MAX_BYTES = 10 * 1024 * 1024;
 const MAX_COUNT = 20;
+const MAX_TOTAL_BYTES = 50 * 1024 * 1024;
 const IMAGE_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
 
 function t(key, params = {}) {
-  let template = TEXT[key] ?? key;
-  if (typeof template === "object") template = params.count === 1 ? template.one : template.other;
+  const template = TEXT[key] ?? key;
   return template.replace(/\{(\w+)\}/g, (m, name) => (name in params ? String(params[name]) : m));
 }
 
+// In the page's language: 1.5 MB, 1,5 MB, ...
 export function sizeText(bytes) {
-  if (bytes < 1024) return t("size.bytes", { count: bytes });
-  if (bytes < 1024 * 1024) return t("size.kb", { size: (bytes / 1024).toFixed(bytes < 10 * 1024 ? 1 : 0) });
-  return t("size.mb", { size: (bytes / (1024 * 1024)).toFixed(1) });
+  const number = (value, digits) => {
+    try {
+      return new Intl.NumberFormat(document.documentElement.lang || "en", { maximumFractionDigits: digits }).format(value);
+    } catch { return value.toFixed(digits); }
+  };
+  if (bytes < 1024) return t("attach.sizeBytes", { size: number(bytes, 0) });
+  if (bytes < 1024 * 1024) return t("attach.sizeKb", { size: number(bytes / 1024, bytes < 10 * 1024 ? 1 : 0) });
+  return t("attach.sizeMb", { size: number(bytes / (1024 * 1024), 1) });
+}
+
+// The server's refusals in the user's words; its own text only for the unforeseen.
+function refusalText(name, status, error) {
+  if (status === 413 && /10 MiB/.test(error)) return t("attach.tooBig", { name });
+  if (status === 413 && /50 MiB/.test(error)) return t("attach.tooMuch", { name });
+  if (status === 413) return t("attach.tooMany", { name });
+  if (status === 409) return t("attach.closed", { name });
+  return t("attach.refused", { name, error: error || `HTTP ${status}` });
 }
 
 // ---- state: key ("" for the general notes, else a question id) -> uploaded files ----
 const filesOf = (key) => state.attachments[key] || (state.attachments[key] = []);
-const uploadedCount = () => Object.values(state.attachments).reduce((n, list) => n + list.length, 0);
-let inFlight = 0; // uploads started and not answered yet, so that a burst cannot pass the count
+const uploaded = () => Object.values(state.attachments).flat();
+// Uploads started and not answered yet, so that a burst cannot pass the limits.
+const inFlight = { count: 0, bytes: 0 };
 
 // ---- the live region every upload, removal and refusal is announced in ----
 let live = null;
@@ -186,7 +205,8 @@ function upload(key, file) {
       if (e.lengthComputable) item.querySelector("progress").value = Math.round((e.loaded / e.total) * 100);
     });
     const finish = (problem) => {
-      inFlight--;
+      inFlight.count--;
+      inFlight.bytes -= file.size;
       item.remove();
       resolve(problem);
     };
@@ -201,10 +221,11 @@ function upload(key, file) {
         finish(null);
         return;
       }
-      finish(t("attach.refused", { name, error: body.error || `HTTP ${xhr.status}` }));
+      finish(refusalText(name, xhr.status, typeof body.error === "string" ? body.error : ""));
     });
     xhr.addEventListener("error", () => finish(t("attach.unreachable", { name })));
-    inFlight++;
+    inFlight.count++;
+    inFlight.bytes += file.size;
     xhr.send(file);
   });
 }
@@ -216,9 +237,12 @@ export async function attachFiles(key, files) {
   showProblem(key, []);
   const problems = [];
   for (const file of files) {
+    const stored = uploaded();
+    const bytes = stored.reduce((n, f) => n + f.bytes, 0) + inFlight.bytes;
     let problem = null;
     if (file.size > MAX_BYTES) problem = t("attach.tooBig", { name: file.name });
-    else if (uploadedCount() + inFlight >= MAX_COUNT) problem = t("attach.tooMany", { name: file.name });
+    else if (stored.length + inFlight.count >= MAX_COUNT) problem = t("attach.tooMany", { name: file.name });
+    else if (bytes + file.size > MAX_TOTAL_BYTES) problem = t("attach.tooMuch", { name: file.name });
     else problem = await upload(key, file);
     if (problem) {
       problems.push(problem);
@@ -242,7 +266,8 @@ async function removeFile(key, id, button) {
   // 404: the server has it no more, which is what was asked.
   if (status !== 204 && status !== 404) {
     button.disabled = false;
-    const problem = t("attach.removeFailed", { name: file.name, error: body.error || (status ? `HTTP ${status}` : "offline") });
+    const problem = status ? t("attach.removeFailed", { name: file.name, error: body.error || `HTTP ${status}` })
+      : t("attach.removeUnreachable", { name: file.name });
     showProblem(key, [problem]);
     say(problem);
     return;

@@ -50,8 +50,8 @@ def test_a_picked_png_and_a_pasted_one_show_thumbnails_one_is_removed_and_the_ot
     f.page.evaluate(PASTE_IMAGE, ['section.question[data-qid="where"] .note-text', list(PNG)])
     expect(block.locator(".attach-item .attach-name")).to_have_text(["login.png", "image.png"])
     f.page.wait_for_function(THUMBS_LOADED, arg=2)
-    expect(block.locator(".attach-size").first).to_have_text("%d bytes" % len(PNG))
-    expect(f.page.locator("[data-attach-live]")).to_have_text("Attached image.png (%d bytes)." % len(PNG))
+    expect(block.locator(".attach-size").first).to_have_text("%d B" % len(PNG))
+    expect(f.page.locator("[data-attach-live]")).to_have_text("Attached image.png (%d B)." % len(PNG))
 
     folder = os.path.join(f.rt.config.log_dir, "attachments", f.interview.id)
     assert len(os.listdir(folder)) == 2
@@ -97,7 +97,7 @@ def test_a_file_too_big_is_refused_under_its_note_and_announced_without_an_uploa
     expect(block.locator(".attach-problem")).to_be_visible()
     # Not an image: a name and a size, no thumbnail.
     assert block.locator("img").count() == 0
-    expect(block.locator(".attach-size")).to_have_text("4 bytes")
+    expect(block.locator(".attach-size")).to_have_text("4 B")
     assert len(os.listdir(os.path.join(f.rt.config.log_dir, "attachments", f.interview.id))) == 1
 
 
@@ -109,10 +109,11 @@ def test_a_refusal_from_the_server_is_shown_where_the_file_was_added(form):
     block = attach_block(f, "where")
     f.allow("413")
     block.locator(".attach-input").set_input_files(files=[{"name": "one-more.txt", "mimeType": "text/plain", "buffer": b"x"}])
+    # The server refused it (the page did not know of the other 20): said in the form's words.
     expect(block.locator(".attach-problem")).to_have_text(
-        "one-more.txt is not attached: an interview may have at most 20 attachments")
+        "one-more.txt is not attached: an interview may have at most 20 files.")
     expect(f.page.locator("[data-attach-live]")).to_have_text(
-        "one-more.txt is not attached: an interview may have at most 20 attachments")
+        "one-more.txt is not attached: an interview may have at most 20 files.")
 
 
 def test_the_attach_button_opens_the_picker_from_the_keyboard(form):
