@@ -6,7 +6,7 @@
 import { state, api, saveDraft } from "./state.js";
 
 // Every word this module shows, by stable key, in the form of assets/i18n/<lang>.json
-// ({placeholders}, plural forms by `count`), so that they can move there as they are.
+// ({placeholders}), so that they can move there as they are.
 export const TEXT = {
   "attach.button": "Attach files",
   "attach.buttonLabel": "Attach files to this note",

@@ -4,9 +4,11 @@ refusals shown where the file was added; uploads kept across a reload; all from 
 import base64
 import os
 
+import pytest
 from playwright.sync_api import expect
 
-from formkit import answer_of, choice
+from formkit import PHONE, answer_of, choice
+from test_screens import clipped, serious_violations
 
 # A 2 x 2 PNG, a real image the browser decodes (a thumbnail that failed would have no width).
 PNG = base64.b64decode(
@@ -161,3 +163,27 @@ def test_a_text_paste_into_a_note_stays_text(form):
     }""")
     assert f.page.evaluate("window.__pasteKept") is True
     assert attach_block(f, "where").locator(".attach-item").count() == 0
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_a_list_of_uploads_passes_axe_and_fits_a_phone(form, scheme, shot):
+    f = form(SPEC, color_scheme=scheme, viewport=PHONE)
+    block = attach_block(f, "where")
+    block.locator(".attach-input").set_input_files(files=[
+        {"name": "screenshot-of-the-login-page-after-the-upgrade-to-version-two.png", "mimeType": "image/png",
+         "buffer": PNG},
+        {"name": "server.log", "mimeType": "text/plain", "buffer": b"x" * 5000},
+    ])
+    expect(block.locator(".attach-item:not(.pending)")).to_have_count(2)
+    f.page.wait_for_function(THUMBS_LOADED, arg=1)
+    block.locator(".attach-input").evaluate("""(input) => {
+      const data = new DataTransfer();
+      data.items.add(new File([new Uint8Array(10 * 1024 * 1024 + 1)], "huge.bin"));
+      input.files = data.files;
+      input.dispatchEvent(new Event("change", {bubbles: true}));
+    }""")
+    expect(block.locator(".attach-problem")).to_be_visible()
+    f.settle()
+    shot(f.page, f"attachments-{scheme}-phone")
+    assert serious_violations(f.page) == []
+    assert clipped(f.page)["out"] == []
