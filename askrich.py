@@ -1325,10 +1325,14 @@ class AttachmentStore:
         }
         try:
             entry["path"] = self._write(attachment_id, entry["name"], length, source)
-        except BaseException:
+        except BaseException as error:
             with self.lock:
                 self.reserved_count -= 1
                 self.reserved_bytes -= length
+            if isinstance(error, OSError):
+                raise AttachmentRefused(
+                    500, "the file could not be stored in %s: %s" % (quote(self.folder), error.strerror or error)
+                ) from None
             raise
         with self.lock:
             self.files[attachment_id] = entry
@@ -1346,7 +1350,10 @@ class AttachmentStore:
             with os.fdopen(descriptor, "wb") as handle:
                 left = length
                 while left:
-                    chunk = source.read(min(left, ATTACHMENT_CHUNK_BYTES))
+                    try:
+                        chunk = source.read(min(left, ATTACHMENT_CHUNK_BYTES))
+                    except OSError:  # the page went away, or stalled past the idle timeout
+                        chunk = b""
                     if not chunk:
                         raise AttachmentRefused(
                             400, "the upload ended after %d of its %d bytes" % (length - left, length)
@@ -1378,7 +1385,7 @@ class AttachmentStore:
                 pass
             sync_directory(parent)
         if os.path.islink(folder) or not os.path.isdir(folder):
-            raise AttachmentRefused(400, "the attachment folder %s is not a folder" % quote(folder))
+            raise AttachmentRefused(500, "the attachment folder %s is not a folder" % quote(folder))
         os.chmod(folder, 0o700)
         return folder
 

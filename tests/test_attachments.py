@@ -159,6 +159,27 @@ def test_an_upload_cut_short_is_refused_and_leaves_no_file(opened, runtime):
     assert upload(opened.url).status == 201, "the refused upload still counts against the limits"
 
 
+def test_a_log_dir_that_cannot_hold_attachments_is_a_clear_500_and_the_server_keeps_serving(opened, runtime):
+    with open(os.path.join(runtime.config.log_dir, "attachments"), "w") as blocker:
+        blocker.write("not a folder")
+    response = upload(opened.url)
+    assert response.status == 500
+    assert response.json()["error"].startswith("the file could not be stored in ")
+    assert http_request(api_url(opened.url, "state")).json()["state"] == "pending"
+    os.unlink(os.path.join(runtime.config.log_dir, "attachments"))
+    assert upload(opened.url).status == 201, "the refused upload still counts against the limits"
+
+
+def test_a_planted_symlink_for_the_interview_folder_is_refused(opened, runtime, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    os.makedirs(os.path.join(runtime.config.log_dir, "attachments"))
+    os.symlink(str(elsewhere), folder_of(runtime, opened))
+    response = upload(opened.url)
+    assert response.status == 500 and "is not a folder" in response.json()["error"]
+    assert os.listdir(str(elsewhere)) == []
+
+
 # -- safe names ---------------------------------------------------------------------------------
 
 
