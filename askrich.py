@@ -1968,7 +1968,8 @@ def route_attachment_upload(request, params: dict):
 
     # Until the file is stored, a refusal leaves the body unread or cut short: the connection
     # cannot carry another request.
-    keep_open, request.close_connection = not request.close_connection, True
+    closing = request.close_connection
+    request.close_connection = True
     interview = api_interview(request, params)
     encoded = request.headers.get("X-Attachment-Name")
     if encoded is None:
@@ -1985,7 +1986,7 @@ def route_attachment_upload(request, params: dict):
         entry = interview.attachments.add(name, media_type, length, request.rfile)
     except AttachmentRefused as refusal:
         raise HttpRefusal(refusal.status, refusal.error) from None
-    request.close_connection = not keep_open
+    request.close_connection = closing
     hub.log.event("attachment-stored", interview=interview.id, attachment=entry["id"],
                   bytes=length, mimeType=media_type)
     return json_reply(201, {key: entry[key] for key in ("id", "name", "mimeType", "bytes")})
