@@ -1832,12 +1832,13 @@ JSON_CONTENT_TYPE = "application/json; charset=utf-8"
 
 
 class Reply:
-    """What a route answers: a status, its own headers and a body. The request handler adds
-    the security headers every response carries, and sends no body to HEAD."""
+    """What a route answers: a status, its own headers and a body (bytes, or a file opened for
+    reading, sent in chunks and closed). The request handler adds the security headers every
+    response carries, and sends no body to HEAD."""
 
     __slots__ = ("status", "headers", "body")
 
-    def __init__(self, status: int, headers=None, body: bytes = b"") -> None:
+    def __init__(self, status: int, headers=None, body=b"") -> None:
         self.status = status
         self.headers = dict(headers or {})
         self.body = body
@@ -1999,8 +2000,8 @@ def route_attachment(request, params: dict):
     if entry is None:
         raise HttpRefusal(404, "not found")
     try:
-        with open(entry["path"], "rb") as handle:
-            body = handle.read()
+        # Sent in chunks: a page showing several large screenshots must not hold them whole.
+        body = open(entry["path"], "rb")
     except OSError:
         raise HttpRefusal(404, "not found") from None
     if entry["mimeType"] in ATTACHMENT_IMAGE_TYPES:
@@ -2141,14 +2142,26 @@ class FormRequestPlumbing:
     do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = handle_routed
 
     def send_reply(self, reply: Reply) -> None:
-        self.send_response(reply.status)
-        for name, value in reply.headers.items():
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(reply.body)))
-        self.send_security_headers()
-        self.end_headers()
-        if self.command != "HEAD" and reply.body:
-            self.wfile.write(reply.body)
+        body = reply.body
+        try:
+            self.send_response(reply.status)
+            for name, value in reply.headers.items():
+                self.send_header(name, value)
+            length = len(body) if isinstance(body, bytes) else os.fstat(body.fileno()).st_size
+            self.send_header("Content-Length", str(length))
+            self.send_security_headers()
+            self.end_headers()
+            if self.command == "HEAD" or not length:
+                return
+            if isinstance(body, bytes):
+                self.wfile.write(body)
+            else:
+                import shutil
+
+                shutil.copyfileobj(body, self.wfile, ATTACHMENT_CHUNK_BYTES)
+        finally:
+            if not isinstance(body, bytes):
+                body.close()
 
     def send_security_headers(self):
         self.send_header("Cache-Control", "no-store")
