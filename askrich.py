@@ -55,7 +55,7 @@ ENV_PUBLIC_HOST = "ASK_USER_RICH_PUBLIC_HOST"
 ENV_PROGRESS_MS = "ASK_USER_RICH_PROGRESS_MS"
 ENV_LOG_DIR = "ASK_USER_RICH_LOG_DIR"
 ENV_CODE_CACHE = "ASK_USER_RICH_CODE_CACHE"
-ENV_RESUME = "ASK_USER_RICH_RESUME"  # internal: the handshake, handed to a restarted image
+ENV_RESTARTED = "ASK_USER_RICH_RESTARTED"  # internal: askrich.pyz started over from its code cache
 
 MAX_TIMEOUT_SECONDS = 604800  # one week
 SETTLED_RETENTION_SECONDS = 30 * 60
@@ -66,7 +66,6 @@ STATE_HISTORY = 32  # states an event stream can catch up on after a burst of ch
 PROGRESS_CHANGE_MIN_SECONDS = 1.0  # answered-count changes are reported at most once a second
 OPENER_GRACE_SECONDS = 5.0  # an opener still running after this long is a foreground launcher
 HTTP_IDLE_TIMEOUT_SECONDS = 30  # a client that trickles its request in loses its thread
-RESTART_QUIET_SECONDS = 1.0  # a checkout server restarts from bytecode after this long unspoken to
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
 
 # Summary cuts (CONTRACT §4.1).
@@ -107,19 +106,73 @@ CONTENT_SECURITY_POLICY = (
 
 
 def read_asset(name: str) -> bytes:
-    """One file of assets/, read the same way from a checkout and from inside askrich.pyz."""
-    # Found beside the file this code was compiled from, not beside __file__: a checkout server
-    # that restarted from bytecode runs a cached .pyc elsewhere (see BytecodeRestart). In a
-    # checkout, beside the real file: askrich.py may be run through a symlink on the PATH. In
-    # the archive, by the archive's own path, which is how its zip loader knows its files.
-    source = read_asset.__code__.co_filename
+    """One file of assets/, read the same way from a checkout and from inside askrich.pyz;
+    OSError when it cannot be had."""
+    parts = name.split("/")
     loader = globals().get("__loader__")
-    source = os.path.abspath(source) if hasattr(loader, "archive") else os.path.realpath(source)
-    path = os.path.join(os.path.dirname(source), "assets", *name.split("/"))
-    if loader is not None and hasattr(loader, "get_data"):
-        return loader.get_data(path)
-    with open(path, "rb") as handle:
+    archive = getattr(loader, "archive", None)
+    if archive:
+        # Through the zip this process runs from, never a path remembered in compiled code:
+        # the code cache is shared by every copy of the same archive, wherever each one is.
+        try:
+            if RUNNING_ARCHIVE is not None and RUNNING_ARCHIVE.changed():
+                return RUNNING_ARCHIVE.read("/".join(["assets"] + parts))
+            return loader.get_data(os.path.join(archive, "assets", *parts))
+        except OSError:
+            raise
+        except Exception as error:  # zipimport's, zlib's or zipfile's word for a damaged zip
+            raise OSError("cannot read %s from %s: %s" % (name, archive, error)) from error
+    # Beside the real file: askrich.py may be run through a symlink on the PATH.
+    folder = os.path.dirname(os.path.realpath(__file__))
+    with open(os.path.join(folder, "assets", *parts), "rb") as handle:
         return handle.read()
+
+
+class RunningArchive:
+    """The zip a server process runs from, held open from its start. zipimport reads a member
+    by the path and the offsets it found at start, so once a release is installed over the
+    archive, or the archive is moved away, while the server runs, its form's files are read
+    from the file held here instead: the bytes this server started with while any name still
+    holds them, else the whole of what replaced them in place."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.handle = open(path, "rb")
+        self.stamp = self.stamp_of(os.fstat(self.handle.fileno()))
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def stamp_of(status) -> tuple:
+        return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns)
+
+    def changed(self) -> bool:
+        try:
+            return self.stamp_of(os.stat(self.path)) != self.stamp
+        except OSError:
+            return True
+
+    def read(self, member: str) -> bytes:
+        import zipfile
+
+        with self.lock:  # one file position for every thread of the form server
+            self.handle.seek(0)
+            with zipfile.ZipFile(self.handle) as archive:
+                return archive.read(member)
+
+
+RUNNING_ARCHIVE = None  # a RunningArchive while a stdio server runs from askrich.pyz on POSIX
+
+
+def hold_running_archive() -> None:
+    """Open RUNNING_ARCHIVE when this process runs from a zip. Not on Windows, where a file held
+    open cannot be replaced: that would keep users from installing an update."""
+    global RUNNING_ARCHIVE
+    archive = getattr(globals().get("__loader__"), "archive", None)
+    if archive and os.name == "posix" and RUNNING_ARCHIVE is None:
+        try:
+            RUNNING_ARCHIVE = RunningArchive(os.path.abspath(archive))
+        except OSError:
+            pass  # already gone: zipimport's own reads are all there is
 
 
 # ============================================================================================
@@ -2765,32 +2818,15 @@ class McpServer:
         self.protocol_version = None
         self.log_level = None
         self.stopped = threading.Event()
-        self.stop_requested = False  # by EOF or a signal, as opposed to a restart
-        # A BytecodeRestart while this checkout server may still restart from bytecode: until
-        # its first tool call, after which it holds interviews, a form server or a wait.
-        self.restart = None
-        self.restart_due = False
         self.log.listener = self.forward_log
 
     # -- the loop -------------------------------------------------------------------------
 
     def serve(self) -> None:
         """Read until EOF or stop(); then stop every wait."""
-        while True:
-            reader = threading.Thread(target=self.read_loop, name="ask-user-rich-stdin", daemon=True)
-            self.reader_thread = reader
-            reader.start()
-            self.stopped.wait()
-            if not self.restart_due or self.stop_requested:
-                break
-            # The reader stopped between lines for a restart, holding no input. Restart from
-            # this (the main) thread, with no other thread left to take a signal meanwhile.
-            reader.join()
-            self.restart.run(self)  # returns only when the restart could not be done
-            self.restart, self.restart_due = None, False
-            self.stopped.clear()
-            if self.stop_requested:  # a signal came while the restart was tried
-                break
+        self.reader_thread = threading.Thread(target=self.read_loop, name="ask-user-rich-stdin", daemon=True)
+        self.reader_thread.start()
+        self.stopped.wait()
         self.runtime.hub.close()
         with self.state_lock:
             waiting = list(self.requests.values())
@@ -2798,7 +2834,6 @@ class McpServer:
             slot[0].set()
 
     def stop(self) -> None:
-        self.stop_requested = True
         self.stopped.set()
 
     def read_loop(self) -> None:
@@ -2807,40 +2842,11 @@ class McpServer:
                 if self.stopped.is_set():
                     break
                 self.handle_line(line)
-                if self.restart is not None and self.restart.due(self):
-                    self.restart_due = True
-                    return
         except (OSError, ValueError) as error:
             self.log.event("stdin-error", "error", error=str(error))
         finally:
-            if self.restart_due:
-                self.stopped.set()  # wakes serve(), which restarts
-            else:
-                self.log.event("stdin-closed")
-                self.stop()
-
-    # -- the handshake, carried across a restart from bytecode ----------------------------
-
-    def handshake(self) -> dict:
-        with self.state_lock:
-            return {
-                "protocolVersion": self.protocol_version,
-                "clientCapabilities": self.client_capabilities,
-                "clientInfo": self.client_info,
-                "logLevel": self.log_level,
-            }
-
-    def resume(self, handshake: dict) -> None:
-        """Take over the handshake an earlier image of this process made (BytecodeRestart)."""
-        version = handshake.get("protocolVersion")
-        capabilities = handshake.get("clientCapabilities")
-        client_info = handshake.get("clientInfo")
-        level = handshake.get("logLevel")
-        with self.state_lock:
-            self.protocol_version = version if version in PROTOCOL_VERSIONS else None
-            self.client_capabilities = capabilities if isinstance(capabilities, dict) else {}
-            self.client_info = client_info if isinstance(client_info, dict) else {}
-            self.log_level = level if level in LOG_LEVELS else None
+            self.log.event("stdin-closed")
+            self.stop()
 
     def handle_line(self, line) -> None:
         if line is None:  # longer than MAX_LINE_BYTES; skipped without being held
@@ -2985,7 +2991,6 @@ class McpServer:
     # -- tool calls -----------------------------------------------------------------------
 
     def start_tool_call(self, request_id, params: dict):
-        self.restart = None  # from here on this process may hold state a restart would lose
         name = params.get("name")
         # isinstance first: a list or object name is unhashable, and `in` a frozenset raised.
         if not isinstance(name, str) or name not in TOOL_NAMES:
@@ -3317,48 +3322,6 @@ def parse_json(text: str):
     """json.loads, strictly: Python accepts NaN, Infinity and 1e999 by default, and would echo
     such an id back as a line that is not JSON (found by the stdio fuzz tests)."""
     return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
-
-
-class StdinPipe:
-    """stdin read with os.read into a buffer of this object's own, for a checkout server that
-    may restart from bytecode: only while this buffer is empty does the process hold no byte
-    of input, so only then may it hand stdin over to a new image. readline() behaves as
-    BufferedReader.readline() does."""
-
-    CHUNK = 1 << 16
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.held = bytearray()
-        self.scanned = 0  # held[:scanned] has no newline: a long line is searched once, not per chunk
-
-    def readline(self, size: int = -1) -> bytes:
-        while True:
-            newline = self.held.find(b"\n", self.scanned)
-            if newline >= 0 or 0 <= size <= len(self.held):
-                cut = newline + 1 if newline >= 0 else size
-                return self._take(cut if size < 0 else min(cut, size))
-            self.scanned = len(self.held)
-            chunk = os.read(self.fd, self.CHUNK)
-            if not chunk:  # end of input: what is held is the last line
-                return self._take(len(self.held))
-            self.held += chunk
-
-    def _take(self, count: int) -> bytes:
-        with memoryview(self.held) as view:  # a slice of the bytearray itself would be one more copy
-            line = bytes(view[:count])
-        del self.held[:count]
-        self.scanned = 0
-        return line
-
-    def quiet_for(self, seconds: float) -> bool:
-        """True when nothing is held here and nothing arrives for `seconds`."""
-        import select
-
-        if self.held:
-            return False
-        readable, _, _ = select.select([self.fd], [], [], seconds)
-        return not readable
 
 
 def bounded_lines(stream, limit: int):
@@ -3887,29 +3850,17 @@ def elicitation_action(response):
 
 
 # ============================================================================================
-# Restart from bytecode: a checkout server sheds what parsing its own source left behind
+# The code cache: where askrich.pyz keeps its compiled code
 # ============================================================================================
 #
-# `python3 askrich.py` parses and compiles this whole file at every start, and CPython keeps a
-# script's syntax tree until the script returns, which a server never does; even once freed, the
-# allocator keeps those pages. That is about 9 MB held for as long as the server idles, which
-# is all day (23 MB on Python 3.11, where the .pyz, loading cached bytecode, idles at 14 MB).
-# So once the client has gone quiet after the handshake, and before its first tool call, a
-# checkout server replaces its own image with `python3 <a cached .pyc of this file>`: the same
-# pid, the same stdin and stdout, the handshake handed over in ENV_RESUME.
-#
-# Nothing is lost on the way. Bytes the client sends meanwhile wait in the pipe, since the old
-# image reads stdin through StdinPipe and swaps only while that holds nothing; they are answered
-# after one interpreter start. The stop signals are blocked across the exec; a blocked signal
-# stays pending into the new image, which takes it once its handlers are in place. Anything
-# unusual (not POSIX, no cache folder, the file edited since the start, ASK_USER_RICH_CODE_CACHE=0)
-# means the server just goes on as it is.
+# A module inside a zip is compiled at every start, so askrich.pyz keeps this module's compiled
+# code in a per-user folder. Its entry point runs before this module can be imported, so
+# build_zipapp.py copies the three functions below, and ENV_CODE_CACHE and ENV_RESTARTED, into
+# it: keep them to os and sys.
 
 
 def code_cache_dir():
-    """The per-user folder for compiled code, or None with no home directory. askrich.pyz's
-    entry point caches there too: build_zipapp.py copies this function, own_folder() and
-    store_code() into it (SHARED_FUNCTIONS there), so keep these three to os and sys."""
+    """The per-user folder for compiled code, or None with no home directory."""
     if sys.platform == "win32":
         base = os.environ.get("LOCALAPPDATA") or ""
         path = os.path.join(base, "ask-user-rich", "Cache")
@@ -3958,117 +3909,6 @@ def store_code(folder: str, name: str, blob: bytes, stem: str, keep: int = 4) ->
             os.unlink(os.path.join(folder, other))
     except OSError:
         pass  # another start tidied at the same time
-
-
-def file_stamp(path: str) -> tuple:
-    status = os.stat(path)
-    return (status.st_size, status.st_mtime_ns)
-
-
-class BytecodeRestart:
-    """How this checkout server restarts from bytecode (see above)."""
-
-    def __init__(self, source_path: str, stdin_fd: int = 0) -> None:
-        self.source_path = source_path
-        self.stamp = file_stamp(source_path)  # the restart runs the file as it was at start
-        self.stdin_fd = stdin_fd
-
-    @staticmethod
-    def plan(module_name, module_file, environ=None):
-        """A BytecodeRestart when this process runs askrich.py as a script on POSIX, else None."""
-        environ = os.environ if environ is None else environ
-        if module_name != "__main__" or not isinstance(module_file, str) or not module_file.endswith(".py"):
-            return None  # imported (the tests, the .pyz), or already running from bytecode
-        if os.name != "posix" or not sys.executable or environ.get(ENV_CODE_CACHE) == "0":
-            return None
-        try:
-            return BytecodeRestart(os.path.abspath(module_file), sys.stdin.fileno())
-        except (OSError, ValueError, AttributeError):  # no such file; stdin closed or None
-            return None
-
-    def reader(self):
-        return StdinPipe(self.stdin_fd)
-
-    def due(self, server) -> bool:
-        """Called by the stdin thread between lines: handshake done, and then silence."""
-        return server.protocol_version is not None and server.reader.quiet_for(RESTART_QUIET_SECONDS)
-
-    def cached_code(self) -> str:
-        """The path of a runnable .pyc of the source as it was at start, compiled on a miss."""
-        import marshal
-        import types
-        from importlib.util import MAGIC_NUMBER, source_hash
-
-        with open(self.source_path, "rb") as handle:
-            source = handle.read()
-        if file_stamp(self.source_path) != self.stamp:
-            raise OSError("%s changed since the server started" % self.source_path)
-        folder, tag = code_cache_dir(), sys.implementation.cache_tag
-        if folder is None or tag is None:
-            raise OSError("no folder for compiled code (no home directory)")
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-        if not own_folder(folder):
-            raise OSError("%s is not a folder of this user's alone" % folder)
-        digest = source_hash(source)
-        stem = "checkout-%s-o%d-" % (tag, sys.flags.optimize)
-        name = stem + digest.hex() + ".pyc"
-        path = os.path.join(folder, name)
-        # The standard header (hash-based, unchecked), which `python3 FILE.pyc` requires.
-        header = MAGIC_NUMBER + b"\x01\x00\x00\x00" + digest
-        try:
-            with open(path, "rb") as handle:
-                blob = handle.read()
-            if blob.startswith(header) and isinstance(marshal.loads(blob[len(header):]), types.CodeType):
-                return path
-        except (OSError, ValueError, EOFError, TypeError):
-            pass  # missing or damaged: compiled afresh below
-        code = compile(source, self.source_path, "exec", dont_inherit=True)
-        store_code(folder, name, header + marshal.dumps(code), stem)
-        return path
-
-    def run(self, server) -> None:
-        """Replace this process's image. Returns only when that could not be done, and the
-        server then serves on as it is."""
-        import signal
-        import subprocess
-
-        try:
-            path = self.cached_code()
-        except (OSError, ValueError, SyntaxError) as error:
-            server.log.event("restart-skipped", reason=str(error))
-            return
-        # The same interpreter with the same flags (-O, -I, -X ...), running the cached code.
-        argv = [sys.executable] + subprocess._args_from_interpreter_flags() + [path]
-        environ = dict(os.environ)
-        environ[ENV_RESUME] = json.dumps(server.handshake())
-        stops = {getattr(signal, name) for name in STOP_SIGNALS if hasattr(signal, name)}
-        signal.pthread_sigmask(signal.SIG_BLOCK, stops)
-        try:
-            # A signal that came before the block has had its handler run by now (Python runs
-            # handlers right after a call returns): it stops the server instead.
-            if server.stop_requested:
-                return
-            server.log.event("restart", code=path)
-            sys.stderr.flush()
-            os.execve(sys.executable, argv, environ)
-        except OSError as error:
-            server.log.event("restart-failed", "warning", error=str(error))
-        finally:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
-
-
-def take_resume_state(environ=None):
-    """The handshake an earlier image of this process handed over, or None; removed from the
-    environment so that nothing this server starts inherits it."""
-    environ = os.environ if environ is None else environ
-    raw = environ.pop(ENV_RESUME, None)
-    if raw is None:
-        return None
-    try:
-        state = json.loads(raw)
-    except ValueError:
-        state = None
-    return state if isinstance(state, dict) else {}
 
 
 # ============================================================================================
@@ -4138,24 +3978,16 @@ def read_interview_file(path: str):
 def run_stdio_server() -> int:
     import signal
 
+    hold_running_archive()
     config, warnings = Config.from_env()
-    resumed = take_resume_state()
     protocol_out = sys.stdout.buffer
     # stdout belongs to the protocol: a stray print anywhere must land on stderr instead.
     sys.stdout = sys.stderr
     runtime = Runtime(config)
-    if resumed is None:
-        for warning in warnings:
-            runtime.log.event("config-warning", "warning", detail=warning)
-        runtime.log.event("start", version=__version__, python=sys.version.split()[0], pid=os.getpid())
-        restart = BytecodeRestart.plan(__name__, globals().get("__file__"))
-    else:
-        restart = None
-    server = McpServer(runtime, restart.reader() if restart else sys.stdin.buffer, protocol_out)
-    server.restart = restart
-    if resumed is not None:
-        server.resume(resumed)
-        runtime.log.event("resume", version=__version__, protocol=server.protocol_version)
+    for warning in warnings:
+        runtime.log.event("config-warning", "warning", detail=warning)
+    runtime.log.event("start", version=__version__, python=sys.version.split()[0], pid=os.getpid())
+    server = McpServer(runtime, sys.stdin.buffer, protocol_out)
 
     def on_signal(signum, frame):
         runtime.log.event("signal", signal=signum)
@@ -4164,10 +3996,6 @@ def run_stdio_server() -> int:
     stops = [getattr(signal, name) for name in STOP_SIGNALS if hasattr(signal, name)]
     for signum in stops:
         signal.signal(signum, on_signal)
-    if resumed is not None and hasattr(signal, "pthread_sigmask"):
-        # The earlier image blocked these across its exec; one that came meanwhile is pending
-        # and reaches on_signal now.
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
     try:
         server.serve()
     finally:

@@ -4,6 +4,7 @@
     python3 build_zipapp.py                 # writes dist/askrich.pyz, runs it once, prints size + SHA-256
     python3 build_zipapp.py -o out.pyz      # another output path
     python3 build_zipapp.py --check FILE    # does FILE hold exactly what this tree builds?
+    python3 build_zipapp.py --plugin        # also the Claude Code plugin marketplace (below)
 
 The archive is a `#!/usr/bin/env python3` line followed by a zip holding `__main__.py` (below),
 `askrich.py` and every file of `assets/` except `assets/screenshots/`. It is byte-for-byte
@@ -11,19 +12,36 @@ reproducible: entries sorted by name, one fixed timestamp (1980-01-01 00:00:00, 
 SOURCE_DATE_EPOCH when set), modes normalized to 0644, no directory entries, no comment, no
 extra fields. `python -m zipapp` is not used: it drops main()'s exit code and stamps file times.
 
+`--plugin` also writes dist/ask-user-rich-marketplace/, a Claude Code plugin marketplace holding
+one plugin (manifest, `.mcp.json` that runs the `.pyz` beside it, the `.pyz`, one skill), and
+the same folder as dist/ask-user-rich-marketplace.zip, built by the same fixed-metadata rules.
+
 Standard library only; runs on Python 3.8 and newer.
 """
 
 import argparse
 import hashlib
 import io
+import json
 import os
+import shutil
 import subprocess
 import sys
 import time
 import zipfile
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+if ROOT not in sys.path:  # `python3 -I build_zipapp.py` leaves the script's folder out
+    sys.path.insert(0, ROOT)
+
+# What the entry point below shares with askrich.py, imported from the checkout beside this file
+# so that it reads as code here; the archive gets the same from the askrich.py it packs.
+try:
+    from askrich import ENV_CODE_CACHE, ENV_OPEN, ENV_RESTARTED, code_cache_dir, own_folder, store_code
+except (ImportError, SyntaxError) as error:
+    raise SystemExit("build_zipapp: the askrich.py beside build_zipapp.py must import and define "
+                     "what the archive's entry point uses: %s" % error)
+
 SHEBANG = b"#!/usr/bin/env python3\n"
 DEFAULT_OUTPUT = os.path.join("dist", "askrich.pyz")
 # The earliest time a zip entry can carry; used when SOURCE_DATE_EPOCH is not set.
@@ -33,113 +51,134 @@ FILE_MODE = 0o100644  # regular file, rw-r--r--
 SKIPPED_DIRS = {"__pycache__", "node_modules"}
 SKIPPED_SUFFIXES = (".pyc", ".pyo", "~", ".swp", ".tmp", ".orig", ".rej")
 
-# The archive's entry point. It is compiled by zipimport on every start, so it stays short.
+# ============================================================================================
+# The archive's entry point
+# ============================================================================================
+#
+# __main__.py is the functions of ENTRY_POINT below, after askrich.py's SHARED_FUNCTIONS and
+# SHARED_CONSTANTS (copied from the askrich.py being packed, so the archive and askrich.py keep
+# compiled code in one folder by one rule and read one set of variable names), then one line
+# that runs run_archive(). The builder never calls them.
 #
 # Why a code cache: zipimport never writes bytecode, so a plain `import askrich` from the
 # archive compiles the whole module at every start (tens of milliseconds, paid each time a
-# client spawns the server). Instead we keep the compiled code in a per-user cache file whose
+# client spawns the server). Instead the compiled code is kept in a per-user cache file whose
 # name holds the interpreter's cache tag, optimization level and a hash of the archive's bytes,
 # and whose header repeats the interpreter's magic number and that hash. Any change to the
-# archive or the interpreter gives another name, so stale code is never run. Any problem with
-# the cache (no such directory, not writable, owned by someone else, corrupt file) falls back
-# silently to the ordinary import. ASK_USER_RICH_CODE_CACHE=0 turns the cache off. On a miss,
-# the stdio server then starts over from the cache it just wrote (_start_over), so that what
-# compiling left behind is not held all day.
-# PYTHONDONTWRITEBYTECODE / -B are about __pycache__ folders beside sources and are not consulted:
-# many images set it globally, and this cache lives in the user's cache directory instead.
-# Functions of askrich.py that the entry point needs before it can import askrich; main_py()
-# copies their source in place of the placeholder line, so both keep compiled code alike.
+# archive or the interpreter gives another name, so stale code is never run. Every copy of the
+# same archive shares that file, wherever it is, so nothing in it may stand for a path: askrich
+# reads its assets through the loader of the archive that runs, and the code is renamed to that
+# archive before it runs. Any problem with the cache (no such directory, not writable, owned
+# by someone else, corrupt file) falls back silently to the ordinary import. PYTHONDONTWRITEBYTECODE
+# and -B are about __pycache__ folders beside sources and are not consulted: many images set
+# it globally, and this cache lives in the user's cache directory instead.
 SHARED_FUNCTIONS = ("code_cache_dir", "own_folder", "store_code")
-SHARED_PLACEHOLDER = "# code_cache_dir(), own_folder(), store_code(): copied here from askrich.py by main_py()"
-MAIN_PY = '''\
-# Entry point of askrich.pyz, generated by build_zipapp.py. Exits with askrich.main()'s code.
+SHARED_CONSTANTS = ("ENV_CODE_CACHE", "ENV_RESTARTED")
+MAIN_PY_HEADER = """\
+# Entry point of askrich.pyz, written by build_zipapp.py. Exits with askrich.main()'s code.
 import os
 import sys
+"""
+MAIN_PY_FOOTER = "sys.exit(run_archive(__loader__))\n"
 
 
-# code_cache_dir(), own_folder(), store_code(): copied here from askrich.py by main_py()
-
-
-def _load(archive, loader):
-    """Return askrich's code from the cache (compiling and storing it on a miss), or None."""
+def cached_askrich(archive, loader, may_start_over):
+    """askrich's code from the cache, compiled and stored there on a miss; None when the cache
+    is turned off or there is no folder for it."""
     import marshal
     import zlib
     from importlib.util import MAGIC_NUMBER
+
     tag = sys.implementation.cache_tag
     folder = code_cache_dir()
-    if tag is None or not folder or os.environ.get("ASK_USER_RICH_CODE_CACHE") == "0":
+    if tag is None or not folder or os.environ.get(ENV_CODE_CACHE) == "0":
         return None
-    with open(archive, "rb") as f:
-        data = f.read()
+    with open(archive, "rb") as handle:
+        data = handle.read()
     try:
         from _imp import source_hash
+
         digest = source_hash(0x61736B72, data).hex()
     except Exception:
         digest = "%08x" % zlib.adler32(data)
     key = "%s%08x%x" % (digest, zlib.crc32(data), len(data))
     stem = "askrich-%s-o%d-" % (tag, sys.flags.optimize)
     path = os.path.join(folder, stem + key + ".pyc")
-    header = MAGIC_NUMBER + b"ask-user-rich " + key.encode() + b"\\n"
+    header = MAGIC_NUMBER + b"ask-user-rich " + key.encode() + b"\n"
     try:
         if not own_folder(folder):
             return None
-        with open(path, "rb") as f:
-            blob = f.read()
+        with open(path, "rb") as handle:
+            blob = handle.read()
         if blob[:len(header)] == header:
             code = marshal.loads(blob[len(header):])
-            if type(code) is type(_load.__code__):
+            if type(code) is type(cached_askrich.__code__):
                 return code
     except Exception:
-        pass
-    source = loader.get_data(os.path.join(archive, "askrich.py"))
-    code = compile(source, os.path.join(archive, "askrich.py"), "exec", dont_inherit=True)
+        pass  # missing, unreadable or damaged: compiled afresh below
+    filename = os.path.join(archive, "askrich.py")
+    code = compile(loader.get_data(filename), filename, "exec", dont_inherit=True)
     try:
         store_code(folder, os.path.basename(path), header + marshal.dumps(code), stem)
-        _start_over()
+        if may_start_over:
+            start_over()
     except Exception:
         pass
     return code
 
 
-def _start_over():
+def renamed_code(code, filename):
+    """`code` and the code nested in it, naming `filename` as their source: the path a shared
+    cache file was compiled from is any copy's, and tracebacks should name the one running."""
+    nested = tuple(renamed_code(const, filename) if type(const) is type(code) else const
+                   for const in code.co_consts)
+    return code.replace(co_filename=filename, co_consts=nested)
+
+
+def start_over():
     """After a miss, the stdio server starts over from the cache just written: compiling left
     some 6 MB behind that the allocator keeps while the server idles, all day. Nothing has been
-    read or written yet; same pid, same pipes. Once: _RESTARTED stops a loop if the cache cannot
-    be read back."""
-    if len(sys.argv) != 1 or os.name != "posix" or _RESTARTED:
+    read or written yet; same pid, same pipes."""
+    if len(sys.argv) != 1 or os.name != "posix":
         return
     import subprocess
+
     flags = subprocess._args_from_interpreter_flags()
-    env = dict(os.environ, ASK_USER_RICH_RESTARTED="1")
-    os.execve(sys.executable, [sys.executable] + flags + sys.argv, env)
+    environ = dict(os.environ)
+    environ[ENV_RESTARTED] = "1"  # once: a cache that cannot be read back must not loop
+    os.execve(sys.executable, [sys.executable] + flags + sys.argv, environ)
 
 
-_RESTARTED = os.environ.pop("ASK_USER_RICH_RESTARTED", None) is not None
-
-
-def _main():
-    archive = getattr(__loader__, "archive", None)
+def run_archive(loader):
+    """Run askrich.main() from the archive `loader` reads, with askrich's code from the cache
+    when it can be had; return main()'s exit code."""
+    restarted = os.environ.pop(ENV_RESTARTED, None) is not None
+    archive = getattr(loader, "archive", None)
     if archive is None:  # not running from a zip: an unpacked copy
         import askrich
+
         return askrich.main()
     # Python 3.8 keeps a relative archive path; askrich reads its assets by absolute path.
     absolute = os.path.abspath(archive)
     if sys.path and sys.path[0] == archive:
         sys.path[0] = absolute
     try:
-        if archive == absolute:
-            loader = __loader__
-        else:
+        if archive != absolute:
             import zipimport
+
             loader = zipimport.zipimporter(absolute)
-        code = _load(absolute, loader)
+        code = cached_askrich(absolute, loader, not restarted)
     except Exception:
         code = None
     if code is None:
         import askrich
+
         return askrich.main()
     from importlib.machinery import ModuleSpec
+
     filename = os.path.join(absolute, "askrich.py")
+    if code.co_filename != filename:
+        code = renamed_code(code, filename)
     module = type(sys)("askrich")
     module.__file__ = filename
     module.__loader__ = loader
@@ -154,22 +193,29 @@ def _main():
     return module.main()
 
 
-sys.exit(_main())
-'''
+ENTRY_POINT = (cached_askrich, renamed_code, start_over, run_archive)
 
 
 def main_py(askrich_source: bytes) -> str:
-    """MAIN_PY with askrich.py's SHARED_FUNCTIONS in it, so that the archive and a checkout keep
-    compiled code in one folder by one rule (the entry point cannot import askrich to ask)."""
+    """The text of __main__.py: ENTRY_POINT, with what it shares from askrich.py's source."""
     import ast
+    import inspect
 
     text = askrich_source.decode("utf-8")
-    found = {node.name: ast.get_source_segment(text, node) for node in ast.parse(text).body
-             if isinstance(node, ast.FunctionDef) and node.name in SHARED_FUNCTIONS}
-    missing = [name for name in SHARED_FUNCTIONS if name not in found]
+    found = {}
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.FunctionDef) and node.name in SHARED_FUNCTIONS:
+            found[node.name] = ast.get_source_segment(text, node)
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                and getattr(node.targets[0], "id", None) in SHARED_CONSTANTS:
+            found[node.targets[0].id] = ast.get_source_segment(text, node)
+    missing = [name for name in SHARED_CONSTANTS + SHARED_FUNCTIONS if name not in found]
     if missing:
-        raise SystemExit("build_zipapp: askrich.py has no %s()" % "(), ".join(missing))
-    return MAIN_PY.replace(SHARED_PLACEHOLDER, "\n\n\n".join(found[name] for name in SHARED_FUNCTIONS))
+        raise SystemExit("build_zipapp: askrich.py does not define %s" % ", ".join(missing))
+    parts = [MAIN_PY_HEADER + "\n" + "\n".join(found[name] for name in SHARED_CONSTANTS)]
+    parts += [found[name] for name in SHARED_FUNCTIONS]
+    parts += [inspect.getsource(function).rstrip("\n") for function in ENTRY_POINT]
+    return "\n\n\n".join(parts + [MAIN_PY_FOOTER])
 
 
 def date_time_from_env(environ=None):
@@ -220,10 +266,10 @@ def collect_files(root=ROOT):
     return files
 
 
-def build_bytes(files, date_time=DEFAULT_DATE_TIME):
+def build_bytes(files, date_time=DEFAULT_DATE_TIME, shebang=SHEBANG):
     """The archive as bytes: shebang, then a zip whose every entry has the same fixed metadata."""
     buffer = io.BytesIO()
-    buffer.write(SHEBANG)
+    buffer.write(shebang)
     with zipfile.ZipFile(buffer, "w") as archive:
         for name, data in files:
             info = zipfile.ZipInfo(name, date_time=date_time)
@@ -238,7 +284,130 @@ def sha256(data):
     return hashlib.sha256(data).hexdigest()
 
 
-def write_atomically(path, data):
+# The Claude Code plugin. The marketplace and the plugin share the product's name, so users
+# install `ask-user-rich@ask-user-rich`. The skill's description is what every session pays for
+# (the body is read only when the skill is used), so it names the situations and nothing else;
+# the body is judgment (when to interview, how to ask well), leaving what a valid call looks
+# like to the tool descriptions.
+PLUGIN_NAME = "ask-user-rich"
+MARKETPLACE_DIR = os.path.join("dist", "ask-user-rich-marketplace")
+PLUGIN_DESCRIPTION = ("Ask the user many questions at once in a local web form (options, "
+                      "recommendations, rankings, notes) and get every answer back, structured.")
+MARKETPLACE_DESCRIPTION = ("The ask-user-rich plugin: the MCP server that interviews the user "
+                           "in a local web form, and a skill on when and how to ask.")
+PLUGIN_AUTHOR = "The ask-user-rich authors"
+PLUGIN_LICENSE = "MIT"
+# Where the project lives; the release workflow passes its own repository with --homepage.
+DEFAULT_HOMEPAGE = "https://github.com/ask-user-rich/ask-user-rich"
+# Claude Code's hard limit for one tool call, in ms: an interview may wait on a person for hours.
+TOOL_TIMEOUT_MS = 4 * 3600 * 1000
+SKILL_MD = """\
+---
+name: ask-user-rich
+description: Interview the user through the ask_user_rich form when you need their decisions on several things at once, on real trade-offs, a plan to approve, or an order of priorities.
+---
+
+# Asking the user well
+
+Reach for `ask_user_rich` instead of the built-in question tool when a decision needs more
+than a line of chat: several questions, options worth describing or previewing, a
+recommendation you want to argue for, or a ranking. For one quick yes/no, just ask.
+
+- One round: gather everything you need to decide now into a single call, ordered as the user
+  would think it through, rather than a trickle of questions.
+- Every question gets concrete options, a `recommended` one, and a `rationale` that says why
+  in a sentence or two, so the user can agree in one click or see what they disagree with.
+- Set `language` to the user's language (a BCP 47 tag such as `de` or `pt-BR`) and write the
+  questions in it too.
+- An answer that is deferred or needs info is still open: do not act on your recommendation;
+  answer the notes and ask again when it matters.
+- Follow-ups go into the same interview through `append_questions` while its form is open.
+- When the call comes back with a link (`awaiting`), show the link to the user, then call
+  `await_user_answers` with its `sessionId`.
+"""
+
+
+def module_version(askrich_source: bytes) -> str:
+    """askrich.py's __version__, read without importing it."""
+    import ast
+
+    for node in ast.parse(askrich_source).body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and getattr(node.targets[0], "id", None) == "__version__"
+                and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+            return node.value.value
+    raise SystemExit("build_zipapp: askrich.py has no __version__ = \"...\"")
+
+
+def _json_bytes(value):
+    return (json.dumps(value, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def plugin_files(pyz, version, homepage):
+    """Return [(path in the marketplace folder, bytes)], sorted by path."""
+    plugin = {
+        "name": PLUGIN_NAME,
+        "version": version,
+        "description": PLUGIN_DESCRIPTION,
+        "author": {"name": PLUGIN_AUTHOR},
+        "license": PLUGIN_LICENSE,
+        "homepage": homepage,
+    }
+    marketplace = {
+        "name": PLUGIN_NAME,
+        "description": MARKETPLACE_DESCRIPTION,
+        "owner": {"name": PLUGIN_AUTHOR},
+        "plugins": [{"name": PLUGIN_NAME, "source": "./" + PLUGIN_NAME,
+                     "description": PLUGIN_DESCRIPTION, "version": version}],
+    }
+    servers = {"mcpServers": {PLUGIN_NAME: {
+        "type": "stdio",
+        "command": "python3",
+        "args": ["${CLAUDE_PLUGIN_ROOT}/askrich.pyz"],
+        "timeout": TOOL_TIMEOUT_MS,
+    }}}
+    files = [
+        (".claude-plugin/marketplace.json", _json_bytes(marketplace)),
+        (PLUGIN_NAME + "/.claude-plugin/plugin.json", _json_bytes(plugin)),
+        (PLUGIN_NAME + "/.mcp.json", _json_bytes(servers)),
+        (PLUGIN_NAME + "/askrich.pyz", pyz),
+        (PLUGIN_NAME + "/skills/ask-user-rich/SKILL.md", SKILL_MD.encode("utf-8")),
+    ]
+    files.sort(key=lambda item: item[0])
+    return files
+
+
+def write_folder(path, files):
+    """Replace the folder at `path` with exactly `files` (0644 each), never leaving half of one."""
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
+    staging = "%s.%d.tmp" % (path, os.getpid())
+    retired = "%s.%d.old" % (path, os.getpid())
+    shutil.rmtree(staging, ignore_errors=True)
+    for name, data in files:
+        target = os.path.join(staging, *name.split("/"))
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "wb") as f:
+            f.write(data)
+        os.chmod(target, FILE_MODE & 0o777)
+    if os.path.lexists(path):
+        os.replace(path, retired)
+    os.replace(staging, path)
+    shutil.rmtree(retired, ignore_errors=True)
+
+
+def build_plugin(pyz, version, homepage, output, date_time=DEFAULT_DATE_TIME):
+    """Write the marketplace folder `output` and `output`.zip (one top folder of that name);
+    return the zip's bytes."""
+    files = plugin_files(pyz, version, homepage)
+    top = os.path.basename(os.path.normpath(output))
+    archive = build_bytes([(top + "/" + name, data) for name, data in files], date_time, shebang=b"")
+    write_folder(output, files)
+    write_atomically(output.rstrip(os.sep) + ".zip", archive, mode=FILE_MODE & 0o777)
+    return archive
+
+
+def write_atomically(path, data, mode=0o755):
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     tmp = "%s.%d.tmp" % (path, os.getpid())
@@ -246,15 +415,15 @@ def write_atomically(path, data):
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
-    os.chmod(tmp, 0o755)
+    os.chmod(tmp, mode)
     os.replace(tmp, path)
 
 
 def smoke_run(path, python=None):
     """Run the archive once (`--version`) to prove it imports and runs; return what it printed."""
     env = dict(os.environ)
-    env["ASK_USER_RICH_CODE_CACHE"] = "0"  # prove the plain import path; leave no cache behind
-    env["ASK_USER_RICH_OPEN"] = "0"
+    env[ENV_CODE_CACHE] = "0"  # prove the plain import path; leave no cache behind
+    env[ENV_OPEN] = "0"
     proc = subprocess.run(
         [python or sys.executable, os.path.abspath(path), "--version"],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -334,10 +503,18 @@ def main(argv=None):
                         help="verify that FILE is byte-for-byte what this tree builds; write nothing")
     parser.add_argument("--no-run", action="store_true",
                         help="do not run the built archive once to prove it works")
+    parser.add_argument("--plugin", action="store_true",
+                        help="also write the Claude Code plugin marketplace (folder and .zip) "
+                             "to dist/ask-user-rich-marketplace")
+    parser.add_argument("--homepage", default=DEFAULT_HOMEPAGE,
+                        help="the plugin's homepage (default: %(default)s)")
     args = parser.parse_args(argv)
+    if args.check and args.plugin:
+        parser.error("--check compares one archive; build the plugin without it")
 
     date_time = date_time_from_env()
-    data = build_bytes(collect_files(), date_time)
+    files = collect_files()
+    data = build_bytes(files, date_time)
 
     if args.check:
         try:
@@ -369,6 +546,14 @@ def main(argv=None):
     print("path: %s" % os.path.abspath(output))
     print("size: %d bytes" % len(data))
     print("sha256: %s" % sha256(data))
+    if args.plugin:
+        version = module_version(dict(files)["askrich.py"])
+        folder = os.path.join(ROOT, MARKETPLACE_DIR)
+        archive = build_plugin(data, version, args.homepage, folder, date_time)
+        print("plugin: %s (%s %s)" % (folder, PLUGIN_NAME, version))
+        print("plugin zip: %s.zip" % folder)
+        print("plugin zip size: %d bytes" % len(archive))
+        print("plugin zip sha256: %s" % sha256(archive))
     return 0
 
 

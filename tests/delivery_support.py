@@ -69,7 +69,7 @@ def server_env(log_dir, **extra) -> dict:
         "ASK_USER_RICH_LOG_DIR": str(log_dir),
         "ASK_USER_RICH_PROGRESS_MS": "60000",
         "PATH": os.environ.get("PATH", os.defpath),
-        "XDG_CACHE_HOME": str(log_dir) + "-cache",  # the bytecode an idle server restarts from
+        "XDG_CACHE_HOME": str(log_dir) + "-cache",  # never the user's cache folder
     }
     env.update({key: str(value) for key, value in extra.items()})
     return env

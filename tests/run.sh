@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one test command (README "Run the tests"): installs what the tests need, then runs them all.
-# Works on a fresh machine: pip packages from tests/requirements.txt, and Debian's Chromium for the
-# browser tests (Playwright cannot download its own browser here, so we drive /usr/bin/chromium).
+# Works on a fresh machine: pip packages from tests/requirements.txt, Debian's Chromium for the
+# browser tests (Playwright cannot download its own browser here, so we drive /usr/bin/chromium),
+# and the pinned MCP client CLIs from npm for the registration tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -15,13 +16,22 @@ if ! install "$PY"; then
   install "$PY"
 fi
 
-if [ ! -x /usr/bin/chromium ]; then
-  SUDO=""
-  [ "$(id -u)" = 0 ] || SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
-fi
+apt_install() {
+  local sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@" >/dev/null
+}
+[ -x /usr/bin/chromium ] || apt_install chromium
 
-# Chromium was just ensured, so a browser test that finds it missing must fail, not skip.
+# The MCP clients' own CLIs (Claude Code, Gemini CLI, Codex), pinned, on a Node 22 from npm,
+# cached per machine and reused by later runs (tests/clients_support.py holds the pins). npm itself
+# comes from Debian when the machine has none.
+command -v npm >/dev/null || apt_install npm
+ASK_USER_RICH_TESTS_CLIENTS_DIR=$("$PY" tests/clients_support.py)
+export ASK_USER_RICH_TESTS_CLIENTS_DIR
+
+# Chromium and the client CLIs were just ensured, so a test that finds one missing must fail, not skip.
 export ASK_USER_RICH_TESTS_REQUIRE_CHROMIUM=1
+export ASK_USER_RICH_TESTS_REQUIRE_CLIENTS=1
 exec "$PY" -m pytest tests "$@"

@@ -174,7 +174,7 @@ class SubprocessServer(McpPeer):
             {
                 "ASK_USER_RICH_LOG_DIR": str(log_dir),
                 "ASK_USER_RICH_OPEN": "0",
-                # Where an idle server keeps the bytecode it restarts from: not the user's cache.
+                # Whatever a server might cache stays out of the user's cache folder.
                 "XDG_CACHE_HOME": str(log_dir) + "-cache",
             }
         )

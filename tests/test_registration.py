@@ -1,25 +1,22 @@
 """Registration with Claude Code exactly as the README shows it: `claude mcp add-json` then
 `claude mcp get ask-user-rich`, which spawns the server, runs the MCP handshake and prints
-`✔ Connected`. Claude Code comes from npm (`@anthropic-ai/claude-code`) installed into a
-temporary prefix and runs with a throwaway HOME, offline and without a login.
+`✔ Connected`. Claude Code runs with a throwaway HOME, offline and without a login.
 
-Gemini CLI (`@google/gemini-cli`) likewise: the settings.json entry of the README, then
-`gemini mcp list` must show the server `Connected`. The official Python SDK client (the `mcp`
-package of tests/requirements.txt) stands for every other stdio client: it connects with the
-minimal environment it passes to servers and runs a link interview.
+Gemini CLI likewise: the settings.json entry of the README, then `gemini mcp list` must show the
+server `Connected`. The official Python SDK client (the `mcp` package of tests/requirements.txt)
+stands for every other stdio client: it connects with the minimal environment it passes to
+servers and runs a link interview.
 
-Skips only where npm (or, for the SDK, the `mcp` package) is absent. npm installs are kept for a
-day under the system temp folder (ASK_USER_RICH_TEST_NPM_CACHE moves them), so repeated runs do
-not reinstall.
+The CLIs are the pinned ones of clients_support.py (installed by tests/run.sh, which makes their
+absence a failure; run alone, these tests skip without them).
 """
 
 import json
 import os
 import shutil
 import subprocess
+import re
 import sys
-import tempfile
-import time
 
 import pytest
 
@@ -27,78 +24,31 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 if _HERE not in sys.path:  # the helper beside this file, whatever pytest's import mode
     sys.path.insert(0, _HERE)
 import zipapp_support as zs  # noqa: E402
-
-CLAUDE_PACKAGE = os.environ.get("ASK_USER_RICH_TEST_CLAUDE_CODE", "@anthropic-ai/claude-code")
-GEMINI_PACKAGE = os.environ.get("ASK_USER_RICH_TEST_GEMINI_CLI", "@google/gemini-cli")
-INSTALL_TIMEOUT = 600
-CLI_TIMEOUT = 90
-MAX_AGE = 24 * 3600
-
-
-def _npm_install(package, prefix):
-    npm = shutil.which("npm")
-    tmp = "%s.%d.tmp" % (prefix, os.getpid())
-    shutil.rmtree(tmp, ignore_errors=True)
-    proc = subprocess.run(
-        [npm, "install", "--prefix", tmp, "--no-audit", "--no-fund", "--no-save",
-         "--loglevel=error", package],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        universal_newlines=True, timeout=INSTALL_TIMEOUT)
-    assert proc.returncode == 0, "npm install %s failed:\n%s" % (package, proc.stdout)
-    shutil.rmtree(prefix, ignore_errors=True)
-    os.replace(tmp, prefix)
-
-
-def npm_cli(package, command):
-    """The `command` of npm `package`, installed into a temporary prefix reused for a day."""
-    if not shutil.which("npm"):
-        pytest.skip("npm is not installed")
-    root = os.environ.get("ASK_USER_RICH_TEST_NPM_CACHE") or os.path.join(
-        tempfile.gettempdir(), "ask-user-rich-tests-npm")
-    prefix = os.path.join(root, package.replace("/", "_").replace("@", ""))
-    binary = os.path.join(prefix, "node_modules", ".bin", command)
-    fresh = os.path.exists(binary) and time.time() - os.path.getmtime(prefix) < MAX_AGE
-    if not fresh:
-        os.makedirs(root, exist_ok=True)
-        _npm_install(package, prefix)
-    return binary
+import clients_support as cs  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def claude():
-    return npm_cli(CLAUDE_PACKAGE, "claude")
+    return cs.cli("claude")
 
 
 @pytest.fixture(scope="module")
 def gemini():
-    return npm_cli(GEMINI_PACKAGE, "gemini")
+    return cs.cli("gemini")
 
 
 def _claude_env(tmp_path):
-    home = tmp_path / "home"
-    home.mkdir(exist_ok=True)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("CLAUDE", "ANTHROPIC", "MCP_", "XDG_", "ASK_USER_RICH_"))}
-    env.update(zs.child_env(tmp_path))
-    env.update({
-        "HOME": str(home),
-        "XDG_CONFIG_HOME": str(home / ".config"),
-        "XDG_CACHE_HOME": str(home / ".cache"),
-        "DISABLE_AUTOUPDATER": "1",
-        "DISABLE_TELEMETRY": "1",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-    })
-    return env
+    return cs.offline_env(tmp_path)
 
 
 def _cli(binary, args, env, cwd):
     return subprocess.run([binary] + args, env=env, cwd=str(cwd), stdin=subprocess.DEVNULL,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True, timeout=CLI_TIMEOUT)
+                          universal_newlines=True, timeout=cs.CLI_TIMEOUT)
 
 
-def _register_and_get(claude, tmp_path, entry):
-    env = _claude_env(tmp_path)
+def _register_and_get(claude, tmp_path, entry, env=None):
+    env = env or _claude_env(tmp_path)
     added = _cli(claude, ["mcp", "add-json", "--scope", "user", "ask-user-rich",
                              json.dumps(entry)], env, tmp_path)
     assert added.returncode == 0, added.stdout + added.stderr
@@ -107,16 +57,39 @@ def _register_and_get(claude, tmp_path, entry):
     return got.stdout + got.stderr
 
 
+def _served_requests(log):
+    """[(method, era)] of the server log's `request` events, in order."""
+    found = []
+    for line in log.splitlines():
+        parts = line.split(" ", 3)
+        if len(parts) == 4 and parts[2] == "request":
+            fields = dict(re.findall(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)', parts[3]))
+            found.append((fields.get("method", "").strip('"'), fields.get("era", "").strip('"')))
+    return found
+
+
 def _python3():
     return "python3" if shutil.which("python3") else sys.executable
 
 
-def test_claude_code_connects_to_the_archive_registered_as_in_the_readme(claude, tmp_path, tmp_path_factory):
+def test_claude_code_connects_to_the_archive_registered_as_in_the_readme(claude, tmp_path, tmp_path_factory, record_property):
     pyz = zs.lone_copy(zs.shared_pyz(tmp_path_factory), str(tmp_path / "bin"))
     entry = {"type": "stdio", "command": _python3(), "args": [pyz], "timeout": 14400000}
-    out = _register_and_get(claude, tmp_path, entry)
+    env = _claude_env(tmp_path)
+    out = _register_and_get(claude, tmp_path, entry, env)
     assert "✔ Connected" in out, out
     assert "14400000" in out, out
+    # Which protocol era Claude Code settled on. Claude Code asks modern first and stays modern
+    # when server/discover answers, so discovery and the tool list must be served modern.
+    # Not strict yet: the check applies only once the server logs a `request` event (with its
+    # method and era) for every request; until then the log has none and the era is only noted.
+    log = cs.server_log(env)
+    served = [(m, e) for m, e in _served_requests(log) if m in ("server/discover", "tools/list")]
+    record_property("claude_code_era", ",".join(sorted({e for _m, e in served})) or
+                    ("legacy (initialize)" if " initialize " in log else "unknown"))
+    if served:
+        assert [m for m, _e in served if m == "server/discover"], log
+        assert all(e == "modern" for _m, e in served), log
 
 
 def test_claude_code_connects_to_a_checkout(claude, tmp_path):

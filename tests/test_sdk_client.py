@@ -22,7 +22,7 @@ def server_parameters(tmp_path, **env):
         "ASK_USER_RICH_LOG_DIR": str(tmp_path / "logs"),
         "ASK_USER_RICH_OPEN": "0",
         "ASK_USER_RICH_PROGRESS_MS": "200",
-        "XDG_CACHE_HOME": str(tmp_path / "cache"),  # the bytecode an idle server restarts from
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),  # never the user's cache folder
     }
     environment.update(env)
     return StdioServerParameters(command=sys.executable, args=[MODULE], env=environment)

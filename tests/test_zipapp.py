@@ -2,6 +2,8 @@
 alone from an empty folder, the exit code, and the per-user code cache of __main__.py."""
 
 import hashlib
+import importlib.util
+import inspect
 import io
 import os
 import re
@@ -112,6 +114,48 @@ def test_archive_is_a_shebang_then_sorted_plain_files_with_fixed_metadata(pyz, t
         assert contents["askrich.py"] == f.read()
     assert b"askrich" in contents["__main__.py"]
     assert os.stat(pyz).st_mode & 0o111, "the archive is not executable"
+
+
+def test_the_entry_point_is_the_builders_functions_and_askrichs_names_spelled_once(pyz, tree):
+    builder = _load_builder(tree)
+    main_text = _entries(pyz)[2]["__main__.py"].decode("utf-8")
+    for function in builder.ENTRY_POINT:
+        assert inspect.getsource(function).rstrip("\n") in main_text, function.__name__
+    askrich_text = open(os.path.join(tree, "askrich.py"), encoding="utf-8").read()
+    for name in builder.SHARED_FUNCTIONS:
+        assert "\ndef %s(" % name in main_text and "\ndef %s(" % name in askrich_text, name
+    # Every variable name comes from askrich.py's constants: one assignment each, no other spelling.
+    spelled = re.findall(r"ASK_USER_RICH_[A-Z_]+", main_text)
+    assert sorted(spelled) == ["ASK_USER_RICH_CODE_CACHE", "ASK_USER_RICH_RESTARTED"], spelled
+    for constant in builder.SHARED_CONSTANTS:
+        assert re.search(r"^%s = \"ASK_USER_RICH_\w+\"" % constant, askrich_text, re.M), constant
+        assert re.search(r"^%s = " % constant, main_text, re.M), constant
+    assert "ASK_USER_RICH_" not in open(os.path.join(tree, "build_zipapp.py"), encoding="utf-8").read()
+    assert main_text.rstrip().endswith("sys.exit(run_archive(__loader__))")
+
+
+def test_a_build_from_an_askrich_py_without_a_shared_function_says_which(tmp_path):
+    tree = zs.copy_tree(str(tmp_path / "tree"))
+    path = os.path.join(tree, "askrich.py")
+    with open(path, encoding="utf-8") as handle:
+        text = handle.read()
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text.replace("def own_folder(", "def owned_folder("))
+    proc = zs.build(tmp_path / "x.pyz", root=tree, args=["--no-run"])
+    assert proc.returncode != 0 and not (tmp_path / "x.pyz").exists()
+    assert "own_folder" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def _load_builder(tree):
+    """The build_zipapp module of `tree`, loaded under a name of its own (and sys.path as it was)."""
+    spec = importlib.util.spec_from_file_location("tree_build_zipapp", os.path.join(tree, "build_zipapp.py"))
+    module = importlib.util.module_from_spec(spec)
+    path = list(sys.path)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path[:] = path
+    return module
 
 
 def test_archive_is_small(pyz):
@@ -327,6 +371,153 @@ def test_without_a_home_folder_nothing_is_cached_in_the_working_folder(tmp_path,
     proc = zs.run([sys.executable, target, "--version"], cwd=work, env=env)
     assert proc.returncode == 0 and proc.stdout.strip() == _version(), proc.stderr
     assert os.listdir(str(work)) == []
+
+
+# --- the same code cache, wherever the archive is ------------------------------------------
+
+def _serve_an_interview_from(python, target, env):
+    """Run the archive at `target` as a stdio server started from its own folder by a relative
+    path, answer a link interview through its form, and check that the page and every asset it
+    references are served, each byte for byte the copy inside `target`."""
+    server = zs.McpServer([python, os.path.basename(target)], cwd=os.path.dirname(target), env=env)
+    try:
+        zs.handshake(server)
+        served = zs.link_interview_round_trip(server, target)
+        assert server.close() == 0, "".join(server.stderr)
+    finally:
+        server.kill()
+    assert any(path.endswith(".js") for path in served) and any(path.endswith(".css") for path in served), served
+    return served
+
+
+def _cache_stamps(tmp_path):
+    """Which compiled-code files the private cache holds, and which write of each."""
+    return {path.name: (path.stat().st_ino, path.stat().st_mtime_ns) for path in _cache_files(tmp_path)}
+
+
+_EDGE_PYTHONS = zs.oldest_and_newest()
+
+
+@pytest.mark.parametrize("version,python", _EDGE_PYTHONS, ids=[v for v, _ in _EDGE_PYTHONS])
+def test_an_archive_moved_after_its_first_run_serves_its_form_from_the_new_folder(tmp_path, pyz, version, python):
+    env = zs.child_env(tmp_path)
+    first = zs.lone_copy(pyz, str(tmp_path / "a"))
+    _serve_an_interview_from(python, first, env)
+    cached = _cache_stamps(tmp_path)
+    assert len(cached) == 1, cached
+    shutil.rmtree(str(tmp_path / "a"))
+    moved = zs.lone_copy(pyz, str(tmp_path / "b"))
+    _serve_an_interview_from(python, moved, env)
+    assert _cache_stamps(tmp_path) == cached  # the same bytes ran from the cache, not recompiled
+
+
+@pytest.mark.parametrize("version,python", _EDGE_PYTHONS, ids=[v for v, _ in _EDGE_PYTHONS])
+def test_two_copies_in_two_folders_used_in_turn_each_serve_their_own_form(tmp_path, pyz, version, python):
+    env = zs.child_env(tmp_path)
+    copies = [zs.lone_copy(pyz, str(tmp_path / name)) for name in ("plugin", "downloads")]
+    cached = None
+    for target in copies + copies:
+        _serve_an_interview_from(python, target, env)
+        cached = cached or _cache_stamps(tmp_path)
+        assert _cache_stamps(tmp_path) == cached and len(cached) == 1, cached
+
+
+@pytest.mark.parametrize("version,python", _EDGE_PYTHONS, ids=[v for v, _ in _EDGE_PYTHONS])
+def test_an_updated_archive_in_the_same_folder_serves_its_own_form(tmp_path, pyz, version, python):
+    tree = zs.copy_tree(str(tmp_path / "tree"))
+    with open(os.path.join(tree, "assets", "form.css"), "ab") as handle:
+        handle.write(b"\n/* the next release */\n")
+    updated = str(tmp_path / "updated.pyz")
+    zs.build_ok(updated, root=tree, args=["--no-run"])
+    with zipfile.ZipFile(pyz) as old, zipfile.ZipFile(updated) as new:
+        assert old.read("assets/form.css") != new.read("assets/form.css")
+    env = zs.child_env(tmp_path)
+    target = zs.lone_copy(pyz, str(tmp_path / "install"))
+    for release in (updated, pyz, updated):  # an update, a downgrade, the update again
+        shutil.copyfile(release, target + ".new")
+        os.replace(target + ".new", target)
+        _serve_an_interview_from(python, target, env)
+    assert len(_cache_files(tmp_path)) == 2
+
+
+@pytest.mark.skipif(os.name != "posix", reason="a file held open cannot be replaced on Windows")
+@pytest.mark.parametrize("version,python", _EDGE_PYTHONS, ids=[v for v, _ in _EDGE_PYTHONS])
+def test_a_running_server_keeps_serving_its_own_form_when_its_archive_is_replaced_or_moved(
+        tmp_path, pyz, version, python):
+    tree = zs.copy_tree(str(tmp_path / "tree"))
+    for name in ("form.css", "js/main.js"):
+        with open(os.path.join(tree, "assets", *name.split("/")), "ab") as handle:
+            handle.write(b"\n/* the next release, a little longer */\n" * 40)
+    updated = str(tmp_path / "updated.pyz")
+    zs.build_ok(updated, root=tree, args=["--no-run"])
+    env = zs.child_env(tmp_path)
+
+    def install_over(target):  # a new release renamed over the running one
+        shutil.copyfile(updated, target + ".new")
+        os.replace(target + ".new", target)
+        return pyz
+
+    def move_away(target):
+        os.rename(target, target + ".moved")
+        return pyz
+
+    def rewrite_in_place(target):  # the running release's bytes are gone for good
+        with open(updated, "rb") as new, open(target, "r+b") as old:
+            old.write(new.read())
+            old.truncate()
+        return updated
+
+    for change in (install_over, move_away, rewrite_in_place):
+        target = zs.lone_copy(pyz, str(tmp_path / change.__name__))
+        server = zs.McpServer([python, target], cwd=str(tmp_path), env=env)
+        try:
+            zs.handshake(server)
+            url = zs.tool_call(server, "ask_user_rich", zs.INTERVIEW)["url"]
+            zs.check_page_and_assets(url, change(target))  # every file whole, and from that archive
+            assert server.close() == 0, "".join(server.stderr)
+        finally:
+            server.kill()
+
+
+@pytest.mark.skipif(os.name != "posix", reason="a file held open cannot be replaced on Windows")
+def test_an_archive_cut_short_under_a_running_server_gets_404s_and_the_server_serves_on(tmp_path, pyz):
+    target = zs.lone_copy(pyz, str(tmp_path / "install"))
+    server = zs.McpServer([sys.executable, target], cwd=str(tmp_path), env=zs.child_env(tmp_path))
+    try:
+        zs.handshake(server)
+        url = zs.tool_call(server, "ask_user_rich", zs.INTERVIEW)["url"]
+        with open(target, "r+b") as handle:  # a download over it, stopped half-way
+            handle.truncate(os.path.getsize(target) // 2)
+        base = url.split("/s/")[0]
+        for address in (url, base + "/assets/form.css", base + "/assets/js/main.js"):
+            status, _, body = zs.http(address)
+            assert (status, body) == (404, b'{"error": "not found"}'), (address, status, body[:200])
+        assert zs.tool_call(server, "ask_user_rich", zs.INTERVIEW)["status"] == "awaiting"
+        assert server.close() == 0, "".join(server.stderr)
+    finally:
+        server.kill()
+
+
+def test_code_from_the_cache_names_the_copy_that_runs_it_in_tracebacks(tmp_path, pyz):
+    env = zs.child_env(tmp_path)
+    first = zs.lone_copy(pyz, str(tmp_path / "a"))
+    assert zs.run([sys.executable, first, "--version"], cwd=tmp_path, env=env).returncode == 0
+    cached = _cache_stamps(tmp_path)
+    other = zs.lone_copy(pyz, str(tmp_path / "b"))
+    probe = (
+        "import runpy, sys\n"
+        "sys.argv = [%r, '--version']\n"
+        "try:\n"
+        "    runpy.run_path(%r, run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "m = sys.modules['askrich']\n"
+        "print(m.read_asset.__code__.co_filename)\n"
+        "print(m.Config.__init__.__code__.co_filename)\n" % (other, other))
+    proc = zs.run([sys.executable, "-c", probe], cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-2:] == [os.path.join(other, "askrich.py")] * 2, proc.stdout
+    assert _cache_stamps(tmp_path) == cached
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")

@@ -50,6 +50,17 @@ def interpreter(version):
     return None
 
 
+def oldest_and_newest():
+    """[(version, binary)] for the oldest and the newest supported CPython on the machine and
+    the one running the tests, each once; absent pyenv versions are left out."""
+    found = [(v, interpreter(v)) for v in (SUPPORTED[0], SUPPORTED[-1])]
+    chosen = [(v, path) for v, path in found if path]
+    current = "%d.%d" % sys.version_info[:2]
+    if current not in [v for v, _ in chosen]:
+        chosen.append((current, sys.executable))
+    return chosen
+
+
 def child_env(tmp, **extra):
     """An environment for a server child: private log dir and code cache, no browser."""
     env = dict(os.environ)
@@ -168,6 +179,16 @@ class McpServer:
         if params is not None:
             message["params"] = params
         self.send(message)
+
+    def silent_for(self, seconds):
+        """Whether the server writes nothing to stdout for `seconds` (and is still running)."""
+        try:
+            message = self.lines.get(timeout=seconds)
+        except queue.Empty:
+            return self.proc.poll() is None
+        if message is not None:
+            self.notifications.append(message)
+        return False
 
     def request(self, method, params=None, timeout=REPLY_TIMEOUT):
         """Send a request; return its response (result or error), collecting notifications."""

@@ -20,9 +20,7 @@ How it measures, so the figures mean what they say:
   per-user code cache lives in a private XDG_CACHE_HOME there, warmed by one start first (that
   first start is reported too).
 - Memory is VmRSS from /proc/PID/status, two seconds after the server went idle (it idles for
-  hours in real use). A checkout server (`python3 askrich.py`) restarts from bytecode a second
-  into that idle time (askrich.py, "Restart from bytecode"); the ping that meets that restart
-  head-on is timed too.
+  hours in real use).
 - Latencies over stdio use a `python3 askrich.py` subprocess; every stdout line is
   time-stamped by a reader thread as it arrives.
 - Browser figures use Debian's Chromium through Playwright. Page-side times come from
@@ -91,9 +89,8 @@ FIGURES = [
     ("py_si_cpu_ratio", "askrich.py -S -I: CPU time / floor -S -I", "x", None),
     ("pyz_si_cpu_ratio", ".pyz -S -I: CPU time / floor -S -I", "x", None),
     ("floor_rss", "python3 idle, reading stdin: VmRSS (the floor)", "MB", None),
-    ("py_rss_initialize", "askrich.py: idle VmRSS after initialize", "MB", 16.0),
-    ("py_rss_served", "askrich.py: idle VmRSS after a served interview", "MB", 24.0),
-    ("py_restart_ping", "askrich.py: ping sent as its idle restart begins -> reply", "ms", None),
+    ("py_rss_initialize", "askrich.py: idle VmRSS after initialize", "MB", 24.0),
+    ("py_rss_served", "askrich.py: idle VmRSS after a served interview", "MB", None),
     ("pyz_rss_initialize", ".pyz: idle VmRSS after initialize", "MB", 16.0),
     ("pyz_rss_served", ".pyz: idle VmRSS after a served interview", "MB", 24.0),
     ("link_first", "ask_user_rich link -> URL, first call (starts the form server)", "ms", None),
@@ -419,34 +416,12 @@ def serve_like_a_browser(url: str) -> None:
 # ============================================================================================
 
 
-def log_count(log_dir: str, event: str) -> int:
-    try:
-        with open(os.path.join(log_dir, "server.log"), encoding="utf-8") as handle:
-            return sum(1 for row in handle if row.split(" ", 3)[2:3] == [event])
-    except OSError:
-        return 0
-
-
-def restart_ping(client: "Client", log_dir: str, restarts: int) -> float:
-    """A checkout server restarts from bytecode once idle after the handshake: the longest a
-    client can wait for a reply is a message sent just as that starts (ms)."""
-    deadline = time.monotonic() + WAIT
-    while log_count(log_dir, "restart") == restarts:
-        if time.monotonic() > deadline:
-            raise RuntimeError("askrich.py did not restart from bytecode")
-        time.sleep(0.001)
-    started = now_ms()
-    client.call("ping")
-    return now_ms() - started
-
-
 def bench_memory(mode: dict, pyz: str, work: str, results: dict) -> None:
     log_dir = os.path.join(work, "logs-memory")
     env = server_env(log_dir, os.path.join(work, "cache"))
     demo = json.loads(askrich.read_asset("demo.json"))
     demo["delivery"] = "link"
-    samples = {key: [] for key in ("py_rss_initialize", "py_rss_served", "pyz_rss_initialize", "pyz_rss_served",
-                                   "py_restart_ping")}
+    samples = {key: [] for key in ("py_rss_initialize", "py_rss_served", "pyz_rss_initialize", "pyz_rss_served")}
     floor = []
     for _ in range(mode["memory"]):
         process = subprocess.Popen([PYTHON, "-c", "import sys; print('up', flush=True); sys.stdin.read()"],
@@ -458,10 +433,7 @@ def bench_memory(mode: dict, pyz: str, work: str, results: dict) -> None:
         for name, argv in (("py", [PYTHON, MODULE]), ("pyz", [PYTHON, pyz])):
             client = Client(argv, env)
             try:
-                restarts = log_count(log_dir, "restart")
                 client.initialize()
-                if name == "py":
-                    samples["py_restart_ping"].append(restart_ping(client, log_dir, restarts))
                 time.sleep(IDLE_SECONDS)
                 samples[name + "_rss_initialize"].append(vm_status(client.process.pid)["VmRSS"])
                 _, opened = client.tool_result(client.tool("ask_user_rich", demo))

