@@ -6,7 +6,9 @@ imported "conftest" by name could get either one.
 The in-process harness drives `McpServer` over OS pipes (the same byte streams stdio gives
 it); the subprocess harness runs `python3 askrich.py` exactly as an MCP client would. Both
 read stdout on a thread into a queue, so a test waits on a message with a hard timeout
-instead of sleeping.
+instead of sleeping. The same holds for everything else a test waits for: an interview's
+state (`wait_for_interview`, woken by the interview's own condition), a log line
+(`LogWatch`, woken by the write), threads ending (`threads_still_running`, woken by join).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import queue
 import subprocess
 import sys
 import threading
+import time
 import urllib.parse
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -44,6 +47,69 @@ def interview(*questions, **extra):
     args = {"title": "Test interview", "questions": list(questions) or [choice("q", "a", "b")]}
     args.update(extra)
     return args
+
+
+def wait_for_interview(interview, predicate, timeout: float = WAIT, what: str = "") -> None:
+    """Block until `predicate(interview)` holds. The interview notifies its condition on every
+    change a test can wait for (state, waiters, counts, streams), so this wakes on the change
+    itself, never on a timer."""
+    with interview.changed:
+        held = interview.changed.wait_for(lambda: predicate(interview), timeout)
+    assert held, "interview %s: %s did not happen within %ss" % (interview.id, what or "the change", timeout)
+
+
+class LogWatch:
+    """The log lines a server writes to stderr, and a wait for the one a test expects.
+
+    In-process it stands as the `Log`'s stream (every event is written there, whether or not
+    the log file works); for a subprocess its stderr is fed in as it arrives. Either way the
+    write wakes the wait.
+    """
+
+    def __init__(self) -> None:
+        self.lines: list = []
+        self._partial = ""
+        self._arrived = threading.Condition()
+
+    def write(self, text: str) -> int:
+        with self._arrived:
+            self._partial += text
+            *complete, self._partial = self._partial.split("\n")
+            self.lines.extend(complete)
+            self._arrived.notify_all()
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def getvalue(self) -> str:
+        with self._arrived:
+            return "".join(line + "\n" for line in self.lines) + self._partial
+
+    def _find(self, event: str, fragments) -> str | None:
+        for line in self.lines:
+            words = line.split(" ", 4)  # "[ask-user-rich] <time> <pid> <event> <fields>"
+            if len(words) > 3 and words[3] == event and all(f in line for f in fragments):
+                return line
+        return None
+
+    def wait_for(self, event: str, *fragments: str, timeout: float = WAIT) -> str:
+        """The first line of `event` that holds every fragment (`"interview=…"`), waiting for it."""
+        with self._arrived:
+            line = self._arrived.wait_for(lambda: self._find(event, fragments), timeout)
+        assert line, "no %s %s in the log within %ss:\n%s" % (event, " ".join(fragments), timeout,
+                                                                self.getvalue()[-4000:])
+        return line
+
+
+def threads_still_running(before, timeout: float = WAIT) -> list:
+    """The threads started since `before` (a `threading.enumerate()` snapshot) that are still
+    alive once each had until the deadline to end; joining returns the moment a thread ends."""
+    deadline = time.monotonic() + timeout
+    for thread in threading.enumerate():
+        if thread not in before and thread is not threading.current_thread():
+            thread.join(max(0.0, deadline - time.monotonic()))
+    return [thread for thread in threading.enumerate() if thread not in before]
 
 
 class LineReader:
@@ -187,12 +253,15 @@ class SubprocessServer(McpPeer):
             env=environment,
         )
         self.stderr_lines: list = []
+        self.log = LogWatch()
         threading.Thread(target=self._drain_stderr, daemon=True).start()
         super().__init__(self._write_bytes, LineReader(self.process.stdout))
 
     def _drain_stderr(self) -> None:
         for line in iter(self.process.stderr.readline, b""):
-            self.stderr_lines.append(line.decode("utf-8", "replace"))
+            text = line.decode("utf-8", "replace")
+            self.stderr_lines.append(text)
+            self.log.write(text)
 
     def _write_bytes(self, data: bytes) -> None:
         self.process.stdin.write(data)

@@ -1,7 +1,7 @@
 """The benchmark (tests/bench/run.py) runs in its tiny mode and produces every figure.
 
 No timing is asserted here: this machine is shared and noisy, and the budgets are judged on the
-full run's medians (README, Benchmarks). This test only keeps the benchmark from rotting.
+full run's medians (tests/bench/README.md). This test only keeps the benchmark from rotting.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def test_tiny_benchmark_produces_every_figure(tmp_path):
         assert figure["min"] <= figure["median"] <= figure["max"], (key, figure)
     assert report["figures"]["many_lost"]["median"] == 0
     assert report["machine"]["nproc"] and report["machine"]["python"]
-    # The table the README quotes: one row per figure.
+    # The table tests/bench/README.md quotes: one row per figure.
     table = proc.stdout.decode()
     for key, label, _, _ in bench.FIGURES:
         if key in expected:

@@ -13,7 +13,7 @@ import askrich
 from support import MODULE, api_url, http_request, submit
 
 
-def test_version_and_help(capsys):
+def test_version_prints_the_version_and_help_names_every_command_and_option(capsys):
     assert askrich.main(["--version"]) == 0
     assert capsys.readouterr().out == "ask-user-rich %s\n" % askrich.__version__
     assert askrich.main(["--help"]) == 0

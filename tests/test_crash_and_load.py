@@ -35,6 +35,8 @@ from support import (
     http_request,
     interview,
     submit,
+    threads_still_running,
+    wait_for_interview,
 )
 
 WAIT = 20.0
@@ -287,7 +289,7 @@ def test_50_concurrent_interviews_with_racing_appends_cancels_and_double_submits
     config = askrich.Config(log_dir=str(tmp_path), open_browser=False, progress_ms=200)
     runtime = askrich.Runtime(config, askrich.Log(str(tmp_path), stream=io.StringIO()))
     peer = InProcessServer(runtime)
-    baseline_threads = threading.active_count()
+    threads_before = set(threading.enumerate())
     try:
         peer.initialize()
         forms = [ask_link(peer, interview(choice("q", "a", "b"), title="load %d" % i)) for i in range(50)]
@@ -297,11 +299,10 @@ def test_50_concurrent_interviews_with_racing_appends_cancels_and_double_submits
             if i % 3 == 0:  # several waiters on one interview
                 collector.call("w2-%d" % i, "await_user_answers", {"sessionId": form["sessionId"]})
         # Every waiter is in place before the users start (the interview shows waiting).
-        deadline = time.monotonic() + WAIT
-        while not all(runtime.hub.get(f["sessionId"]).waiters >= (2 if i % 3 == 0 else 1)
-                      for i, f in enumerate(forms)):
-            assert time.monotonic() < deadline, "waiters did not start"
-            time.sleep(0.02)
+        for i, form in enumerate(forms):
+            expected = 2 if i % 3 == 0 else 1
+            wait_for_interview(runtime.hub.get(form["sessionId"]), lambda it, n=expected: it.waiters >= n,
+                               WAIT, "%d waiting calls" % expected)
 
         statuses = {i: [] for i in range(len(forms))}
 
@@ -376,10 +377,7 @@ def test_50_concurrent_interviews_with_racing_appends_cancels_and_double_submits
     finally:
         peer.close()
         runtime.close()
-    deadline = time.monotonic() + WAIT
-    while threading.active_count() > baseline_threads and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert threading.active_count() <= baseline_threads
+    assert threads_still_running(threads_before, WAIT) == []
 
 
 def _rss_kib() -> int:
@@ -410,21 +408,20 @@ def test_1000_interviews_leave_no_thread_and_no_memory_behind(tmp_path, monkeypa
         monkeypatch.setattr(askrich, "SETTLED_RETENTION_SECONDS", 0)
         runtime.hub.get("000000000000")  # purge
         gc.collect()
-        threads_before, rss_before = threading.active_count(), _rss_kib()
+        threads_before, rss_before = set(threading.enumerate()), _rss_kib()
         started = time.monotonic()
         for _ in range(1000):
             _one_interview(runtime)
         elapsed = time.monotonic() - started
         runtime.hub.get("000000000000")  # settled interviews past retention are dropped
         gc.collect()
-        deadline = time.monotonic() + WAIT
-        while threading.active_count() > threads_before and time.monotonic() < deadline:
-            time.sleep(0.05)
-        threads_after, rss_after = threading.active_count(), _rss_kib()
+        threads_left = threads_still_running(threads_before, WAIT)
+        rss_after = _rss_kib()
         print("1000 interviews in %.1fs: RSS %.1f MB -> %.1f MB, threads %d -> %d"
-              % (elapsed, rss_before / 1024, rss_after / 1024, threads_before, threads_after))
+              % (elapsed, rss_before / 1024, rss_after / 1024, len(threads_before),
+                 threading.active_count()))
         assert runtime.hub.by_id == {} and runtime.hub.by_token == {}
-        assert threads_after <= threads_before
+        assert threads_left == []
         assert rss_after - rss_before < 20 * 1024, (rss_before, rss_after)
         assert len(os.listdir(tmp_path / "answers")) == 1050
     finally:

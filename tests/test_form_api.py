@@ -121,7 +121,7 @@ def test_api_returns_the_filled_spec_and_state(opened):
     }
 
 
-def test_submit_checks_in_order(opened, runtime):
+def test_a_submit_is_checked_type_size_json_shape_version_answers_in_that_order(opened, runtime):
     url = api_url(opened.url, "submit")
     # 1. media type (a form or text/plain post, which needs no preflight, is refused)
     for content_type in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data"):
@@ -174,7 +174,7 @@ def test_a_submit_is_archived_durably_with_private_permissions(opened, runtime):
     assert stat.S_IMODE(os.stat(runtime.config.log_dir).st_mode) == 0o700
 
 
-def test_progress_posts_are_checked(opened):
+def test_a_progress_post_takes_only_json_counts_that_make_sense(opened):
     url = api_url(opened.url, "progress")
     assert http_request(url, "POST", {"answered": 1, "deferred": 0, "needsInfo": 0, "open": 2}).status == 204
     assert http_request(url, "POST", {"answered": -1}).status == 422

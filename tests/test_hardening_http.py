@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 import askrich
 import hypothesis_profiles
 import strategies
-from support import InProcessServer, choice, interview
+from support import InProcessServer, choice, interview, threads_still_running, wait_for_interview
 
 # Under ASK_USER_RICH_FUZZ=long every test here is a long run: `-m slow` selects them.
 pytestmark = [pytest.mark.slow] if hypothesis_profiles.LONG else []
@@ -379,6 +379,7 @@ def test_200_connections_held_open_do_not_stop_the_form_and_are_released(rt):
     form = open_form(rt)
     own = ("Host", "localhost:%d" % form.port)
     baseline = _threads()
+    threads_before = set(threading.enumerate())
     held = []
     try:
         for index in range(200):
@@ -400,10 +401,8 @@ def test_200_connections_held_open_do_not_stop_the_form_and_are_released(rt):
         for sock in held:
             sock.close()
     # Each held connection's thread ends once its client goes away (bounded wait).
-    deadline = time.monotonic() + 10
-    while _threads() > baseline + 5 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _threads() <= baseline + 5, (_threads(), baseline)
+    left = threads_still_running(threads_before, timeout=10)
+    assert len(left) <= 5, left
 
 
 def _open_stream(form) -> socket.socket:
@@ -427,10 +426,7 @@ def test_event_streams_piling_up_are_all_released_on_the_next_change_and_on_clos
         sock.close()
     # A change makes every stream write, and each one whose page went away ends.
     rt.append_questions(form.id, [choice("later", "a")])
-    deadline = time.monotonic() + 10
-    while interview_obj.streams and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert interview_obj.streams == 0
+    wait_for_interview(interview_obj, lambda i: i.streams == 0, timeout=10, what="every stream ending")
     # Streams still open end at shutdown (the hub closing), without waiting for a ping.
     live = [_open_stream(form) for _ in range(5)]
     try:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import threading
 import time
@@ -15,11 +14,13 @@ from hypothesis import strategies as st
 import askrich
 from support import (
     InProcessServer,
+    LogWatch,
     api_url,
     choice,
     http_request,
     interview,
     submit,
+    wait_for_interview,
 )
 
 
@@ -65,7 +66,7 @@ def test_initialize_remembers_the_client_elicitation_capabilities(server):
     assert server.server.client_capabilities == {"elicitation": {"form": {}, "url": {}}}
 
 
-def test_ping_and_logging_levels(server):
+def test_ping_answers_empty_and_set_level_refuses_an_unknown_level(server):
     assert server.call("ping")["result"] == {}
     assert server.call("logging/setLevel", {"level": "warning"})["result"] == {}
     assert error_code(server.call("logging/setLevel", {"level": "loud"})) == -32602
@@ -124,7 +125,7 @@ def test_messages_that_are_not_json_rpc_get_invalid_request(server, message):
     assert server.call("ping")["result"] == {}
 
 
-def test_unknown_method_unknown_tool_and_bad_arguments(server):
+def test_an_unknown_method_is_32601_and_an_unknown_tool_or_bad_params_32602(server):
     assert error_code(server.call("resources/list")) == -32601
     assert error_code(server.call("tools/call", {"name": "nope", "arguments": {}})) == -32602
     assert error_code(server.call("tools/call", {"name": "ask_user_rich", "arguments": [1]})) == -32602
@@ -225,7 +226,7 @@ def test_progress_reports_new_counts_from_the_form_without_waiting_for_the_inter
     assert "2 of 3 answered" in second["params"]["message"]
 
 
-def test_no_progress_without_a_token(server):
+def test_a_call_without_a_progress_token_gets_no_progress_messages(server):
     server.initialize()
     structured = ask_link(server)
     request_id = server.request("tools/call", {"name": "await_user_answers",
@@ -240,17 +241,14 @@ def test_cancelled_call_sends_no_response_and_the_interview_stays_collectable(se
     structured = ask_link(server)
     request_id = server.request("tools/call", {"name": "await_user_answers",
                                                "arguments": {"sessionId": structured["sessionId"]}})
-    state = http_request(api_url(structured["url"], "state"))
-    deadline = time.monotonic() + 5
-    while not state.json()["waiting"] and time.monotonic() < deadline:
-        state = http_request(api_url(structured["url"], "state"))
-    assert state.json()["waiting"] is True
+    waited_on = server.runtime.hub.get(structured["sessionId"])
+    wait_for_interview(waited_on, lambda i: i.waiters == 1, what="the call waiting")
+    assert http_request(api_url(structured["url"], "state")).json()["waiting"] is True
     server.notify("notifications/cancelled", {"requestId": request_id, "reason": "user"})
     assert server.call("ping")["result"] == {}
     # The waiter has left: /state says so, and no response for the cancelled id ever comes.
-    deadline = time.monotonic() + 5
-    while http_request(api_url(structured["url"], "state")).json()["waiting"]:
-        assert time.monotonic() < deadline
+    wait_for_interview(waited_on, lambda i: i.waiters == 0, what="the cancelled call leaving")
+    assert http_request(api_url(structured["url"], "state")).json()["waiting"] is False
     assert submit(structured["url"], {"q": {"selected": ["a"]}}).status == 200
     again = server.tool("await_user_answers", {"sessionId": structured["sessionId"]})
     assert again["result"]["structuredContent"]["status"] == "submitted"
@@ -274,11 +272,8 @@ def test_several_waiters_all_receive_the_result(server):
     ids = [server.request("tools/call", {"name": "await_user_answers",
                                          "arguments": {"sessionId": structured["sessionId"]}})
            for _ in range(3)]
-    deadline = time.monotonic() + 5
-    interview_ = server.runtime.hub.get(structured["sessionId"])
-    while interview_.waiters < 3:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    wait_for_interview(server.runtime.hub.get(structured["sessionId"]), lambda i: i.waiters >= 3,
+                       what="three calls waiting")
     assert submit(structured["url"], {"q": {"selected": ["a"]}}).json()["delivered"] is True
     results = [server.response(i)["result"]["structuredContent"] for i in ids]
     assert all(r == results[0] and r["status"] == "submitted" for r in results)
@@ -293,7 +288,7 @@ def test_await_after_submit_returns_at_once_again_and_again(server):
         assert result["structuredContent"]["answers"][0]["status"] == "deferred"
 
 
-def test_await_with_unknown_or_malformed_session_ids(server):
+def test_await_on_an_unknown_session_or_a_misspelt_field_is_a_tool_error_saying_why(server):
     server.initialize()
     reply = server.tool("await_user_answers", {"sessionId": "0123456789ab"})["result"]
     assert reply["isError"] is True
@@ -337,7 +332,7 @@ def test_a_rejected_append_changes_nothing(server):
     assert page["version"] == 1 and len(page["spec"]["questions"]) == 1
 
 
-def test_append_after_submit_and_to_unknown_ids(server):
+def test_append_after_the_submit_or_to_an_unknown_session_says_what_to_do_instead(server):
     server.initialize()
     structured = ask_link(server)
     submit(structured["url"], {})
@@ -359,8 +354,10 @@ def server_opening_with(tmp_path):
 
     def start(command):
         config = askrich.Config(log_dir=str(tmp_path), open_cmd=command)
-        runtime = askrich.Runtime(config, askrich.Log(str(tmp_path), stream=open(os.devnull, "w")))
+        log = LogWatch()
+        runtime = askrich.Runtime(config, askrich.Log(str(tmp_path), stream=log))
         peer = InProcessServer(runtime)
+        peer.log = log
         started.append((peer, runtime))
         peer.initialize()
         return peer
@@ -374,10 +371,7 @@ def server_opening_with(tmp_path):
 def test_browser_delivery_blocks_until_the_submit_when_the_opener_succeeds(server_opening_with):
     peer = server_opening_with("true")
     request_id = peer.request("tools/call", {"name": "ask_user_rich", "arguments": interview()})
-    deadline = time.monotonic() + 5
-    while not peer.runtime.hub.by_id:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    peer.log.wait_for("session-created")
     (created,) = peer.runtime.hub.by_id.values()
     assert submit(created.url, {"q": {"selected": ["a"]}}).status == 200
     result = peer.response(request_id)["result"]["structuredContent"]
@@ -426,18 +420,20 @@ def test_subprocess_speaks_the_protocol_and_exits_zero_at_eof_with_a_wait_in_fli
     assert peer.initialize()["result"]["serverInfo"]["name"] == "ask-user-rich"
     structured = ask_link(peer)
     peer.request("tools/call", {"name": "await_user_answers", "arguments": {"sessionId": structured["sessionId"]}})
+    peer.log.wait_for("wait-start", "interview=" + structured["sessionId"])
     started = time.monotonic()
     assert peer.close(timeout=5) == 0
     assert time.monotonic() - started < 1.5
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_subprocess_exits_zero_on_sigterm_and_sigint(subprocess_server, signum):
+def test_subprocess_exits_zero_within_a_second_on_sigterm_and_sigint_with_a_wait_in_flight(
+        subprocess_server, signum):
     peer = subprocess_server()
     peer.initialize()
     structured = ask_link(peer)
     peer.request("tools/call", {"name": "await_user_answers", "arguments": {"sessionId": structured["sessionId"]}})
-    time.sleep(0.2)  # let the call start waiting; the exit must not depend on it either way
+    peer.log.wait_for("wait-start", "interview=" + structured["sessionId"])
     started = time.monotonic()
     peer.process.send_signal(signum)
     assert peer.process.wait(5) == 0

@@ -125,11 +125,11 @@ def test_summary_cuts_and_collapses_long_texts():
 
 
 @pytest.mark.parametrize("seconds, text", [(0, "0s"), (42, "42s"), (185, "3m05s"), (3725, "1h02m05s")])
-def test_durations(seconds, text):
+def test_durations_read_as_hours_minutes_and_seconds(seconds, text):
     assert askrich.format_duration(seconds) == text
 
 
-def test_declined_summary_wording():
+def test_a_declined_summary_says_declined_via_and_leaves_every_answer_unanswered():
     spec, _ = askrich.validate_interview(interview(choice("q", "a")))
     result = askrich.build_result(
         spec, {}, None, interview_id="0123456789ab", status="declined", via="elicitation",

@@ -55,11 +55,14 @@ def test_sdk_lists_tools_asks_by_link_and_awaits_the_answers_with_progress(tmp_p
                 "note": "One more"})
             assert appended.structured_content["total"] == 3
 
+            ticked = anyio.Event()
+
             async def user_submits():
-                # Wait until the await call is really waiting, then answer like the form does.
-                while not http_request(api_url(awaiting["url"], "state")).json()["waiting"]:
-                    await anyio.sleep(0.05)
-                await anyio.sleep(0.5)  # let at least one interval tick go out
+                # The first progress message goes out once the call waits, the next one at the
+                # first interval tick: after that, answer like the form does.
+                with anyio.fail_after(10):
+                    await ticked.wait()
+                assert http_request(api_url(awaiting["url"], "state")).json()["waiting"] is True
                 response = await anyio.to_thread.run_sync(lambda: submit(awaiting["url"], {
                     "db": {"selected": ["pg"], "notes": "fine"},
                     "order": {"ranked": ["cost", "speed"]},
@@ -69,6 +72,8 @@ def test_sdk_lists_tools_asks_by_link_and_awaits_the_answers_with_progress(tmp_p
 
             async def on_progress(value, total, message):
                 progress.append((value, message))
+                if len(progress) >= 2:
+                    ticked.set()
 
             async with anyio.create_task_group() as group:
                 group.start_soon(user_submits)

@@ -109,7 +109,7 @@ def test_option_ids_recommended_and_depends_on_entries_are_checked_as_ids():
     assert any(l.startswith('- questions[1] (b): id "á" is not ASCII-safe') and 'use "a" instead.' in l for l in lines)
 
 
-def test_duplicate_ids():
+def test_a_repeated_question_or_option_id_is_reported_at_the_repeat():
     lines = problems_of(
         interview(choice("a", "x", "x"), choice("a", "y"))
     )
@@ -147,7 +147,7 @@ def test_multi_select_takes_an_array_of_recommended_ids():
     assert spec["questions"][0]["recommended"] == ["a", "c"]
 
 
-def test_rank_problems():
+def test_rank_questions_refuse_one_option_multiselect_a_single_or_partial_order_and_text_inputs():
     lines = problems_of(
         interview(
             choice("r1", "a", kind="rank"),
@@ -173,7 +173,7 @@ def test_rank_questions_never_allow_other():
     assert problems_of(interview(choice("r", "a", "b", kind="rank", allowOther=True)))
 
 
-def test_depends_on_problems():
+def test_depends_on_itself_a_later_or_an_unknown_question_is_reported():
     lines = problems_of(
         interview(
             choice("a", "x", dependsOn=["a"]),
@@ -188,7 +188,7 @@ def test_depends_on_problems():
     ]
 
 
-def test_timeout_and_delivery_problems():
+def test_timeout_seconds_outside_1_to_604800_and_an_unknown_delivery_are_reported():
     lines = problems_of(interview(timeoutSeconds=0, delivery="email"))
     assert lines == [
         '- delivery: "delivery" must be one of "browser", "link", "elicitation", not "email"',

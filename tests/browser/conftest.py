@@ -14,6 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from formkit import CHROMIUM, CHROMIUM_ARGS, DESKTOP, WATCH_CSP, Form, askrich, choice  # noqa: E402
+from support import LogWatch  # noqa: E402
 
 
 def pytest_collection_modifyitems(items):
@@ -60,8 +61,16 @@ def browser():
 
 
 @pytest.fixture
-def rt(tmp_path):
-    runtime = askrich.Runtime(askrich.Config(log_dir=str(tmp_path / "logs"), open_browser=False))
+def log():
+    """What the form server logs, with a wait for a line."""
+    return LogWatch()
+
+
+@pytest.fixture
+def rt(tmp_path, log):
+    log_dir = str(tmp_path / "logs")
+    runtime = askrich.Runtime(askrich.Config(log_dir=log_dir, open_browser=False),
+                              askrich.Log(log_dir, stream=log))
     yield runtime
     runtime.close()
 

@@ -96,13 +96,21 @@ class Form:
         return result
 
     def settle(self):
-        """Wait until no animation or transition runs (a gate, not a fixed sleep)."""
-        running = "document.getAnimations().filter(a => a.playState === 'running').length"
-        for _ in range(100):
-            if self.page.evaluate(running) == 0:
-                return
-            self.page.wait_for_timeout(20)
-        raise AssertionError("animations never finished")
+        """Wait until no animation or transition runs, looking once a frame."""
+        # A function, not an expression: the page's CSP forbids the eval an expression needs.
+        self.page.wait_for_function(
+            "() => document.getAnimations().every(a => a.playState !== 'running')", polling="raf")
+
+    def scroll_settled(self, frames=5):
+        """Wait until the page has not scrolled for `frames` frames in a row: a scroll the last
+        input started, smooth or not, has ended (or never began)."""
+        self.page.wait_for_function("""n => {
+            const watch = window.__scrollWatch || (window.__scrollWatch = {y: NaN, still: 0});
+            if (watch.y === scrollY) watch.still++; else { watch.y = scrollY; watch.still = 0; }
+            if (watch.still < n) return false;
+            delete window.__scrollWatch;
+            return true;
+        }""", arg=frames, polling="raf")
 
     def csp_violations(self):
         try:
