@@ -18,6 +18,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Config",
     "InvalidInterview",
+    "InterviewError",
     "Interview",
     "Runtime",
     "McpServer",
@@ -43,8 +44,19 @@ import time
 
 SERVER_NAME = "ask-user-rich"
 SERVER_TITLE = "Ask User Rich"
-PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")  # the initialize era
 LATEST_PROTOCOL = PROTOCOL_VERSIONS[0]
+MODERN_PROTOCOL = "2026-07-28"  # no initialize: every request carries its version in _meta
+SUPPORTED_VERSIONS = (MODERN_PROTOCOL,) + PROTOCOL_VERSIONS
+META_VERSION = "io.modelcontextprotocol/protocolVersion"
+META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
+META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
+META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+TASK_POLL_MS = 2000
+REQUEST_STATE_SECONDS = 3600  # a multi round-trip retry must come within the hour
+SERVER_INFO = {"name": SERVER_NAME, "title": SERVER_TITLE, "version": __version__}
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 ENV_OPEN = "ASK_USER_RICH_OPEN"
@@ -54,6 +66,7 @@ ENV_HOST = "ASK_USER_RICH_HOST"
 ENV_PUBLIC_HOST = "ASK_USER_RICH_PUBLIC_HOST"
 ENV_PROGRESS_MS = "ASK_USER_RICH_PROGRESS_MS"
 ENV_LOG_DIR = "ASK_USER_RICH_LOG_DIR"
+ENV_PROTOCOL = "ASK_USER_RICH_PROTOCOL"
 ENV_CODE_CACHE = "ASK_USER_RICH_CODE_CACHE"
 ENV_RESTARTED = "ASK_USER_RICH_RESTARTED"  # internal: askrich.pyz started over from its code cache
 
@@ -191,6 +204,7 @@ class Config:
         "public_host",
         "progress_ms",
         "log_dir",
+        "protocol",
     )
 
     def __init__(
@@ -203,6 +217,7 @@ class Config:
         public_host: str = "localhost",
         progress_ms: int = 15000,
         log_dir: str | None = None,
+        protocol: str = "auto",
     ) -> None:
         self.open_browser = open_browser
         self.open_cmd = open_cmd
@@ -211,6 +226,7 @@ class Config:
         self.public_host = public_host
         self.progress_ms = progress_ms
         self.log_dir = log_dir or default_log_dir()
+        self.protocol = protocol  # "auto": both eras; "legacy": only the initialize era
 
     @classmethod
     def from_env(cls, environ=None) -> tuple[Config, list[str]]:
@@ -236,6 +252,10 @@ class Config:
         open_raw = env.get(ENV_OPEN, "").strip().lower()
         if open_raw not in ("", "0", "1", "false", "true", "no", "yes", "off", "on"):
             warnings.append("%s=%r is not 0 or 1; browsers will be opened" % (ENV_OPEN, open_raw))
+        protocol = env.get(ENV_PROTOCOL, "").strip().lower() or "auto"
+        if protocol not in ("auto", "legacy"):
+            warnings.append("%s=%r is not auto or legacy; serving both eras" % (ENV_PROTOCOL, protocol))
+            protocol = "auto"
         return (
             cls(
                 open_browser=open_raw not in ("0", "false", "no", "off"),
@@ -245,6 +265,7 @@ class Config:
                 public_host=env.get(ENV_PUBLIC_HOST, "").strip() or "localhost",
                 progress_ms=integer(ENV_PROGRESS_MS, 15000, 10, 86_400_000),
                 log_dir=env.get(ENV_LOG_DIR, "").strip() or default_log_dir(env),
+                protocol=protocol,
             ),
             warnings,
         )
@@ -277,17 +298,52 @@ class InvalidInterview(ValueError):
         super().__init__("\n".join([heading] + ["- " + p for p in problems]))
 
 
-class ToolError(Exception):
-    """A tool call that cannot proceed; its text goes back to the model as an isError result."""
+class InterviewError(Exception):
+    """A change or a wait the session hub refuses. It carries the facts only: the HTTP layer,
+    the MCP tools and the command line each word it for their own reader."""
 
 
-class SubmitRejected(Exception):
-    """A form submit the server refuses; carries the HTTP status and the JSON body."""
+class UnknownInterview(InterviewError):
+    def __init__(self, session_id) -> None:
+        super().__init__("unknown interview %r" % (session_id,))
+        self.session_id = session_id
 
-    def __init__(self, status: int, body: dict) -> None:
-        super().__init__(body.get("error", ""))
-        self.status = status
-        self.body = body
+
+class InterviewSettled(InterviewError):
+    """The interview takes no more answers or questions: it is submitted, declined or cancelled."""
+
+    def __init__(self, interview_id: str, state: str) -> None:
+        super().__init__("interview %s already %s" % (interview_id, state))
+        self.interview_id = interview_id
+        self.state = state
+
+
+class StaleVersion(InterviewError):
+    """A submit made against older questions than the interview now has."""
+
+    def __init__(self, version: int) -> None:
+        super().__init__("the interview is at version %d" % version)
+        self.version = version
+
+
+class InvalidAnswers(InterviewError):
+    """A submit whose body or answers do not fit the interview; `problems` names each answer's
+    problem when the answers themselves were judged."""
+
+    def __init__(self, text: str, problems=None) -> None:
+        super().__init__(text)
+        self.text = text
+        self.problems = problems
+
+
+class FormServerUnavailable(InterviewError):
+    """The form server could not bind its address; the next interview tries again."""
+
+    def __init__(self, host: str, port: int, reason: str) -> None:
+        super().__init__("cannot bind %s:%d: %s" % (host, port, reason))
+        self.host = host
+        self.port = port
+        self.reason = reason
 
 
 # ============================================================================================
@@ -391,7 +447,8 @@ class Problems:
         if any(ch not in ID_ALLOWED for ch in value):
             slug = slugify(value)
             fix = "; use %s instead." % quote(slug) if slug else "."
-            self.add(path, "id %s is not ASCII-safe: %s%s" % (quote(value), ID_RULE, fix))
+            self.add(path, "id %s is not ASCII-safe: %s%s Labels and headers may use any characters."
+                     % (quote(value), ID_RULE, fix))
             return None
         if len(value) > ID_MAX:
             self.add(path, "id %s is longer than %d characters" % (describe(value), ID_MAX))
@@ -456,6 +513,21 @@ def validate_questions(raw_questions, existing_ids=(), *, heading: str = "Invali
     return questions
 
 
+FOLLOW_UP_HEADING = "Invalid follow-up questions:"
+
+
+def validate_follow_ups(raw_questions, note, existing_ids) -> list:
+    """append_questions' questions, judged by the same rules as ask_user_rich's and numbered
+    from the first appended one, with its note; or InvalidInterview listing every problem."""
+    problems = Problems()
+    questions = _check_questions(raw_questions, list(existing_ids), problems)
+    if note is not None and not isinstance(note, str):
+        problems.add("note", '"note" must be a markdown string, not %s' % describe(note))
+    if problems.lines:
+        raise InvalidInterview(problems.lines, FOLLOW_UP_HEADING)
+    return questions
+
+
 def _check_questions(raw_questions, existing_ids: list, problems: Problems) -> list:
     if not isinstance(raw_questions, list) or not raw_questions:
         problems.add("questions", '"questions" must be a non-empty array')
@@ -513,12 +585,7 @@ def _check_question(raw, index: int, position: dict, seen: set, problems: Proble
                 "multiSelect does not apply to rank questions; drop it "
                 "(the user orders every option)",
             )
-        if raw.get("allowOther") is True:
-            problems.add(
-                path,
-                "allowOther does not apply to rank questions (there is no Other field); drop it",
-            )
-        allow_other = False
+        allow_other = False  # a rank answer is an order; an Other text would have no place
         recommended = _check_rank_recommendation(raw.get("recommended"), path, options, problems)
     else:
         if options_given and not options and not allow_other:
@@ -824,7 +891,7 @@ def _clean_text(value):
 
 
 def check_submission(spec: dict, payload: dict) -> dict:
-    """Normalized answers by question id, or SubmitRejected(422) naming every problem."""
+    """Normalized answers by question id, or InvalidAnswers naming every problem."""
     raw_answers = payload["answers"]
     questions = {q["id"]: q for q in spec["questions"]}
     problems = []
@@ -846,7 +913,7 @@ def check_submission(spec: dict, payload: dict) -> dict:
         if len(problems) == before:
             answers[qid] = answer
     if problems:
-        raise SubmitRejected(422, {"error": "; ".join(problems), "problems": problems})
+        raise InvalidAnswers("; ".join(problems), problems)
     return answers
 
 
@@ -1186,6 +1253,17 @@ class Log:
         if listener is not None:
             listener(level, event, fields)
 
+    def find_line(self, text: str):
+        """The first line of server.log holding `text`, or None (also when there is no file)."""
+        try:
+            with open(os.path.join(self.log_dir, "server.log"), encoding="utf-8", errors="replace") as handle:
+                for line in handle:
+                    if text in line:
+                        return line
+        except OSError:
+            pass
+        return None
+
     def close(self) -> None:
         with self.lock:
             if self.file is not None:
@@ -1461,11 +1539,11 @@ class AttachmentStore:
 
     def pick(self, raw, question_ids) -> dict:
         """A submit's `attachments` map checked: question id ("" for the general notes) -> the
-        uploads it names, in order; SubmitRejected(422) naming every problem."""
+        uploads it names, in order; InvalidAnswers naming every problem."""
         if raw is None:
             return {}
         if not isinstance(raw, dict):
-            raise SubmitRejected(422, {"error": "attachments must be an object of question id to attachment ids"})
+            raise InvalidAnswers("attachments must be an object of question id to attachment ids")
         problems = []
         picked = {}
         for qid, ids in raw.items():
@@ -1484,7 +1562,7 @@ class AttachmentStore:
                     rows.append(dict(entry))
             picked[qid] = rows
         if problems:
-            raise SubmitRejected(422, {"error": "; ".join(problems), "problems": problems})
+            raise InvalidAnswers("; ".join(problems), problems)
         return picked
 
 
@@ -1507,17 +1585,19 @@ def token_key(token: str) -> bytes:
 class Interview:
     """One interview: its spec, its state, and the condition every wait on it uses.
 
-    State moves pending -> submitted | cancelled exactly once. `revision` grows on every change
-    that the /state JSON shows; the condition is also notified on form activity (progress,
-    streams opening and closing) that only the progress messages use.
+    The state moves once, from pending to the result's status (submitted, declined or
+    cancelled), through settle(). `revision` grows on every change that the /state JSON shows;
+    the condition is also notified on form activity (progress, streams opening and closing)
+    that only the progress reports use. Waiters enter and leave through waiter().
     """
 
     def __init__(self, interview_id: str, token: str, spec: dict, url: str,
-                 attachments: AttachmentStore) -> None:
+                 attachments: AttachmentStore, options=None) -> None:
         self.id = interview_id
         self.token = token
         self.spec = spec
         self.url = url
+        self.options = options or {"delivery": "browser", "timeoutSeconds": None}
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
         self.created = time.time()
@@ -1527,6 +1607,7 @@ class Interview:
         self.state = "pending"
         self.result = None
         self.settled_monotonic = None
+        self.closed = False  # the server is shutting down: every wait ends
         self.waiters = 0
         self.revision = 0
         self.states: list = []  # the last STATE_HISTORY (revision, /state JSON), for streams
@@ -1555,22 +1636,154 @@ class Interview:
         del self.states[:-STATE_HISTORY]
         self.changed.notify_all()
 
+    def wake(self) -> None:
+        """Let every wait look at its condition again (a cancellation, a response, shutdown)."""
+        with self.changed:
+            self.changed.notify_all()
 
-class Call:
-    """One tools/call in flight: its cancellation flag and the interview it waits on."""
+    def check_pending(self) -> None:
+        """InterviewSettled unless the interview still takes answers. Call with the lock held."""
+        if self.state != "pending":
+            raise InterviewSettled(self.id, self.state)
 
-    def __init__(self, request_id, progress_token=None) -> None:
-        self.request_id = request_id
-        self.progress_token = progress_token
-        self.cancelled = False
-        self.waiting_on = None
+    def settle(self, result: dict) -> None:
+        """pending -> the result's status, exactly once; call with the lock held."""
+        self.check_pending()
+        self.result = result
+        self.state = result["status"]
+        self.settled_monotonic = time.monotonic()
+        self.touch()
+
+    def close(self) -> None:
+        with self.changed:
+            self.closed = True
+            self.changed.notify_all()
+
+    def waiter(self, cancellation=None) -> "Waiter":
+        """`with interview.waiter(cancellation) as waiter: waiter.wait(...)`: counted in the
+        /state JSON while inside."""
+        return Waiter(self, cancellation if cancellation is not None else Cancellation())
+
+    def progress(self) -> dict:
+        """What a progress report says, as facts; call with the lock held."""
+        return {
+            "title": self.spec["title"],
+            "answered": (self.counts or {}).get("answered", 0),
+            "total": len(self.spec["questions"]),
+            "form": self.form_status(),
+            "elapsedSeconds": int(time.time() - self.created),
+        }
+
+
+class Cancellation:
+    """The flag that ends a caller's waits early (a tool call the client cancelled). It wakes
+    the interview it is waiting on, if any."""
+
+    def __init__(self) -> None:
+        self.is_set = False
+        self.watched = None
 
     def cancel(self) -> None:
-        self.cancelled = True
-        interview = self.waiting_on
+        self.is_set = True
+        interview = self.watched
         if interview is not None:
+            interview.wake()
+
+
+class Waiter:
+    """One wait on an interview (a tool call, an elicitation, the command line)."""
+
+    def __init__(self, interview: Interview, cancellation: Cancellation) -> None:
+        self.interview = interview
+        self.cancellation = cancellation
+
+    def __enter__(self) -> "Waiter":
+        self.cancellation.watched = self.interview
+        with self.interview.changed:
+            self.interview.waiters += 1
+            self.interview.touch()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        with self.interview.changed:
+            self.interview.waiters -= 1
+            self.interview.touch()
+        self.cancellation.watched = None
+
+    def wait(self, timeout=None, answered=None) -> str:
+        """Block until the first of: "answered" (`answered()` turned true; checked with the
+        lock held, so whoever makes it true must notify the condition), "settled",
+        "cancelled", "shutdown", "timeout"."""
+        interview = self.interview
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with interview.changed:
+            while True:
+                if answered is not None and answered():
+                    return "answered"
+                if interview.state != "pending":
+                    return "settled"
+                if self.cancellation.is_set:
+                    return "cancelled"
+                if interview.closed:
+                    return "shutdown"
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return "timeout"
+                interview.changed.wait(remaining)
+
+
+class ProgressTicker:
+    """Reports an interview's progress from a thread of its own while a waiter waits: at once,
+    then every `interval` seconds, and when the form's counts change (at most once a second).
+    `report(facts, first)` runs with no lock held; leaving the `with` block returns only once
+    no report is running, so nothing is reported after the waiter's result."""
+
+    def __init__(self, interview: Interview, report, interval: float) -> None:
+        self.interview = interview
+        self.report = report
+        self.interval = interval
+        self.stopped = False
+        self.thread = threading.Thread(target=self._run, name="ask-user-rich-progress", daemon=True)
+
+    def __enter__(self) -> "ProgressTicker":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        with self.interview.changed:
+            self.stopped = True
+            self.interview.changed.notify_all()
+        self.thread.join()
+
+    def _due(self, seen_counts: int, last_sent: float, next_tick: float):
+        """None when a report is due now, else how long to sleep. Call with the lock held."""
+        now = time.monotonic()
+        if now >= next_tick:
+            return None
+        wake = next_tick
+        if self.interview.counts_revision != seen_counts:
+            if now - last_sent >= PROGRESS_CHANGE_MIN_SECONDS:
+                return None
+            wake = min(wake, last_sent + PROGRESS_CHANGE_MIN_SECONDS)
+        return wake - now
+
+    def _run(self) -> None:
+        interview = self.interview
+        seen_counts, last_sent, next_tick = -1, float("-inf"), time.monotonic()
+        while True:
             with interview.changed:
-                interview.changed.notify_all()
+                while True:
+                    if self.stopped:
+                        return
+                    sleep = self._due(seen_counts, last_sent, next_tick)
+                    if sleep is None:
+                        break
+                    interview.changed.wait(sleep)
+                seen_counts = interview.counts_revision
+                facts = interview.progress()
+            self.report(facts, last_sent == float("-inf"))
+            last_sent = time.monotonic()
+            next_tick = last_sent + self.interval
 
 
 class SessionHub:
@@ -1586,7 +1799,7 @@ class SessionHub:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    def create(self, spec: dict, base_url: str) -> Interview:
+    def create(self, spec: dict, base_url: str, options=None) -> Interview:
         import secrets
 
         for question in spec["questions"]:
@@ -1597,7 +1810,8 @@ class SessionHub:
                 interview_id = secrets.token_hex(6)
             token = secrets.token_urlsafe(18)
             store = AttachmentStore(os.path.join(self.log.log_dir, "attachments", interview_id))
-            interview = Interview(interview_id, token, spec, "%s/s/%s" % (base_url, token), store)
+            url = "%s/s/%s" % (base_url, token)
+            interview = Interview(interview_id, token, spec, url, store, options)
             self.by_id[interview_id] = interview
             self.by_token[token_key(token)] = interview
         self.log.event(
@@ -1634,6 +1848,13 @@ class SessionHub:
         with self.lock:
             return self.by_id.get(interview_id)
 
+    def require(self, interview_id) -> Interview:
+        """The interview, or UnknownInterview."""
+        interview = self.get(interview_id)
+        if interview is None:
+            raise UnknownInterview(interview_id)
+        return interview
+
     def find_by_token(self, token: str) -> Interview | None:
         import hmac
 
@@ -1656,28 +1877,16 @@ class SessionHub:
             self.closed = True
             interviews = list(self.by_id.values())
         for interview in interviews:
-            with interview.changed:
-                interview.changed.notify_all()
+            interview.close()
 
     # -- changes from the agent -----------------------------------------------------------
 
     def append(self, interview_id, raw_questions, note) -> dict:
-        interview = self.get(interview_id)
-        if interview is None:
-            raise ToolError(unknown_session_text(interview_id))
+        interview = self.require(interview_id)
         with interview.changed:
-            if interview.state != "pending":
-                raise ToolError(
-                    'Interview "%s" is already %s, so questions can no longer be appended. '
-                    "Ask the follow-ups in a new ask_user_rich call." % (interview.id, interview.state)
-                )
-            problems = Problems()
+            interview.check_pending()
             existing = [question["id"] for question in interview.spec["questions"]]
-            questions = _check_questions(raw_questions, existing, problems)
-            if note is not None and not isinstance(note, str):
-                problems.add("note", '"note" must be a markdown string, not %s' % describe(note))
-            if problems.lines:
-                raise ToolError(str(InvalidInterview(problems.lines, "Invalid follow-up questions:")))
+            questions = validate_follow_ups(raw_questions, note, existing)
             interview.version += 1
             for question in questions:
                 question["version"] = interview.version
@@ -1724,35 +1933,31 @@ class SessionHub:
         self.log.event("form-progress", "debug", interview=interview.id, **counts)
 
     def check_pending(self, interview: Interview) -> None:
-        """409 unless the interview still takes a submit."""
+        """InterviewSettled unless the interview still takes a submit."""
         with interview.lock:
-            state = interview.state
-        if state != "pending":
-            raise SubmitRejected(409, {"error": "interview already %s" % state})
+            interview.check_pending()
 
     def submit(self, interview: Interview, payload) -> dict:
-        """Check, archive durably, settle, wake every waiter; the 200 body."""
+        """Check, archive durably, settle, wake every waiter; the reply for the form."""
         if not isinstance(payload, dict) or not isinstance(payload.get("answers"), dict):
-            raise SubmitRejected(422, {"error": "payload must be an object with an answers object"})
+            raise InvalidAnswers("payload must be an object with an answers object")
         with interview.changed:
-            if interview.state != "pending":
-                raise SubmitRejected(409, {"error": "interview already %s" % interview.state})
+            interview.check_pending()
             version = payload.get("specVersion")
             if version is not None and (
                 isinstance(version, bool) or not isinstance(version, int) or version != interview.version
             ):
-                raise SubmitRejected(
-                    409, {"error": "new questions were added", "version": interview.version}
-                )
+                raise StaleVersion(interview.version)
             answers = check_submission(interview.spec, payload)
             question_ids = {question["id"] for question in interview.spec["questions"]}
             attached = interview.attachments.pick(payload.get("attachments"), question_ids)
             general_notes = payload.get("generalNotes")
             if general_notes is not None and not isinstance(general_notes, str):
-                raise SubmitRejected(422, {"error": "generalNotes must be a string"})
+                raise InvalidAnswers("generalNotes must be a string")
             delivered = interview.waiters > 0
-            self._settle(interview, answers, general_notes, "submitted", "browser", attached)
+            path = self._settle(interview, answers, general_notes, "submitted", "browser", attached)
             counts = interview.result["counts"]
+        self._log_archived(interview, path)
         self.log.event("submitted", interview=interview.id, delivered=delivered, **counts)
         return {"ok": True, "counts": counts, "delivered": delivered}
 
@@ -1761,12 +1966,15 @@ class SessionHub:
         with interview.changed:
             if interview.state != "pending":
                 return None
-            self._settle(interview, answers, None, status, via)
-            return interview.result
+            path = self._settle(interview, answers, None, status, via)
+            result = interview.result
+        self._log_archived(interview, path)
+        return result
 
     def _settle(self, interview: Interview, answers, general_notes, status: str, via: str,
-                attachments=None) -> None:
-        """Call with the lock held: the archive is durable before anyone is told."""
+                attachments=None):
+        """Call with the lock held: the archive is durable before anyone is told. The
+        archive's path, or None when it could not be written."""
         now = time.time()
         result = build_result(
             interview.spec,
@@ -1782,93 +1990,34 @@ class SessionHub:
         record = {key: value for key, value in result.items() if key != "summary"}
         record["interview"] = interview.spec
         path = self.archive.save(record)
+        interview.settle(result)
+        return path
+
+    def _log_archived(self, interview: Interview, path) -> None:
         self.log.event("archived" if path else "archive-skipped", interview=interview.id, path=path)
-        interview.result = result
-        interview.state = "submitted" if status == "submitted" else "cancelled"
-        interview.settled_monotonic = time.monotonic()
-        interview.touch()
 
     # -- waiting --------------------------------------------------------------------------
 
-    def wait(self, interview: Interview, call: Call, timeout=None, progress=None, interval=15.0):
-        """Block until the interview settles; (result, why) with why one of
-        "settled", "timeout", "cancelled", "shutdown".
-
-        `progress(message, first)` is called (outside the lock) at once, every `interval`
-        seconds, and when the form reports new counts, at most once a second.
-        """
-        deadline = None if timeout is None else time.monotonic() + timeout
-        call.waiting_on = interview
-        with interview.changed:
-            interview.waiters += 1
-            interview.touch()
+    def wait(self, interview: Interview, cancellation=None, timeout=None, report=None, interval=15.0):
+        """Block until the interview settles; (result, why) with why one of "settled",
+        "timeout", "cancelled", "shutdown". With `report`, a ProgressTicker calls
+        `report(facts, first)` meanwhile."""
         self.log.event(
             "wait-start",
             interview=interview.id,
             timeout=timeout,
-            progressToken="present" if progress else "absent",
+            progressToken="present" if report else "absent",
         )
-        seen_counts = -1
-        next_tick = time.monotonic()
-        last_sent = float("-inf")
         try:
-            while True:
-                with interview.changed:
-                    while True:
-                        if interview.state != "pending":
-                            return interview.result, "settled"
-                        if call.cancelled:
-                            return None, "cancelled"
-                        if self.closed:
-                            return None, "shutdown"
-                        now = time.monotonic()
-                        if deadline is not None and now >= deadline:
-                            return None, "timeout"
-                        wake = [] if deadline is None else [deadline]
-                        if progress is not None:
-                            counts_new = interview.counts_revision != seen_counts
-                            if now >= next_tick or (
-                                counts_new and now - last_sent >= PROGRESS_CHANGE_MIN_SECONDS
-                            ):
-                                break
-                            wake.append(next_tick)
-                            if counts_new:
-                                wake.append(last_sent + PROGRESS_CHANGE_MIN_SECONDS)
-                        interview.changed.wait(min(wake) - now if wake else None)
-                    seen_counts = interview.counts_revision
-                    message = self.progress_message(interview)
-                first = last_sent == float("-inf")
-                progress(message + (". Form: " + interview.url if first else ""), first)
-                last_sent = time.monotonic()
-                next_tick = last_sent + interval
+            with interview.waiter(cancellation) as waiter:
+                if report is None:
+                    why = waiter.wait(timeout)
+                else:
+                    with ProgressTicker(interview, report, interval):
+                        why = waiter.wait(timeout)
         finally:
-            call.waiting_on = None
-            with interview.changed:
-                interview.waiters -= 1
-                interview.touch()
             self.log.event("wait-end", interview=interview.id)
-
-    @staticmethod
-    def progress_message(interview: Interview) -> str:
-        """`Waiting for answers to "T": 3 of 12 answered, form open (1:05 elapsed)`."""
-        total = len(interview.spec["questions"])
-        answered = (interview.counts or {}).get("answered", 0)
-        elapsed = int(time.time() - interview.created)
-        hours, rest = divmod(elapsed, 3600)
-        clock = "%d:%02d:%02d" % (hours, rest // 60, rest % 60) if hours else "%d:%02d" % divmod(rest, 60)
-        return "Waiting for answers to %s: %d of %d answered, %s (%s elapsed)" % (
-            quote(cut(interview.spec["title"], CUT_HEADER)),
-            answered,
-            total,
-            interview.form_status(),
-            clock,
-        )
-
-
-def unknown_session_text(session_id) -> str:
-    return 'No interview with sessionId %s (it may have expired or the server restarted).' % (
-        quote(session_id) if isinstance(session_id, str) else describe(session_id)
-    )
+        return (interview.result if why == "settled" else None), why
 
 
 # ============================================================================================
@@ -2005,13 +2154,14 @@ def route_submit(request, params: dict):
     try:
         hub.check_pending(interview)
         reply = hub.submit(interview, request.read_json(MAX_BODY_BYTES))
-    except SubmitRejected as rejection:
+    except InterviewError as error:
+        status, body = http_error(error)
         hub.log.event(
-            "submit-rejected", interview=interview.id, status=rejection.status,
+            "submit-rejected", interview=interview.id, status=status,
             # Cut: a hostile body can make the full text megabytes long.
-            error=cut(rejection.body.get("error", ""), 500),
+            error=cut(body["error"], 500),
         )
-        return json_reply(rejection.status, rejection.body)
+        return json_reply(status, body)
     return json_reply(200, reply)
 
 
@@ -2031,8 +2181,8 @@ def route_attachment_upload(request, params: dict):
     hub = request.runtime.hub
     try:
         hub.check_pending(interview)
-    except SubmitRejected as rejection:
-        return json_reply(rejection.status, rejection.body)
+    except InterviewError as error:
+        return json_reply(*http_error(error))
     length = request.body_length(ATTACHMENT_MAX_BYTES, "a file may be at most 10 MiB")
     name = urllib.parse.unquote(encoded, errors="replace")
     media_type = attachment_media_type(request.headers.get("Content-Type", ""))
@@ -2072,9 +2222,10 @@ def route_attachment_remove(request, params: dict):
         # Pending is checked under the interview's lock so that a submit cannot settle
         # with a file that is being removed.
         with interview.lock:
-            if interview.state != "pending":
-                raise HttpRefusal(409, "interview already %s" % interview.state)
+            interview.check_pending()
             interview.attachments.remove(params["id"])
+    except InterviewError as error:
+        return json_reply(*http_error(error))
     except AttachmentRefused as refusal:
         raise HttpRefusal(refusal.status, refusal.error) from None
     hub.log.event("attachment-removed", interview=interview.id, attachment=params["id"])
@@ -2309,6 +2460,22 @@ class FormRequestPlumbing:
 _FORM_SERVER_CLASS = None
 
 
+def http_error(error: InterviewError):
+    """(status, JSON body) for a change the hub refused, as the form reads them."""
+    if isinstance(error, InterviewSettled):
+        return 409, {"error": "interview already %s" % error.state}
+    if isinstance(error, StaleVersion):
+        return 409, {"error": "new questions were added", "version": error.version}
+    if isinstance(error, InvalidAnswers):
+        body = {"error": error.text}
+        if error.problems is not None:
+            body["problems"] = error.problems
+        return 422, body
+    if isinstance(error, UnknownInterview):
+        return 404, {"error": NOT_FOUND_TEXT}
+    return 500, {"error": "internal error"}
+
+
 def form_server_class():
     """The ThreadingHTTPServer subclass that serves forms (built once, on first use)."""
     global _FORM_SERVER_CLASS
@@ -2394,7 +2561,8 @@ class Runtime:
         self.server_thread = None
 
     def base_url(self) -> str:
-        """Start the form server on first need; its base URL. ToolError if it cannot bind."""
+        """Start the form server on first need; its base URL. FormServerUnavailable if it
+        cannot bind."""
         with self.server_lock:
             if self.form_server is None:
                 address = (self.config.host, self.config.port)
@@ -2403,11 +2571,7 @@ class Runtime:
                 except OSError as error:
                     self.log.event("http-bind-failed", "error", host=self.config.host,
                                    port=self.config.port, error=str(error))
-                    raise ToolError(
-                        "Could not start the form server on %s:%d (%s). Free the port or set "
-                        "%s to another one (0 picks a free port); the next call tries again."
-                        % (self.config.host, self.config.port, error, ENV_PORT)
-                    )
+                    raise FormServerUnavailable(self.config.host, self.config.port, str(error))
                 self.server_thread = threading.Thread(
                     target=server.serve_forever, kwargs={"poll_interval": 0.2},
                     name="ask-user-rich-http", daemon=True,
@@ -2417,20 +2581,20 @@ class Runtime:
                 self.log.event("http-started", host=self.config.host, port=server.server_address[1])
             return "http://%s:%d" % (self.config.public_host, self.form_server.server_address[1])
 
-    def open_interview(self, args) -> Interview:
-        """Validate `ask_user_rich` arguments and open the interview's form."""
-        spec, _ = validate_interview(args)
-        return self.hub.create(spec, self.base_url())
+    def open_interview(self, args, **details) -> Interview:
+        """The one way to start an interview (the tools, demo/ask, doctor): validate
+        `ask_user_rich` arguments (InvalidInterview), start the form server if need be
+        (FormServerUnavailable) and open the interview; its call options are in `options`.
+        `details` go to SessionHub.create as they are."""
+        spec, options = validate_interview(args)
+        return self.hub.create(spec, self.base_url(), options, **details)
 
     def append_questions(self, session_id, questions, note=None) -> dict:
         return self.hub.append(session_id, questions, note)
 
     def wait_for_result(self, session_id, timeout=None):
         """The settled result (structuredContent), or None on timeout."""
-        interview = self.hub.get(session_id)
-        if interview is None:
-            raise ToolError(unknown_session_text(session_id))
-        result, _ = self.hub.wait(interview, Call(None), timeout)
+        result, _ = self.hub.wait(self.hub.require(session_id), timeout=timeout)
         return result
 
     def form_payload(self, interview: Interview) -> dict:
@@ -2463,7 +2627,7 @@ RULES_TEXT = """Rules (a call that breaks one is rejected with every problem lis
 - ids (question ids, option ids, recommended and dependsOn entries) match ^[A-Za-z0-9_.:-]{1,200}$: ASCII only, no spaces or accents ("secao-tabs", not "seção-tabs"). Labels, headers and markdown take any Unicode.
 - Question ids are unique in the interview (appends included); option ids are unique in their question.
 - recommended names option ids, never labels: a single id, or an array of ids when multiSelect is true. Several ids on a single-select question are rejected.
-- kind "rank": the user orders every option. It needs at least 2 options, takes no multiSelect, no allowOther and no textInput; its recommended is the full order, an array holding every option id exactly once.
+- kind "rank": the user orders every option. It needs at least 2 options, takes no multiSelect and no textInput (allowOther is ignored there); its recommended is the full order, an array holding every option id exactly once.
 - A question with no options and allowOther false cannot be answered and is rejected.
 - dependsOn lists ids of earlier questions only (not itself, not a later one).
 - Unknown fields are rejected (a typo such as "multiselect" must not silently change the interview).
@@ -2541,7 +2705,7 @@ QUESTION_SCHEMA = {
         "allowOther": {
             "type": "boolean",
             "default": True,
-            "description": "A free-text Other answer. Not allowed on rank questions.",
+            "description": "A free-text Other answer. Ignored on rank questions (always off there).",
         },
         "dependsOn": {
             "type": "array",
@@ -2789,49 +2953,143 @@ def archived_result(record: dict) -> dict:
 
 
 class JsonRpcError(Exception):
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: int, message: str, data=None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.data = data
 
 
-class McpServer:
-    """Line-delimited JSON-RPC 2.0 over a pair of byte streams.
+def unknown_session_text(session_id) -> str:
+    return 'No interview with sessionId %s (it may have expired or the server restarted).' % (
+        quote(session_id) if isinstance(session_id, str) else describe(session_id)
+    )
 
-    stdin is read on its own thread; each tools/call runs on its own worker, so ping,
-    cancellation and responses to our own requests are handled while calls block. Every write
-    is one whole line under one lock.
+
+def tool_error_text(error: Exception) -> str:
+    """What the model reads when the hub or the form server refuses a tool call."""
+    if isinstance(error, UnknownInterview):
+        return unknown_session_text(error.session_id)
+    if isinstance(error, InterviewSettled):
+        return (
+            'Interview "%s" is already %s, so questions can no longer be appended. '
+            "Ask the follow-ups in a new ask_user_rich call." % (error.interview_id, error.state)
+        )
+    if isinstance(error, FormServerUnavailable):
+        return (
+            "Could not start the form server on %s:%d (%s). Free the port or set %s to another "
+            "one (0 picks a free port); the next call tries again."
+            % (error.host, error.port, error.reason, ENV_PORT)
+        )
+    return str(error)
+
+
+def progress_message(facts: dict) -> str:
+    """`Waiting for answers to "T": 3 of 12 answered, form open (1:05 elapsed)`."""
+    hours, rest = divmod(facts["elapsedSeconds"], 3600)
+    clock = "%d:%02d:%02d" % (hours, rest // 60, rest % 60) if hours else "%d:%02d" % divmod(rest, 60)
+    return "Waiting for answers to %s: %d of %d answered, %s (%s elapsed)" % (
+        quote(cut(facts["title"], CUT_HEADER)),
+        facts["answered"],
+        facts["total"],
+        facts["form"],
+        clock,
+    )
+
+
+class LineWriter:
+    """Whole JSON-RPC lines to the client, one write at a time.
+
+    send() writes at once from the calling thread, which must hold no hub or interview lock.
+    post() only queues the line for a thread of this writer's own: the log forwarding uses it,
+    because log events come from the form server's threads, and a client that stops reading
+    stdout must never stall a page, /state or a submit. Queued lines go out, in order, once
+    the client reads again.
     """
 
-    def __init__(self, runtime: Runtime, reader, writer) -> None:
-        self.runtime = runtime
-        self.log = runtime.log
+    def __init__(self, stream, on_broken) -> None:
+        from collections import deque
+
+        self.stream = stream
+        self.on_broken = on_broken
+        self.lock = threading.Lock()
+        self.queued = deque()
+        self.queue_changed = threading.Condition()
+        self.poster = None
+        self.broken = False
+
+    def send(self, message) -> None:
+        data = (json.dumps(message) + "\n").encode("utf-8")
+        with self.lock:
+            if self.broken:
+                return
+            try:
+                self.stream.write(data)
+                self.stream.flush()
+            except (OSError, ValueError):
+                self.broken = True
+        if self.broken:
+            self.on_broken()  # the client is gone
+
+    def post(self, message) -> None:
+        with self.queue_changed:
+            self.queued.append(message)
+            if self.poster is None:
+                self.poster = threading.Thread(target=self._post_queued, name="ask-user-rich-writer", daemon=True)
+                self.poster.start()
+            self.queue_changed.notify_all()
+
+    def _post_queued(self) -> None:
+        while True:
+            with self.queue_changed:
+                while not self.queued:
+                    self.queue_changed.wait()
+                message = self.queued[0]
+            self.send(message)
+            with self.queue_changed:
+                self.queued.popleft()
+                self.queue_changed.notify_all()
+
+    def drain(self, timeout: float) -> None:
+        """Wait (a bounded time) until every posted line is out."""
+        deadline = time.monotonic() + timeout
+        with self.queue_changed:
+            while self.queued and not self.broken:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                self.queue_changed.wait(remaining)
+
+
+class JsonRpcStdio:
+    """JSON-RPC 2.0 over a pair of byte streams, one message a line: framing, batches, ids,
+    the responses to our own requests, notifications, and the cancellation of calls in flight.
+
+    stdin is read on its own thread. `handler.handle_request(request_id, method, params)`
+    returns the result, or None when the request is answered later (see begin_call);
+    `handler.handle_notification(method, params)` takes the rest.
+    """
+
+    def __init__(self, reader, writer, log: Log, handler) -> None:
         self.reader = reader
-        self.writer = writer
-        self.write_lock = threading.Lock()
-        self.state_lock = threading.Lock()
-        self.calls: dict = {}
-        self.requests: dict = {}  # our request id -> [Event, response]
+        self.out = LineWriter(writer, self.stop)
+        self.log = log
+        self.handler = handler
+        self.lock = threading.Lock()
+        self.calls: dict = {}  # request id -> Cancellation, for requests answered later
+        self.requests: dict = {}  # our request id -> callback(response message)
         self.request_counter = 0
-        self.client_capabilities: dict = {}
-        self.client_info: dict = {}
-        self.protocol_version = None
-        self.log_level = None
         self.stopped = threading.Event()
-        self.log.listener = self.forward_log
+        self.reader_thread = None
 
     # -- the loop -------------------------------------------------------------------------
 
     def serve(self) -> None:
-        """Read until EOF or stop(); then stop every wait."""
+        """Read until EOF or stop()."""
         self.reader_thread = threading.Thread(target=self.read_loop, name="ask-user-rich-stdin", daemon=True)
         self.reader_thread.start()
         self.stopped.wait()
-        self.runtime.hub.close()
-        with self.state_lock:
-            waiting = list(self.requests.values())
-        for slot in waiting:
-            slot[0].set()
+        self.out.drain(1.0)
 
     def stop(self) -> None:
         self.stopped.set()
@@ -2869,19 +3127,21 @@ class McpServer:
             self.send(reply)
         return None
 
+    # -- writing --------------------------------------------------------------------------
+
     def send(self, message) -> None:
-        data = (json.dumps(message) + "\n").encode("utf-8")
-        with self.write_lock:
-            try:
-                self.writer.write(data)
-                self.writer.flush()
-            except (OSError, ValueError):
-                self.stop()  # the client is gone
+        self.out.send(message)
+
+    def notify(self, method: str, params: dict) -> None:
+        self.send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    def respond(self, request_id, result) -> None:
+        self.send({"jsonrpc": "2.0", "id": request_id, "result": result})
 
     # -- one message ----------------------------------------------------------------------
 
     def handle_message(self, message):
-        """The reply to one message (None for notifications, responses and tool calls)."""
+        """The reply to one message (None for notifications, responses and deferred calls)."""
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
             return rpc_error(_request_id(message), -32600, "Invalid Request: not a JSON-RPC 2.0 message")
         method = message.get("method")
@@ -2905,16 +3165,571 @@ class McpServer:
         if not isinstance(params, dict):
             return rpc_error(request_id, -32602, "Invalid params: params must be an object")
         try:
-            if method == "tools/call":
-                return self.start_tool_call(request_id, params)
-            return {"jsonrpc": "2.0", "id": request_id, "result": self.handle_request(method, params)}
+            result = self.handler.handle_request(request_id, method, params)
         except JsonRpcError as error:
-            return rpc_error(request_id, error.code, error.message)
+            return rpc_error(request_id, error.code, error.message, error.data)
         except Exception as error:  # a bug must not take the server down
             self.log.event("internal-error", "error", method=method, error=repr(error)[:300])
             return rpc_error(request_id, -32603, "Internal error: %s" % error)
+        return None if result is None else {"jsonrpc": "2.0", "id": request_id, "result": result}
 
-    def handle_request(self, method: str, params: dict):
+    def handle_notification(self, method: str, params: dict) -> None:
+        if method == "notifications/cancelled":
+            with self.lock:
+                cancellation = self.calls.get(_hashable(params.get("requestId")))
+            if cancellation is not None:
+                self.log.event("call-cancelled", request=str(params.get("requestId")))
+                cancellation.cancel()
+            return
+        self.handler.handle_notification(method, params)
+
+    def handle_response(self, message: dict) -> None:
+        with self.lock:
+            callback = self.requests.pop(_hashable(message.get("id")), None)
+        if callback is not None:
+            callback(message)
+
+    # -- calls answered later, and requests of our own ------------------------------------
+
+    def begin_call(self, request_id) -> Cancellation:
+        """Register a request answered later; notifications/cancelled for it sets the flag."""
+        key = _hashable(request_id)
+        with self.lock:
+            if key in self.calls:
+                raise JsonRpcError(-32600, "Invalid Request: request id %s is already in use" % describe(request_id))
+            cancellation = Cancellation()
+            self.calls[key] = cancellation
+        return cancellation
+
+    def end_call(self, request_id, cancellation: Cancellation) -> None:
+        """Forget a call registered by begin_call (only that one: its id may be in use again)."""
+        key = _hashable(request_id)
+        with self.lock:
+            if self.calls.get(key) is cancellation:
+                del self.calls[key]
+
+    def request(self, method: str, params: dict, on_response) -> str:
+        """Send a request to the client; `on_response(message)` runs on the stdin thread when
+        its response comes. Our ids are strings never reused."""
+        with self.lock:
+            self.request_counter += 1
+            request_id = "srv-%d" % self.request_counter
+            self.requests[request_id] = on_response
+        self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        return request_id
+
+    def forget(self, request_id: str) -> None:
+        with self.lock:
+            self.requests.pop(request_id, None)
+
+
+class InputRequired(Exception):
+    """Raised by a client of an era without server-to-client requests: the call must end now,
+    asking the client for `requests` (key -> elicitation), and be retried with the answers."""
+
+    def __init__(self, interview: Interview, requests: dict) -> None:
+        super().__init__("input required")
+        self.interview = interview
+        self.requests = requests
+
+
+class LegacyClient:
+    """What one tools/call can do with a client of the `initialize` era: the capabilities it
+    declared at initialize, progress on the call's token, elicitation by sending
+    `elicitation/create` requests and waiting for their responses."""
+
+    def __init__(self, server: "McpServer", request_id, progress_token, cancellation: Cancellation) -> None:
+        self.server = server
+        self.transport = server.transport
+        self.request_id = request_id
+        self.progress_token = progress_token
+        self.cancellation = cancellation
+        self.progress_count = 0
+        self.url_elicitations: dict = {}  # our elicitation key -> elicitationId
+
+    @property
+    def client_info(self) -> dict:
+        return self.server.session()["clientInfo"]
+
+    @property
+    def reports_progress(self) -> bool:
+        return self.progress_token is not None
+
+    def elicitation_modes(self) -> frozenset:
+        return elicitation_modes(self.server.session()["capabilities"])
+
+    def resumed_interview(self, hub: SessionHub):
+        """This era has no retries: every call starts afresh."""
+        return None
+
+    def retrying(self, key: str) -> bool:
+        return False
+
+    def progress(self, message: str, url=None) -> None:
+        """A progress notification; `url` (the first report only) is added to the message."""
+        if self.progress_token is None:
+            return
+        self.progress_count += 1
+        self.transport.notify("notifications/progress", {
+            "progressToken": self.progress_token, "progress": self.progress_count,
+            "message": message + (". Form: " + url if url else ""),
+        })
+
+    def about_to_block(self, interview: Interview) -> None:
+        """This era has no tasks: the call blocks in place."""
+
+    def elicit(self, key: str, params: dict, interview: Interview):
+        """Send `elicitation/create` and wait, with no timeout of ours, for the first of: the
+        client's response ("answered", response), a submit through the web form ("settled"),
+        the call's cancellation ("cancelled") or shutdown ("shutdown"). A request still open
+        then is cancelled at the client, so its dialog goes away."""
+        import uuid
+
+        params = dict(params)
+        if params.get("mode") == "url":
+            params["elicitationId"] = self.url_elicitations[key] = str(uuid.uuid4())
+        responses = []
+
+        def on_response(message: dict) -> None:
+            with interview.changed:
+                responses.append(message)
+                interview.changed.notify_all()
+
+        request_id = self.transport.request("elicitation/create", params, on_response)
+        self.server.log.event("elicitation-request", interview=interview.id, request=request_id,
+                              elicitation=params.get("elicitationId"))
+        with interview.waiter(self.cancellation) as waiter:
+            outcome = waiter.wait(answered=lambda: bool(responses))
+        self.transport.forget(request_id)
+        if outcome == "answered":
+            return outcome, responses[0]
+        if outcome in ("settled", "cancelled"):
+            reason = "the form was submitted in the browser" if outcome == "settled" else "the tool call ended"
+            self.transport.notify("notifications/cancelled", {"requestId": request_id, "reason": reason})
+        return outcome, None
+
+    def elicitation_finished(self, key: str, interview: Interview) -> None:
+        """notifications/elicitation/complete for a URL elicitation whose interview settled."""
+        elicitation_id = self.url_elicitations.pop(key, None)
+        with interview.lock:
+            settled = interview.state != "pending"
+        if elicitation_id is not None and settled:
+            self.transport.notify("notifications/elicitation/complete", {"elicitationId": elicitation_id})
+
+    def finish(self, result) -> None:
+        """The call's response; none after a cancellation, which the client expects."""
+        if result is not None and not self.cancellation.is_set:
+            self.transport.respond(self.request_id, result)
+
+
+def elicitation_modes(capabilities) -> frozenset:
+    """The elicitation modes a client declared: `{}` is form only (2025-06-18)."""
+    declared = capabilities.get("elicitation") if isinstance(capabilities, dict) else None
+    if not isinstance(declared, dict):
+        return frozenset()
+    modes = frozenset(mode for mode in ("form", "url") if isinstance(declared.get(mode), dict))
+    return modes or frozenset({"form"})
+
+
+# -- the 2026-07-28 era: requests that carry their own version, retries, tasks ----------------
+
+
+def modern_envelope(result: dict, result_type: str = "complete") -> dict:
+    """A result as the 2026-07-28 era sends it: with its resultType and our serverInfo."""
+    wrapped = dict(result)
+    wrapped["resultType"] = result_type
+    meta = dict(wrapped.get("_meta") or {})
+    meta[META_SERVER_INFO] = dict(SERVER_INFO)
+    wrapped["_meta"] = meta
+    return wrapped
+
+
+class ModernRequest:
+    """What one 2026-07-28 request says about its client, read from its own `_meta` alone."""
+
+    __slots__ = ("capabilities", "client_info", "log_level", "tasks")
+
+    def __init__(self, capabilities: dict, client_info: dict, log_level, tasks: bool) -> None:
+        self.capabilities = capabilities
+        self.client_info = client_info
+        self.log_level = log_level
+        self.tasks = tasks
+
+    @classmethod
+    def parse(cls, meta):
+        """The request's facts; None for a request of the initialize era; JsonRpcError for a
+        modern request that cannot be served."""
+        if not isinstance(meta, dict) or META_VERSION not in meta:
+            return None
+        version = meta[META_VERSION]
+        if version != MODERN_PROTOCOL:
+            raise JsonRpcError(-32022, "Unsupported protocol version", {
+                "supported": list(SUPPORTED_VERSIONS),
+                "requested": version if isinstance(version, str) else describe(version),
+            })
+        capabilities = meta.get(META_CAPABILITIES)
+        if not isinstance(capabilities, dict):
+            raise JsonRpcError(-32602, "Invalid params: a %s request needs _meta[%s], an object of the "
+                               "client's capabilities ({} when it has none)" % (MODERN_PROTOCOL, quote(META_CAPABILITIES)))
+        level = meta.get(META_LOG_LEVEL)
+        if level is not None and not (isinstance(level, str) and level in LOG_LEVELS):
+            raise JsonRpcError(-32602, "Invalid params: _meta[%s] must be one of %s"
+                               % (quote(META_LOG_LEVEL), ", ".join(LOG_LEVELS)))
+        client_info = meta.get(META_CLIENT_INFO)
+        extensions = capabilities.get("extensions")
+        return cls(
+            capabilities,
+            client_info if isinstance(client_info, dict) else {},
+            level,
+            isinstance(extensions, dict) and TASKS_EXTENSION in extensions,
+        )
+
+
+def _b64(data: bytes) -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def arguments_digest(arguments: dict) -> str:
+    import hashlib
+
+    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class RequestStateSeal:
+    """The `requestState` of a multi round-trip call: opaque to the client and sealed with
+    HMAC-SHA256 under a key made at start, so a retry can name only an interview this process
+    asked about, for the same tool and arguments, within the hour."""
+
+    def __init__(self, key: bytes | None = None) -> None:
+        # Made here, at start, but only os.urandom: hmac and hashlib are imported at the first
+        # seal, so that a server that never elicits keeps its idle memory.
+        self.key = key if key is not None else os.urandom(32)
+
+    def _mac(self, body: str) -> str:
+        import hashlib
+        import hmac
+
+        return _b64(hmac.new(self.key, body.encode("ascii"), hashlib.sha256).digest())
+
+    def seal(self, interview_id: str, tool: str, arguments: dict, key: str, now=None) -> str:
+        expires = int((time.time() if now is None else now) + REQUEST_STATE_SECONDS)
+        payload = {"i": interview_id, "t": tool, "a": arguments_digest(arguments), "k": key, "e": expires}
+        body = _b64(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode("ascii"))
+        return body + "." + self._mac(body)
+
+    def open(self, state, tool: str, arguments: dict, now=None):
+        """(interview id, input key) of a state this process sealed for this tool and these
+        arguments; else JsonRpcError -32602 saying why."""
+        import base64
+        import hmac
+
+        def invalid(why: str):
+            return JsonRpcError(-32602, "invalid requestState: %s" % why)
+
+        if not isinstance(state, str):
+            raise invalid("it must be the string the first call returned, not %s" % describe(state))
+        body, _, mac = state.partition(".")
+        if not (body and mac and state.isascii()) or not hmac.compare_digest(mac, self._mac(body)):
+            raise invalid("it is not one this server process made, or it was changed; call the tool again without it")
+        try:
+            payload = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+        except ValueError:
+            raise invalid("it is not one this server process made; call the tool again without it")
+        if payload["e"] < (time.time() if now is None else now):
+            raise invalid("it expired (a retry must come within an hour); call the tool again without it")
+        if payload["t"] != tool:
+            raise invalid("it was made for %s, not %s" % (payload["t"], tool))
+        if payload["a"] != arguments_digest(arguments):
+            raise invalid("it was made for other arguments; retry with exactly the arguments of the first call")
+        return payload["i"], payload["k"]
+
+
+class Task:
+    """One call that became a task: what tasks/get shows of it."""
+
+    def __init__(self, task_id: str, interview_id: str, message: str, cancellation, now: float) -> None:
+        self.id = task_id
+        self.interview_id = interview_id
+        self.status = "working"
+        self.message = message
+        self.created = now
+        self.updated = now
+        self.result = None
+        self.error = None
+        self.cancellation = cancellation
+        self.settled_monotonic = None
+
+    def view(self) -> dict:
+        shown = {
+            "taskId": self.id,
+            "status": self.status,
+            "statusMessage": self.message,
+            "createdAt": iso_utc(self.created),
+            "lastUpdatedAt": iso_utc(self.updated),
+            "ttlMs": None,
+            "pollIntervalMs": TASK_POLL_MS,
+        }
+        if self.result is not None:
+            shown["result"] = self.result
+        if self.error is not None:
+            shown["error"] = self.error
+        return shown
+
+
+class TaskRegistry:
+    """Every task of this process, and those of an earlier one recovered from the archive."""
+
+    def __init__(self, log: Log, archive: Archive) -> None:
+        self.log = log
+        self.archive = archive
+        self.lock = threading.Lock()
+        self.tasks: dict = {}
+        self.counter = 0
+
+    def create(self, interview: Interview, message: str, cancellation) -> dict:
+        with self.lock:
+            self.counter += 1
+            task = Task("%s.%d" % (interview.id, self.counter), interview.id, message, cancellation, time.time())
+            self.tasks[task.id] = task
+            view = task.view()
+        self.log.event("task-created", task=task.id, interview=interview.id)
+        return view
+
+    def update(self, task_id: str, message: str) -> None:
+        with self.lock:
+            task = self.tasks.get(task_id)
+            if task is not None and task.status == "working" and task.message != message:
+                task.message = message
+                task.updated = time.time()
+
+    def complete(self, task_id: str, result: dict) -> None:
+        with self.lock:
+            task = self.tasks.get(task_id)
+            if task is None or task.status != "working":
+                return
+            task.status = "completed"
+            task.result = result
+            self._settled(task)
+        self.log.event("task-completed", task=task_id)
+
+    def cancel(self, task_id) -> None:
+        task = self._find(task_id)
+        with self.lock:
+            if task.status != "working":
+                return
+            task.status = "cancelled"
+            self._settled(task)
+        self.log.event("task-cancelled", task=task.id)
+        task.cancellation.cancel()
+
+    def get(self, task_id) -> dict:
+        task = self._find(task_id)
+        with self.lock:
+            return task.view()
+
+    def _settled(self, task: Task) -> None:
+        task.updated = time.time()
+        task.settled_monotonic = time.monotonic()
+
+    def _find(self, task_id) -> Task:
+        """The task, recovered from the archive if an earlier process made it; else -32602."""
+        horizon = time.monotonic() - SETTLED_RETENTION_SECONDS
+        with self.lock:
+            for key in [key for key, task in self.tasks.items()
+                        if task.settled_monotonic is not None and task.settled_monotonic < horizon]:
+                del self.tasks[key]
+            task = self.tasks.get(task_id)
+        if task is None:
+            task = self._recover(task_id)
+        if task is None:
+            raise JsonRpcError(-32602, "unknown task %s" % quote(task_id))
+        return task
+
+    def _recover(self, task_id: str):
+        interview_id, dot, number = task_id.partition(".")
+        if not (is_session_id(interview_id) and dot and number.isdigit() and number.isascii()):
+            return None
+        if self.log.find_line(" task-created task=%s " % task_id) is None:
+            return None  # never made here: not a task of an earlier process either
+        task = Task(task_id, interview_id, "", Cancellation(), time.time())
+        record = self.archive.find(interview_id)
+        if record is not None:
+            task.status = "completed"
+            task.result = modern_envelope(answers_result(archived_result(record)))
+            task.message = task.result["structuredContent"]["summary"].split("\n", 1)[0]
+        else:
+            task.status = "failed"
+            task.message = (
+                "The server restarted before the user submitted interview %s, so its answers are "
+                "lost. Ask the questions again in a new ask_user_rich call." % quote(interview_id)
+            )
+            task.error = {"code": -32603, "message": task.message}
+        self._settled(task)
+        with self.lock:
+            self.tasks.setdefault(task_id, task)
+            return self.tasks[task_id]
+
+
+class ModernClient:
+    """What one tools/call can do with a client of the 2026-07-28 era, from that request's own
+    `_meta`: no requests to the client (an elicitation ends the call with `input_required`,
+    and the retry brings the answer), and, when the request declares the tasks extension, a
+    call about to block answers at once with a task that the rest of the call reports into."""
+
+    def __init__(self, server: "McpServer", request_id, request: ModernRequest, params: dict,
+                 cancellation: Cancellation, resumed=None) -> None:
+        self.server = server
+        self.transport = server.transport
+        self.request_id = request_id
+        self.request = request
+        self.cancellation = cancellation
+        self.resumed = resumed  # (interview id, input key) from a verified requestState
+        self.progress_token = progress_token(params)
+        responses = params.get("inputResponses")
+        self.input_responses = responses if isinstance(responses, dict) else {}
+        self.progress_count = 0
+        self.task_id = None
+
+    @property
+    def client_info(self) -> dict:
+        return self.request.client_info
+
+    @property
+    def reports_progress(self) -> bool:
+        return self.progress_token is not None or self.task_id is not None
+
+    def elicitation_modes(self) -> frozenset:
+        return elicitation_modes(self.request.capabilities)
+
+    def resumed_interview(self, hub: SessionHub):
+        return None if self.resumed is None else hub.require(self.resumed[0])
+
+    def retrying(self, key: str) -> bool:
+        return self.resumed is not None and self.resumed[1] == key
+
+    def progress(self, message: str, url=None) -> None:
+        """Into the task once there is one (the request, answered, has no token left to
+        report on); else a progress notification on the request's token."""
+        if self.task_id is not None:
+            self.server.tasks.update(self.task_id, message)
+        elif self.progress_token is not None:
+            self.progress_count += 1
+            self.transport.notify("notifications/progress", {
+                "progressToken": self.progress_token, "progress": self.progress_count,
+                "message": message + (". Form: " + url if url else ""),
+            })
+
+    def about_to_block(self, interview: Interview) -> None:
+        if not self.request.tasks or self.task_id is not None:
+            return
+        with interview.lock:
+            message = progress_message(interview.progress())
+        view = self.server.tasks.create(interview, message, self.cancellation)
+        self.task_id = view["taskId"]
+        # Answered: from here on only tasks/cancel stops the call, never a late
+        # notifications/cancelled for this request id.
+        self.transport.end_call(self.request_id, self.cancellation)
+        self.transport.respond(self.request_id, modern_envelope(view, "task"))
+
+    def elicit(self, key: str, params: dict, interview: Interview):
+        if self.retrying(key):
+            response = self.input_responses.get(key)
+            if isinstance(response, dict) and response.get("action") in ("accept", "decline", "cancel"):
+                return "answered", {"result": response}
+        with interview.lock:
+            if interview.state != "pending":
+                return "settled", None
+        raise InputRequired(interview, {key: {"method": "elicitation/create", "params": params}})
+
+    def elicitation_finished(self, key: str, interview: Interview) -> None:
+        """This era has no elicitationId and no completion notice."""
+
+    def input_required(self, needed: InputRequired, tool: str, arguments: dict) -> dict:
+        (key,) = needed.requests
+        state = self.server.seal.seal(needed.interview.id, tool, arguments, key)
+        self.server.log.event("input-required", interview=needed.interview.id, key=key)
+        return modern_envelope({"inputRequests": needed.requests, "requestState": state}, "input_required")
+
+    def finish(self, result) -> None:
+        if self.task_id is not None:
+            if result is not None:
+                self.server.tasks.complete(self.task_id, modern_envelope(result))
+            return
+        if result is None or self.cancellation.is_set:
+            return
+        if self.request.log_level is not None:
+            self.transport.out.drain(1.0)  # its log messages come before its response
+        self.transport.respond(self.request_id, result if "resultType" in result else modern_envelope(result))
+
+
+class McpServer:
+    """The MCP methods over a JsonRpcStdio transport, in both protocol eras: a request whose
+    `_meta` names its protocol version is served from that `_meta` alone (2026-07-28), any
+    other from what `initialize` said. Each tools/call runs on a worker thread of its own and
+    reaches the client through a per-call client object of its era."""
+
+    def __init__(self, runtime: Runtime, reader, writer) -> None:
+        self.runtime = runtime
+        self.log = runtime.log
+        self.writer = writer
+        self.transport = JsonRpcStdio(reader, writer, self.log, self)
+        self.tools = InterviewTools(runtime)
+        self.seal = RequestStateSeal()
+        self.tasks = TaskRegistry(self.log, runtime.archive)
+        self.modern_enabled = runtime.config.protocol != "legacy"
+        self.session_lock = threading.Lock()
+        self.client_capabilities: dict = {}
+        self.client_info: dict = {}
+        self.protocol_version = None
+        self.log_level = None
+        self.call_log_levels: dict = {}  # modern calls in flight that asked for log messages
+        self.log.listener = self.forward_log
+
+    @property
+    def reader_thread(self):
+        return self.transport.reader_thread
+
+    def serve(self) -> None:
+        """Serve until stdin ends or stop(); then end every wait."""
+        try:
+            self.transport.serve()
+        finally:
+            self.runtime.hub.close()
+
+    def stop(self) -> None:
+        self.transport.stop()
+
+    def session(self) -> dict:
+        """What the `initialize` handshake told us about the client."""
+        with self.session_lock:
+            return {"capabilities": self.client_capabilities, "clientInfo": self.client_info}
+
+    # -- requests -------------------------------------------------------------------------
+
+    def handle_request(self, request_id, method: str, params: dict):
+        meta = params.get("_meta")
+        modern_meta = self.modern_enabled and isinstance(meta, dict) and META_VERSION in meta
+        modern = modern_meta or (self.modern_enabled and method == "server/discover")
+        if method == "initialize":
+            modern = False
+        self.log.event("request", "debug", method=method, era="modern" if modern else "legacy")
+        if not modern:
+            return self.handle_legacy(request_id, method, params)
+        request = ModernRequest.parse(meta)
+        if request is None:  # a bare server/discover probe
+            return modern_envelope(self.discover())
+        result = self.handle_modern(request_id, method, params, request)
+        return None if result is None else modern_envelope(result)
+
+    def handle_legacy(self, request_id, method: str, params: dict):
+        if method == "tools/call":
+            name, arguments = tool_call_arguments(params)
+            cancellation = self.transport.begin_call(request_id)
+            client = LegacyClient(self, request_id, progress_token(params), cancellation)
+            return self.start_tool_call(client, name, arguments)
         if method == "initialize":
             return self.initialize(params)
         if method == "ping":
@@ -2930,17 +3745,53 @@ class McpServer:
             self.log_level = level
             return {}
         if method == "server/discover":
-            # The 2026-07-28 probe: an immediate "not found" makes the client fall back to
-            # initialize at once instead of waiting out its connect timeout.
+            # Only with the 2026-07-28 era turned off: an immediate "not found" makes the
+            # client fall back to initialize at once instead of waiting out its connect timeout.
             raise JsonRpcError(-32601, "Method not found: server/discover (use initialize)")
         raise JsonRpcError(-32601, "Method not found: %s" % method)
+
+    def handle_modern(self, request_id, method: str, params: dict, request: ModernRequest):
+        if method == "tools/call":
+            name, arguments = tool_call_arguments(params)
+            resumed = None
+            if params.get("requestState") is not None:
+                resumed = self.seal.open(params["requestState"], name, arguments)
+            cancellation = self.transport.begin_call(request_id)
+            client = ModernClient(self, request_id, request, params, cancellation, resumed)
+            return self.start_tool_call(client, name, arguments, request.log_level)
+        if method == "server/discover":
+            return self.discover()
+        if method == "ping":
+            return {}
+        if method == "tools/list":
+            # Cache hints, which the 2026-07-28 schema requires here: ask again each time.
+            return {"tools": list(TOOLS), "ttlMs": 0, "cacheScope": "private"}
+        if method in ("tasks/get", "tasks/cancel", "tasks/update"):
+            task_id = params.get("taskId")
+            if not isinstance(task_id, str):
+                raise JsonRpcError(-32602, "Invalid params: taskId must be a string, not %s" % describe(task_id))
+            if method == "tasks/get":
+                return self.tasks.get(task_id)
+            if method == "tasks/cancel":
+                self.tasks.cancel(task_id)
+            else:
+                self.tasks.get(task_id)  # our tasks never ask for input: responses are ignored
+            return {}
+        raise JsonRpcError(-32601, "Method not found: %s" % method)
+
+    def discover(self) -> dict:
+        return {
+            "supportedVersions": list(SUPPORTED_VERSIONS),
+            "capabilities": {"tools": {}, "extensions": {TASKS_EXTENSION: {}}},
+            "instructions": SERVER_INSTRUCTIONS,
+        }
 
     def initialize(self, params: dict) -> dict:
         requested = params.get("protocolVersion")
         version = requested if requested in PROTOCOL_VERSIONS else LATEST_PROTOCOL
         capabilities = params.get("capabilities")
         client_info = params.get("clientInfo")
-        with self.state_lock:
+        with self.session_lock:
             self.protocol_version = version
             self.client_capabilities = capabilities if isinstance(capabilities, dict) else {}
             self.client_info = client_info if isinstance(client_info, dict) else {}
@@ -2954,165 +3805,164 @@ class McpServer:
         return {
             "protocolVersion": version,
             "capabilities": {"tools": {"listChanged": False}, "logging": {}},
-            "serverInfo": {"name": SERVER_NAME, "title": SERVER_TITLE, "version": __version__},
+            "serverInfo": dict(SERVER_INFO),
             "instructions": SERVER_INSTRUCTIONS,
         }
 
     def handle_notification(self, method: str, params: dict) -> None:
-        if method == "notifications/cancelled":
-            with self.state_lock:
-                call = self.calls.get(_hashable(params.get("requestId")))
-            if call is not None:
-                self.log.event("call-cancelled", request=str(call.request_id))
-                call.cancel()
-        elif method == "notifications/initialized":
+        if method == "notifications/initialized":
             self.log.event("initialized")
-
-    def handle_response(self, message: dict) -> None:
-        with self.state_lock:
-            slot = self.requests.get(_hashable(message.get("id")))
-        if slot is not None:
-            slot[1] = message
-            slot[0].set()
-
-    # -- requests of our own (elicitation) ------------------------------------------------
-
-    def start_request(self, method: str, params: dict):
-        """Send a request to the client: (its id, the [Event, response] slot that
-        handle_response fills). The caller pops the slot from self.requests when done."""
-        with self.state_lock:
-            self.request_counter += 1
-            request_id = "srv-%d" % self.request_counter
-            slot = [threading.Event(), None]
-            self.requests[request_id] = slot
-        self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-        return request_id, slot
 
     # -- tool calls -----------------------------------------------------------------------
 
-    def start_tool_call(self, request_id, params: dict):
-        name = params.get("name")
-        # isinstance first: a list or object name is unhashable, and `in` a frozenset raised.
-        if not isinstance(name, str) or name not in TOOL_NAMES:
-            raise JsonRpcError(-32602, "Unknown tool: %s" % describe(name))
-        arguments = params.get("arguments", {})
-        if arguments is None:
-            arguments = {}
-        if not isinstance(arguments, dict):
-            raise JsonRpcError(-32602, "Invalid params: arguments must be an object")
-        meta = params.get("_meta")
-        token = meta.get("progressToken") if isinstance(meta, dict) else None
-        if isinstance(token, bool) or not isinstance(token, (str, int, float)):
-            token = None
-        call = Call(request_id, token)
-        key = _hashable(request_id)
-        with self.state_lock:
-            if key in self.calls:
-                raise JsonRpcError(-32600, "Invalid Request: request id %s is already in use" % describe(request_id))
-            self.calls[key] = call
+    def start_tool_call(self, client, name: str, arguments: dict, log_level=None):
+        """Run the call on a worker; `log_level`: the level its own `_meta` asked log messages
+        at, for as long as it runs."""
+        if log_level is not None:
+            with self.session_lock:
+                self.call_log_levels[_hashable(client.request_id)] = log_level
         worker = threading.Thread(
-            target=self.run_tool_call, args=(call, name, arguments),
+            target=self.run_tool_call, args=(client, name, arguments),
             name="ask-user-rich-call", daemon=True,
         )
         worker.start()
         return None
 
-    def run_tool_call(self, call: Call, name: str, arguments: dict) -> None:
+    def run_tool_call(self, client, name: str, arguments: dict) -> None:
         started = time.monotonic()
-        self.log.event("call", tool=name, request=str(call.request_id))
+        self.log.event("call", tool=name, request=str(client.request_id))
         try:
-            result = getattr(self, "tool_" + name)(arguments, call)
-        except ToolError as error:
-            result = error_result(str(error))
+            result = self.tools.call(name, arguments, client)
+        except InputRequired as needed:
+            result = client.input_required(needed, name, arguments)
+        finally:
+            self.transport.end_call(client.request_id, client.cancellation)
+        cancelled = client.cancellation.is_set
+        outcome = "cancelled" if cancelled or result is None else (
+            "error" if result.get("isError") else
+            result.get("structuredContent", {}).get("status", result.get("resultType", "ok"))
+        )
+        client.finish(result)
+        with self.session_lock:
+            self.call_log_levels.pop(_hashable(client.request_id), None)
+        # Logged once the response is out: the answers reach the agent before the bookkeeping.
+        self.log.event("call-end", tool=name, request=str(client.request_id), outcome=outcome,
+                       ms=int((time.monotonic() - started) * 1000))
+
+    def forward_log(self, level: str, event: str, fields: dict) -> None:
+        """Log events at or above the level the client chose (at initialize's logging/setLevel,
+        or in the `_meta` of a 2026-07-28 call in flight), as notifications/message. Queued,
+        never written from the logging thread: that may be a form server thread."""
+        with self.session_lock:
+            chosen = [self.log_level] if self.log_level is not None else []
+            chosen.extend(self.call_log_levels.values())
+        if not chosen or LOG_LEVELS.index(level) < min(LOG_LEVELS.index(name) for name in chosen):
+            return
+        data = {"event": event}
+        data.update((key, value) for key, value in fields.items() if key != "token")
+        self.transport.out.post({"jsonrpc": "2.0", "method": "notifications/message",
+                                 "params": {"level": level, "logger": SERVER_NAME, "data": data}})
+
+
+def progress_token(params: dict):
+    """The request's `_meta.progressToken` when it is one a notification can carry, else None."""
+    meta = params.get("_meta")
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    if isinstance(token, bool) or not isinstance(token, (str, int, float)):
+        return None
+    return token
+
+
+def tool_call_arguments(params: dict):
+    """(tool name, arguments) of a tools/call, or the protocol error that refuses it."""
+    name = params.get("name")
+    # isinstance first: a list or object name is unhashable, and `in` a frozenset raised.
+    if not isinstance(name, str) or name not in TOOL_NAMES:
+        raise JsonRpcError(-32602, "Unknown tool: %s" % describe(name))
+    arguments = params.get("arguments", {})
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise JsonRpcError(-32602, "Invalid params: arguments must be an object")
+    return name, arguments
+
+
+class InterviewTools:
+    """The three tools and their delivery (browser, link, form and URL elicitation, waiting).
+    They talk to the client only through the per-call client object: `client_info`,
+    `elicitation_modes()`, `reports_progress`, `progress(message)`, `elicit(key, params,
+    interview)`, `elicitation_finished(key, interview)`, `about_to_block(interview)` and its
+    `cancellation`; so every protocol era serves the same tools."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.log = runtime.log
+
+    def call(self, name: str, arguments: dict, client):
+        """The tools/call result, or None when the call ends without a response."""
+        try:
+            return getattr(self, name)(arguments, client)
+        except InvalidInterview as problems:
+            return error_result(str(problems))
+        except InterviewError as error:
+            return error_result(tool_error_text(error))
+        except InputRequired:
+            raise
         except Exception as error:
             self.log.event("internal-error", "error", tool=name, error=repr(error)[:300])
-            result = error_result(
+            return error_result(
                 "ask-user-rich failed inside %s: %r. The interview, if any, stays open; "
                 "see server.log in %s." % (name, error, self.runtime.config.log_dir)
             )
-        finally:
-            with self.state_lock:
-                self.calls.pop(_hashable(call.request_id), None)
-        outcome = "cancelled" if call.cancelled or result is None else (
-            "error" if result.get("isError") else result.get("structuredContent", {}).get("status", "ok")
-        )
-        if result is not None and not call.cancelled:  # cancelled: the client expects no response
-            self.send({"jsonrpc": "2.0", "id": call.request_id, "result": result})
-        # Logged once the response is out: the answers reach the agent before the bookkeeping.
-        self.log.event("call-end", tool=name, request=str(call.request_id), outcome=outcome,
-                       ms=int((time.monotonic() - started) * 1000))
 
-    def tool_ask_user_rich(self, arguments: dict, call: Call):
-        try:
-            spec, options = validate_interview(arguments)
-        except InvalidInterview as problems:
-            return error_result(str(problems))
-        interview = self.runtime.hub.create(spec, self.runtime.base_url())
-        timeout = options["timeoutSeconds"]
-        delivery = options["delivery"]
+    def ask_user_rich(self, arguments: dict, client):
+        interview = client.resumed_interview(self.runtime.hub) or self.runtime.open_interview(arguments)
+        delivery = interview.options["delivery"]
         if delivery == "link":
             return awaiting_result(interview, "Browser opening was skipped (delivery=link).")
         if delivery == "elicitation":
-            handled, result = self.deliver_by_elicitation(interview, call)
+            handled, result = self.deliver_by_elicitation(interview, client)
             if handled:
                 return result
-        return self.deliver_by_browser(interview, call, timeout)
+        return self.deliver_by_browser(interview, client, interview.options["timeoutSeconds"])
 
-    def tool_append_questions(self, arguments: dict, call: Call):
-        problems = self.check_arguments(arguments, APPEND_FIELDS)
+    def append_questions(self, arguments: dict, client):
+        problems = check_session_arguments(arguments, APPEND_FIELDS)
         if problems.lines:
-            return error_result(str(InvalidInterview(problems.lines, "Invalid follow-up questions:")))
-        reply = self.runtime.hub.append(arguments.get("sessionId"), arguments.get("questions"), arguments.get("note"))
-        return {"content": [{"type": "text", "text": json.dumps(reply)}], "structuredContent": reply}
+            raise InvalidInterview(problems.lines, FOLLOW_UP_HEADING)
+        interview = self.runtime.hub.require(arguments["sessionId"])
+        reply = self.runtime.append_questions(interview.id, arguments.get("questions"), arguments.get("note"))
+        return appended_result(reply, interview.spec["title"])
 
-    def tool_await_user_answers(self, arguments: dict, call: Call):
-        problems = self.check_arguments(arguments, AWAIT_FIELDS)
+    def await_user_answers(self, arguments: dict, client):
+        problems = check_session_arguments(arguments, AWAIT_FIELDS)
         timeout = check_timeout(arguments.get("timeoutSeconds"), problems)
         if problems.lines:
-            return error_result(str(InvalidInterview(problems.lines, "Invalid arguments:")))
+            raise InvalidInterview(problems.lines, "Invalid arguments:")
         session_id = arguments.get("sessionId")
         interview = self.runtime.hub.get(session_id)
         if interview is None:
             record = self.runtime.archive.find(session_id)
             if record is None:
-                return error_result(unknown_session_text(session_id))
+                raise UnknownInterview(session_id)
             self.log.event("archive-hit", interview=session_id)
             return answers_result(archived_result(record))
-        return self.wait_for_answers(interview, call, timeout)
+        return self.wait_for_answers(interview, client, timeout)
 
-    def check_arguments(self, arguments: dict, fields) -> Problems:
-        """Unknown fields and a malformed sessionId, as problem lines."""
-        problems = Problems()
-        problems.unknown_fields(None, arguments, fields)
-        session_id = arguments.get("sessionId")
-        if session_id is None:
-            problems.add("sessionId", '"sessionId" is required')
-        elif not isinstance(session_id, str):
-            problems.add("sessionId", '"sessionId" must be a string, not %s' % describe(session_id))
-        return problems
-
-    def wait_for_answers(self, interview: Interview, call: Call, timeout):
+    def wait_for_answers(self, interview: Interview, client, timeout):
         """Block until the submit; the result, an awaiting result, or None (no response)."""
-        progress = None
-        if call.progress_token is not None:
-            counter = [0]
-
-            def progress(message: str, first: bool) -> None:
-                counter[0] += 1
-                self.send(
-                    {
-                        "jsonrpc": "2.0",
-                        "method": "notifications/progress",
-                        "params": {
-                            "progressToken": call.progress_token,
-                            "progress": counter[0],
-                            "message": message,
-                        },
-                    }
-                )
+        with interview.lock:
+            if interview.state != "pending":
+                return answers_result(interview.result)
+        client.about_to_block(interview)
+        report = None
+        if client.reports_progress:
+            def report(facts: dict, first: bool) -> None:
+                # Only the first report carries the token-bearing URL.
+                client.progress(progress_message(facts), interview.url if first else None)
 
         result, why = self.runtime.hub.wait(
-            interview, call, timeout, progress, self.runtime.config.progress_ms / 1000.0
+            interview, client.cancellation, timeout, report, self.runtime.config.progress_ms / 1000.0
         )
         if why == "settled":
             return answers_result(result)
@@ -3120,48 +3970,38 @@ class McpServer:
             return awaiting_result(interview, "Stopped waiting after %ds (timeoutSeconds)." % timeout)
         return None
 
-    # -- delivery (CONTRACT §6) ------------------------------------------------------------
+    # -- delivery -------------------------------------------------------------------------
 
-    def elicitation_modes(self) -> frozenset:
-        """The elicitation modes the client declared: `{}` is form only (2025-06-18)."""
-        with self.state_lock:
-            declared = self.client_capabilities.get("elicitation")
-        if not isinstance(declared, dict):
-            return frozenset()
-        modes = frozenset(mode for mode in ("form", "url") if isinstance(declared.get(mode), dict))
-        return modes or frozenset({"form"})
-
-    def deliver_by_browser(self, interview: Interview, call: Call, timeout):
+    def deliver_by_browser(self, interview: Interview, client, timeout):
         """Open the form and wait; else ask the client to open it (URL elicitation); else
         return the link at once with every reason."""
+        if client.retrying(URL_ELICITATION_KEY):  # the browser already failed in the first round
+            return self.deliver_by_url_elicitation(interview, client, timeout, None)
         config = self.runtime.config
         opened, why = open_browser(interview.url, config, self.log)
         if opened:
-            return self.wait_for_answers(interview, call, timeout)
-        if config.open_browser and "url" in self.elicitation_modes():
-            return self.deliver_by_url_elicitation(interview, call, timeout, why)
+            return self.wait_for_answers(interview, client, timeout)
+        if config.open_browser and "url" in client.elicitation_modes():
+            return self.deliver_by_url_elicitation(interview, client, timeout, why)
         return awaiting_result(interview, "Could not open the browser (%s)." % why)
 
-    def deliver_by_url_elicitation(self, interview: Interview, call: Call, timeout, why: str):
+    def deliver_by_url_elicitation(self, interview: Interview, client, timeout, why: str):
         """A URL-mode elicitation: the client shows the link and opens it with the user's
-        consent; then wait as after a browser open."""
-        import uuid
-
-        elicitation_id = str(uuid.uuid4())
+        consent; then wait as after a browser open. `why` the browser did not open: None in the
+        retry of a multi round-trip call, which carries the user's answer to the first round."""
         with interview.lock:
             count = len(interview.spec["questions"])
         params = {
             "mode": "url",
-            "elicitationId": elicitation_id,
             "url": interview.url,
             "message": "Answer %d question%s in the form %s. No browser could be opened from "
             "here, so please open this link." % (count, "" if count == 1 else "s",
                                                  quote(interview.spec["title"])),
         }
-        self.log.event("url-elicitation", interview=interview.id, elicitation=elicitation_id)
-        outcome, response = self.elicit(interview, call, params)
+        self.log.event("url-elicitation", interview=interview.id)
+        outcome, response = client.elicit(URL_ELICITATION_KEY, params, interview)
         if outcome == "settled":
-            self.complete_url_elicitation(interview, elicitation_id)
+            client.elicitation_finished(URL_ELICITATION_KEY, interview)
             return answers_result(interview.result)
         if outcome != "answered":
             return None
@@ -3169,34 +4009,19 @@ class McpServer:
         self.log.event("url-elicitation-answer", interview=interview.id,
                        action=action or "error", detail=detail)
         if action != "accept":
-            refusal = {
-                "decline": "the user declined it",
-                "cancel": "the user dismissed it",
-            }.get(action, "the client failed: %s" % detail)
-            return awaiting_result(
-                interview,
-                "Could not open the browser (%s). The client was asked to open the link (URL "
-                "elicitation) and %s." % (why, refusal),
-            )
-        result = self.wait_for_answers(interview, call, timeout)
-        self.complete_url_elicitation(interview, elicitation_id)
+            reason = URL_DECLINED_TEXT if why is None else url_refusal_reason(why, action, detail)
+            return awaiting_result(interview, reason)
+        result = self.wait_for_answers(interview, client, timeout)
+        client.elicitation_finished(URL_ELICITATION_KEY, interview)
         return result
 
-    def complete_url_elicitation(self, interview: Interview, elicitation_id: str) -> None:
-        """notifications/elicitation/complete, once the interview is settled."""
-        with interview.lock:
-            settled = interview.state != "pending"
-        if settled:
-            self.send({"jsonrpc": "2.0", "method": "notifications/elicitation/complete",
-                       "params": {"elicitationId": elicitation_id}})
-
-    def deliver_by_elicitation(self, interview: Interview, call: Call):
+    def deliver_by_elicitation(self, interview: Interview, client):
         """The client's own form (form-mode elicitation): (handled, result). Not handled when
         the client declared no form elicitation, the interview is not flat, or the client
         failed the request: the caller then delivers by browser."""
         with interview.lock:
             questions = list(interview.spec["questions"])
-        if "form" not in self.elicitation_modes():
+        if "form" not in client.elicitation_modes():
             unfit = "the client declared no form elicitation"
         else:
             unfit = elicitation_unfit(questions)
@@ -3209,7 +4034,7 @@ class McpServer:
             "requestedSchema": elicitation_schema(questions),
         }
         self.log.event("form-elicitation", interview=interview.id, questions=len(questions))
-        outcome, response = self.elicit(interview, call, params)
+        outcome, response = client.elicit(FORM_ELICITATION_KEY, params, interview)
         if outcome == "settled":
             return True, answers_result(interview.result)
         if outcome != "answered":
@@ -3233,58 +4058,47 @@ class McpServer:
         result = self.runtime.hub.settle_without_form(interview, answers, status, "elicitation")
         return True, answers_result(result if result is not None else interview.result)
 
-    def elicit(self, interview: Interview, call: Call, params: dict):
-        """Send `elicitation/create` and wait, with no timeout of ours, for the first of: the
-        client's response ("answered", response), a submit through the web form ("settled"),
-        the call's cancellation ("cancelled") or shutdown ("shutdown"). A request still open
-        then is cancelled at the client, so its dialog goes away."""
-        hub = self.runtime.hub
-        request_id, slot = self.start_request("elicitation/create", params)
 
-        def relay_response() -> None:
-            slot[0].wait()
-            with interview.changed:
-                interview.changed.notify_all()
+FORM_ELICITATION_KEY = "answers"
+URL_ELICITATION_KEY = "open-form"
+URL_DECLINED_TEXT = "The user declined to open the form (URL elicitation)."
 
-        threading.Thread(target=relay_response, name="ask-user-rich-elicitation", daemon=True).start()
-        call.waiting_on = interview
-        with interview.changed:
-            interview.waiters += 1
-            interview.touch()
-            try:
-                interview.changed.wait_for(
-                    lambda: slot[0].is_set() or interview.state != "pending" or call.cancelled
-                    or hub.closed or self.stopped.is_set()
-                )
-                answered = slot[1] is not None
-                settled = interview.state != "pending"
-            finally:
-                interview.waiters -= 1
-                interview.touch()
-        call.waiting_on = None
-        with self.state_lock:
-            self.requests.pop(request_id, None)
-        slot[0].set()  # ends relay_response when the wait ended some other way
-        if answered:
-            return "answered", slot[1]
-        slot[0].set()  # ends relay_response
-        if not self.stopped.is_set():
-            reason = "the form was submitted in the browser" if settled else "the tool call ended"
-            self.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                       "params": {"requestId": request_id, "reason": reason}})
-        if settled:
-            return "settled", None
-        return ("cancelled" if call.cancelled else "shutdown"), None
 
-    def forward_log(self, level: str, event: str, fields: dict) -> None:
-        """Log events at or above the client's chosen level, as notifications/message."""
-        chosen = self.log_level
-        if chosen is None or LOG_LEVELS.index(level) < LOG_LEVELS.index(chosen):
-            return
-        data = {"event": event}
-        data.update((key, value) for key, value in fields.items() if key != "token")
-        self.send({"jsonrpc": "2.0", "method": "notifications/message",
-                   "params": {"level": level, "logger": SERVER_NAME, "data": data}})
+def url_refusal_reason(why: str, action, detail) -> str:
+    refusal = {
+        "decline": "the user declined it",
+        "cancel": "the user dismissed it",
+    }.get(action, "the client failed: %s" % detail)
+    return (
+        "Could not open the browser (%s). The client was asked to open the link (URL "
+        "elicitation) and %s." % (why, refusal)
+    )
+
+
+def check_session_arguments(arguments: dict, fields) -> Problems:
+    """Unknown fields and a malformed sessionId, as problem lines."""
+    problems = Problems()
+    problems.unknown_fields(None, arguments, fields)
+    session_id = arguments.get("sessionId")
+    if session_id is None:
+        problems.add("sessionId", '"sessionId" is required')
+    elif not isinstance(session_id, str):
+        problems.add("sessionId", '"sessionId" must be a string, not %s' % describe(session_id))
+    return problems
+
+
+def appended_result(reply: dict, title: str) -> dict:
+    """One sentence for clients that show text, then the JSON."""
+    count = reply["appended"]
+    sentence = (
+        "Appended %d question%s to %s (%d in all); the open form shows them now. The answers "
+        "arrive through the call that is waiting, or call await_user_answers with sessionId %s."
+        % (count, "" if count == 1 else "s", quote(title), reply["total"], quote(reply["sessionId"]))
+    )
+    return {
+        "content": [{"type": "text", "text": sentence}, {"type": "text", "text": json.dumps(reply)}],
+        "structuredContent": reply,
+    }
 
 
 def _hashable(value):
@@ -3303,8 +4117,11 @@ def _request_id(message):
     return None
 
 
-def rpc_error(request_id, code: int, message: str) -> dict:
-    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+def rpc_error(request_id, code: int, message: str, data=None) -> dict:
+    error = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}
 
 
 def _reject_constant(name: str):
@@ -4022,7 +4839,7 @@ def run_cli_interview(source: str, open_it: bool) -> int:
         sys.stderr.write("askrich.py: the interview is not valid JSON: %s\n" % error)
         return 2
     try:
-        spec, options = validate_interview(arguments)
+        validate_interview(arguments)  # before any log directory or server exists
     except InvalidInterview as problems:
         sys.stderr.write("%s\n" % problems)
         return 2
@@ -4031,26 +4848,27 @@ def run_cli_interview(source: str, open_it: bool) -> int:
     for warning in warnings:
         runtime.log.event("config-warning", "warning", detail=warning)
     try:
-        interview = runtime.hub.create(spec, runtime.base_url())
-        sys.stderr.write("\nThe interview %s is at:\n  %s\n\n" % (quote(spec["title"]), interview.url))
-        if open_it and options["delivery"] != "link":
+        interview = runtime.open_interview(arguments)
+        sys.stderr.write("\nThe interview %s is at:\n  %s\n\n" % (quote(interview.spec["title"]), interview.url))
+        if open_it and interview.options["delivery"] != "link":
             opened, why = open_browser(interview.url, config, runtime.log)
             if not opened:
                 sys.stderr.write("Could not open the browser (%s).\n" % why)
 
-        def progress(message: str, first: bool) -> None:
-            sys.stderr.write("[ask-user-rich] %s\n" % message.split(". Form: ")[0])
+        def report(facts: dict, first: bool) -> None:
+            sys.stderr.write("[ask-user-rich] %s\n" % progress_message(facts))
 
         result, why = runtime.hub.wait(
-            interview, Call(None), options["timeoutSeconds"], progress, config.progress_ms / 1000.0
+            interview, None, interview.options["timeoutSeconds"], report, config.progress_ms / 1000.0
         )
         if result is None:
             sys.stderr.write("askrich.py: stopped waiting (%s); the form is closed.\n" % why)
             return 1
         sys.stdout.write(json.dumps(result, ensure_ascii=False, indent=2) + "\n")
         return 0
-    except ToolError as error:
-        sys.stderr.write("askrich.py: %s\n" % error)
+    except FormServerUnavailable as error:
+        sys.stderr.write("askrich.py: could not start the form server on %s:%d (%s); free the port "
+                         "or set %s to another one.\n" % (error.host, error.port, error.reason, ENV_PORT))
         return 1
     except KeyboardInterrupt:
         return 1
@@ -4181,8 +4999,7 @@ def _doctor_self_test(config: Config, line):
         runtime = Runtime(probe, Log(scratch, stream=open(os.devnull, "w")))
         step = "starting the form server"
         try:
-            spec, _ = validate_interview({"title": "doctor", "questions": [{"id": "q", "header": "ok?"}]})
-            interview = runtime.hub.create(spec, runtime.base_url())
+            interview = runtime.open_interview({"title": "doctor", "questions": [{"id": "q", "header": "ok?"}]})
             api = interview.url.replace("/s/", "/api/s/")
             for step, url, body, expected in (
                 ("the form page", interview.url, None, "text/html"),
@@ -4203,7 +5020,7 @@ def _doctor_self_test(config: Config, line):
                     steps.append("%s HTTP %d" % (step, response.status))
             if interview.state != "submitted":
                 raise OSError("the submit did not settle the interview")
-        except (ToolError, OSError, InvalidInterview) as error:
+        except (InterviewError, OSError, InvalidInterview) as error:
             line("form server self-test: FAILED at %s (%s)" % (step, error))
             if step == "starting the form server":
                 fix = "free the port or set %s / %s to something this machine can bind" % (ENV_HOST, ENV_PORT)

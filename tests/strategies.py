@@ -304,3 +304,47 @@ SCRIPT_MARKDOWN = (
     "<a id=\"__pwned\" name=\"__pwned\">clobber</a>",
     "<scr<script>ipt>window.__pwned='nested'</script>",
 )
+
+# -- the 2026-07-28 era's per-request _meta -----------------------------------------------------
+
+MODERN_VERSION = "2026-07-28"
+KEY_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
+KEY_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+MISSING = object()  # a key (or the whole _meta) left out of the request
+
+huge_text = st.one_of(
+    st.integers(10_000, 300_000).map(lambda n: "v" * n),
+    st.integers(1_000, 20_000).map(lambda n: "\U0001f600\u2028" * n),
+)
+protocol_versions = st.one_of(
+    st.just(MODERN_VERSION),
+    st.sampled_from(["2025-11-25", "2024-11-05", "2026-07-29", "2099-01-01", "", "2026-07-28 ", "2026-7-28"]),
+    any_text, huge_text, json_values(3),
+)
+client_capabilities = st.one_of(
+    st.sampled_from([
+        {}, {"elicitation": {}}, {"elicitation": {"form": {}, "url": {}}},
+        {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+        {"roots": {"listChanged": True}, "elicitation": {"form": {}}},
+    ]),
+    st.fixed_dictionaries({}, optional={
+        "elicitation": json_values(4), "extensions": json_values(4), "roots": json_values(2),
+        "sampling": json_values(2),
+    }),
+    json_values(4),
+    huge_text,
+)
+junk_meta_values = st.one_of(json_values(6), huge_text, deep_json(1, 200).map(json.loads))
+_meta_dicts = st.fixed_dictionaries({}, optional={
+    KEY_PROTOCOL_VERSION: protocol_versions,
+    KEY_CLIENT_CAPABILITIES: client_capabilities,
+    "io.modelcontextprotocol/clientInfo": st.one_of(
+        st.fixed_dictionaries({"name": any_text}, optional={"title": json_values(1), "version": json_values(1)}),
+        junk_meta_values),
+    "io.modelcontextprotocol/logLevel": st.one_of(
+        st.sampled_from(["debug", "info", "warning", "error", "loud"]), json_values(2)),
+    "progressToken": st.one_of(any_text, st.integers(), json_values(2)),
+}).flatmap(lambda meta: st.dictionaries(st.text(max_size=40), junk_meta_values, max_size=3).map(
+    lambda junk: dict(junk, **meta)))
+# Any _meta a client could send: none at all, not an object, or an object holding anything.
+request_metas = st.one_of(st.just(MISSING), _meta_dicts, junk_meta_values)

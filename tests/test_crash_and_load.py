@@ -493,7 +493,7 @@ class InterviewLifecycle(RuleBasedStateMachine):
         question = choice(qid, "x") if valid else {"id": qid}  # no header: rejected
         try:
             reply = self.runtime.append_questions(key, [question])
-        except askrich.ToolError as error:
+        except (askrich.InterviewError, askrich.InvalidInterview) as error:
             assert not valid or entry["state"] != "pending", error
             return
         assert valid and entry["state"] == "pending"

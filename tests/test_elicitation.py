@@ -41,7 +41,7 @@ def run_session(env, tool, arguments, *, on_elicit=None, on_progress=None, on_me
         if on_message is not None:
             kwargs["message_handler"] = on_message
         with anyio.fail_after(CALL_TIMEOUT):
-            async with Client(params, **kwargs) as client:
+            async with Client(params, mode="legacy", **kwargs) as client:
                 result = await client.call_tool(tool, arguments, progress_callback=on_progress)
                 extra = await after(client, result) if after is not None else None
                 return result, extra
@@ -218,7 +218,7 @@ def test_url_only_client_gets_a_url_elicitation_and_the_call_returns_after_the_h
         params = StdioServerParameters(command=sys.executable, args=[SERVER], env=env)
         outcome = {}
         with anyio.fail_after(CALL_TIMEOUT):
-            async with Client(params, elicitation_callback=on_elicit, message_handler=on_message) as client:
+            async with Client(params, mode="legacy", elicitation_callback=on_elicit, message_handler=on_message) as client:
                 async def call():
                     outcome["result"] = await client.call_tool(
                         "ask_user_rich", FLAT_INTERVIEW, progress_callback=on_progress

@@ -244,10 +244,11 @@ def test_a_failed_bind_is_reported_and_the_next_call_tries_again(tmp_path):
     config = askrich.Config(log_dir=str(tmp_path), open_browser=False, port=port)
     runtime = askrich.Runtime(config, askrich.Log(str(tmp_path), stream=open(os.devnull, "w")))
     try:
-        with pytest.raises(askrich.ToolError) as caught:
+        with pytest.raises(askrich.FormServerUnavailable) as caught:
             runtime.open_interview(interview())
-        assert "Could not start the form server on 127.0.0.1:%d" % port in str(caught.value)
-        assert "the next call tries again" in str(caught.value)
+        text = askrich.tool_error_text(caught.value)
+        assert "Could not start the form server on 127.0.0.1:%d" % port in text
+        assert "the next call tries again" in text
         blocker.close()
         opened = runtime.open_interview(interview())
         assert http_request(opened.url).status == 200
@@ -309,3 +310,48 @@ def test_a_valid_interview_answered_through_http_comes_back_identically(runtime,
     assert sum(counts.values()) == len(questions)
     # The archived copy, read back, is the same result.
     assert askrich.archived_result(runtime.archive.find(opened.id)) == result
+
+
+@pytest.mark.parametrize("status", ["declined", "cancelled"])
+def test_an_interview_settles_once_and_its_state_follows_the_result_status(runtime, status):
+    form = runtime.open_interview(interview(choice("q", "a", "b")))
+    unanswered = {"q": askrich.unanswered()}
+    first = runtime.hub.settle_without_form(form, unanswered, status, "elicitation")
+    assert first["status"] == status
+    assert runtime.hub.settle_without_form(form, unanswered, "submitted", "elicitation") is None
+    assert http_request(api_url(form.url, "state")).json()["state"] == status
+    late = submit(form.url, {"q": {"selected": ["a"]}})
+    assert late.status == 409 and late.json() == {"error": "interview already %s" % status}
+    assert runtime.wait_for_result(form.id, 1)["status"] == status
+
+
+def test_a_cancelled_waiter_leaves_the_interview_pending_and_uncounted(runtime):
+    form = runtime.open_interview(interview(choice("q", "a", "b")))
+    cancellation = askrich.Cancellation()
+    outcome = []
+    with form.waiter(cancellation) as waiter:
+        assert http_request(api_url(form.url, "state")).json()["waiting"] is True
+        thread = threading.Thread(target=lambda: outcome.append(waiter.wait()))
+        thread.start()
+        cancellation.cancel()
+        thread.join(5)
+    assert outcome == ["cancelled"]
+    assert http_request(api_url(form.url, "state")).json() == {"state": "pending", "waiting": False, "version": 1}
+
+
+def test_progress_is_reported_at_once_and_never_after_the_wait_returns(runtime):
+    form = runtime.open_interview(interview(choice("q", "a", "b")))
+    reports = []
+    done = threading.Event()
+
+    def report(facts, first):
+        reports.append((facts["answered"], first, done.is_set()))
+        if len(reports) == 3:
+            submit(form.url, {"q": {"selected": ["a"]}})
+
+    result, why = runtime.hub.wait(form, timeout=10, report=report, interval=0.01)
+    done.set()
+    assert why == "settled" and result["status"] == "submitted"
+    assert reports[0] == (0, True, False)
+    assert all(not first for _, first, _ in reports[1:])
+    assert not any(after for _, _, after in reports)

@@ -444,3 +444,86 @@ def test_ask_with_a_hostile_interview_file_exits_2_with_a_message(tmp_path, cont
     path.write_bytes(content)
     assert askrich.main(["ask", str(path), "--link"]) == 2
     assert "askrich.py:" in capsys.readouterr().err
+
+
+# -- a client that stops reading its stdout ---------------------------------------------------
+
+
+def _pipe_bytes_waiting(fd: int) -> int:
+    import fcntl
+    import termios
+
+    return int.from_bytes(fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"), sys.byteorder)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="sizes a pipe with Linux fcntl")
+def test_a_client_that_stops_reading_stdout_stalls_neither_the_form_nor_a_submit(tmp_path):
+    import fcntl
+
+    from support import api_url, http_request, submit
+
+    config = askrich.Config(log_dir=str(tmp_path), open_browser=False, progress_ms=5)
+    runtime = askrich.Runtime(config, askrich.Log(str(tmp_path), stream=io.StringIO()))
+    in_read, in_write = os.pipe()
+    out_read, out_write = os.pipe()
+    fcntl.fcntl(out_write, 1031, 4096)  # F_SETPIPE_SZ: a small pipe fills in a few lines
+    capacity = fcntl.fcntl(out_write, 1032)  # F_GETPIPE_SZ
+    server = askrich.McpServer(runtime, os.fdopen(in_read, "rb"), os.fdopen(out_write, "wb"))
+    serving = threading.Thread(target=server.serve, daemon=True)
+    serving.start()
+    incoming = os.fdopen(out_read, "rb")
+
+    def send(message):
+        os.write(in_write, (json.dumps(message) + "\n").encode())
+
+    try:
+        send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
+        assert json.loads(incoming.readline())["id"] == 1
+        send({"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "debug"}})
+        send({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "ask_user_rich", "arguments": dict(interview(choice("q", "a", "b")), delivery="link")}})
+        link = None
+        while link is None:
+            message = json.loads(incoming.readline())
+            if message.get("id") == 3:
+                link = message["result"]["structuredContent"]
+        send({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+            "name": "await_user_answers", "arguments": {"sessionId": link["sessionId"]},
+            "_meta": {"progressToken": "p"}}})
+        # From here on nothing reads stdout: progress every 5 ms fills the pipe.
+        form = runtime.hub.require(link["sessionId"])
+        deadline = time.monotonic() + 20
+        while _pipe_bytes_waiting(out_read) < capacity - 512:
+            assert time.monotonic() < deadline, "progress never filled the pipe"
+            with form.changed:  # polled: a pipe has no event to wait on
+                form.changed.wait(0.05)
+        started = time.monotonic()
+        assert http_request(link["url"], timeout=5).status == 200
+        state = http_request(api_url(link["url"], "state"), timeout=5).json()
+        assert state["state"] == "pending" and state["waiting"] is True
+        reply = submit(link["url"], {"q": {"selected": ["a"]}})
+        assert reply.status == 200, reply.body
+        assert time.monotonic() - started < 5.0
+        # Reading again: the answers arrive, after every progress report, and every log
+        # message queued meanwhile follows; none is missing.
+        progress, events, result = [], [], None
+        deadline = time.monotonic() + 20
+        while result is None or not {"page-view", "submitted"} <= set(events):
+            assert time.monotonic() < deadline
+            message = json.loads(incoming.readline())
+            if message.get("method") == "notifications/progress":
+                assert result is None, "progress after the call's result"
+                progress.append(message["params"]["progress"])
+            elif message.get("method") == "notifications/message":
+                events.append(message["params"]["data"]["event"])
+            elif message.get("id") == 4:
+                result = message["result"]
+        assert result["structuredContent"]["status"] == "submitted"
+        assert progress == list(range(1, len(progress) + 1)) and len(progress) > 5
+    finally:
+        os.close(in_write)
+        serving.join(10)
+        incoming.close()
+        runtime.close()
+    assert not serving.is_alive()

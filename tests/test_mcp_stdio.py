@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import signal
 import threading
 import time
@@ -38,11 +40,30 @@ def error_code(reply):
 # -- handshake and housekeeping ---------------------------------------------------------------
 
 
-def test_server_discover_is_refused_at_once_so_clients_fall_back_to_initialize(server):
+def test_server_discover_is_answered_at_once_so_modern_clients_stay_modern(server):
     started = time.monotonic()
-    reply = server.call("server/discover", {})
-    assert error_code(reply) == -32601
+    result = server.call("server/discover", {})["result"]
+    assert result["resultType"] == "complete" and "2026-07-28" in result["supportedVersions"]
     assert time.monotonic() - started < 2
+    # A dual-era client may still take the initialize handshake after the probe.
+    assert server.initialize()["result"]["protocolVersion"] == "2025-11-25"
+
+
+def test_with_the_legacy_setting_server_discover_is_refused_so_clients_fall_back_to_initialize(tmp_path):
+    config = askrich.Config(log_dir=str(tmp_path), open_browser=False, protocol="legacy")
+    runtime = askrich.Runtime(config, askrich.Log(str(tmp_path), stream=io.StringIO()))
+    peer = InProcessServer(runtime)
+    try:
+        started = time.monotonic()
+        reply = peer.call("server/discover", {"_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}}})
+        assert error_code(reply) == -32601
+        assert time.monotonic() - started < 2
+        assert peer.initialize()["result"]["protocolVersion"] == "2025-11-25"
+    finally:
+        peer.close()
+        runtime.close()
 
 
 @pytest.mark.parametrize("version", ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"])
@@ -317,6 +338,21 @@ def test_append_questions_adds_to_the_open_form_and_bumps_the_version(server):
     assert [q["version"] for q in page["spec"]["questions"]] == [1, 2, 2]
 
 
+def test_append_questions_says_one_sentence_and_then_gives_the_json(server):
+    server.initialize()
+    structured = ask_link(server, interview(choice("q", "a"), title="Pick a stack"))
+    reply = server.tool("append_questions", {
+        "sessionId": structured["sessionId"], "questions": [choice("f1", "x"), choice("f2", "y")],
+    })["result"]
+    assert [block["type"] for block in reply["content"]] == ["text", "text"]
+    assert reply["content"][0]["text"] == (
+        'Appended 2 questions to "Pick a stack" (3 in all); the open form shows them now. The answers '
+        'arrive through the call that is waiting, or call await_user_answers with sessionId "%s".'
+        % structured["sessionId"]
+    )
+    assert json.loads(reply["content"][1]["text"]) == reply["structuredContent"]
+
+
 def test_a_rejected_append_changes_nothing(server):
     server.initialize()
     structured = ask_link(server)
@@ -416,7 +452,7 @@ def test_every_line_written_is_one_json_message_even_for_newlines_and_u2028(serv
 
 def test_subprocess_speaks_the_protocol_and_exits_zero_at_eof_with_a_wait_in_flight(subprocess_server):
     peer = subprocess_server()
-    assert error_code(peer.call("server/discover")) == -32601
+    assert peer.call("server/discover")["result"]["resultType"] == "complete"
     assert peer.initialize()["result"]["serverInfo"]["name"] == "ask-user-rich"
     structured = ask_link(peer)
     peer.request("tools/call", {"name": "await_user_answers", "arguments": {"sessionId": structured["sessionId"]}})

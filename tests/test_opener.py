@@ -361,7 +361,7 @@ def test_a_fake_browser_behind_open_cmd_answers_the_blocked_call(tmp_path):
     async def scenario():
         params = StdioServerParameters(command=sys.executable, args=[SERVER], env=env)
         with anyio.fail_after(CALL_TIMEOUT):
-            async with Client(params) as client:
+            async with Client(params, mode="legacy") as client:
                 return await client.call_tool("ask_user_rich", FLAT_INTERVIEW)
 
     result = anyio.run(scenario)

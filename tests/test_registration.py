@@ -137,7 +137,7 @@ def test_python_sdk_client_runs_a_link_interview_on_the_archive(tmp_path, tmp_pa
     async def session():
         params = mcp.StdioServerParameters(command=sys.executable, args=[pyz], env=env)
         with anyio.fail_after(zs.RUN_TIMEOUT):
-            async with mcp.Client(params, read_timeout_seconds=zs.REPLY_TIMEOUT) as client:
+            async with mcp.Client(params, mode="legacy", read_timeout_seconds=zs.REPLY_TIMEOUT) as client:
                 seen["server"] = client.server_info.name
                 seen["tools"] = sorted(t.name for t in (await client.list_tools()).tools)
                 result = await client.call_tool("ask_user_rich", interview)

@@ -1,5 +1,6 @@
 """End to end with the official MCP Python SDK as the client (it validates structuredContent
-against each tool's outputSchema, as Claude Code's SDK does)."""
+against each tool's outputSchema, as Claude Code's SDK does), pinned to the initialize
+handshake: test_modern_sdk.py drives the same SDK on the 2026-07-28 era."""
 
 from __future__ import annotations
 
@@ -36,8 +37,9 @@ def test_sdk_lists_tools_asks_by_link_and_awaits_the_answers_with_progress(tmp_p
     progress = []
 
     async def scenario():
-        async with Client(server_parameters(tmp_path)) as client:
+        async with Client(server_parameters(tmp_path), mode="legacy") as client:
             assert client.server_info.name == "ask-user-rich"
+            assert client.protocol_version == "2025-11-25"
             tools = (await client.list_tools()).tools
             assert [tool.name for tool in tools] == ["ask_user_rich", "append_questions", "await_user_answers"]
 
@@ -102,7 +104,7 @@ def test_sdk_lists_tools_asks_by_link_and_awaits_the_answers_with_progress(tmp_p
 
 def test_sdk_sees_validation_problems_as_a_tool_error(tmp_path):
     async def scenario():
-        async with Client(server_parameters(tmp_path)) as client:
+        async with Client(server_parameters(tmp_path), mode="legacy") as client:
             return await client.call_tool("ask_user_rich", {"title": "T", "questions": [
                 {"id": "seção", "header": "H", "options": [{"id": "a", "label": "A"}],
                  "recommended": "A"}]})

@@ -83,13 +83,13 @@ def test_non_ascii_id_gets_the_slug_suggestion():
     assert lines == [
         '- questions[0] (seção-tabs): id "seção-tabs" is not ASCII-safe: ids may only contain '
         "A-Z, a-z, 0-9, '_', '.', ':' and '-' (no accents, spaces or other Unicode); "
-        'use "secao-tabs" instead.'
+        'use "secao-tabs" instead. Labels and headers may use any characters.'
     ]
 
 
 def test_id_with_no_possible_slug_leaves_out_the_suggestion():
     lines = problems_of(interview(choice("日本", "a")))
-    assert lines[0].endswith("(no accents, spaces or other Unicode).")
+    assert lines[0].endswith("(no accents, spaces or other Unicode). Labels and headers may use any characters.")
     assert "instead" not in lines[0]
 
 
@@ -170,7 +170,13 @@ def test_rank_questions_refuse_one_option_multiselect_a_single_or_partial_order_
 def test_rank_questions_never_allow_other():
     spec, _ = askrich.validate_interview(interview(choice("r", "a", "b", kind="rank")))
     assert spec["questions"][0]["allowOther"] is False
-    assert problems_of(interview(choice("r", "a", "b", kind="rank", allowOther=True)))
+
+
+def test_allow_other_true_on_a_rank_question_is_accepted_and_changes_nothing():
+    spec, _ = askrich.validate_interview(interview(choice("r", "a", "b", kind="rank", allowOther=True)))
+    assert spec["questions"][0]["allowOther"] is False
+    plain, _ = askrich.validate_interview(interview(choice("r", "a", "b", kind="rank")))
+    assert spec == plain
 
 
 def test_depends_on_itself_a_later_or_an_unknown_question_is_reported():

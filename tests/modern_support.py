@@ -1,0 +1,203 @@
+"""Helpers for the 2026-07-28 ("modern") era tests: requests that carry their version and
+capabilities in `_meta`, checks every modern result must pass, a fake opener that only
+records the URL, and polling with a deadline (never a sleep) for tasks and form state."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import textwrap
+import time
+
+from support import WAIT, api_url, askrich, http_request
+
+MODERN = "2026-07-28"
+SUPPORTED_VERSIONS = ["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]
+TASKS = "io.modelcontextprotocol/tasks"
+KEY_VERSION = "io.modelcontextprotocol/protocolVersion"
+KEY_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+KEY_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
+KEY_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+SERVER_INFO = {"name": "ask-user-rich", "title": "Ask User Rich", "version": askrich.__version__}
+CLIENT_INFO = {"name": "modern-tests", "title": "Modern Tests", "version": "1"}
+DECLINED_URL_REASON = "The user declined to open the form (URL elicitation)."
+
+
+def modern_meta(capabilities=None, tasks=False, progress_token=None, **extra) -> dict:
+    """The `_meta` of one modern request; `tasks` adds the tasks extension to the capabilities."""
+    capabilities = dict(capabilities or {})
+    if tasks:
+        extensions = dict(capabilities.get("extensions") or {})
+        extensions[TASKS] = {}
+        capabilities["extensions"] = extensions
+    meta = {KEY_VERSION: MODERN, KEY_CAPABILITIES: capabilities, KEY_CLIENT_INFO: CLIENT_INFO}
+    if progress_token is not None:
+        meta["progressToken"] = progress_token
+    meta.update(extra)
+    return meta
+
+
+def modern_params(params=None, **meta_options) -> dict:
+    params = dict(params or {})
+    params["_meta"] = modern_meta(**meta_options)
+    return params
+
+
+def send_modern(peer, method, params=None, **meta_options):
+    """Send one modern request without waiting; its id."""
+    return peer.request(method, modern_params(params, **meta_options))
+
+
+def call_modern(peer, method, params=None, timeout: float = WAIT, **meta_options) -> dict:
+    """One modern request and its whole response message."""
+    return peer.response(send_modern(peer, method, params, **meta_options), timeout)
+
+
+def tool_modern(peer, name, arguments, timeout: float = WAIT, extra=None, **meta_options) -> dict:
+    params = {"name": name, "arguments": arguments}
+    params.update(extra or {})
+    return call_modern(peer, "tools/call", params, timeout, **meta_options)
+
+
+def result_of(reply) -> dict:
+    assert "result" in reply, reply
+    return reply["result"]
+
+
+def assert_modern_result(result: dict, result_type: str = "complete") -> None:
+    """What every modern result carries: its resultType and the server's identity."""
+    assert result.get("resultType") == result_type, result
+    assert result["_meta"][KEY_SERVER_INFO] == SERVER_INFO, result
+
+
+def assert_fits_the_2026_schema(method: str, result: dict) -> None:
+    """The result passes the 2026-07-28 schema the official SDK validates every modern
+    result against (it fails the client's call otherwise)."""
+    from mcp_types import methods
+
+    methods.validate_server_result(method, MODERN, result)
+
+
+CACHE_HINTS = ("ttlMs", "cacheScope")  # required by the 2026-07-28 schema on discover and tools/list
+
+
+def without_cache_hints(result: dict) -> dict:
+    if "ttlMs" in result:
+        assert isinstance(result["ttlMs"], int) and result["ttlMs"] >= 0, result["ttlMs"]
+    if "cacheScope" in result:
+        assert result["cacheScope"] in ("public", "private"), result["cacheScope"]
+    return {key: value for key, value in result.items() if key not in CACHE_HINTS}
+
+
+def without_envelope(result: dict) -> dict:
+    """A result minus the modern envelope, to compare it with its legacy twin."""
+    return {key: value for key, value in result.items() if key not in ("resultType", "_meta")}
+
+
+def written_messages(peer) -> list:
+    """Every message the server wrote to stdout so far (batches flattened)."""
+    messages = []
+    for line in list(peer.reader.raw):
+        value = json.loads(line.decode("utf-8"))
+        messages.extend(value if isinstance(value, list) else [value])
+    return messages
+
+
+def server_requests(peer) -> list:
+    """The JSON-RPC requests (method and id) the server wrote: none may exist in the modern era."""
+    return [m for m in written_messages(peer) if isinstance(m, dict) and "method" in m and "id" in m]
+
+
+def assert_no_server_requests(peer) -> None:
+    assert server_requests(peer) == []
+    methods = [m.get("method") for m in written_messages(peer) if isinstance(m, dict)]
+    assert "notifications/elicitation/complete" not in methods
+
+
+def wait_until(predicate, timeout: float = WAIT, what: str = "the condition"):
+    """Poll `predicate` until it returns something truthy; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for %s" % what)
+        time.sleep(0.05)
+
+
+def form_state(url: str) -> dict:
+    return http_request(api_url(url, "state")).json()
+
+
+def wait_until_waiting(url: str) -> None:
+    """Until a call (or a task) is waiting on the interview: the submit then reaches it."""
+    wait_until(lambda: form_state(url)["waiting"], what="a waiter on %s" % url)
+
+
+def post_progress(url: str, answered: int, still_open: int) -> None:
+    """What the form posts while the user works: its answered and still-open counts."""
+    body = {"answered": answered, "deferred": 0, "needsInfo": 0, "open": still_open}
+    response = http_request(api_url(url, "progress"), "POST", body)
+    assert response.status == 204, (response.status, response.body)
+
+
+def get_task(peer, task_id: str, tasks: bool = True) -> dict:
+    return call_modern(peer, "tasks/get", {"taskId": task_id}, tasks=tasks)
+
+
+def poll_task(peer, task_id: str, predicate, timeout: float = WAIT, what: str = "the task") -> dict:
+    """tasks/get until `predicate(result)` holds; the last result."""
+    last = {}
+
+    def check():
+        last["result"] = result_of(get_task(peer, task_id))
+        return predicate(last["result"])
+
+    try:
+        wait_until(check, timeout, what)
+    except AssertionError as error:
+        raise AssertionError("%s; last tasks/get: %s" % (error, last.get("result"))) from None
+    return last["result"]
+
+
+def recording_opener(directory) -> tuple:
+    """An ASK_USER_RICH_OPEN_CMD that 'opens' the form by writing its URL to a file and
+    exiting 0, so the call blocks like after a real browser open. (command, record path)."""
+    record = os.path.join(str(directory), "opened-url.txt")
+    script = os.path.join(str(directory), "record_url.py")
+    with open(script, "w", encoding="utf-8") as handle:
+        handle.write(textwrap.dedent(
+            """\
+            import sys
+            with open(%r, "a") as handle:
+                handle.write(sys.argv[1] + "\\n")
+            """
+        ) % record)
+    return "%s %s" % (shlex.quote(sys.executable), shlex.quote(script)), record
+
+
+def opened_urls(record: str) -> list:
+    try:
+        with open(record, encoding="utf-8") as handle:
+            return handle.read().split()
+    except FileNotFoundError:
+        return []
+
+
+def log_events(log_dir, event: str) -> list:
+    """The key=value fields of every `event` line in server.log."""
+    path = os.path.join(str(log_dir), "server.log")
+    found = []
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            try:
+                parts = shlex.split(line.strip())
+            except ValueError:  # a logged value with an odd quote: the event name still splits
+                parts = line.split()
+            if len(parts) >= 3 and parts[2] == event:
+                fields = dict(part.split("=", 1) for part in parts[3:] if "=" in part)
+                found.append(fields)
+    return found
