@@ -99,6 +99,7 @@ ASSET_FILES = frozenset(
         "js/rank.js",
         "js/live.js",
         "js/i18n.js",
+        "js/attach.js",
         "vendor/marked.esm.js",
         "vendor/purify.es.mjs",
     }
@@ -1107,8 +1108,11 @@ def build_result(
     via: str,
     submitted_at: float,
     duration_seconds: float,
+    attachments=None,
 ) -> dict:
-    """The structuredContent of a settled interview, `summary` first."""
+    """The structuredContent of a settled interview, `summary` first. `attachments` maps a
+    question id ("" for the general notes) to the uploads the user attached there."""
+    attachments = attachments or {}
     rows = []
     counts = {"answered": 0, "deferred": 0, "needsInfo": 0, "unanswered": 0}
     count_key = {
@@ -1135,6 +1139,7 @@ def build_result(
                 "rankedLabels": [labels[oid] for oid in ranked] if ranked else None,
                 "notes": answer["notes"],
                 "followedRecommendation": followed_recommendation(question, answer),
+                "attachments": list(attachments.get(question["id"], [])),
             }
         )
     result = {
@@ -1147,6 +1152,7 @@ def build_result(
         "durationSeconds": max(0, int(round(duration_seconds))),
         "counts": counts,
         "generalNotes": _clean_text(general_notes),
+        "generalAttachments": list(attachments.get("", [])),
         "answers": rows,
     }
     result["summary"] = summarize(result, spec)
@@ -1206,8 +1212,10 @@ def summarize(result: dict, spec: dict) -> str:
             "%d. [%s] %s -> %s"
             % (number, row["id"], cut(row["header"], CUT_HEADER), _summary_answer(row, question))
         )
-    if result["generalNotes"]:
-        lines.append("General notes: %s" % quote(cut(result["generalNotes"], CUT_GENERAL)))
+    general = result.get("generalAttachments")
+    if result["generalNotes"] or general:
+        text = quote(cut(result["generalNotes"], CUT_GENERAL)) if result["generalNotes"] else "none"
+        lines.append("General notes: %s%s" % (text, attachment_names(general)))
     lines.append("Full answers (JSON) follow; notes are untruncated there.")
     return "\n".join(lines)
 
@@ -1240,7 +1248,15 @@ def _summary_answer(row: dict, question) -> str:
         )
     if row["notes"]:
         text += " | notes: %s" % quote(cut(row["notes"], CUT_NOTES))
-    return text
+    return text + attachment_names(row.get("attachments"))
+
+
+def attachment_names(attachments) -> str:
+    """` | attachments: a.png, b.log` for a summary line, or "" (archives from before
+    attachments have none)."""
+    if not attachments:
+        return ""
+    return " | attachments: " + ", ".join(entry["name"] for entry in attachments)
 
 
 # ============================================================================================
@@ -1348,6 +1364,22 @@ def _log_value(value) -> str:
     return text
 
 
+def sync_directory(folder: str) -> None:
+    """Make a rename or removal in `folder` survive a crash, where POSIX allows it."""
+    if not hasattr(os, "O_DIRECTORY"):
+        return
+    try:
+        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)
+
+
 class Archive:
     """answers/<submittedAt>-<interviewId>.json: every settled result, durable before the ack."""
 
@@ -1371,7 +1403,7 @@ class Archive:
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(temporary, path)
-            self._sync_directory()
+            sync_directory(self.directory)
         except OSError as error:
             self.log.event(
                 "archive-failed", "error", interview=record["interviewId"], error=str(error)
@@ -1382,21 +1414,6 @@ class Archive:
                 pass
             return None
         return path
-
-    def _sync_directory(self) -> None:
-        # The rename itself must survive a crash: sync the directory entry where POSIX allows.
-        if not hasattr(os, "O_DIRECTORY"):
-            return
-        try:
-            descriptor = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
-        except OSError:
-            return
-        try:
-            os.fsync(descriptor)
-        except OSError:
-            pass
-        finally:
-            os.close(descriptor)
 
     def find(self, interview_id: str) -> dict | None:
         """The newest archived record of an interview, or None."""
@@ -1419,6 +1436,212 @@ class Archive:
             if isinstance(record, dict) and record.get("interviewId") == interview_id:
                 return record
         return None
+
+
+ATTACHMENT_MAX_BYTES = 10 * 1024 * 1024
+ATTACHMENTS_MAX_COUNT = 20
+ATTACHMENTS_MAX_TOTAL_BYTES = 50 * 1024 * 1024
+ATTACHMENT_NAME_MAX = 100
+ATTACHMENT_NAME_MAX_BYTES = 200  # 100 four-byte characters would pass most file systems' 255
+ATTACHMENT_CHUNK_BYTES = 64 * 1024
+# The types the form may show as a thumbnail; anything else is served as a download.
+ATTACHMENT_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+ATTACHMENT_NAME_RESERVED = frozenset('<>:"|?*')  # Windows refuses them in file names
+
+
+def safe_attachment_name(name: str) -> str:
+    """A name that is one file in its folder on any system: its last path part, without control
+    characters, leading dots or dot runs, at most 100 characters; `attachment` when nothing is
+    left. The extension is kept when the name is cut."""
+    import unicodedata
+
+    name = unicodedata.normalize("NFC", name).replace("\\", "/").split("/")[-1]
+    name = "".join(
+        "_" if ch in ATTACHMENT_NAME_RESERVED else ch
+        for ch in name
+        if not unicodedata.category(ch).startswith("C")
+    )
+    while ".." in name:
+        name = name.replace("..", ".")
+    name = name.strip(" .")
+    stem, extension = os.path.splitext(name)
+    if len(extension) > 16:
+        stem, extension = name, ""
+    stem = stem[: ATTACHMENT_NAME_MAX - len(extension)]
+    while len((stem + extension).encode("utf-8")) > ATTACHMENT_NAME_MAX_BYTES:
+        stem = stem[:-1]
+    name = (stem.rstrip(" .") + extension).strip(" .") if stem.strip(" .") else ""
+    return name or "attachment"
+
+
+def attachment_media_type(content_type: str) -> str:
+    """The upload's declared type, lower-cased, without parameters; octet-stream when it is
+    missing or not a type/subtype."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    kind, _, subtype = media.partition("/")
+    allowed = set("abcdefghijklmnopqrstuvwxyz0123456789!#$&^_.+-")
+    if not (0 < len(kind) <= 64 and 0 < len(subtype) <= 64) or not set(kind + subtype) <= allowed:
+        return "application/octet-stream"
+    return media
+
+
+class AttachmentRefused(Exception):
+    """An upload, a removal or a reference the attachment store does not take."""
+
+    def __init__(self, status: int, error: str) -> None:
+        super().__init__(error)
+        self.status = status
+        self.error = error
+
+
+class AttachmentStore:
+    """The files the user uploaded to one interview, in <log dir>/attachments/<interview id>/.
+
+    Each is written to a temporary file in that folder, fsynced, then renamed, so that a 201
+    means the file is on disk whole. The limits are reserved before writing starts, so that
+    uploads running at once cannot pass them together.
+    """
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+        self.lock = threading.Lock()
+        self.files: dict = {}  # id -> {id, name, path, mimeType, bytes}
+        self.reserved_count = 0
+        self.reserved_bytes = 0
+
+    def add(self, name: str, media_type: str, length: int, source) -> dict:
+        """Store `length` bytes read from `source`; the upload's public description."""
+        import secrets
+
+        if length > ATTACHMENT_MAX_BYTES:
+            raise AttachmentRefused(413, "a file may be at most 10 MiB")
+        with self.lock:
+            if self.reserved_count + 1 > ATTACHMENTS_MAX_COUNT:
+                raise AttachmentRefused(
+                    413, "an interview may have at most %d attachments" % ATTACHMENTS_MAX_COUNT
+                )
+            if self.reserved_bytes + length > ATTACHMENTS_MAX_TOTAL_BYTES:
+                raise AttachmentRefused(413, "an interview's attachments may be at most 50 MiB in all")
+            self.reserved_count += 1
+            self.reserved_bytes += length
+            attachment_id = secrets.token_hex(8)
+        entry = {
+            "id": attachment_id,
+            "name": safe_attachment_name(name),
+            "path": "",
+            "mimeType": media_type,
+            "bytes": length,
+        }
+        try:
+            entry["path"] = self._write(attachment_id, entry["name"], length, source)
+        except BaseException as error:
+            with self.lock:
+                self.reserved_count -= 1
+                self.reserved_bytes -= length
+            if isinstance(error, OSError):
+                raise AttachmentRefused(
+                    500, "the file could not be stored in %s: %s" % (quote(self.folder), error.strerror or error)
+                ) from None
+            raise
+        with self.lock:
+            self.files[attachment_id] = entry
+        return entry
+
+    def _write(self, attachment_id: str, name: str, length: int, source) -> str:
+        folder = self._ensure_folder()
+        path = os.path.join(folder, "%s-%s" % (attachment_id, name))
+        if os.path.dirname(os.path.abspath(path)) != folder:
+            raise AttachmentRefused(400, "the file name %s cannot be stored" % quote(name))
+        temporary = os.path.join(folder, ".%s.part" % attachment_id)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+        descriptor = os.open(temporary, flags, 0o600)
+        try:
+            with os.fdopen(descriptor, "wb") as handle:
+                left = length
+                while left:
+                    try:
+                        chunk = source.read(min(left, ATTACHMENT_CHUNK_BYTES))
+                    except OSError:  # the page went away, or stalled past the idle timeout
+                        chunk = b""
+                    if not chunk:
+                        raise AttachmentRefused(
+                            400, "the upload ended after %d of its %d bytes" % (length - left, length)
+                        )
+                    handle.write(chunk)
+                    left -= len(chunk)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temporary, path)
+        except BaseException:
+            try:
+                os.unlink(temporary)
+            except OSError:
+                pass
+            raise
+        sync_directory(folder)
+        return path
+
+    def _ensure_folder(self) -> str:
+        """The interview's folder, made 0700 (and its parent) on the first upload; never a
+        symlink someone planted in a shared log dir."""
+        folder = os.path.abspath(self.folder)
+        if not os.path.isdir(folder):
+            parent = os.path.dirname(folder)
+            os.makedirs(parent, mode=0o700, exist_ok=True)
+            try:
+                os.mkdir(folder, 0o700)
+            except FileExistsError:
+                pass
+            sync_directory(parent)
+        if os.path.islink(folder) or not os.path.isdir(folder):
+            raise AttachmentRefused(500, "the attachment folder %s is not a folder" % quote(folder))
+        os.chmod(folder, 0o700)
+        return folder
+
+    def get(self, attachment_id) -> dict | None:
+        with self.lock:
+            return self.files.get(attachment_id)
+
+    def remove(self, attachment_id) -> None:
+        with self.lock:
+            entry = self.files.pop(attachment_id, None)
+            if entry is None:
+                raise AttachmentRefused(404, "not found")
+            self.reserved_count -= 1
+            self.reserved_bytes -= entry["bytes"]
+        try:
+            os.unlink(entry["path"])
+        except FileNotFoundError:
+            pass
+        sync_directory(os.path.dirname(entry["path"]))
+
+    def pick(self, raw, question_ids) -> dict:
+        """A submit's `attachments` map checked: question id ("" for the general notes) -> the
+        uploads it names, in order; InvalidAnswers naming every problem."""
+        if raw is None:
+            return {}
+        if not isinstance(raw, dict):
+            raise InvalidAnswers("attachments must be an object of question id to attachment ids")
+        problems = []
+        picked = {}
+        for qid, ids in raw.items():
+            if qid != "" and qid not in question_ids:
+                problems.append("attachments names unknown question id %s" % quote(qid))
+                continue
+            if not isinstance(ids, list) or not all(isinstance(value, str) for value in ids):
+                problems.append("attachments of %s must be an array of attachment ids" % quote(qid))
+                continue
+            rows = []
+            for value in dict.fromkeys(ids):
+                entry = self.get(value)
+                if entry is None:
+                    problems.append("attachment %s is not one of this interview's uploads" % quote(value))
+                else:
+                    rows.append(dict(entry))
+            picked[qid] = rows
+        if problems:
+            raise InvalidAnswers("; ".join(problems), problems)
+        return picked
 
 
 def is_session_id(value) -> bool:
@@ -1446,9 +1669,8 @@ class Interview:
     that only the progress reports use. Waiters enter and leave through waiter().
     """
 
-    def __init__(
-        self, interview_id: str, token: str, spec: dict, url: str, options=None, agent=None
-    ) -> None:
+    def __init__(self, interview_id: str, token: str, spec: dict, url: str,
+                 attachments: AttachmentStore, options=None, agent=None) -> None:
         self.id = interview_id
         self.token = token
         self.spec = spec
@@ -1472,6 +1694,7 @@ class Interview:
         self.counts_revision = 0
         self.page_views = 0
         self.streams = 0
+        self.attachments = attachments
 
     def state_json(self) -> dict:
         return {"state": self.state, "waiting": self.waiters > 0, "version": self.version}
@@ -1665,9 +1888,9 @@ class SessionHub:
             while interview_id in self.by_id:
                 interview_id = secrets.token_hex(6)
             token = secrets.token_urlsafe(18)
-            interview = Interview(
-                interview_id, token, spec, "%s/s/%s" % (base_url, token), options, agent
-            )
+            store = AttachmentStore(os.path.join(self.log.log_dir, "attachments", interview_id))
+            url = "%s/s/%s" % (base_url, token)
+            interview = Interview(interview_id, token, spec, url, store, options, agent)
             self.by_id[interview_id] = interview
             self.by_token[token_key(token)] = interview
         self.log.event(
@@ -1805,6 +2028,8 @@ class SessionHub:
             ):
                 raise StaleVersion(interview.version)
             answers = check_submission(interview.spec, payload)
+            question_ids = {question["id"] for question in interview.spec["questions"]}
+            attached = interview.attachments.pick(payload.get("attachments"), question_ids)
             general_notes = payload.get("generalNotes")
             if general_notes is not None and not isinstance(general_notes, str):
                 raise InvalidAnswers("generalNotes must be a string")
@@ -1813,7 +2038,7 @@ class SessionHub:
                 raise InvalidAnswers("declined must be true or false, not %s" % describe(declined))
             status = "declined" if declined else "submitted"
             delivered = interview.waiters > 0
-            path = self._settle(interview, answers, general_notes, status, "browser")
+            path = self._settle(interview, answers, general_notes, status, "browser", attached)
             counts = interview.result["counts"]
         self._log_archived(interview, path)
         self.log.event(status, interview=interview.id, delivered=delivered, **counts)
@@ -1829,7 +2054,8 @@ class SessionHub:
         self._log_archived(interview, path)
         return result
 
-    def _settle(self, interview: Interview, answers, general_notes, status: str, via: str):
+    def _settle(self, interview: Interview, answers, general_notes, status: str, via: str,
+                attachments=None):
         """Call with the lock held: the archive is durable before anyone is told. The
         archive's path, or None when it could not be written."""
         now = time.time()
@@ -1842,6 +2068,7 @@ class SessionHub:
             via=via,
             submitted_at=now,
             duration_seconds=now - interview.created,
+            attachments=attachments,
         )
         record = {key: value for key, value in result.items() if key != "summary"}
         record["interview"] = interview.spec
@@ -1883,11 +2110,437 @@ class SessionHub:
 # http.server is imported on first use (it pulls in email, html, socketserver, ...), so the
 # server classes are built by a function the first time a form is needed.
 
-_FORM_SERVER_CLASS = None
 TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
-API_ACTIONS = frozenset({"", "state", "events", "progress", "submit"})
 MAX_PROGRESS_BYTES = 64 * 1024
 NOT_FOUND_TEXT = "Interview not found or expired."
+JSON_CONTENT_TYPE = "application/json; charset=utf-8"
+
+
+class Reply:
+    """What a route answers: a status, its own headers and a body (bytes, or a file opened for
+    reading, sent in chunks and closed). The request handler adds the security headers every
+    response carries, and sends no body to HEAD."""
+
+    __slots__ = ("status", "headers", "body")
+
+    def __init__(self, status: int, headers=None, body=b"") -> None:
+        self.status = status
+        self.headers = dict(headers or {})
+        self.body = body
+
+
+class EventStream:
+    """What the events route answers instead of a Reply: the request handler keeps the
+    connection and writes the interview's states to it until the page or the server goes."""
+
+    __slots__ = ("interview",)
+
+    def __init__(self, interview) -> None:
+        self.interview = interview
+
+
+class HttpRefusal(Exception):
+    """A request refused with a JSON error; raised by routing, body reading and routes."""
+
+    def __init__(self, status: int, error: str, headers=None, **fields) -> None:
+        super().__init__(error)
+        self.status = status
+        self.headers = dict(headers or {})
+        self.body = dict({"error": error}, **fields)
+
+    def reply(self) -> Reply:
+        return json_reply(self.status, self.body, self.headers)
+
+
+def json_reply(status: int, payload, headers=None) -> Reply:
+    return Reply(status, dict({"Content-Type": JSON_CONTENT_TYPE}, **(headers or {})), json_utf8(payload))
+
+
+def text_reply(status: int, text: str) -> Reply:
+    return Reply(status, {"Content-Type": "text/plain; charset=utf-8"}, text.encode("utf-8"))
+
+
+def find_interview(hub, token: str):
+    if not token or len(token) > 64 or not set(token) <= TOKEN_CHARS:
+        return None
+    return hub.find_by_token(token)
+
+
+def api_interview(request, params: dict):
+    """The interview a /api/s/<token>/... route names, or a 404."""
+    interview = find_interview(request.runtime.hub, params["token"])
+    if interview is None:
+        raise HttpRefusal(404, "not found")
+    return interview
+
+
+def require_json_body(request) -> None:
+    if not is_json_media_type(request.headers.get("Content-Type", "")):
+        raise HttpRefusal(415, "expected application/json")
+
+
+# -- routes -----------------------------------------------------------------------------------
+#
+# Each takes the request (its runtime, headers and body readers) and the path's parameters,
+# and returns a Reply (or an EventStream), or raises HttpRefusal.
+
+
+def route_form_page(request, params: dict):
+    interview = find_interview(request.runtime.hub, params["token"])
+    if interview is None:
+        return text_reply(404, NOT_FOUND_TEXT)
+    request.runtime.hub.record_page_view(interview, request.headers.get("User-Agent", "")[:200])
+    return route_asset(request, {"name": "form.html"})
+
+
+def route_asset(request, params: dict):
+    name = params["name"]
+    if name not in ASSET_FILES:
+        raise HttpRefusal(404, "not found")
+    try:
+        body = read_asset(name)
+    except OSError:
+        raise HttpRefusal(404, "not found") from None
+    content_type = ASSET_CONTENT_TYPES.get(os.path.splitext(name)[1], "application/octet-stream")
+    return Reply(200, {"Content-Type": content_type}, body)
+
+
+def route_interview(request, params: dict):
+    return json_reply(200, request.runtime.form_payload(api_interview(request, params)))
+
+
+def route_state(request, params: dict):
+    interview = api_interview(request, params)
+    with interview.lock:
+        state = interview.state_json()
+    return json_reply(200, state)
+
+
+def route_events(request, params: dict):
+    return EventStream(api_interview(request, params))
+
+
+def route_progress(request, params: dict):
+    interview = api_interview(request, params)
+    require_json_body(request)
+    counts = progress_counts(request.read_json(MAX_PROGRESS_BYTES))
+    if counts is None:
+        raise HttpRefusal(422, "progress must be an object of answered, deferred, needsInfo and open counts")
+    request.runtime.hub.record_counts(interview, counts)
+    return Reply(204)
+
+
+def route_submit(request, params: dict):
+    interview = api_interview(request, params)
+    require_json_body(request)
+    hub = request.runtime.hub
+    try:
+        hub.check_pending(interview)
+        reply = hub.submit(interview, request.read_json(MAX_BODY_BYTES))
+    except InterviewError as error:
+        status, body = http_error(error)
+        hub.log.event(
+            "submit-rejected", interview=interview.id, status=status,
+            # Cut: a hostile body can make the full text megabytes long.
+            error=cut(body["error"], 500),
+        )
+        return json_reply(status, body)
+    return json_reply(200, reply)
+
+
+def route_attachment_upload(request, params: dict):
+    """The raw body is the file, its name in X-Attachment-Name (percent-encoded): a custom header
+    forces a CORS preflight, which is never answered, so another site cannot upload."""
+    import urllib.parse
+
+    # Until the file is stored, a refusal leaves the body unread or cut short: the connection
+    # cannot carry another request.
+    closing = request.close_connection
+    request.close_connection = True
+    interview = api_interview(request, params)
+    encoded = request.headers.get("X-Attachment-Name")
+    if encoded is None:
+        raise HttpRefusal(400, "the X-Attachment-Name header is required: the file's name, percent-encoded")
+    hub = request.runtime.hub
+    try:
+        hub.check_pending(interview)
+    except InterviewError as error:
+        return json_reply(*http_error(error))
+    length = request.body_length(ATTACHMENT_MAX_BYTES, "a file may be at most 10 MiB")
+    name = urllib.parse.unquote(encoded, errors="replace")
+    media_type = attachment_media_type(request.headers.get("Content-Type", ""))
+    try:
+        entry = interview.attachments.add(name, media_type, length, request.rfile)
+    except AttachmentRefused as refusal:
+        raise HttpRefusal(refusal.status, refusal.error) from None
+    request.close_connection = closing
+    hub.log.event("attachment-stored", interview=interview.id, attachment=entry["id"],
+                  bytes=length, mimeType=media_type)
+    return json_reply(201, {key: entry[key] for key in ("id", "name", "mimeType", "bytes")})
+
+
+def route_attachment(request, params: dict):
+    """An upload's bytes: images as themselves, for the thumbnails; anything else only as a
+    download, so that the browser never renders an uploaded page or script from our origin."""
+    entry = api_interview(request, params).attachments.get(params["id"])
+    if entry is None:
+        raise HttpRefusal(404, "not found")
+    try:
+        # Sent in chunks: a page showing several large screenshots must not hold them whole.
+        body = open(entry["path"], "rb")
+    except OSError:
+        raise HttpRefusal(404, "not found") from None
+    if entry["mimeType"] in ATTACHMENT_IMAGE_TYPES:
+        return Reply(200, {"Content-Type": entry["mimeType"]}, body)
+    import urllib.parse
+
+    disposition = "attachment; filename*=UTF-8''%s" % urllib.parse.quote(entry["name"], safe="")
+    return Reply(200, {"Content-Type": "application/octet-stream", "Content-Disposition": disposition}, body)
+
+
+def route_attachment_remove(request, params: dict):
+    interview = api_interview(request, params)
+    hub = request.runtime.hub
+    try:
+        # Pending is checked under the interview's lock so that a submit cannot settle
+        # with a file that is being removed.
+        with interview.lock:
+            interview.check_pending()
+            interview.attachments.remove(params["id"])
+    except InterviewError as error:
+        return json_reply(*http_error(error))
+    except AttachmentRefused as refusal:
+        raise HttpRefusal(refusal.status, refusal.error) from None
+    hub.log.event("attachment-removed", interview=interview.id, attachment=params["id"])
+    return Reply(204)
+
+
+# (method, path pattern, route). A pattern's `<name>` takes one path segment (not empty),
+# `<name*>` the rest of the path; the query string is never part of the match.
+ROUTES = (
+    ("GET", "/s/<token>", route_form_page),
+    ("GET", "/assets/<name*>", route_asset),
+    ("GET", "/api/s/<token>", route_interview),
+    ("GET", "/api/s/<token>/state", route_state),
+    ("GET", "/api/s/<token>/events", route_events),
+    ("POST", "/api/s/<token>/progress", route_progress),
+    ("POST", "/api/s/<token>/submit", route_submit),
+    ("POST", "/api/s/<token>/attachments", route_attachment_upload),
+    ("GET", "/api/s/<token>/attachments/<id>", route_attachment),
+    ("DELETE", "/api/s/<token>/attachments/<id>", route_attachment_remove),
+)
+
+
+def match_path(pattern: str, path: str):
+    """The parameters of `path` under `pattern`, or None when it does not match."""
+    wanted = pattern.split("/")
+    given = path.split("?", 1)[0].split("/")
+    params = {}
+    for index, part in enumerate(wanted):
+        if part.endswith("*>"):
+            if len(given) <= index:
+                return None
+            params[part[1:-2]] = "/".join(given[index:])
+            return params
+        if index >= len(given):
+            return None
+        if part.startswith("<"):
+            if not given[index]:
+                return None
+            params[part[1:-1]] = given[index]
+        elif part != given[index]:
+            return None
+    return params if len(given) == len(wanted) else None
+
+
+def resolve_route(method: str, path: str):
+    """(route, params) for a request; HttpRefusal 404 for a path no route has, 405 with an
+    Allow header for a path that routes take with other methods only."""
+    allowed = []
+    for route_method, pattern, route in ROUTES:
+        params = match_path(pattern, path)
+        if params is None:
+            continue
+        if route_method == method:
+            return route, params
+        if route_method not in allowed:
+            allowed.append(route_method)
+    if allowed:
+        methods = ", ".join(allowed)
+        raise HttpRefusal(405, "use %s" % " or ".join(allowed), {"Allow": methods})
+    raise HttpRefusal(404, "not found")
+
+
+class FormRequestPlumbing:
+    """The request handler's own work, mixed into http.server's BaseHTTPRequestHandler when the
+    form server is first built: the two checks, body reading, sending, the event stream."""
+
+    server_version = "ask-user-rich/" + __version__
+    sys_version = ""
+    timeout = HTTP_IDLE_TIMEOUT_SECONDS
+    error_content_type = "application/json"
+
+    @property
+    def runtime(self):
+        return self.server.runtime
+
+    def log_message(self, format, *args):  # noqa: A002 (the base class's signature)
+        # The default writes the request line, token included, to stderr. Our own events
+        # log what matters, with tokens redacted.
+        pass
+
+    def send_error(self, code, message=None, explain=None):
+        # Every error, even one raised by the base class for a malformed request line,
+        # is JSON with the security headers, never the default HTML page. Only the
+        # standard phrase: the base class's messages quote the raw request line, token
+        # included. The connection closes, as the base class's own send_error does.
+        self.close_connection = True
+        if getattr(self, "request_version", "") == "HTTP/0.9":
+            # A status line and headers (CSP, nosniff) even for an unparsable request.
+            self.request_version = "HTTP/1.0"
+        try:
+            self.send_reply(json_reply(code, {"error": self.responses.get(code, ("error",))[0]}))
+        except OSError:
+            pass
+
+    def parse_request(self):
+        # An HTTP/0.9 request ("GET /path", no version) gets a response without a status
+        # line or headers, so without the CSP: refuse it rather than serve the form bare.
+        if not super().parse_request():
+            return False
+        if self.request_version == "HTTP/0.9":
+            self.send_error(400)
+            return False
+        return True
+
+    def handle_routed(self):
+        """Every method the base class knows comes here: the two checks, then the route."""
+        try:
+            self.check_host_and_origin()
+            route, params = resolve_route(self.command, self.path)
+            reply = route(self, params)
+        except HttpRefusal as refusal:
+            reply = refusal.reply()
+        if isinstance(reply, EventStream):
+            return self.stream_events(reply.interview)
+        self.send_reply(reply)
+
+    do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = handle_routed
+    do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = handle_routed
+
+    def send_reply(self, reply: Reply) -> None:
+        body = reply.body
+        try:
+            self.send_response(reply.status)
+            for name, value in reply.headers.items():
+                self.send_header(name, value)
+            length = len(body) if isinstance(body, bytes) else os.fstat(body.fileno()).st_size
+            self.send_header("Content-Length", str(length))
+            self.send_security_headers()
+            self.end_headers()
+            if self.command == "HEAD" or not length:
+                return
+            if isinstance(body, bytes):
+                self.wfile.write(body)
+            else:
+                import shutil
+
+                shutil.copyfileobj(body, self.wfile, ATTACHMENT_CHUNK_BYTES)
+        finally:
+            if not isinstance(body, bytes):
+                body.close()
+
+    def send_security_headers(self):
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Referrer-Policy", "no-referrer")
+        self.send_header("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+        self.send_header("X-Frame-Options", "DENY")
+        self.send_header("Cross-Origin-Resource-Policy", "same-origin")
+
+    def check_host_and_origin(self) -> None:
+        """Before any route, a rebinding page or another site learns nothing."""
+        if host_name(self.headers.get("Host", "")) not in self.server.allowed_hosts:
+            raise HttpRefusal(403, "forbidden host")
+        origin = self.headers.get("Origin")
+        if origin is not None and origin not in self.server.allowed_origins:
+            raise HttpRefusal(403, "forbidden origin")
+
+    def body_length(self, limit: int, too_big: str = "") -> int:
+        """The declared body length, or HttpRefusal 411/413 (unread, so the connection closes)."""
+        length = (self.headers.get("Content-Length") or "").strip()
+        # isascii too: "²" (latin-1 0xB2) passes isdigit() but not int(), which killed the
+        # handler without a response.
+        if not (length.isascii() and length.isdigit()):
+            raise HttpRefusal(411, "a Content-Length header is required")
+        length = int(length)
+        if length > limit:
+            self.close_connection = True
+            raise HttpRefusal(413, too_big or "body larger than %d bytes" % limit)
+        return length
+
+    def read_json(self, limit: int):
+        """The parsed JSON body, or HttpRefusal 411/413/400."""
+        raw = self.rfile.read(self.body_length(limit))
+        try:
+            return parse_json(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError) as error:
+            raise HttpRefusal(400, "invalid JSON: %s" % error) from None
+
+    def stream_events(self, interview):
+        """Server-Sent Events: the /state JSON at once and on every change."""
+        hub = self.runtime.hub
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_security_headers()
+        self.end_headers()
+        self.close_connection = True
+        hub.record_stream(interview, +1)
+        try:
+            seen, sent = None, None
+            while hub.is_live(interview):
+                with interview.changed:
+                    changed = interview.changed.wait_for(
+                        lambda: interview.revision != seen or hub.closed, SSE_PING_SECONDS
+                    )
+                    states = [state for revision, state in interview.states
+                              if seen is not None and revision > seen]
+                    states = states or [interview.state_json()]
+                    seen = interview.revision
+                if hub.closed or self.page_gone():
+                    break
+                chunk = ": ping\n\n"
+                if changed:
+                    fresh = [json.dumps(state) for state in states]
+                    fresh = [data for previous, data in zip([sent] + fresh, fresh) if data != previous]
+                    chunk = "".join("event: state\ndata: %s\n\n" % data for data in fresh) or chunk
+                    sent = fresh[-1] if fresh else sent
+                self.wfile.write(chunk.encode("utf-8"))
+                self.wfile.flush()
+        except OSError:
+            pass  # the page went away
+        finally:
+            hub.record_stream(interview, -1)
+
+    def page_gone(self) -> bool:
+        """True once the page closed its end (readable, yet nothing to read). Writing alone
+        notices only on the second write after the close, so a reloaded page left a dead
+        stream holding its thread (and counting as "form open") for up to two pings."""
+        import socket
+
+        # A non-blocking peek rather than select(), which fails above fd 1024.
+        self.connection.settimeout(0)
+        try:
+            return self.connection.recv(1, socket.MSG_PEEK) == b""
+        except BlockingIOError:
+            return False  # nothing to read: the page is still there
+        except OSError:
+            return True
+        finally:
+            self.connection.settimeout(self.timeout)
+
+
+_FORM_SERVER_CLASS = None
 
 
 def http_error(error: InterviewError):
@@ -1917,264 +2570,8 @@ def form_server_class():
 def _build_form_server_class():
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    class FormRequestHandler(BaseHTTPRequestHandler):
-        server_version = "ask-user-rich/" + __version__
-        sys_version = ""
-        timeout = HTTP_IDLE_TIMEOUT_SECONDS
-        error_content_type = "application/json"
-
-        # -- plumbing ---------------------------------------------------------------------
-
-        def log_message(self, format, *args):  # noqa: A002 (the base class's signature)
-            # The default writes the request line, token included, to stderr. Our own events
-            # log what matters, with tokens redacted.
-            pass
-
-        def send_error(self, code, message=None, explain=None):
-            # Every error, even one raised by the base class for a malformed request line,
-            # is JSON with the security headers, never the default HTML page. Only the
-            # standard phrase: the base class's messages quote the raw request line, token
-            # included. The connection closes, as the base class's own send_error does.
-            self.close_connection = True
-            if getattr(self, "request_version", "") == "HTTP/0.9":
-                # A status line and headers (CSP, nosniff) even for an unparsable request.
-                self.request_version = "HTTP/1.0"
-            try:
-                self.send_json(code, {"error": self.responses.get(code, ("error",))[0]})
-            except OSError:
-                pass
-
-        def parse_request(self):
-            # An HTTP/0.9 request ("GET /path", no version) gets a response without a status
-            # line or headers, so without the CSP: refuse it rather than serve the form bare.
-            if not super().parse_request():
-                return False
-            if self.request_version == "HTTP/0.9":
-                self.send_error(400)
-                return False
-            return True
-
-        def send_body(self, status: int, body: bytes, content_type: str):
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.send_security_headers()
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(body)
-
-        def send_security_headers(self):
-            self.send_header("Cache-Control", "no-store")
-            self.send_header("X-Content-Type-Options", "nosniff")
-            self.send_header("Referrer-Policy", "no-referrer")
-            self.send_header("Content-Security-Policy", CONTENT_SECURITY_POLICY)
-            self.send_header("X-Frame-Options", "DENY")
-            self.send_header("Cross-Origin-Resource-Policy", "same-origin")
-
-        def send_json(self, status: int, payload) -> None:
-            self.send_body(status, json_utf8(payload), "application/json; charset=utf-8")
-
-        def send_text(self, status: int, text: str) -> None:
-            self.send_body(status, text.encode("utf-8"), "text/plain; charset=utf-8")
-
-        # -- the two checks every request passes ------------------------------------------
-
-        def request_allowed(self) -> bool:
-            host = self.headers.get("Host", "")
-            if host_name(host) not in self.server.allowed_hosts:
-                self.send_json(403, {"error": "forbidden host"})
-                return False
-            origin = self.headers.get("Origin")
-            if origin is not None and origin not in self.server.allowed_origins:
-                self.send_json(403, {"error": "forbidden origin"})
-                return False
-            return True
-
-        # -- routes -----------------------------------------------------------------------
-
-        def do_GET(self):
-            if not self.request_allowed():
-                return
-            parts = self.path.split("?", 1)[0].split("/")
-            if len(parts) == 3 and parts[1] == "s":
-                return self.serve_form_page(parts[2])
-            if len(parts) >= 3 and parts[1] == "assets":
-                return self.serve_asset("/".join(parts[2:]))
-            route = self.api_route(parts)
-            if route is None:
-                return self.send_json(404, {"error": "not found"})
-            interview, action = route
-            if action == "":
-                return self.send_json(200, self.server.runtime.form_payload(interview))
-            if action == "state":
-                with interview.lock:
-                    state = interview.state_json()
-                return self.send_json(200, state)
-            if action == "events":
-                return self.stream_events(interview)
-            self.send_json(405, {"error": "use POST"})
-
-        def do_POST(self):
-            if not self.request_allowed():
-                return
-            route = self.api_route(self.path.split("?", 1)[0].split("/"))
-            if route is None or route[1] not in ("progress", "submit"):
-                return self.send_json(404 if route is None else 405, {"error": "not found" if route is None else "use GET"})
-            interview, action = route
-            if not is_json_media_type(self.headers.get("Content-Type", "")):
-                return self.send_json(415, {"error": "expected application/json"})
-            if action == "submit":
-                return self.submit(interview)
-            payload = self.read_json(MAX_PROGRESS_BYTES)
-            if payload is self.NO_BODY:
-                return
-            counts = progress_counts(payload)
-            if counts is None:
-                return self.send_json(
-                    422, {"error": "progress must be an object of answered, deferred, needsInfo and open counts"}
-                )
-            self.server.runtime.hub.record_counts(interview, counts)
-            self.send_response(204)
-            self.send_security_headers()
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def do_HEAD(self):
-            # Host and Origin first, as on every route: a rebinding page learns nothing here.
-            if not self.request_allowed():
-                return
-            self.send_json(405, {"error": "use GET"})
-
-        do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = do_HEAD
-
-        def api_route(self, parts):
-            """(interview, action) for /api/s/<token>[/<action>], or None."""
-            if len(parts) not in (4, 5) or parts[1:3] != ["api", "s"]:
-                return None
-            action = parts[4] if len(parts) == 5 else ""
-            if action not in API_ACTIONS:
-                return None
-            interview = self.find_interview(parts[3])
-            return None if interview is None else (interview, action)
-
-        def find_interview(self, token: str):
-            if not token or len(token) > 64 or not set(token) <= TOKEN_CHARS:
-                return None
-            return self.server.runtime.hub.find_by_token(token)
-
-        def serve_form_page(self, token: str):
-            interview = self.find_interview(token)
-            if interview is None:
-                return self.send_text(404, NOT_FOUND_TEXT)
-            self.server.runtime.hub.record_page_view(
-                interview, self.headers.get("User-Agent", "")[:200]
-            )
-            self.serve_asset("form.html")
-
-        def serve_asset(self, name: str):
-            if name not in ASSET_FILES:
-                return self.send_json(404, {"error": "not found"})
-            try:
-                body = read_asset(name)
-            except OSError:
-                return self.send_json(404, {"error": "not found"})
-            extension = os.path.splitext(name)[1]
-            self.send_body(200, body, ASSET_CONTENT_TYPES.get(extension, "application/octet-stream"))
-
-        # What read_json returns once it has answered: not None, which is the body `null` (a
-        # submit of `null` got no response at all when None meant "already answered").
-        NO_BODY = object()
-
-        def read_json(self, limit: int):
-            """The parsed JSON body, or NO_BODY after answering 411/413/400."""
-            length = self.headers.get("Content-Length")
-            length = (length or "").strip()
-            # isascii too: "²" (latin-1 0xB2) passes isdigit() but not int(), which killed the
-            # handler without a response.
-            if not (length.isascii() and length.isdigit()):
-                self.send_json(411, {"error": "a Content-Length header is required"})
-                return self.NO_BODY
-            length = int(length)
-            if length > limit:
-                self.close_connection = True
-                self.send_json(413, {"error": "body larger than %d bytes" % limit})
-                return self.NO_BODY
-            raw = self.rfile.read(length)
-            try:
-                return parse_json(raw.decode("utf-8"))
-            except (UnicodeDecodeError, ValueError, RecursionError) as error:
-                self.send_json(400, {"error": "invalid JSON: %s" % error})
-                return self.NO_BODY
-
-        def submit(self, interview):
-            hub = self.server.runtime.hub
-            try:
-                hub.check_pending(interview)
-                payload = self.read_json(MAX_BODY_BYTES)
-                if payload is self.NO_BODY:
-                    return
-                reply = hub.submit(interview, payload)
-            except InterviewError as error:
-                status, body = http_error(error)
-                hub.log.event(
-                    "submit-rejected", interview=interview.id, status=status,
-                    # Cut: a hostile body can make the full text megabytes long.
-                    error=cut(body["error"], 500),
-                )
-                return self.send_json(status, body)
-            self.send_json(200, reply)
-
-        def stream_events(self, interview):
-            """Server-Sent Events: the /state JSON at once and on every change."""
-            hub = self.server.runtime.hub
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
-            self.send_security_headers()
-            self.end_headers()
-            self.close_connection = True
-            hub.record_stream(interview, +1)
-            try:
-                seen, sent = None, None
-                while hub.is_live(interview):
-                    with interview.changed:
-                        changed = interview.changed.wait_for(
-                            lambda: interview.revision != seen or hub.closed, SSE_PING_SECONDS
-                        )
-                        states = [state for revision, state in interview.states
-                                  if seen is not None and revision > seen]
-                        states = states or [interview.state_json()]
-                        seen = interview.revision
-                    if hub.closed or self.page_gone():
-                        break
-                    chunk = ": ping\n\n"
-                    if changed:
-                        fresh = [json.dumps(state) for state in states]
-                        fresh = [data for previous, data in zip([sent] + fresh, fresh) if data != previous]
-                        chunk = "".join("event: state\ndata: %s\n\n" % data for data in fresh) or chunk
-                        sent = fresh[-1] if fresh else sent
-                    self.wfile.write(chunk.encode("utf-8"))
-                    self.wfile.flush()
-            except OSError:
-                pass  # the page went away
-            finally:
-                hub.record_stream(interview, -1)
-
-        def page_gone(self) -> bool:
-            """True once the page closed its end (readable, yet nothing to read). Writing alone
-            notices only on the second write after the close, so a reloaded page left a dead
-            stream holding its thread (and counting as "form open") for up to two pings."""
-            import socket
-
-            # A non-blocking peek rather than select(), which fails above fd 1024.
-            self.connection.settimeout(0)
-            try:
-                return self.connection.recv(1, socket.MSG_PEEK) == b""
-            except BlockingIOError:
-                return False  # nothing to read: the page is still there
-            except OSError:
-                return True
-            finally:
-                self.connection.settimeout(self.timeout)
+    class FormRequestHandler(FormRequestPlumbing, BaseHTTPRequestHandler):
+        pass
 
     class FormServer(ThreadingHTTPServer):
         daemon_threads = True
@@ -2323,6 +2720,7 @@ RULES_TEXT = """Rules (a call that breaks one is rejected with every problem lis
 AFTER_TEXT = """After the call:
 - status "submitted": read every answer and its notes (notes often change the meaning). "deferred" and "needs-info" are open questions, not consent: do not act as if the recommendation was accepted; answer the needs-info notes and ask again when it matters.
 - status "declined": the user chose not to answer now; do not proceed as if they agreed.
+- Answers and the general notes may carry attachments (screenshots, logs): read each file at its absolute path with your own file tools.
 - status "awaiting": show the url to the user, then call await_user_answers with the sessionId to wait for the submit.
 - Follow-up questions while the form is open (or while a call waits): append_questions, not a second interview."""
 
@@ -2412,11 +2810,26 @@ QUESTION_SCHEMA = {
 }
 
 _NULLABLE_TEXT = {"type": ["string", "null"]}
+ATTACHMENTS_SCHEMA = {
+    "type": "array",
+    "description": "Files the user attached; open each at its absolute path with your own file tools.",
+    "items": {
+        "type": "object",
+        "required": ["id", "name", "path", "mimeType", "bytes"],
+        "properties": {
+            "id": {"type": "string"},
+            "name": {"type": "string"},
+            "path": {"type": "string", "description": "Absolute path of the file on this machine."},
+            "mimeType": {"type": "string"},
+            "bytes": {"type": "integer"},
+        },
+    },
+}
 ANSWER_SCHEMA = {
     "type": "object",
     "required": [
         "id", "header", "status", "selected", "selectedLabels", "optionTexts", "other",
-        "ranked", "rankedLabels", "notes", "followedRecommendation",
+        "ranked", "rankedLabels", "notes", "followedRecommendation", "attachments",
     ],
     "properties": {
         "id": {"type": "string"},
@@ -2430,6 +2843,7 @@ ANSWER_SCHEMA = {
         "rankedLabels": {"type": ["array", "null"], "items": {"type": "string"}},
         "notes": _NULLABLE_TEXT,
         "followedRecommendation": {"type": ["boolean", "null"]},
+        "attachments": ATTACHMENTS_SCHEMA,
     },
 }
 
@@ -2451,6 +2865,7 @@ RESULT_SCHEMA = {
             },
         },
         "generalNotes": _NULLABLE_TEXT,
+        "generalAttachments": ATTACHMENTS_SCHEMA,
         "answers": {"type": "array", "items": ANSWER_SCHEMA},
         "sessionId": {"type": "string", "description": "awaiting: pass it to await_user_answers."},
         "url": {"type": "string", "description": "awaiting: show it to the user."},
@@ -2558,7 +2973,8 @@ TOOLS = (
             "Wait for the user to submit an interview that ask_user_rich left open (status "
             "awaiting: delivery link, no browser, timeoutSeconds, or a cancelled call) and "
             "return the same result as ask_user_rich. Returns at once if they already submitted "
-            "(also after a server restart, from the answer archive)."
+            "(also after a server restart, from the answer archive). Answers may carry "
+            "attachments: files with absolute paths you can open with your own file tools."
         ),
         "inputSchema": {
             "type": "object",
@@ -2624,6 +3040,11 @@ def archived_result(record: dict) -> dict:
     spec = record.get("interview") or {"questions": []}
     result = {"summary": ""}
     result.update((key, value) for key, value in record.items() if key != "interview")
+    # Archived before attachments existed: the shape the outputSchema promises all the same.
+    result.setdefault("generalAttachments", [])
+    for row in result.get("answers") or []:
+        if isinstance(row, dict):
+            row.setdefault("attachments", [])
     result["summary"] = summarize(result, spec)
     return result
 

@@ -239,6 +239,7 @@ ROUTE_TEMPLATES = (
     "/s/{t}", "/api/s/{t}", "/api/s/{t}/state", "/api/s/{t}/progress", "/api/s/{t}/submit",
     "/api/s/{t}/nope", "/api/s/{t}/submit/", "/api/s/{t}//submit", "/s/{t}/", "/s/{t}?x=1",
     "/api/s/{t}/state?{t}", "/S/{t}", "/api/S/{t}", "/s/", "/api/s/", "/", "", "*",
+    "/api/s/{t}/attachments", "/api/s/{t}/attachments/0123456789abcdef", "/api/s/{t}/attachments/",
     "http://localhost/s/{t}",
 )
 forgeries = st.sampled_from(
@@ -259,7 +260,7 @@ CONTENT_TYPES = (None, "application/json", "application/json; charset=utf-8", "t
                  "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
                  "APPLICATION/JSON", "application/json-patch+json", "application/jsonx", "")
 http_headers = st.dictionaries(
-    st.text(alphabet=string.ascii_letters + "-", min_size=1, max_size=12),
+    st.one_of(st.just("X-Attachment-Name"), st.text(alphabet=string.ascii_letters + "-", min_size=1, max_size=12)),
     st.text(alphabet=string.printable.replace("\r", "").replace("\n", ""), max_size=30),
     max_size=4,
 )

@@ -79,17 +79,14 @@ def test_claude_code_connects_to_the_archive_registered_as_in_the_readme(claude,
     out = _register_and_get(claude, tmp_path, entry, env)
     assert "✔ Connected" in out, out
     assert "14400000" in out, out
-    # Which protocol era Claude Code settled on. Claude Code asks modern first and stays modern
-    # when server/discover answers, so discovery and the tool list must be served modern.
-    # Not strict yet: the check applies only once the server logs a `request` event (with its
-    # method and era) for every request; until then the log has none and the era is only noted.
+    # Claude Code asks modern first and stays modern when server/discover answers, so
+    # discovery and the tool list must both be served in the 2026-07-28 era.
     log = cs.server_log(env)
     served = [(m, e) for m, e in _served_requests(log) if m in ("server/discover", "tools/list")]
-    record_property("claude_code_era", ",".join(sorted({e for _m, e in served})) or
-                    ("legacy (initialize)" if " initialize " in log else "unknown"))
-    if served:
-        assert [m for m, _e in served if m == "server/discover"], log
-        assert all(e == "modern" for _m, e in served), log
+    record_property("claude_code_era", ",".join(sorted({e for _m, e in served})))
+    assert [m for m, _e in served if m == "server/discover"], log
+    assert [m for m, _e in served if m == "tools/list"], log
+    assert all(e == "modern" for _m, e in served), log
 
 
 def test_claude_code_connects_to_a_checkout(claude, tmp_path):

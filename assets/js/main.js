@@ -14,6 +14,7 @@ import { bindKeys, KEY_TABLE } from "./keys.js";
 import { t, sentences, setLanguage, setAgent, translatePage, fillKeys } from "./i18n.js";
 import { onRankChange, onRankAnnounce, cancelHold, applyRecommended } from "./rank.js";
 import { startLive, reportProgress } from "./live.js";
+import { bindAttachments } from "./attach.js";
 
 const $ = (sel, root = document) => root.querySelector(sel);
 const THEMES = ["auto", "light", "dark"];
@@ -469,6 +470,7 @@ async function start() {
   onRankChange(changed);
   onRankAnnounce(announce);
   bindControls();
+  bindAttachments();
   let r = null;
   if (token) {
     try { r = await fetch(api(), { cache: "no-store" }); } catch { /* reported below */ }

@@ -12,6 +12,7 @@ export const state = {
   phase: "loading",      // loading | open | done | submitted | cancelled | expired | error
   answers: {},           // qid -> answer (see blankAnswer)
   generalNotes: "",
+  attachments: {},       // "" (general notes) or qid -> [{id, name, mimeType, bytes}] uploaded
   screen: null,          // "intro" | "q:<id>" | "review"
   showAll: false,
   newIds: new Set(),     // follow-up questions the user has not visited yet
@@ -169,7 +170,11 @@ export function payloadAnswer(q) {
 export function payload() {
   const answers = {};
   for (const q of state.spec.questions) answers[q.id] = payloadAnswer(q);
-  return { answers, generalNotes: state.generalNotes, specVersion: state.version };
+  const attachments = {};
+  for (const [key, files] of Object.entries(state.attachments)) {
+    if (files.length && (key === "" || questionById(key))) attachments[key] = files.map((f) => f.id);
+  }
+  return { answers, generalNotes: state.generalNotes, specVersion: state.version, attachments };
 }
 
 // Merges a fresher spec: keeps every answer, adds the new questions, marks them new.
@@ -232,7 +237,7 @@ export function saveDraft() {
     if (a && !untouched(q, a)) answers[q.id] = a;
   }
   save(draftKey(), {
-    answers, generalNotes: state.generalNotes, screen: state.screen,
+    answers, generalNotes: state.generalNotes, attachments: state.attachments, screen: state.screen,
     newIds: [...state.newIds], known: state.spec.questions.map((q) => q.id),
   });
 }
@@ -245,6 +250,13 @@ export function restoreDraft() {
     if (saved && typeof saved === "object") state.answers[q.id] = { ...blankAnswer(q), ...saved };
   }
   if (typeof d.generalNotes === "string") state.generalNotes = d.generalNotes;
+  if (d.attachments && typeof d.attachments === "object") {
+    for (const [key, files] of Object.entries(d.attachments)) {
+      if (!Array.isArray(files)) continue;
+      state.attachments[key] = files.filter((f) => f && typeof f.id === "string" && typeof f.name === "string"
+        && typeof f.mimeType === "string" && typeof f.bytes === "number");
+    }
+  }
   if (Array.isArray(d.newIds)) for (const id of d.newIds) if (questionById(id)) state.newIds.add(id);
   // Follow-ups that arrived while the page was closed are new to this user too.
   if (Array.isArray(d.known)) for (const q of state.spec.questions) if (!d.known.includes(q.id)) state.newIds.add(q.id);

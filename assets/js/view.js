@@ -11,6 +11,7 @@ import { buildRank, syncRank } from "./rank.js";
 import { t, list as joinList } from "./i18n.js";
 
 const statusText = (s) => t(`status.${s}`);
+import { mountAttachments } from "./attach.js";
 
 const $ = (sel, root = document) => root.querySelector(sel);
 const clone = (id) => document.getElementById(id).content.firstElementChild.cloneNode(true);
@@ -302,6 +303,7 @@ export function buildQuestion(q) {
   const note = $(".note-text", el);
   note.id = `q${n}-note`;
   $(".note-label", el).htmlFor = note.id;
+  mountAttachments($(".note", el), q.id);
   qviews.set(q.id, refs);
   return el;
 }
@@ -749,6 +751,7 @@ export function buildScreens() {
     main.append(eager || state.screen === `q:${q.id}` ? buildQuestion(q) : placeholder(q));
   }
   const review = clone("tpl-review");
+  mountAttachments($(".general", review), "");
   main.append(review);
   fixedScreens.review = review;
   // A long interview's review rows are made while the page is idle, before the user gets there.

@@ -251,19 +251,20 @@ def test_esc_leaves_a_text_field_so_shortcuts_work_again(form):
     assert f.status("one") == "deferred"
 
 
-def test_tab_runs_options_other_mode_note_then_back_next(form):
+def test_tab_runs_options_other_mode_note_attach_then_back_next(form):
     f = form(spec_basic())
     f.press("ArrowRight")  # second question, so Back is enabled
     f.press("ArrowDown")
     assert f.focused("el => el.value") == "x"
     order = []
-    for _ in range(5):
+    for _ in range(6):
         f.press("Tab")
         order.append(f.focused("el => el.id.startsWith('btn') ? el.id : el.closest('.mode') ? 'mode:' + el.value : el.className"))
     assert order[0] == "other-text"
     assert order[1] == "mode:answer"
     assert order[2] == "note-text"
-    assert order[3] == "btn-back" and order[4] == "btn-next"
+    assert "attach-button" in order[3].split()
+    assert order[4] == "btn-back" and order[5] == "btn-next"
 
 
 def test_question_mark_opens_the_keyboard_table(form):

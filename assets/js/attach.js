@@ -1,0 +1,350 @@
+// Attachments: files the user adds to a question's note or to the general notes, through an
+// Attach button (several files at once), a paste into the note, or a drop onto the question.
+// Each is uploaded at once to our own server; the draft keeps what was uploaded (ids and
+// metadata), so a reload shows the same files. Thumbnails come from our own route, so the page's
+// Content-Security-Policy (img-src 'self' data:) needs no blob: or other source.
+import { state, api, saveDraft } from "./state.js";
+
+// Every word this module shows, by stable key, in the form of assets/i18n/<lang>.json
+// ({placeholders}), so that they can move there as they are.
+export const TEXT = {
+  "attach.button": "Attach files",
+  "attach.buttonLabel": "Attach files to this note",
+  "attach.generalLabel": "Attach files to the general notes",
+  "attach.hint": "Or paste or drop files here. Up to 10 MiB each, 20 per interview.",
+  "attach.listLabel": "Attached files",
+  "attach.remove": "Remove",
+  "attach.removeLabel": "Remove {name}",
+  "attach.uploading": "Uploading {name}…",
+  "attach.progressLabel": "Uploading {name}",
+  "attach.done": "Attached {name} ({size}).",
+  "attach.removed": "Removed {name}.",
+  "attach.tooBig": "{name} is not attached: a file may be at most 10 MiB.",
+  "attach.tooMany": "{name} is not attached: an interview may have at most 20 files.",
+  "attach.tooMuch": "{name} is not attached: the files of an interview may be at most 50 MiB in all.",
+  "attach.closed": "{name} is not attached: this interview takes no more answers.",
+  "attach.refused": "{name} is not attached: {error}",
+  "attach.unreachable": "{name} is not attached: the form server cannot be reached.",
+  "attach.removeFailed": "{name} could not be removed: {error}",
+  "attach.removeUnreachable": "{name} could not be removed: the form server cannot be reached.",
+  "attach.drop": "Drop the files to attach them",
+  "attach.sizeBytes": "{size} B",
+  "attach.sizeKb": "{size} KB",
+  "attach.sizeMb": "{size} MB",
+};
+
+const MAX_BYTES = 10 * 1024 * 1024;
+const MAX_COUNT = 20;
+const MAX_TOTAL_BYTES = 50 * 1024 * 1024;
+const IMAGE_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
+
+function t(key, params = {}) {
+  const template = TEXT[key] ?? key;
+  return template.replace(/\{(\w+)\}/g, (m, name) => (name in params ? String(params[name]) : m));
+}
+
+// In the page's language: 1.5 MB, 1,5 MB, ...
+export function sizeText(bytes) {
+  const number = (value, digits) => {
+    try {
+      return new Intl.NumberFormat(document.documentElement.lang || "en", { maximumFractionDigits: digits }).format(value);
+    } catch { return value.toFixed(digits); }
+  };
+  if (bytes < 1024) return t("attach.sizeBytes", { size: number(bytes, 0) });
+  if (bytes < 1024 * 1024) return t("attach.sizeKb", { size: number(bytes / 1024, bytes < 10 * 1024 ? 1 : 0) });
+  return t("attach.sizeMb", { size: number(bytes / (1024 * 1024), 1) });
+}
+
+// The server's refusals in the user's words; its own text only for the unforeseen.
+function refusalText(name, status, error) {
+  if (status === 413 && /10 MiB/.test(error)) return t("attach.tooBig", { name });
+  if (status === 413 && /50 MiB/.test(error)) return t("attach.tooMuch", { name });
+  if (status === 413) return t("attach.tooMany", { name });
+  if (status === 409) return t("attach.closed", { name });
+  return t("attach.refused", { name, error: error || `HTTP ${status}` });
+}
+
+// ---- state: key ("" for the general notes, else a question id) -> uploaded files ----
+const filesOf = (key) => state.attachments[key] || (state.attachments[key] = []);
+const uploaded = () => Object.values(state.attachments).flat();
+// Uploads started and not answered yet, so that a burst cannot pass the limits.
+const inFlight = { count: 0, bytes: 0 };
+
+// ---- the live region every upload, removal and refusal is announced in ----
+let live = null;
+function say(text) {
+  if (!live) {
+    live = document.createElement("div");
+    live.className = "sr-only";
+    live.setAttribute("aria-live", "polite");
+    live.setAttribute("aria-atomic", "true");
+    live.dataset.attachLive = "";
+    document.body.append(live);
+  }
+  live.textContent = "";
+  // A fresh text node makes screen readers announce a repeated message too.
+  requestAnimationFrame(() => { live.textContent = text; });
+}
+
+// ---- the block under a note ----
+const blocks = new Map(); // key -> {root, list, problem}
+let uid = 0;
+
+// Puts the Attach button, the list and the problem line after `note` (a question's .note or
+// the review's .general), and shows what the draft already holds for `key`.
+export function mountAttachments(note, key) {
+  uid++;
+  const root = document.createElement("div");
+  root.className = "attach";
+  root.dataset.attachKey = key;
+  const input = document.createElement("input");
+  input.type = "file";
+  input.multiple = true;
+  input.className = "attach-input";
+  input.hidden = true;
+  input.tabIndex = -1;
+  input.setAttribute("aria-hidden", "true");
+  const row = document.createElement("div");
+  row.className = "attach-row";
+  const button = document.createElement("button");
+  button.type = "button";
+  button.className = "btn small attach-button";
+  button.textContent = t("attach.button");
+  button.setAttribute("aria-label", t(key === "" ? "attach.generalLabel" : "attach.buttonLabel"));
+  const hint = document.createElement("span");
+  hint.className = "muted attach-hint";
+  hint.id = `attach${uid}-hint`;
+  hint.textContent = t("attach.hint");
+  button.setAttribute("aria-describedby", hint.id);
+  row.append(button, hint);
+  const list = document.createElement("ul");
+  list.className = "attach-list";
+  list.setAttribute("aria-label", t("attach.listLabel"));
+  const problem = document.createElement("p");
+  problem.className = "attach-problem";
+  problem.hidden = true;
+  root.append(input, row, list, problem);
+  note.after(root);
+  blocks.set(key, { root, list, problem });
+  renderList(key);
+  return root;
+}
+
+function renderList(key) {
+  const block = blocks.get(key);
+  if (!block) return;
+  const pending = [...block.list.querySelectorAll(".attach-item.pending")];
+  block.list.replaceChildren(...filesOf(key).map((file) => itemEl(file)), ...pending);
+  block.list.hidden = block.list.childElementCount === 0;
+}
+
+function itemEl(file) {
+  const li = document.createElement("li");
+  li.className = "attach-item";
+  li.dataset.attachmentId = file.id;
+  if (IMAGE_TYPES.has(file.mimeType)) {
+    const img = document.createElement("img");
+    img.className = "attach-thumb";
+    img.alt = ""; // the name beside it says what it is
+    img.src = api(`/attachments/${encodeURIComponent(file.id)}`);
+    li.append(img);
+  }
+  const name = document.createElement("span");
+  name.className = "attach-name";
+  name.textContent = file.name;
+  const size = document.createElement("span");
+  size.className = "muted attach-size";
+  size.textContent = sizeText(file.bytes);
+  const remove = document.createElement("button");
+  remove.type = "button";
+  remove.className = "link attach-remove";
+  remove.textContent = t("attach.remove");
+  remove.setAttribute("aria-label", t("attach.removeLabel", { name: file.name }));
+  li.append(name, size, remove);
+  return li;
+}
+
+function pendingEl(name) {
+  const li = document.createElement("li");
+  li.className = "attach-item pending";
+  const label = document.createElement("span");
+  label.className = "attach-name";
+  label.textContent = t("attach.uploading", { name });
+  const bar = document.createElement("progress");
+  bar.className = "attach-progress";
+  bar.max = 100;
+  bar.setAttribute("aria-label", t("attach.progressLabel", { name }));
+  li.append(label, bar);
+  return li;
+}
+
+function showProblem(key, lines) {
+  const block = blocks.get(key);
+  if (!block) return;
+  block.problem.replaceChildren(...lines.map((line) => {
+    const p = document.createElement("span");
+    p.textContent = line;
+    return p;
+  }));
+  block.problem.hidden = lines.length === 0;
+}
+
+// ---- upload and removal ----
+function upload(key, file) {
+  const name = file.name || "pasted";
+  return new Promise((resolve) => {
+    const block = blocks.get(key);
+    const item = pendingEl(name);
+    block.list.append(item);
+    block.list.hidden = false;
+    const xhr = new XMLHttpRequest();
+    xhr.open("POST", api("/attachments"));
+    xhr.setRequestHeader("Content-Type", file.type || "application/octet-stream");
+    xhr.setRequestHeader("X-Attachment-Name", encodeURIComponent(name));
+    xhr.upload.addEventListener("progress", (e) => {
+      if (e.lengthComputable) item.querySelector("progress").value = Math.round((e.loaded / e.total) * 100);
+    });
+    const finish = (problem) => {
+      inFlight.count--;
+      inFlight.bytes -= file.size;
+      item.remove();
+      resolve(problem);
+    };
+    xhr.addEventListener("load", () => {
+      let body = {};
+      try { body = JSON.parse(xhr.responseText); } catch { /* not JSON */ }
+      if (xhr.status === 201 && typeof body.id === "string") {
+        filesOf(key).push({ id: body.id, name: body.name, mimeType: body.mimeType, bytes: body.bytes });
+        saveDraft();
+        renderList(key);
+        say(t("attach.done", { name: body.name, size: sizeText(body.bytes) }));
+        finish(null);
+        return;
+      }
+      finish(refusalText(name, xhr.status, typeof body.error === "string" ? body.error : ""));
+    });
+    xhr.addEventListener("error", () => finish(t("attach.unreachable", { name })));
+    inFlight.count++;
+    inFlight.bytes += file.size;
+    xhr.send(file);
+  });
+}
+
+// Uploads files for `key`, one after another; refusals (too big, too many, the server's) are
+// shown under that note and announced.
+export async function attachFiles(key, files) {
+  if (state.phase !== "open" || !blocks.has(key)) return;
+  showProblem(key, []);
+  const problems = [];
+  for (const file of files) {
+    const stored = uploaded();
+    const bytes = stored.reduce((n, f) => n + f.bytes, 0) + inFlight.bytes;
+    let problem = null;
+    if (file.size > MAX_BYTES) problem = t("attach.tooBig", { name: file.name });
+    else if (stored.length + inFlight.count >= MAX_COUNT) problem = t("attach.tooMany", { name: file.name });
+    else if (bytes + file.size > MAX_TOTAL_BYTES) problem = t("attach.tooMuch", { name: file.name });
+    else problem = await upload(key, file);
+    if (problem) {
+      problems.push(problem);
+      showProblem(key, problems);
+      say(problem);
+    }
+  }
+}
+
+async function removeFile(key, id, button) {
+  const file = filesOf(key).find((f) => f.id === id);
+  if (!file) return;
+  button.disabled = true;
+  let status = 0;
+  let body = {};
+  try {
+    const r = await fetch(api(`/attachments/${encodeURIComponent(id)}`), { method: "DELETE" });
+    status = r.status;
+    if (status !== 204) body = await r.json().catch(() => ({}));
+  } catch { /* unreachable: status 0 */ }
+  // 404: the server has it no more, which is what was asked.
+  if (status !== 204 && status !== 404) {
+    button.disabled = false;
+    const problem = status ? t("attach.removeFailed", { name: file.name, error: body.error || `HTTP ${status}` })
+      : t("attach.removeUnreachable", { name: file.name });
+    showProblem(key, [problem]);
+    say(problem);
+    return;
+  }
+  const list = filesOf(key);
+  const at = list.indexOf(file);
+  list.splice(at, 1);
+  saveDraft();
+  renderList(key);
+  // Focus goes where the removed file was: the next file's Remove, else the Attach button.
+  const block = blocks.get(key);
+  const buttons = block.list.querySelectorAll(".attach-remove");
+  (buttons[Math.min(at, buttons.length - 1)] || block.root.querySelector(".attach-button")).focus();
+  say(t("attach.removed", { name: file.name }));
+}
+
+// ---- wiring, delegated on the document once ----
+function keyOf(el) {
+  const attach = el.closest && el.closest(".attach");
+  if (attach) return attach.dataset.attachKey;
+  const question = el.closest && el.closest("section.question");
+  if (question) return question.dataset.qid;
+  if (el.closest && el.closest(".review .general")) return "";
+  if (el.id === "general-notes") return "";
+  return null;
+}
+
+function dropTarget(el) {
+  return el.closest && (el.closest("section.question") || el.closest(".review .general"));
+}
+
+const carriesFiles = (e) => e.dataTransfer && [...e.dataTransfer.types].includes("Files");
+
+export function bindAttachments() {
+  document.addEventListener("click", (e) => {
+    const button = e.target.closest && e.target.closest(".attach-button, .attach-remove");
+    if (!button) return;
+    const key = keyOf(button);
+    if (button.classList.contains("attach-button")) button.closest(".attach").querySelector(".attach-input").click();
+    else removeFile(key, button.closest(".attach-item").dataset.attachmentId, button);
+  });
+  document.addEventListener("change", (e) => {
+    const input = e.target;
+    if (!input.classList || !input.classList.contains("attach-input")) return;
+    const files = [...input.files];
+    input.value = ""; // the same file can be picked again after a removal
+    attachFiles(keyOf(input), files);
+  });
+  document.addEventListener("paste", (e) => {
+    const field = e.target;
+    if (!field.matches || !field.matches(".note-text, #general-notes")) return;
+    const files = e.clipboardData ? [...e.clipboardData.files] : [];
+    if (!files.length) return; // text pastes as usual
+    e.preventDefault();
+    attachFiles(keyOf(field), files);
+  });
+  // A file dropped anywhere else would make the browser leave the form for the file.
+  document.addEventListener("dragover", (e) => {
+    if (!carriesFiles(e)) return;
+    e.preventDefault();
+    const target = dropTarget(e.target);
+    e.dataTransfer.dropEffect = target && state.phase === "open" ? "copy" : "none";
+    for (const el of document.querySelectorAll(".dropping")) if (el !== target) el.classList.remove("dropping");
+    if (target) {
+      target.classList.add("dropping");
+      target.dataset.dropText = t("attach.drop");
+    }
+  });
+  document.addEventListener("dragleave", (e) => {
+    const target = dropTarget(e.target);
+    if (target && !target.contains(e.relatedTarget)) target.classList.remove("dropping");
+  });
+  document.addEventListener("drop", (e) => {
+    if (!carriesFiles(e)) return;
+    e.preventDefault();
+    const target = dropTarget(e.target);
+    for (const el of document.querySelectorAll(".dropping")) el.classList.remove("dropping");
+    if (target) attachFiles(keyOf(target), [...e.dataTransfer.files]);
+  });
+}
