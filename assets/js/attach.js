@@ -4,44 +4,13 @@
 // metadata), so a reload shows the same files. Thumbnails come from our own route, so the page's
 // Content-Security-Policy (img-src 'self' data:) needs no blob: or other source.
 import { state, api, saveDraft } from "./state.js";
-
-// Every word this module shows, by stable key, in the form of assets/i18n/<lang>.json
-// ({placeholders}), so that they can move there as they are.
-export const TEXT = {
-  "attach.button": "Attach files",
-  "attach.buttonLabel": "Attach files to this note",
-  "attach.generalLabel": "Attach files to the general notes",
-  "attach.hint": "Or paste or drop files here. Up to 10 MiB each, 20 per interview.",
-  "attach.listLabel": "Attached files",
-  "attach.remove": "Remove",
-  "attach.removeLabel": "Remove {name}",
-  "attach.uploading": "Uploading {name}…",
-  "attach.progressLabel": "Uploading {name}",
-  "attach.done": "Attached {name} ({size}).",
-  "attach.removed": "Removed {name}.",
-  "attach.tooBig": "{name} is not attached: a file may be at most 10 MiB.",
-  "attach.tooMany": "{name} is not attached: an interview may have at most 20 files.",
-  "attach.tooMuch": "{name} is not attached: the files of an interview may be at most 50 MiB in all.",
-  "attach.closed": "{name} is not attached: this interview takes no more answers.",
-  "attach.refused": "{name} is not attached: {error}",
-  "attach.unreachable": "{name} is not attached: the form server cannot be reached.",
-  "attach.removeFailed": "{name} could not be removed: {error}",
-  "attach.removeUnreachable": "{name} could not be removed: the form server cannot be reached.",
-  "attach.drop": "Drop the files to attach them",
-  "attach.sizeBytes": "{size} B",
-  "attach.sizeKb": "{size} KB",
-  "attach.sizeMb": "{size} MB",
-};
+import { t } from "./i18n.js";
 
 const MAX_BYTES = 10 * 1024 * 1024;
 const MAX_COUNT = 20;
 const MAX_TOTAL_BYTES = 50 * 1024 * 1024;
 const IMAGE_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
 
-function t(key, params = {}) {
-  const template = TEXT[key] ?? key;
-  return template.replace(/\{(\w+)\}/g, (m, name) => (name in params ? String(params[name]) : m));
-}
 
 // In the page's language: 1.5 MB, 1,5 MB, ...
 export function sizeText(bytes) {
