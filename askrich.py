@@ -2737,8 +2737,8 @@ SERVER_INSTRUCTIONS = (
     "4 questions or options, long question text, code or layout previews, a recommendation you "
     "want to argue for, or a ranking. Put every question of the round in one call, give each a "
     "recommended option with a rationale, and use markdown in body/rationale/preview. "
-    + LANGUAGE_TEXT + "\n\n"
-    + RULES_TEXT + "\n\n" + AFTER_TEXT
+    + LANGUAGE_TEXT + " Every rule that rejects a call is in ask_user_rich's description.\n\n"
+    + AFTER_TEXT
 )
 
 _ID = {"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,200}$"}
@@ -2807,6 +2807,13 @@ QUESTION_SCHEMA = {
             "description": "Ids of earlier questions this one builds on (display only).",
         },
     },
+}
+
+# append_questions takes questions of exactly ask_user_rich's shape; the schema is not repeated,
+# since every tool definition is paid for in the model's context in every session.
+FOLLOW_UP_SCHEMA = {
+    "type": "object",
+    "description": "A question with the same fields and rules as in ask_user_rich's questions.",
 }
 
 _NULLABLE_TEXT = {"type": ["string", "null"]}
@@ -2959,7 +2966,7 @@ TOOLS = (
             "required": ["sessionId", "questions"],
             "properties": {
                 "sessionId": _SESSION_ID,
-                "questions": {"type": "array", "minItems": 1, "items": QUESTION_SCHEMA},
+                "questions": {"type": "array", "minItems": 1, "items": FOLLOW_UP_SCHEMA},
                 "note": dict(_MARKDOWN, description="Markdown shown to the user with the new questions."),
             },
         },
