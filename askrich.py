@@ -81,7 +81,7 @@ OPENER_GRACE_SECONDS = 5.0  # an opener still running after this long is a foreg
 HTTP_IDLE_TIMEOUT_SECONDS = 30  # a client that trickles its request in loses its thread
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
 
-# Summary cuts (CONTRACT §4.1).
+# Where the summary cuts a header, a note, an Other answer and the general notes.
 CUT_HEADER, CUT_NOTES, CUT_OTHER, CUT_GENERAL = 80, 140, 100, 400
 
 # The languages the form speaks (assets/i18n/<tag>.json); the form picks one, English by default.
@@ -113,9 +113,6 @@ ASSET_CONTENT_TYPES = {
     ".js": "text/javascript; charset=utf-8",
     ".mjs": "text/javascript; charset=utf-8",
     ".json": "application/json",
-    ".svg": "image/svg+xml",
-    ".png": "image/png",
-    ".txt": "text/plain; charset=utf-8",
 }
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -1709,8 +1706,8 @@ class Interview:
     def touch(self) -> None:
         """Record a change the /state JSON shows. Call with the lock held."""
         self.revision += 1
-        # Kept so that an event stream sends every state, not only the newest: a submit and
-        # its waiter leaving came out as one event when the waiter took the lock first.
+        # Kept so that an event stream sends every state, not only the newest: two changes
+        # close together (a submit, then its waiter leaving) must reach the page as two events.
         self.states.append((self.revision, self.state_json()))
         del self.states[:-STATE_HISTORY]
         self.changed.notify_all()
@@ -2469,8 +2466,7 @@ class FormRequestPlumbing:
     def body_length(self, limit: int, too_big: str = "") -> int:
         """The declared body length, or HttpRefusal 411/413 (unread, so the connection closes)."""
         length = (self.headers.get("Content-Length") or "").strip()
-        # isascii too: "²" (latin-1 0xB2) passes isdigit() but not int(), which killed the
-        # handler without a response.
+        # isascii too: "²" (latin-1 0xB2) passes isdigit() but not int().
         if not (length.isascii() and length.isdigit()):
             raise HttpRefusal(411, "a Content-Length header is required")
         length = int(length)
@@ -4243,7 +4239,7 @@ def _finite_float(text: str) -> float:
 
 def parse_json(text: str):
     """json.loads, strictly: Python accepts NaN, Infinity and 1e999 by default, and would echo
-    such an id back as a line that is not JSON (found by the stdio fuzz tests)."""
+    such an id back as a line that is not JSON."""
     return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
 
 
@@ -4941,7 +4937,7 @@ def run_cli_interview(source: str, open_it: bool) -> int:
     """demo / ask: one interview in this terminal; the result JSON on stdout."""
     try:
         arguments = parse_json(source)
-    except (ValueError, RecursionError) as error:  # a nesting bomb was a traceback and exit 1
+    except (ValueError, RecursionError) as error:  # a nesting bomb is a usage error too
         sys.stderr.write("askrich.py: the interview is not valid JSON: %s\n" % error)
         return 2
     try:
@@ -5095,6 +5091,7 @@ def _doctor_port(host: str, port: int) -> str:
 def _doctor_self_test(config: Config, line):
     """Serve a one-question interview on a free port, then fetch its page, an asset and its
     API and submit it, like a browser. None when all worked, else (what, what to do)."""
+    import io
     import tempfile
     import urllib.request
 
@@ -5102,7 +5099,8 @@ def _doctor_self_test(config: Config, line):
     steps = []
     with tempfile.TemporaryDirectory() as scratch:
         probe = Config(open_browser=False, log_dir=scratch, host=config.host)
-        runtime = Runtime(probe, Log(scratch, stream=open(os.devnull, "w")))
+        # The self-test's own events stay in its scratch folder, not on the doctor's stderr.
+        runtime = Runtime(probe, Log(scratch, stream=io.StringIO()))
         step = "starting the form server"
         try:
             interview = runtime.open_interview({"title": "doctor", "questions": [{"id": "q", "header": "ok?"}]})
