@@ -23,6 +23,9 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@" >/dev/null
 }
 [ -x /usr/bin/chromium ] || apt_install chromium
+# CJK fonts, so that the Japanese, Chinese and Korean pages are laid out (and screenshotted) with
+# real glyphs rather than boxes of another width.
+if ! { command -v fc-list >/dev/null && [ -n "$(fc-list :lang=ja)" ]; }; then apt_install fonts-noto-cjk; fi
 
 # The MCP clients' own CLIs (Claude Code, Gemini CLI, Codex), pinned, on a Node 22 from npm,
 # cached per machine and reused by later runs (tests/clients_support.py holds the pins). npm itself
