@@ -3333,10 +3333,9 @@ class InputRequired(Exception):
         self.requests = requests
 
 
-class LegacyClient:
-    """What one tools/call can do with a client of the `initialize` era: the capabilities it
-    declared at initialize, progress on the call's token, elicitation by sending
-    `elicitation/create` requests and waiting for their responses."""
+class CallClient:
+    """What both eras' per-call clients share: the call's request id, its cancellation, and
+    progress notifications on its token, counted 1, 2, 3, … for this call."""
 
     def __init__(self, server: "McpServer", request_id, progress_token, cancellation: Cancellation) -> None:
         self.server = server
@@ -3345,6 +3344,25 @@ class LegacyClient:
         self.progress_token = progress_token
         self.cancellation = cancellation
         self.progress_count = 0
+
+    def progress(self, message: str, url=None) -> None:
+        """A progress notification; `url` (the first report only) is added to the message."""
+        if self.progress_token is None:
+            return
+        self.progress_count += 1
+        self.transport.notify("notifications/progress", {
+            "progressToken": self.progress_token, "progress": self.progress_count,
+            "message": message + (". Form: " + url if url else ""),
+        })
+
+
+class LegacyClient(CallClient):
+    """What one tools/call can do with a client of the `initialize` era: the capabilities it
+    declared at initialize, progress on the call's token, elicitation by sending
+    `elicitation/create` requests and waiting for their responses."""
+
+    def __init__(self, server: "McpServer", request_id, progress_token, cancellation: Cancellation) -> None:
+        super().__init__(server, request_id, progress_token, cancellation)
         self.url_elicitations: dict = {}  # our elicitation key -> elicitationId
 
     @property
@@ -3364,16 +3382,6 @@ class LegacyClient:
 
     def retrying(self, key: str) -> bool:
         return False
-
-    def progress(self, message: str, url=None) -> None:
-        """A progress notification; `url` (the first report only) is added to the message."""
-        if self.progress_token is None:
-            return
-        self.progress_count += 1
-        self.transport.notify("notifications/progress", {
-            "progressToken": self.progress_token, "progress": self.progress_count,
-            "message": message + (". Form: " + url if url else ""),
-        })
 
     def about_to_block(self, interview: Interview) -> None:
         """This era has no tasks: the call blocks in place."""
@@ -3673,7 +3681,7 @@ class TaskRegistry:
             return self.tasks[task_id]
 
 
-class ModernClient:
+class ModernClient(CallClient):
     """What one tools/call can do with a client of the 2026-07-28 era, from that request's own
     `_meta`: no requests to the client (an elicitation ends the call with `input_required`,
     and the retry brings the answer), and, when the request declares the tasks extension, a
@@ -3681,16 +3689,11 @@ class ModernClient:
 
     def __init__(self, server: "McpServer", request_id, request: ModernRequest, params: dict,
                  cancellation: Cancellation, resumed=None) -> None:
-        self.server = server
-        self.transport = server.transport
-        self.request_id = request_id
+        super().__init__(server, request_id, progress_token(params), cancellation)
         self.request = request
-        self.cancellation = cancellation
         self.resumed = resumed  # (interview id, input key) from a verified requestState
-        self.progress_token = progress_token(params)
         responses = params.get("inputResponses")
         self.input_responses = responses if isinstance(responses, dict) else {}
-        self.progress_count = 0
         self.task_id = None
 
     @property
@@ -3715,12 +3718,8 @@ class ModernClient:
         report on); else a progress notification on the request's token."""
         if self.task_id is not None:
             self.server.tasks.update(self.task_id, message)
-        elif self.progress_token is not None:
-            self.progress_count += 1
-            self.transport.notify("notifications/progress", {
-                "progressToken": self.progress_token, "progress": self.progress_count,
-                "message": message + (". Form: " + url if url else ""),
-            })
+        else:
+            super().progress(message, url)
 
     def about_to_block(self, interview: Interview) -> None:
         if not self.request.tasks or self.task_id is not None:
