@@ -10,6 +10,24 @@ Security model, in three lines: the form server listens on loopback and answers 
 whose Host is a loopback name (DNS rebinding) and whose Origin, if any, is its own; each
 interview URL carries a 144-bit bearer token, never logged whole; submits must be JSON, which
 forces a CORS preflight that is never answered.
+
+Contents, in the order data flows (each a banner below):
+  Constants · Configuration · Errors
+  Interview model and validation    the call's arguments → a normalized spec, or every problem
+  Answers and results               the form's answers → the result the agent receives
+  Logs and the answer archive       server.log and answers/*.json
+  Attachments                       the files the user adds to notes
+  Interviews and the waits on them  Interview, its waiters, and the SessionHub of them all
+  JSON-RPC over stdio               one message a line, parsed strictly
+  The form's files                  assets/, from a checkout or from the running askrich.pyz
+  HTTP form server                  the route table and the request plumbing
+  Runtime                           the hub, the log and the lazily started form server
+  Tool definitions                  instructions, schemas, the results' shapes
+  Per-call objects and the eras     what a tool talks to for one call, legacy and modern
+  The MCP server                    each era's methods, dispatch, shutdown
+  Delivery                          openers, and the client's own form (elicitation)
+  The tools                         ask_user_rich, append_questions, await_user_answers
+  The code cache · Command line
 """
 
 from __future__ import annotations
@@ -37,6 +55,7 @@ import os
 import sys
 import threading
 import time
+
 
 # ============================================================================================
 # Constants
@@ -120,80 +139,9 @@ CONTENT_SECURITY_POLICY = (
 )
 
 
-def read_asset(name: str) -> bytes:
-    """One file of assets/, read the same way from a checkout and from inside askrich.pyz;
-    OSError when it cannot be had."""
-    parts = name.split("/")
-    loader = globals().get("__loader__")
-    archive = getattr(loader, "archive", None)
-    if archive:
-        # Through the zip this process runs from, never a path remembered in compiled code:
-        # the code cache is shared by every copy of the same archive, wherever each one is.
-        try:
-            if RUNNING_ARCHIVE is not None and RUNNING_ARCHIVE.changed():
-                return RUNNING_ARCHIVE.read("/".join(["assets"] + parts))
-            return loader.get_data(os.path.join(archive, "assets", *parts))
-        except OSError:
-            raise
-        except Exception as error:  # zipimport's, zlib's or zipfile's word for a damaged zip
-            raise OSError("cannot read %s from %s: %s" % (name, archive, error)) from error
-    # Beside the real file: askrich.py may be run through a symlink on the PATH.
-    folder = os.path.dirname(os.path.realpath(__file__))
-    with open(os.path.join(folder, "assets", *parts), "rb") as handle:
-        return handle.read()
-
-
-class RunningArchive:
-    """The zip a server process runs from, held open from its start. zipimport reads a member
-    by the path and the offsets it found at start, so once a release is installed over the
-    archive, or the archive is moved away, while the server runs, its form's files are read
-    from the file held here instead: the bytes this server started with while any name still
-    holds them, else the whole of what replaced them in place."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.handle = open(path, "rb")
-        self.stamp = self.stamp_of(os.fstat(self.handle.fileno()))
-        self.lock = threading.Lock()
-
-    @staticmethod
-    def stamp_of(status) -> tuple:
-        return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns)
-
-    def changed(self) -> bool:
-        try:
-            return self.stamp_of(os.stat(self.path)) != self.stamp
-        except OSError:
-            return True
-
-    def read(self, member: str) -> bytes:
-        import zipfile
-
-        with self.lock:  # one file position for every thread of the form server
-            self.handle.seek(0)
-            with zipfile.ZipFile(self.handle) as archive:
-                return archive.read(member)
-
-
-RUNNING_ARCHIVE = None  # a RunningArchive while a stdio server runs from askrich.pyz on POSIX
-
-
-def hold_running_archive() -> None:
-    """Open RUNNING_ARCHIVE when this process runs from a zip. Not on Windows, where a file held
-    open cannot be replaced: that would keep users from installing an update."""
-    global RUNNING_ARCHIVE
-    archive = getattr(globals().get("__loader__"), "archive", None)
-    if archive and os.name == "posix" and RUNNING_ARCHIVE is None:
-        try:
-            RUNNING_ARCHIVE = RunningArchive(os.path.abspath(archive))
-        except OSError:
-            pass  # already gone: zipimport's own reads are all there is
-
-
 # ============================================================================================
 # Configuration
 # ============================================================================================
-
 
 class Config:
     """Every setting, read once from the environment. Tests construct it directly."""
@@ -289,7 +237,6 @@ def default_log_dir(environ=None) -> str:
 # ============================================================================================
 # Errors
 # ============================================================================================
-
 
 class InvalidInterview(ValueError):
     """Arguments that do not make an interview; `problems` lists every `- path: problem` line."""
@@ -1257,9 +1204,8 @@ def attachment_names(attachments) -> str:
 
 
 # ============================================================================================
-# Session hub: logs, the answer archive, interviews and the waits on them
+# Logs and the answer archive
 # ============================================================================================
-
 
 def json_utf8(value, indent=None) -> bytes:
     """JSON as UTF-8, readable where it can be. JSON may carry a lone surrogate ("\\ud800" is a
@@ -1434,6 +1380,10 @@ class Archive:
                 return record
         return None
 
+
+# ============================================================================================
+# Attachments: the files the user adds to notes
+# ============================================================================================
 
 ATTACHMENT_MAX_BYTES = 10 * 1024 * 1024
 ATTACHMENTS_MAX_COUNT = 20
@@ -1640,6 +1590,10 @@ class AttachmentStore:
             raise InvalidAnswers("; ".join(problems), problems)
         return picked
 
+
+# ============================================================================================
+# Interviews and the waits on them: the session hub
+# ============================================================================================
 
 def is_session_id(value) -> bool:
     return (
@@ -2098,6 +2052,375 @@ class SessionHub:
         finally:
             self.log.event("wait-end", interview=interview.id)
         return (interview.result if why == "settled" else None), why
+
+
+# ============================================================================================
+# JSON-RPC over stdio: one message a line, parsed strictly
+# ============================================================================================
+
+class JsonRpcError(Exception):
+    def __init__(self, code: int, message: str, data=None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+class LineWriter:
+    """Whole JSON-RPC lines to the client, one write at a time.
+
+    send() writes at once from the calling thread, which must hold no hub or interview lock.
+    post() only queues the line for a thread of this writer's own: the log forwarding uses it,
+    because log events come from the form server's threads, and a client that stops reading
+    stdout must never stall a page, /state or a submit. Queued lines go out, in order, once
+    the client reads again.
+    """
+
+    def __init__(self, stream, on_broken) -> None:
+        from collections import deque
+
+        self.stream = stream
+        self.on_broken = on_broken
+        self.lock = threading.Lock()
+        self.queued = deque()
+        self.queue_changed = threading.Condition()
+        self.poster = None
+        self.broken = False
+
+    def send(self, message) -> None:
+        data = (json.dumps(message) + "\n").encode("utf-8")
+        with self.lock:
+            if self.broken:
+                return
+            try:
+                self.stream.write(data)
+                self.stream.flush()
+            except (OSError, ValueError):
+                self.broken = True
+        if self.broken:
+            self.on_broken()  # the client is gone
+
+    def post(self, message) -> None:
+        with self.queue_changed:
+            self.queued.append(message)
+            if self.poster is None:
+                self.poster = threading.Thread(target=self._post_queued, name="ask-user-rich-writer", daemon=True)
+                self.poster.start()
+            self.queue_changed.notify_all()
+
+    def _post_queued(self) -> None:
+        while True:
+            with self.queue_changed:
+                while not self.queued:
+                    self.queue_changed.wait()
+                message = self.queued[0]
+            self.send(message)
+            with self.queue_changed:
+                self.queued.popleft()
+                self.queue_changed.notify_all()
+
+    def drain(self, timeout: float) -> None:
+        """Wait (a bounded time) until every posted line is out."""
+        deadline = time.monotonic() + timeout
+        with self.queue_changed:
+            while self.queued and not self.broken:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                self.queue_changed.wait(remaining)
+
+
+class JsonRpcStdio:
+    """JSON-RPC 2.0 over a pair of byte streams, one message a line: framing, batches, ids,
+    the responses to our own requests, notifications, and the cancellation of calls in flight.
+
+    stdin is read on its own thread. `handler.handle_request(request_id, method, params)`
+    returns the result, or None when the request is answered later (see begin_call);
+    `handler.handle_notification(method, params)` takes the rest.
+    """
+
+    def __init__(self, reader, writer, log: Log, handler) -> None:
+        self.reader = reader
+        self.out = LineWriter(writer, self.stop)
+        self.log = log
+        self.handler = handler
+        self.lock = threading.Lock()
+        self.calls: dict = {}  # request id -> Cancellation, for requests answered later
+        self.requests: dict = {}  # our request id -> callback(response message)
+        self.request_counter = 0
+        self.stopped = threading.Event()
+        self.reader_thread = None
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def serve(self) -> None:
+        """Read until EOF or stop()."""
+        self.reader_thread = threading.Thread(target=self.read_loop, name="ask-user-rich-stdin", daemon=True)
+        self.reader_thread.start()
+        self.stopped.wait()
+        self.out.drain(1.0)
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+    def read_loop(self) -> None:
+        try:
+            for line in bounded_lines(self.reader, MAX_LINE_BYTES):
+                if self.stopped.is_set():
+                    break
+                self.handle_line(line)
+        except (OSError, ValueError) as error:
+            self.log.event("stdin-error", "error", error=str(error))
+        finally:
+            self.log.event("stdin-closed")
+            self.stop()
+
+    def handle_line(self, line) -> None:
+        if line is None:  # longer than MAX_LINE_BYTES; skipped without being held
+            return self.send(rpc_error(None, -32700, "Parse error: line longer than %d bytes" % MAX_LINE_BYTES))
+        if not line.strip():
+            return None
+        try:
+            message = parse_json(line.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError) as error:
+            return self.send(rpc_error(None, -32700, "Parse error: %s" % error))
+        if isinstance(message, list):
+            if not message:
+                return self.send(rpc_error(None, -32600, "Invalid Request: empty batch"))
+            replies = [reply for reply in map(self.handle_message, message) if reply is not None]
+            if replies:
+                self.send(replies)
+            return None
+        reply = self.handle_message(message)
+        if reply is not None:
+            self.send(reply)
+        return None
+
+    # -- writing --------------------------------------------------------------------------
+
+    def send(self, message) -> None:
+        self.out.send(message)
+
+    def notify(self, method: str, params: dict) -> None:
+        self.send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    def respond(self, request_id, result) -> None:
+        self.send({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+    # -- one message ----------------------------------------------------------------------
+
+    def handle_message(self, message):
+        """The reply to one message (None for notifications, responses and deferred calls)."""
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+            return rpc_error(_request_id(message), -32600, "Invalid Request: not a JSON-RPC 2.0 message")
+        method = message.get("method")
+        has_id = "id" in message
+        if method is None:
+            if has_id and ("result" in message or "error" in message):
+                self.handle_response(message)
+                return None
+            return rpc_error(_request_id(message), -32600, "Invalid Request: no method")
+        if not isinstance(method, str):
+            return rpc_error(_request_id(message), -32600, "Invalid Request: method must be a string")
+        params = message.get("params", {})
+        if not has_id:
+            self.handle_notification(method, params if isinstance(params, dict) else {})
+            return None
+        request_id = message["id"]
+        if isinstance(request_id, bool) or not isinstance(request_id, (str, int, float)) and request_id is not None:
+            return rpc_error(None, -32600, "Invalid Request: id must be a string or a number")
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            return rpc_error(request_id, -32602, "Invalid params: params must be an object")
+        try:
+            result = self.handler.handle_request(request_id, method, params)
+        except JsonRpcError as error:
+            return rpc_error(request_id, error.code, error.message, error.data)
+        except Exception as error:  # a bug must not take the server down
+            self.log.event("internal-error", "error", method=method, error=repr(error)[:300])
+            return rpc_error(request_id, -32603, "Internal error: %s" % error)
+        return None if result is None else {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+    def handle_notification(self, method: str, params: dict) -> None:
+        if method == "notifications/cancelled":
+            with self.lock:
+                cancellation = self.calls.get(_hashable(params.get("requestId")))
+            if cancellation is not None:
+                self.log.event("call-cancelled", request=str(params.get("requestId")))
+                cancellation.cancel()
+            return
+        self.handler.handle_notification(method, params)
+
+    def handle_response(self, message: dict) -> None:
+        with self.lock:
+            callback = self.requests.pop(_hashable(message.get("id")), None)
+        if callback is not None:
+            callback(message)
+
+    # -- calls answered later, and requests of our own ------------------------------------
+
+    def begin_call(self, request_id) -> Cancellation:
+        """Register a request answered later; notifications/cancelled for it sets the flag."""
+        key = _hashable(request_id)
+        with self.lock:
+            if key in self.calls:
+                raise JsonRpcError(-32600, "Invalid Request: request id %s is already in use" % describe(request_id))
+            cancellation = Cancellation()
+            self.calls[key] = cancellation
+        return cancellation
+
+    def end_call(self, request_id, cancellation: Cancellation) -> None:
+        """Forget a call registered by begin_call (only that one: its id may be in use again)."""
+        key = _hashable(request_id)
+        with self.lock:
+            if self.calls.get(key) is cancellation:
+                del self.calls[key]
+
+    def request(self, method: str, params: dict, on_response) -> str:
+        """Send a request to the client; `on_response(message)` runs on the stdin thread when
+        its response comes. Our ids are strings never reused."""
+        with self.lock:
+            self.request_counter += 1
+            request_id = "srv-%d" % self.request_counter
+            self.requests[request_id] = on_response
+        self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        return request_id
+
+    def forget(self, request_id: str) -> None:
+        with self.lock:
+            self.requests.pop(request_id, None)
+
+
+def _hashable(value):
+    """Request ids as dict keys: 1 and 1.0 are one id, "1" another."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value if isinstance(value, (str, int, float)) and not isinstance(value, bool) else repr(value)
+
+
+def _request_id(message):
+    """The id of a message, when it is one a response may carry; else None."""
+    if isinstance(message, dict):
+        value = message.get("id")
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def rpc_error(request_id, code: int, message: str, data=None) -> dict:
+    error = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+def _reject_constant(name: str):
+    raise ValueError("%s is not valid JSON" % name)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError("number %s is too large" % text[:40])
+    return value
+
+
+def parse_json(text: str):
+    """json.loads, strictly: Python accepts NaN, Infinity and 1e999 by default, and would echo
+    such an id back as a line that is not JSON."""
+    return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+
+
+def bounded_lines(stream, limit: int):
+    """Lines of a binary stream; a line longer than `limit` yields None and is skipped in
+    chunks, never held whole in memory."""
+    while True:
+        line = stream.readline(limit + 1)
+        if not line:
+            return
+        if len(line) > limit and not line.endswith(b"\n"):
+            while True:
+                rest = stream.readline(1 << 20)
+                if not rest or rest.endswith(b"\n"):
+                    break
+            yield None
+            continue
+        yield line
+
+
+# ============================================================================================
+# The form's files: read from a checkout or from the running askrich.pyz
+# ============================================================================================
+
+def read_asset(name: str) -> bytes:
+    """One file of assets/, read the same way from a checkout and from inside askrich.pyz;
+    OSError when it cannot be had."""
+    parts = name.split("/")
+    loader = globals().get("__loader__")
+    archive = getattr(loader, "archive", None)
+    if archive:
+        # Through the zip this process runs from, never a path remembered in compiled code:
+        # the code cache is shared by every copy of the same archive, wherever each one is.
+        try:
+            if RUNNING_ARCHIVE is not None and RUNNING_ARCHIVE.changed():
+                return RUNNING_ARCHIVE.read("/".join(["assets"] + parts))
+            return loader.get_data(os.path.join(archive, "assets", *parts))
+        except OSError:
+            raise
+        except Exception as error:  # zipimport's, zlib's or zipfile's word for a damaged zip
+            raise OSError("cannot read %s from %s: %s" % (name, archive, error)) from error
+    # Beside the real file: askrich.py may be run through a symlink on the PATH.
+    folder = os.path.dirname(os.path.realpath(__file__))
+    with open(os.path.join(folder, "assets", *parts), "rb") as handle:
+        return handle.read()
+
+
+class RunningArchive:
+    """The zip a server process runs from, held open from its start. zipimport reads a member
+    by the path and the offsets it found at start, so once a release is installed over the
+    archive, or the archive is moved away, while the server runs, its form's files are read
+    from the file held here instead: the bytes this server started with while any name still
+    holds them, else the whole of what replaced them in place."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.handle = open(path, "rb")
+        self.stamp = self.stamp_of(os.fstat(self.handle.fileno()))
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def stamp_of(status) -> tuple:
+        return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns)
+
+    def changed(self) -> bool:
+        try:
+            return self.stamp_of(os.stat(self.path)) != self.stamp
+        except OSError:
+            return True
+
+    def read(self, member: str) -> bytes:
+        import zipfile
+
+        with self.lock:  # one file position for every thread of the form server
+            self.handle.seek(0)
+            with zipfile.ZipFile(self.handle) as archive:
+                return archive.read(member)
+
+
+RUNNING_ARCHIVE = None  # a RunningArchive while a stdio server runs from askrich.pyz on POSIX
+
+
+def hold_running_archive() -> None:
+    """Open RUNNING_ARCHIVE when this process runs from a zip. Not on Windows, where a file held
+    open cannot be replaced: that would keep users from installing an update."""
+    global RUNNING_ARCHIVE
+    archive = getattr(globals().get("__loader__"), "archive", None)
+    if archive and os.name == "posix" and RUNNING_ARCHIVE is None:
+        try:
+            RUNNING_ARCHIVE = RunningArchive(os.path.abspath(archive))
+        except OSError:
+            pass  # already gone: zipimport's own reads are all there is
 
 
 # ============================================================================================
@@ -2626,7 +2949,6 @@ def progress_counts(payload):
 # Runtime: the hub, the archive, the log and the lazily started form server, together
 # ============================================================================================
 
-
 class Runtime:
     """What the MCP server, the command line and the tests drive."""
 
@@ -2700,7 +3022,7 @@ class Runtime:
 
 
 # ============================================================================================
-# MCP protocol and tools
+# Tool definitions: instructions, schemas and the results' shapes
 # ============================================================================================
 
 RULES_TEXT = """Rules (a call that breaks one is rejected with every problem listed, and nothing is shown to the user):
@@ -3052,14 +3374,6 @@ def archived_result(record: dict) -> dict:
     return result
 
 
-class JsonRpcError(Exception):
-    def __init__(self, code: int, message: str, data=None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
-
-
 def unknown_session_text(session_id) -> str:
     return 'No interview with sessionId %s (it may have expired or the server restarted).' % (
         quote(session_id) if isinstance(session_id, str) else describe(session_id)
@@ -3097,231 +3411,9 @@ def progress_message(facts: dict) -> str:
     )
 
 
-class LineWriter:
-    """Whole JSON-RPC lines to the client, one write at a time.
-
-    send() writes at once from the calling thread, which must hold no hub or interview lock.
-    post() only queues the line for a thread of this writer's own: the log forwarding uses it,
-    because log events come from the form server's threads, and a client that stops reading
-    stdout must never stall a page, /state or a submit. Queued lines go out, in order, once
-    the client reads again.
-    """
-
-    def __init__(self, stream, on_broken) -> None:
-        from collections import deque
-
-        self.stream = stream
-        self.on_broken = on_broken
-        self.lock = threading.Lock()
-        self.queued = deque()
-        self.queue_changed = threading.Condition()
-        self.poster = None
-        self.broken = False
-
-    def send(self, message) -> None:
-        data = (json.dumps(message) + "\n").encode("utf-8")
-        with self.lock:
-            if self.broken:
-                return
-            try:
-                self.stream.write(data)
-                self.stream.flush()
-            except (OSError, ValueError):
-                self.broken = True
-        if self.broken:
-            self.on_broken()  # the client is gone
-
-    def post(self, message) -> None:
-        with self.queue_changed:
-            self.queued.append(message)
-            if self.poster is None:
-                self.poster = threading.Thread(target=self._post_queued, name="ask-user-rich-writer", daemon=True)
-                self.poster.start()
-            self.queue_changed.notify_all()
-
-    def _post_queued(self) -> None:
-        while True:
-            with self.queue_changed:
-                while not self.queued:
-                    self.queue_changed.wait()
-                message = self.queued[0]
-            self.send(message)
-            with self.queue_changed:
-                self.queued.popleft()
-                self.queue_changed.notify_all()
-
-    def drain(self, timeout: float) -> None:
-        """Wait (a bounded time) until every posted line is out."""
-        deadline = time.monotonic() + timeout
-        with self.queue_changed:
-            while self.queued and not self.broken:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return
-                self.queue_changed.wait(remaining)
-
-
-class JsonRpcStdio:
-    """JSON-RPC 2.0 over a pair of byte streams, one message a line: framing, batches, ids,
-    the responses to our own requests, notifications, and the cancellation of calls in flight.
-
-    stdin is read on its own thread. `handler.handle_request(request_id, method, params)`
-    returns the result, or None when the request is answered later (see begin_call);
-    `handler.handle_notification(method, params)` takes the rest.
-    """
-
-    def __init__(self, reader, writer, log: Log, handler) -> None:
-        self.reader = reader
-        self.out = LineWriter(writer, self.stop)
-        self.log = log
-        self.handler = handler
-        self.lock = threading.Lock()
-        self.calls: dict = {}  # request id -> Cancellation, for requests answered later
-        self.requests: dict = {}  # our request id -> callback(response message)
-        self.request_counter = 0
-        self.stopped = threading.Event()
-        self.reader_thread = None
-
-    # -- the loop -------------------------------------------------------------------------
-
-    def serve(self) -> None:
-        """Read until EOF or stop()."""
-        self.reader_thread = threading.Thread(target=self.read_loop, name="ask-user-rich-stdin", daemon=True)
-        self.reader_thread.start()
-        self.stopped.wait()
-        self.out.drain(1.0)
-
-    def stop(self) -> None:
-        self.stopped.set()
-
-    def read_loop(self) -> None:
-        try:
-            for line in bounded_lines(self.reader, MAX_LINE_BYTES):
-                if self.stopped.is_set():
-                    break
-                self.handle_line(line)
-        except (OSError, ValueError) as error:
-            self.log.event("stdin-error", "error", error=str(error))
-        finally:
-            self.log.event("stdin-closed")
-            self.stop()
-
-    def handle_line(self, line) -> None:
-        if line is None:  # longer than MAX_LINE_BYTES; skipped without being held
-            return self.send(rpc_error(None, -32700, "Parse error: line longer than %d bytes" % MAX_LINE_BYTES))
-        if not line.strip():
-            return None
-        try:
-            message = parse_json(line.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError, RecursionError) as error:
-            return self.send(rpc_error(None, -32700, "Parse error: %s" % error))
-        if isinstance(message, list):
-            if not message:
-                return self.send(rpc_error(None, -32600, "Invalid Request: empty batch"))
-            replies = [reply for reply in map(self.handle_message, message) if reply is not None]
-            if replies:
-                self.send(replies)
-            return None
-        reply = self.handle_message(message)
-        if reply is not None:
-            self.send(reply)
-        return None
-
-    # -- writing --------------------------------------------------------------------------
-
-    def send(self, message) -> None:
-        self.out.send(message)
-
-    def notify(self, method: str, params: dict) -> None:
-        self.send({"jsonrpc": "2.0", "method": method, "params": params})
-
-    def respond(self, request_id, result) -> None:
-        self.send({"jsonrpc": "2.0", "id": request_id, "result": result})
-
-    # -- one message ----------------------------------------------------------------------
-
-    def handle_message(self, message):
-        """The reply to one message (None for notifications, responses and deferred calls)."""
-        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-            return rpc_error(_request_id(message), -32600, "Invalid Request: not a JSON-RPC 2.0 message")
-        method = message.get("method")
-        has_id = "id" in message
-        if method is None:
-            if has_id and ("result" in message or "error" in message):
-                self.handle_response(message)
-                return None
-            return rpc_error(_request_id(message), -32600, "Invalid Request: no method")
-        if not isinstance(method, str):
-            return rpc_error(_request_id(message), -32600, "Invalid Request: method must be a string")
-        params = message.get("params", {})
-        if not has_id:
-            self.handle_notification(method, params if isinstance(params, dict) else {})
-            return None
-        request_id = message["id"]
-        if isinstance(request_id, bool) or not isinstance(request_id, (str, int, float)) and request_id is not None:
-            return rpc_error(None, -32600, "Invalid Request: id must be a string or a number")
-        if params is None:
-            params = {}
-        if not isinstance(params, dict):
-            return rpc_error(request_id, -32602, "Invalid params: params must be an object")
-        try:
-            result = self.handler.handle_request(request_id, method, params)
-        except JsonRpcError as error:
-            return rpc_error(request_id, error.code, error.message, error.data)
-        except Exception as error:  # a bug must not take the server down
-            self.log.event("internal-error", "error", method=method, error=repr(error)[:300])
-            return rpc_error(request_id, -32603, "Internal error: %s" % error)
-        return None if result is None else {"jsonrpc": "2.0", "id": request_id, "result": result}
-
-    def handle_notification(self, method: str, params: dict) -> None:
-        if method == "notifications/cancelled":
-            with self.lock:
-                cancellation = self.calls.get(_hashable(params.get("requestId")))
-            if cancellation is not None:
-                self.log.event("call-cancelled", request=str(params.get("requestId")))
-                cancellation.cancel()
-            return
-        self.handler.handle_notification(method, params)
-
-    def handle_response(self, message: dict) -> None:
-        with self.lock:
-            callback = self.requests.pop(_hashable(message.get("id")), None)
-        if callback is not None:
-            callback(message)
-
-    # -- calls answered later, and requests of our own ------------------------------------
-
-    def begin_call(self, request_id) -> Cancellation:
-        """Register a request answered later; notifications/cancelled for it sets the flag."""
-        key = _hashable(request_id)
-        with self.lock:
-            if key in self.calls:
-                raise JsonRpcError(-32600, "Invalid Request: request id %s is already in use" % describe(request_id))
-            cancellation = Cancellation()
-            self.calls[key] = cancellation
-        return cancellation
-
-    def end_call(self, request_id, cancellation: Cancellation) -> None:
-        """Forget a call registered by begin_call (only that one: its id may be in use again)."""
-        key = _hashable(request_id)
-        with self.lock:
-            if self.calls.get(key) is cancellation:
-                del self.calls[key]
-
-    def request(self, method: str, params: dict, on_response) -> str:
-        """Send a request to the client; `on_response(message)` runs on the stdin thread when
-        its response comes. Our ids are strings never reused."""
-        with self.lock:
-            self.request_counter += 1
-            request_id = "srv-%d" % self.request_counter
-            self.requests[request_id] = on_response
-        self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-        return request_id
-
-    def forget(self, request_id: str) -> None:
-        with self.lock:
-            self.requests.pop(request_id, None)
-
+# ============================================================================================
+# Per-call objects and the two protocol eras
+# ============================================================================================
 
 class InputRequired(Exception):
     """Raised by a client of an era without server-to-client requests: the call must end now,
@@ -3764,6 +3856,10 @@ class ModernClient(CallClient):
         self.transport.respond(self.request_id, result if "resultType" in result else modern_envelope(result))
 
 
+# ============================================================================================
+# The MCP server: methods of each era, dispatch and shutdown
+# ============================================================================================
+
 class McpServer:
     """The MCP methods over a JsonRpcStdio transport, in both protocol eras: a request whose
     `_meta` names its protocol version is served from that `_meta` alone (2026-07-28), any
@@ -3984,279 +4080,6 @@ def tool_call_arguments(params: dict):
     if not isinstance(arguments, dict):
         raise JsonRpcError(-32602, "Invalid params: arguments must be an object")
     return name, arguments
-
-
-class InterviewTools:
-    """The three tools and their delivery (browser, link, form and URL elicitation, waiting).
-    They talk to the client only through the per-call client object: `client_info`,
-    `elicitation_modes()`, `reports_progress`, `progress(message)`, `elicit(key, params,
-    interview)`, `elicitation_finished(key, interview)`, `about_to_block(interview)` and its
-    `cancellation`; so every protocol era serves the same tools."""
-
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
-        self.log = runtime.log
-
-    def call(self, name: str, arguments: dict, client):
-        """The tools/call result, or None when the call ends without a response."""
-        try:
-            return getattr(self, name)(arguments, client)
-        except InvalidInterview as problems:
-            return error_result(str(problems))
-        except InterviewError as error:
-            return error_result(tool_error_text(error))
-        except InputRequired:
-            raise
-        except Exception as error:
-            self.log.event("internal-error", "error", tool=name, error=repr(error)[:300])
-            return error_result(
-                "ask-user-rich failed inside %s: %r. The interview, if any, stays open; "
-                "see server.log in %s." % (name, error, self.runtime.config.log_dir)
-            )
-
-    def ask_user_rich(self, arguments: dict, client):
-        interview = client.resumed_interview(self.runtime.hub) or self.runtime.open_interview(
-            arguments, agent=agent_name(client.client_info)
-        )
-        delivery = interview.options["delivery"]
-        if delivery == "link":
-            return awaiting_result(interview, "Browser opening was skipped (delivery=link).")
-        if delivery == "elicitation":
-            handled, result = self.deliver_by_elicitation(interview, client)
-            if handled:
-                return result
-        return self.deliver_by_browser(interview, client, interview.options["timeoutSeconds"])
-
-    def append_questions(self, arguments: dict, client):
-        problems = check_session_arguments(arguments, APPEND_FIELDS)
-        if problems.lines:
-            raise InvalidInterview(problems.lines, FOLLOW_UP_HEADING)
-        interview = self.runtime.hub.require(arguments["sessionId"])
-        reply = self.runtime.append_questions(interview.id, arguments.get("questions"), arguments.get("note"))
-        return appended_result(reply, interview.spec["title"])
-
-    def await_user_answers(self, arguments: dict, client):
-        problems = check_session_arguments(arguments, AWAIT_FIELDS)
-        timeout = check_timeout(arguments.get("timeoutSeconds"), problems)
-        if problems.lines:
-            raise InvalidInterview(problems.lines, "Invalid arguments:")
-        session_id = arguments.get("sessionId")
-        interview = self.runtime.hub.get(session_id)
-        if interview is None:
-            record = self.runtime.archive.find(session_id)
-            if record is None:
-                raise UnknownInterview(session_id)
-            self.log.event("archive-hit", interview=session_id)
-            return answers_result(archived_result(record))
-        return self.wait_for_answers(interview, client, timeout)
-
-    def wait_for_answers(self, interview: Interview, client, timeout):
-        """Block until the submit; the result, an awaiting result, or None (no response)."""
-        with interview.lock:
-            if interview.state != "pending":
-                return answers_result(interview.result)
-        client.about_to_block(interview)
-        report = None
-        if client.reports_progress:
-            def report(facts: dict, first: bool) -> None:
-                # Only the first report carries the token-bearing URL.
-                client.progress(progress_message(facts), interview.url if first else None)
-
-        result, why = self.runtime.hub.wait(
-            interview, client.cancellation, timeout, report, self.runtime.config.progress_ms / 1000.0
-        )
-        if why == "settled":
-            return answers_result(result)
-        if why == "timeout":
-            return awaiting_result(interview, "Stopped waiting after %ds (timeoutSeconds)." % timeout)
-        return None
-
-    # -- delivery -------------------------------------------------------------------------
-
-    def deliver_by_browser(self, interview: Interview, client, timeout):
-        """Open the form and wait; else ask the client to open it (URL elicitation); else
-        return the link at once with every reason."""
-        if client.retrying(URL_ELICITATION_KEY):  # the browser already failed in the first round
-            return self.deliver_by_url_elicitation(interview, client, timeout, None)
-        config = self.runtime.config
-        opened, why = open_browser(interview.url, config, self.log)
-        if opened:
-            return self.wait_for_answers(interview, client, timeout)
-        if config.open_browser and "url" in client.elicitation_modes():
-            return self.deliver_by_url_elicitation(interview, client, timeout, why)
-        return awaiting_result(interview, "Could not open the browser (%s)." % why)
-
-    def deliver_by_url_elicitation(self, interview: Interview, client, timeout, why: str):
-        """A URL-mode elicitation: the client shows the link and opens it with the user's
-        consent; then wait as after a browser open. `why` the browser did not open: None in the
-        retry of a multi round-trip call, which carries the user's answer to the first round."""
-        with interview.lock:
-            count = len(interview.spec["questions"])
-        params = {
-            "mode": "url",
-            "url": interview.url,
-            "message": "Answer %d question%s in the form %s. No browser could be opened from "
-            "here, so please open this link." % (count, "" if count == 1 else "s",
-                                                 quote(interview.spec["title"])),
-        }
-        self.log.event("url-elicitation", interview=interview.id)
-        outcome, response = client.elicit(URL_ELICITATION_KEY, params, interview)
-        if outcome == "settled":
-            client.elicitation_finished(URL_ELICITATION_KEY, interview)
-            return answers_result(interview.result)
-        if outcome != "answered":
-            return None
-        action, detail = elicitation_action(response)
-        self.log.event("url-elicitation-answer", interview=interview.id,
-                       action=action or "error", detail=detail)
-        if action != "accept":
-            reason = URL_DECLINED_TEXT if why is None else url_refusal_reason(why, action, detail)
-            return awaiting_result(interview, reason)
-        result = self.wait_for_answers(interview, client, timeout)
-        client.elicitation_finished(URL_ELICITATION_KEY, interview)
-        return result
-
-    def deliver_by_elicitation(self, interview: Interview, client):
-        """The client's own form (form-mode elicitation): (handled, result). Not handled when
-        the client declared no form elicitation, the interview is not flat, or the client
-        failed the request: the caller then delivers by browser."""
-        with interview.lock:
-            questions = list(interview.spec["questions"])
-        if "form" not in client.elicitation_modes():
-            unfit = "the client declared no form elicitation"
-        else:
-            unfit = elicitation_unfit(questions)
-        if unfit is not None:
-            self.log.event("elicitation-fallback", interview=interview.id, why=unfit)
-            return False, None
-        params = {
-            "mode": "form",
-            "message": elicitation_message(interview.spec, questions),
-            "requestedSchema": elicitation_schema(questions),
-        }
-        self.log.event("form-elicitation", interview=interview.id, questions=len(questions))
-        outcome, response = client.elicit(FORM_ELICITATION_KEY, params, interview)
-        if outcome == "settled":
-            return True, answers_result(interview.result)
-        if outcome != "answered":
-            return True, None
-        action, detail = elicitation_action(response)
-        if action is None:
-            self.log.event("elicitation-fallback", interview=interview.id,
-                           why="the client failed the form elicitation: %s" % detail)
-            return False, None
-        if action == "accept":
-            answers, ignored = answers_from_elicitation(questions, response["result"].get("content"))
-            if ignored:
-                self.log.event("elicitation-ignored", "warning", interview=interview.id,
-                               values=cut(", ".join(ignored), 400))
-            status = "submitted"
-        else:
-            answers = {question["id"]: unanswered() for question in questions}
-            status = "declined" if action == "decline" else "cancelled"
-        self.log.event("form-elicitation-answer", interview=interview.id, action=action)
-        # None: the web form was submitted first, and its answers stand.
-        result = self.runtime.hub.settle_without_form(interview, answers, status, "elicitation")
-        return True, answers_result(result if result is not None else interview.result)
-
-
-FORM_ELICITATION_KEY = "answers"
-URL_ELICITATION_KEY = "open-form"
-URL_DECLINED_TEXT = "The user declined to open the form (URL elicitation)."
-
-
-def url_refusal_reason(why: str, action, detail) -> str:
-    refusal = {
-        "decline": "the user declined it",
-        "cancel": "the user dismissed it",
-    }.get(action, "the client failed: %s" % detail)
-    return (
-        "Could not open the browser (%s). The client was asked to open the link (URL "
-        "elicitation) and %s." % (why, refusal)
-    )
-
-
-def check_session_arguments(arguments: dict, fields) -> Problems:
-    """Unknown fields and a malformed sessionId, as problem lines."""
-    problems = Problems()
-    problems.unknown_fields(None, arguments, fields)
-    session_id = arguments.get("sessionId")
-    if session_id is None:
-        problems.add("sessionId", '"sessionId" is required')
-    elif not isinstance(session_id, str):
-        problems.add("sessionId", '"sessionId" must be a string, not %s' % describe(session_id))
-    return problems
-
-
-def appended_result(reply: dict, title: str) -> dict:
-    """One sentence for clients that show text, then the JSON."""
-    count = reply["appended"]
-    sentence = (
-        "Appended %d question%s to %s (%d in all); the open form shows them now. The answers "
-        "arrive through the call that is waiting, or call await_user_answers with sessionId %s."
-        % (count, "" if count == 1 else "s", quote(title), reply["total"], quote(reply["sessionId"]))
-    )
-    return {
-        "content": [{"type": "text", "text": sentence}, {"type": "text", "text": json.dumps(reply)}],
-        "structuredContent": reply,
-    }
-
-
-def _hashable(value):
-    """Request ids as dict keys: 1 and 1.0 are one id, "1" another."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value if isinstance(value, (str, int, float)) and not isinstance(value, bool) else repr(value)
-
-
-def _request_id(message):
-    """The id of a message, when it is one a response may carry; else None."""
-    if isinstance(message, dict):
-        value = message.get("id")
-        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
-            return value
-    return None
-
-
-def rpc_error(request_id, code: int, message: str, data=None) -> dict:
-    error = {"code": code, "message": message}
-    if data is not None:
-        error["data"] = data
-    return {"jsonrpc": "2.0", "id": request_id, "error": error}
-
-
-def _reject_constant(name: str):
-    raise ValueError("%s is not valid JSON" % name)
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if value in (float("inf"), float("-inf")):
-        raise ValueError("number %s is too large" % text[:40])
-    return value
-
-
-def parse_json(text: str):
-    """json.loads, strictly: Python accepts NaN, Infinity and 1e999 by default, and would echo
-    such an id back as a line that is not JSON."""
-    return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
-
-
-def bounded_lines(stream, limit: int):
-    """Lines of a binary stream; a line longer than `limit` yields None and is skipped in
-    chunks, never held whole in memory."""
-    while True:
-        line = stream.readline(limit + 1)
-        if not line:
-            return
-        if len(line) > limit and not line.endswith(b"\n"):
-            while True:
-                rest = stream.readline(1 << 20)
-                if not rest or rest.endswith(b"\n"):
-                    break
-            yield None
-            continue
-        yield line
 
 
 # ============================================================================================
@@ -4768,6 +4591,226 @@ def elicitation_action(response):
 
 
 # ============================================================================================
+# The tools: ask_user_rich, append_questions, await_user_answers
+# ============================================================================================
+
+class InterviewTools:
+    """The three tools and their delivery (browser, link, form and URL elicitation, waiting).
+    They talk to the client only through the per-call client object: `client_info`,
+    `elicitation_modes()`, `reports_progress`, `progress(message)`, `elicit(key, params,
+    interview)`, `elicitation_finished(key, interview)`, `about_to_block(interview)` and its
+    `cancellation`; so every protocol era serves the same tools."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.log = runtime.log
+
+    def call(self, name: str, arguments: dict, client):
+        """The tools/call result, or None when the call ends without a response."""
+        try:
+            return getattr(self, name)(arguments, client)
+        except InvalidInterview as problems:
+            return error_result(str(problems))
+        except InterviewError as error:
+            return error_result(tool_error_text(error))
+        except InputRequired:
+            raise
+        except Exception as error:
+            self.log.event("internal-error", "error", tool=name, error=repr(error)[:300])
+            return error_result(
+                "ask-user-rich failed inside %s: %r. The interview, if any, stays open; "
+                "see server.log in %s." % (name, error, self.runtime.config.log_dir)
+            )
+
+    def ask_user_rich(self, arguments: dict, client):
+        interview = client.resumed_interview(self.runtime.hub) or self.runtime.open_interview(
+            arguments, agent=agent_name(client.client_info)
+        )
+        delivery = interview.options["delivery"]
+        if delivery == "link":
+            return awaiting_result(interview, "Browser opening was skipped (delivery=link).")
+        if delivery == "elicitation":
+            handled, result = self.deliver_by_elicitation(interview, client)
+            if handled:
+                return result
+        return self.deliver_by_browser(interview, client, interview.options["timeoutSeconds"])
+
+    def append_questions(self, arguments: dict, client):
+        problems = check_session_arguments(arguments, APPEND_FIELDS)
+        if problems.lines:
+            raise InvalidInterview(problems.lines, FOLLOW_UP_HEADING)
+        interview = self.runtime.hub.require(arguments["sessionId"])
+        reply = self.runtime.append_questions(interview.id, arguments.get("questions"), arguments.get("note"))
+        return appended_result(reply, interview.spec["title"])
+
+    def await_user_answers(self, arguments: dict, client):
+        problems = check_session_arguments(arguments, AWAIT_FIELDS)
+        timeout = check_timeout(arguments.get("timeoutSeconds"), problems)
+        if problems.lines:
+            raise InvalidInterview(problems.lines, "Invalid arguments:")
+        session_id = arguments.get("sessionId")
+        interview = self.runtime.hub.get(session_id)
+        if interview is None:
+            record = self.runtime.archive.find(session_id)
+            if record is None:
+                raise UnknownInterview(session_id)
+            self.log.event("archive-hit", interview=session_id)
+            return answers_result(archived_result(record))
+        return self.wait_for_answers(interview, client, timeout)
+
+    def wait_for_answers(self, interview: Interview, client, timeout):
+        """Block until the submit; the result, an awaiting result, or None (no response)."""
+        with interview.lock:
+            if interview.state != "pending":
+                return answers_result(interview.result)
+        client.about_to_block(interview)
+        report = None
+        if client.reports_progress:
+            def report(facts: dict, first: bool) -> None:
+                # Only the first report carries the token-bearing URL.
+                client.progress(progress_message(facts), interview.url if first else None)
+
+        result, why = self.runtime.hub.wait(
+            interview, client.cancellation, timeout, report, self.runtime.config.progress_ms / 1000.0
+        )
+        if why == "settled":
+            return answers_result(result)
+        if why == "timeout":
+            return awaiting_result(interview, "Stopped waiting after %ds (timeoutSeconds)." % timeout)
+        return None
+
+    # -- delivery -------------------------------------------------------------------------
+
+    def deliver_by_browser(self, interview: Interview, client, timeout):
+        """Open the form and wait; else ask the client to open it (URL elicitation); else
+        return the link at once with every reason."""
+        if client.retrying(URL_ELICITATION_KEY):  # the browser already failed in the first round
+            return self.deliver_by_url_elicitation(interview, client, timeout, None)
+        config = self.runtime.config
+        opened, why = open_browser(interview.url, config, self.log)
+        if opened:
+            return self.wait_for_answers(interview, client, timeout)
+        if config.open_browser and "url" in client.elicitation_modes():
+            return self.deliver_by_url_elicitation(interview, client, timeout, why)
+        return awaiting_result(interview, "Could not open the browser (%s)." % why)
+
+    def deliver_by_url_elicitation(self, interview: Interview, client, timeout, why: str):
+        """A URL-mode elicitation: the client shows the link and opens it with the user's
+        consent; then wait as after a browser open. `why` the browser did not open: None in the
+        retry of a multi round-trip call, which carries the user's answer to the first round."""
+        with interview.lock:
+            count = len(interview.spec["questions"])
+        params = {
+            "mode": "url",
+            "url": interview.url,
+            "message": "Answer %d question%s in the form %s. No browser could be opened from "
+            "here, so please open this link." % (count, "" if count == 1 else "s",
+                                                 quote(interview.spec["title"])),
+        }
+        self.log.event("url-elicitation", interview=interview.id)
+        outcome, response = client.elicit(URL_ELICITATION_KEY, params, interview)
+        if outcome == "settled":
+            client.elicitation_finished(URL_ELICITATION_KEY, interview)
+            return answers_result(interview.result)
+        if outcome != "answered":
+            return None
+        action, detail = elicitation_action(response)
+        self.log.event("url-elicitation-answer", interview=interview.id,
+                       action=action or "error", detail=detail)
+        if action != "accept":
+            reason = URL_DECLINED_TEXT if why is None else url_refusal_reason(why, action, detail)
+            return awaiting_result(interview, reason)
+        result = self.wait_for_answers(interview, client, timeout)
+        client.elicitation_finished(URL_ELICITATION_KEY, interview)
+        return result
+
+    def deliver_by_elicitation(self, interview: Interview, client):
+        """The client's own form (form-mode elicitation): (handled, result). Not handled when
+        the client declared no form elicitation, the interview is not flat, or the client
+        failed the request: the caller then delivers by browser."""
+        with interview.lock:
+            questions = list(interview.spec["questions"])
+        if "form" not in client.elicitation_modes():
+            unfit = "the client declared no form elicitation"
+        else:
+            unfit = elicitation_unfit(questions)
+        if unfit is not None:
+            self.log.event("elicitation-fallback", interview=interview.id, why=unfit)
+            return False, None
+        params = {
+            "mode": "form",
+            "message": elicitation_message(interview.spec, questions),
+            "requestedSchema": elicitation_schema(questions),
+        }
+        self.log.event("form-elicitation", interview=interview.id, questions=len(questions))
+        outcome, response = client.elicit(FORM_ELICITATION_KEY, params, interview)
+        if outcome == "settled":
+            return True, answers_result(interview.result)
+        if outcome != "answered":
+            return True, None
+        action, detail = elicitation_action(response)
+        if action is None:
+            self.log.event("elicitation-fallback", interview=interview.id,
+                           why="the client failed the form elicitation: %s" % detail)
+            return False, None
+        if action == "accept":
+            answers, ignored = answers_from_elicitation(questions, response["result"].get("content"))
+            if ignored:
+                self.log.event("elicitation-ignored", "warning", interview=interview.id,
+                               values=cut(", ".join(ignored), 400))
+            status = "submitted"
+        else:
+            answers = {question["id"]: unanswered() for question in questions}
+            status = "declined" if action == "decline" else "cancelled"
+        self.log.event("form-elicitation-answer", interview=interview.id, action=action)
+        # None: the web form was submitted first, and its answers stand.
+        result = self.runtime.hub.settle_without_form(interview, answers, status, "elicitation")
+        return True, answers_result(result if result is not None else interview.result)
+
+
+FORM_ELICITATION_KEY = "answers"
+URL_ELICITATION_KEY = "open-form"
+URL_DECLINED_TEXT = "The user declined to open the form (URL elicitation)."
+
+
+def url_refusal_reason(why: str, action, detail) -> str:
+    refusal = {
+        "decline": "the user declined it",
+        "cancel": "the user dismissed it",
+    }.get(action, "the client failed: %s" % detail)
+    return (
+        "Could not open the browser (%s). The client was asked to open the link (URL "
+        "elicitation) and %s." % (why, refusal)
+    )
+
+
+def check_session_arguments(arguments: dict, fields) -> Problems:
+    """Unknown fields and a malformed sessionId, as problem lines."""
+    problems = Problems()
+    problems.unknown_fields(None, arguments, fields)
+    session_id = arguments.get("sessionId")
+    if session_id is None:
+        problems.add("sessionId", '"sessionId" is required')
+    elif not isinstance(session_id, str):
+        problems.add("sessionId", '"sessionId" must be a string, not %s' % describe(session_id))
+    return problems
+
+
+def appended_result(reply: dict, title: str) -> dict:
+    """One sentence for clients that show text, then the JSON."""
+    count = reply["appended"]
+    sentence = (
+        "Appended %d question%s to %s (%d in all); the open form shows them now. The answers "
+        "arrive through the call that is waiting, or call await_user_answers with sessionId %s."
+        % (count, "" if count == 1 else "s", quote(title), reply["total"], quote(reply["sessionId"]))
+    )
+    return {
+        "content": [{"type": "text", "text": sentence}, {"type": "text", "text": json.dumps(reply)}],
+        "structuredContent": reply,
+    }
+
+
+# ============================================================================================
 # The code cache: where askrich.pyz keeps its compiled code
 # ============================================================================================
 #
@@ -5134,6 +5177,7 @@ def _doctor_self_test(config: Config, line):
             runtime.close()
     line("form server self-test: %s: OK" % ", ".join(steps))
     return None
+
 
 if __name__ == "__main__":
     raise SystemExit(main())
