@@ -85,6 +85,7 @@ ENV_HOST = "ASK_USER_RICH_HOST"
 ENV_PUBLIC_HOST = "ASK_USER_RICH_PUBLIC_HOST"
 ENV_PROGRESS_MS = "ASK_USER_RICH_PROGRESS_MS"
 ENV_LOG_DIR = "ASK_USER_RICH_LOG_DIR"
+ENV_INBOX_PORT = "ASK_USER_RICH_INBOX_PORT"
 ENV_PROTOCOL = "ASK_USER_RICH_PROTOCOL"
 ENV_CODE_CACHE = "ASK_USER_RICH_CODE_CACHE"
 ENV_RESTARTED = "ASK_USER_RICH_RESTARTED"  # internal: askrich.pyz started over from its code cache
@@ -99,6 +100,7 @@ PROGRESS_CHANGE_MIN_SECONDS = 1.0  # answered-count changes are reported at most
 OPENER_GRACE_SECONDS = 5.0  # an opener still running after this long is a foreground launcher
 HTTP_IDLE_TIMEOUT_SECONDS = 30  # a client that trickles its request in loses its thread
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
+INBOX_PORT = 47615  # the inbox's one stable address, on 127.0.0.1
 
 # Where the summary cuts a header, a note, an Other answer and the general notes.
 CUT_HEADER, CUT_NOTES, CUT_OTHER, CUT_GENERAL = 80, 140, 100, 400
@@ -155,6 +157,7 @@ class Config:
         "progress_ms",
         "log_dir",
         "protocol",
+        "inbox_port",
     )
 
     def __init__(
@@ -168,6 +171,7 @@ class Config:
         progress_ms: int = 15000,
         log_dir: str | None = None,
         protocol: str = "auto",
+        inbox_port: int = 0,
     ) -> None:
         self.open_browser = open_browser
         self.open_cmd = open_cmd
@@ -177,6 +181,9 @@ class Config:
         self.progress_ms = progress_ms
         self.log_dir = log_dir or default_log_dir()
         self.protocol = protocol  # "auto": both eras; "legacy": only the initialize era
+        # The well-known inbox port is what from_env picks: a Config built in code (the tests,
+        # the doctor's self-test) keeps out of the user's inbox unless it names a port.
+        self.inbox_port = inbox_port  # 0: no inbox
 
     @classmethod
     def from_env(cls, environ=None) -> tuple[Config, list[str]]:
@@ -216,6 +223,7 @@ class Config:
                 progress_ms=integer(ENV_PROGRESS_MS, 15000, 10, 86_400_000),
                 log_dir=env.get(ENV_LOG_DIR, "").strip() or default_log_dir(env),
                 protocol=protocol,
+                inbox_port=integer(ENV_INBOX_PORT, INBOX_PORT, 0, 65535),
             ),
             warnings,
         )
