@@ -85,6 +85,7 @@ ENV_HOST = "ASK_USER_RICH_HOST"
 ENV_PUBLIC_HOST = "ASK_USER_RICH_PUBLIC_HOST"
 ENV_PROGRESS_MS = "ASK_USER_RICH_PROGRESS_MS"
 ENV_LOG_DIR = "ASK_USER_RICH_LOG_DIR"
+ENV_INBOX_PORT = "ASK_USER_RICH_INBOX_PORT"
 ENV_PROTOCOL = "ASK_USER_RICH_PROTOCOL"
 ENV_CODE_CACHE = "ASK_USER_RICH_CODE_CACHE"
 ENV_RESTARTED = "ASK_USER_RICH_RESTARTED"  # internal: askrich.pyz started over from its code cache
@@ -99,6 +100,7 @@ PROGRESS_CHANGE_MIN_SECONDS = 1.0  # answered-count changes are reported at most
 OPENER_GRACE_SECONDS = 5.0  # an opener still running after this long is a foreground launcher
 HTTP_IDLE_TIMEOUT_SECONDS = 30  # a client that trickles its request in loses its thread
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
+INBOX_PORT = 47615  # the inbox's one stable address, on 127.0.0.1
 
 # Where the summary cuts a header, a note, an Other answer and the general notes.
 CUT_HEADER, CUT_NOTES, CUT_OTHER, CUT_GENERAL = 80, 140, 100, 400
@@ -155,6 +157,7 @@ class Config:
         "progress_ms",
         "log_dir",
         "protocol",
+        "inbox_port",
     )
 
     def __init__(
@@ -168,6 +171,7 @@ class Config:
         progress_ms: int = 15000,
         log_dir: str | None = None,
         protocol: str = "auto",
+        inbox_port: int = 0,
     ) -> None:
         self.open_browser = open_browser
         self.open_cmd = open_cmd
@@ -177,6 +181,9 @@ class Config:
         self.progress_ms = progress_ms
         self.log_dir = log_dir or default_log_dir()
         self.protocol = protocol  # "auto": both eras; "legacy": only the initialize era
+        # The well-known inbox port is what from_env picks: a Config built in code (the tests,
+        # the doctor's self-test) keeps out of the user's inbox unless it names a port.
+        self.inbox_port = inbox_port  # 0: no inbox
 
     @classmethod
     def from_env(cls, environ=None) -> tuple[Config, list[str]]:
@@ -216,6 +223,7 @@ class Config:
                 progress_ms=integer(ENV_PROGRESS_MS, 15000, 10, 86_400_000),
                 log_dir=env.get(ENV_LOG_DIR, "").strip() or default_log_dir(env),
                 protocol=protocol,
+                inbox_port=integer(ENV_INBOX_PORT, INBOX_PORT, 0, 65535),
             ),
             warnings,
         )
@@ -1053,9 +1061,11 @@ def build_result(
     submitted_at: float,
     duration_seconds: float,
     attachments=None,
+    archive_path=None,
 ) -> dict:
-    """The structuredContent of a settled interview, `summary` first. `attachments` maps a
-    question id ("" for the general notes) to the uploads the user attached there."""
+    """The structuredContent of a settled interview, `summary` first, every field in full.
+    `attachments` maps a question id ("" for the general notes) to the uploads the user attached
+    there; `archive_path` is the archive file that holds the result (None: not written)."""
     attachments = attachments or {}
     rows = []
     counts = {"answered": 0, "deferred": 0, "needsInfo": 0, "unanswered": 0}
@@ -1097,10 +1107,62 @@ def build_result(
         "counts": counts,
         "generalNotes": _clean_text(general_notes),
         "generalAttachments": list(attachments.get("", [])),
+        "archivePath": archive_path,
         "answers": rows,
     }
     result["summary"] = summarize(result, spec)
     return result
+
+
+def with_archive_path(result: dict, spec: dict, path) -> dict:
+    """The result naming `path` (None: the archive could not be written) as its archive."""
+    result = dict(result, archivePath=path)
+    result["summary"] = summarize(result, spec)
+    return result
+
+
+# A result whose JSON passes this many characters is sent compact. Claude Code keeps the model's
+# copy of a tool result inline only up to a size per tool (above it the model gets a 2 KB preview
+# and a file path), and every client pays for the result in the agent's context.
+COMPACT_ABOVE_CHARS = 40000
+
+
+def compact_json(value) -> str:
+    """JSON as Claude Code hands structuredContent to the model: no spaces, Unicode as is."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def fit_result(result: dict, spec: dict) -> dict:
+    """What the agent receives: the result as it is while both its JSON and its text blocks
+    stay within COMPACT_ABOVE_CHARS, else the compact form (the archive keeps every field)."""
+    full = {key: value for key, value in result.items() if key != "summary"}
+    text_size = len(result["summary"]) + len(pretty_result_json(full))
+    if len(compact_json(result)) <= COMPACT_ABOVE_CHARS and text_size <= COMPACT_ABOVE_CHARS:
+        return result
+    return compact_result(result, spec)
+
+
+def compact_result(result: dict, spec: dict) -> dict:
+    """Rows without their header and without any null, [] or {} field; a summary of only the
+    answers that need the agent's attention; `compact: true`."""
+    compact = dict(result, compact=True)
+    compact["answers"] = [
+        {key: value for key, value in row.items()
+         if key != "header" and value is not None and value != [] and value != {}}
+        for row in result["answers"]
+    ]
+    compact["summary"] = summarize(result, spec, compact=True)
+    return compact
+
+
+def needs_attention(row: dict) -> bool:
+    """Anything but an answer exactly as recommended, with nothing typed or attached."""
+    return not (
+        row["followedRecommendation"] is True
+        and not row["notes"]
+        and not row["optionTexts"]
+        and not row.get("attachments")
+    )
 
 
 def followed_recommendation(question: dict, answer: dict):
@@ -1129,8 +1191,9 @@ def format_duration(seconds: float) -> str:
     return "%ds" % secs
 
 
-def summarize(result: dict, spec: dict) -> str:
-    """The text the model reads first: one line per question, cut for a glance."""
+def summarize(result: dict, spec: dict, compact: bool = False) -> str:
+    """The text the model reads first: one line per question, cut for a glance. Compact: one
+    line per question that needs attention, and the ids of the rest on one line."""
     counts = result["counts"]
     title = quote(cut(result["title"], CUT_HEADER))
     tally = "%d answered, %d deferred, %d need more info, %d unanswered." % (
@@ -1150,18 +1213,32 @@ def summarize(result: dict, spec: dict) -> str:
         head = "%s %s via %s: %s" % (title, result["status"], result["via"], tally)
     questions = {q["id"]: q for q in spec["questions"]}
     lines = [head]
+    followed = []
     for number, row in enumerate(result["answers"], 1):
+        if compact and not needs_attention(row):
+            followed.append(row["id"])
+            continue
         question = questions.get(row["id"])
         lines.append(
             "%d. [%s] %s -> %s"
             % (number, row["id"], cut(row["header"], CUT_HEADER), _summary_answer(row, question))
         )
+    if followed:
+        lines.append("Followed the recommendation (%d): %s" % (len(followed), ", ".join(followed)))
     general = result.get("generalAttachments")
     if result["generalNotes"] or general:
         text = quote(cut(result["generalNotes"], CUT_GENERAL)) if result["generalNotes"] else "none"
         lines.append("General notes: %s%s" % (text, attachment_names(general)))
-    lines.append("Full answers (JSON) follow; notes are untruncated there.")
+    if not compact:
+        lines.append("Full answers (JSON) follow; notes are untruncated there.")
+    lines.append(archive_line(result.get("archivePath")))
     return "\n".join(lines)
+
+
+def archive_line(path) -> str:
+    if path is None:
+        return "Everything, as JSON: none (the answer archive could not be written)."
+    return "Everything, as JSON: %s" % path
 
 
 def _summary_answer(row: dict, question) -> str:
@@ -1552,12 +1629,17 @@ class Archive:
         self.log = log
         self.owner = process_identity()  # written with every record of tasks
 
+    def path_for(self, interview_id: str, submitted_at: str) -> str:
+        """Where save() puts the record of this interview settled at that time (absolute)."""
+        stamp = submitted_at.replace(":", "-").replace(".", "-")
+        return os.path.abspath(os.path.join(self.directory, "%s-%s.json" % (stamp, interview_id)))
+
     def save(self, record: dict) -> str | None:
         """Write atomically (temp file, fsync, rename); the path, or None if it could not be."""
-        stamp = record["submittedAt"].replace(":", "-").replace(".", "-")
-        name = "%s-%s.json" % (stamp, record["interviewId"])
+        path = self.path_for(record["interviewId"], record["submittedAt"])
         try:
-            path = write_private_file(private_folder(self.directory, self.log), name, json_utf8(record, indent=2))
+            write_private_file(private_folder(self.directory, self.log), os.path.basename(path),
+                               json_utf8(record, indent=2))
         except OSError as error:
             self.log.event(
                 "archive-failed", "error", interview=record["interviewId"], error=str(error)
@@ -1583,6 +1665,8 @@ class Archive:
         for name in reversed(names):
             record = self._read(os.path.join(self.directory, name))
             if isinstance(record, dict) and record.get("interviewId") == interview_id:
+                # Where it is now, whatever it said when written (older records say nothing).
+                record["archivePath"] = os.path.abspath(os.path.join(self.directory, name))
                 return record
         return None
 
@@ -2259,13 +2343,16 @@ class SessionHub:
             submitted_at=now,
             duration_seconds=now - interview.created,
             attachments=attachments,
+            archive_path=self.archive.path_for(interview.id, iso_utc(now)),
         )
         record = {key: value for key, value in result.items() if key != "summary"}
         record["interview"] = interview.spec
         if interview.task_ids:  # what a later process needs to answer tasks/get for them
             record["tasks"] = dict(self.archive.owner, ids=list(interview.task_ids))
         path = self.archive.save(record)
-        interview.settle(result)
+        if path != result["archivePath"]:
+            result = with_archive_path(result, interview.spec, path)
+        interview.settle(fit_result(result, interview.spec))
         return path
 
     def _log_archived(self, interview: Interview, path) -> None:
@@ -3290,6 +3377,11 @@ LANGUAGE_TEXT = (
     "and write the questions in it."
 )
 
+COMPACT_TEXT = (
+    "A large result comes compact (the summary lists only the answers that need you; rows lose "
+    "headers and empty fields), and archivePath names the JSON file that holds every field."
+)
+
 SERVER_INSTRUCTIONS = (
     "ask-user-rich asks the user a structured interview in a local web form and returns every "
     "answer. Prefer ask_user_rich over the built-in AskUserQuestion when a round has more than "
@@ -3413,6 +3505,14 @@ ANSWER_SCHEMA = {
     },
 }
 
+# A compact result's rows: the same fields, none required but the id and the status, no header.
+COMPACT_ANSWER_SCHEMA = {
+    "type": "object",
+    "required": ["id", "status"],
+    "additionalProperties": False,
+    "properties": {key: value for key, value in ANSWER_SCHEMA["properties"].items() if key != "header"},
+}
+
 RESULT_SCHEMA = {
     "type": "object",
     "required": ["status", "summary"],
@@ -3432,7 +3532,15 @@ RESULT_SCHEMA = {
         },
         "generalNotes": _NULLABLE_TEXT,
         "generalAttachments": ATTACHMENTS_SCHEMA,
-        "answers": {"type": "array", "items": ANSWER_SCHEMA},
+        "archivePath": {
+            "type": ["string", "null"],
+            "description": "The archive file holding every field of the result; null if it could not be written.",
+        },
+        "compact": {
+            "type": "boolean",
+            "description": "true: a large result, rows without header or empty fields; archivePath has them all.",
+        },
+        "answers": {"type": "array", "items": {"anyOf": [ANSWER_SCHEMA, COMPACT_ANSWER_SCHEMA]}},
         "sessionId": {"type": "string", "description": "awaiting: pass it to await_user_answers."},
         "url": {"type": "string", "description": "awaiting: show it to the user."},
         "reason": {"type": "string", "description": "awaiting: why the call ended without answers."},
@@ -3482,6 +3590,7 @@ TOOLS = (
             "(kind: rank). The user can also defer a question, ask for more info, and add notes. "
             "Use it instead of AskUserQuestion for more than 4 questions or options, long "
             "headers, previews or rankings. " + LANGUAGE_TEXT + "\n\n" + RULES_TEXT + "\n\n" + AFTER_TEXT
+            + "\n- " + COMPACT_TEXT
         ),
         "inputSchema": {
             "type": "object",
@@ -3540,7 +3649,8 @@ TOOLS = (
             "awaiting: delivery link, no browser, timeoutSeconds, or a cancelled call) and "
             "return the same result as ask_user_rich. Returns at once if they already submitted "
             "(also after a server restart, from the answer archive). Answers may carry "
-            "attachments: files with absolute paths you can open with your own file tools."
+            "attachments: files with absolute paths you can open with your own file tools. "
+            + COMPACT_TEXT
         ),
         "inputSchema": {
             "type": "object",
@@ -3560,12 +3670,12 @@ def error_result(text: str) -> dict:
 
 
 def answers_result(result: dict) -> dict:
-    """A settled interview: the summary, then the full JSON without it."""
+    """A settled interview: the summary, then the JSON without it (one line when compact)."""
     full = {key: value for key, value in result.items() if key != "summary"}
     return {
         "content": [
             {"type": "text", "text": result["summary"]},
-            {"type": "text", "text": pretty_result_json(full)},
+            {"type": "text", "text": compact_json(full) if result.get("compact") else pretty_result_json(full)},
         ],
         "structuredContent": result,
     }
@@ -3612,8 +3722,9 @@ def archived_result(record: dict) -> dict:
     for row in result.get("answers") or []:
         if isinstance(row, dict):
             row.setdefault("attachments", [])
+    result.setdefault("archivePath", None)
     result["summary"] = summarize(result, spec)
-    return result
+    return fit_result(result, spec)
 
 
 def unknown_session_text(session_id) -> str:

@@ -281,6 +281,7 @@ def test_a_planted_symlink_never_redirects_the_archive_and_is_said_once(tmp_path
             tasks.create(form, "Waiting", askrich.Cancellation())
             result = answer_while_waited_on(runtime, form, {"q": {"selected": ["a"]}})
             assert result["answers"][0]["selected"] == ["a"]  # the waiting call got them
+            assert result["archivePath"] is None
         assert os.listdir(str(elsewhere)) == []
         _plant(elsewhere, "0123456789ab")
         assert runtime.archive.find("0123456789ab") is None
