@@ -1501,12 +1501,15 @@ def folder_refusal(path: str):
     return None
 
 
-def private_folder(path: str, log: Log | None = None) -> str:
+def private_folder(path: str, log: Log | None = None, create: bool = True) -> str:
     """`path`, ready to hold the user's files. Made 0700 and fsynced into its parent when it is
     new, so that nothing acknowledged in it can vanish with its folder; used as it is only when
     folder_refusal() has nothing against it. Else UntrustedFolder, said once in the log: a shared
-    ASK_USER_RICH_LOG_DIR must not let another user plant, read or redirect files."""
+    ASK_USER_RICH_LOG_DIR must not let another user plant, read or redirect files. With `create`
+    false, a folder that is missing is an OSError too."""
     try:
+        if not create:
+            raise FileExistsError(path)
         os.mkdir(path, 0o700)
     except FileExistsError:
         why = folder_refusal(path)
@@ -1516,7 +1519,7 @@ def private_folder(path: str, log: Log | None = None) -> str:
             log.once("folder-refused", "warning", folder=path, reason=why,
                      effect="treated as unwritable; nothing is read from it")
         raise UntrustedFolder("%s %s" % (path, why)) from None
-    sync_directory(os.path.dirname(path))
+    sync_directory(os.path.dirname(os.path.abspath(path)))
     return path
 
 
@@ -1577,31 +1580,10 @@ def process_start(pid: int):
 
 def process_alive(pid, started=None) -> bool:
     """Whether process `pid` runs (and, when `started` is known, is the one that started then)."""
-    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
+    if isinstance(pid, bool) or not pid_alive(pid):
         return False
-    if os.name == "nt":
-        import ctypes
-
-        kernel = ctypes.windll.kernel32
-        handle = kernel.OpenProcess(0x1000, False, pid)  # PROCESS_QUERY_LIMITED_INFORMATION
-        if not handle:
-            return kernel.GetLastError() == 5  # access denied: it exists
-        code = ctypes.c_ulong()
-        try:
-            kernel.GetExitCodeProcess(handle, ctypes.byref(code))
-        finally:
-            kernel.CloseHandle(handle)
-        return code.value == 259  # STILL_ACTIVE
-    try:
-        os.kill(pid, 0)
-    except PermissionError:
-        pass
-    except OSError:
-        return False
-    if started is not None:
-        now = process_start(pid)
-        return now is None or now == started
-    return True
+    now = process_start(pid) if started is not None else None
+    return now is None or now == started
 
 
 def process_identity() -> dict:
@@ -3439,25 +3421,14 @@ class InboxUnavailable(Exception):
     """The inbox cannot be kept here: a folder or the key is not private, or cannot be made."""
 
 
-def private_folder(path: str, create: bool = True) -> None:
-    """`path` as a folder only this user can write: made 0700 (and fsynced into its parent)
-    when missing and `create`, else checked. InboxUnavailable saying what is wrong."""
-    import stat
-
+def inbox_folder(path: str, create: bool = True) -> None:
+    """private_folder() for the inbox: InboxUnavailable saying what is wrong."""
     try:
-        if create:
-            try:
-                os.mkdir(path, 0o700)
-                sync_directory(os.path.dirname(os.path.abspath(path)))
-            except FileExistsError:
-                pass
-        status = os.lstat(path)
+        private_folder(path, create=create)
+    except UntrustedFolder as error:
+        raise InboxUnavailable(str(error)) from None
     except OSError as error:
         raise InboxUnavailable("%s cannot be made: %s" % (path, error.strerror or error)) from None
-    if not stat.S_ISDIR(status.st_mode):
-        raise InboxUnavailable("%s is not a folder" % path)
-    if os.name == "posix" and (status.st_uid != os.getuid() or status.st_mode & 0o022):
-        raise InboxUnavailable("%s is not private: it belongs to another user or others can write it" % path)
 
 
 def load_inbox_key(log_dir: str) -> str:
@@ -3470,7 +3441,7 @@ def load_inbox_key(log_dir: str) -> str:
         os.makedirs(log_dir, mode=0o700, exist_ok=True)
     except OSError as error:
         raise InboxUnavailable("%s cannot be made: %s" % (log_dir, error.strerror or error)) from None
-    private_folder(log_dir, create=False)
+    inbox_folder(log_dir, create=False)
     path = os.path.join(log_dir, "inbox.key")
     for _ in range(3):
         try:
@@ -3617,7 +3588,7 @@ class InboxRegistry:
 
     def write(self, entry: dict) -> None:
         """InboxUnavailable when the folder is not private or the file cannot be written."""
-        private_folder(self.folder)
+        inbox_folder(self.folder)
         temporary = os.path.join(self.folder, ".%d.json.tmp" % self.pid)
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
         try:
