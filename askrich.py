@@ -94,6 +94,10 @@ MAX_TIMEOUT_SECONDS = 604800  # one week
 SETTLED_RETENTION_SECONDS = 30 * 60
 MAX_LINE_BYTES = 16 * 1024 * 1024  # a longer stdin line is refused without being held whole
 MAX_BODY_BYTES = 5 * 1024 * 1024
+# Every free text the user writes (an Other, an option's text, notes, the general notes, a skip
+# reason): no single field can blow up the agent's context. The form (assets/js/state.js) and
+# the elicitation schema hold the same number.
+FREE_TEXT_MAX = 20000
 SSE_PING_SECONDS = 15.0
 STATE_HISTORY = 32  # states an event stream can catch up on after a burst of changes
 PROGRESS_CHANGE_MIN_SECONDS = 1.0  # answered-count changes are reported at most once a second
@@ -922,6 +926,13 @@ def _clean_text(value):
     return value or None
 
 
+def _too_long(text, what: str, problems: list) -> None:
+    """Report `text` (a cleaned free text, or None) when it passes FREE_TEXT_MAX."""
+    if text is not None and len(text) > FREE_TEXT_MAX:
+        problems.append("%s %s longer than %d characters" % (what, "are" if what.endswith("notes") else "is",
+                                                              FREE_TEXT_MAX))
+
+
 def check_submission(spec: dict, payload: dict) -> dict:
     """Normalized answers by question id, or InvalidAnswers naming every problem."""
     raw_answers = payload["answers"]
@@ -930,6 +941,7 @@ def check_submission(spec: dict, payload: dict) -> dict:
     for qid in raw_answers:
         if qid not in questions:
             problems.append("unknown question id %s" % quote(qid))
+    _too_long(_clean_text(payload.get("generalNotes")), "generalNotes", problems)
     answers = {}
     for qid, question in questions.items():
         raw = raw_answers.get(qid)
@@ -963,6 +975,7 @@ def _check_answer(question: dict, raw: dict, problems: list, where: str) -> dict
     if notes is not None and not isinstance(notes, str):
         problems.append(where + "notes must be a string, not %s" % describe(notes))
     notes = _clean_text(notes)
+    _too_long(notes, where + "notes", problems)
     if mode != "answer":
         answer = unanswered(notes)
         answer["status"] = ANSWER_MODES[mode]
@@ -990,6 +1003,7 @@ def _check_answer(question: dict, raw: dict, problems: list, where: str) -> dict
     if other is not None and not isinstance(other, str):
         problems.append(where + "other must be a string, not %s" % describe(other))
     other = _clean_text(other)
+    _too_long(other, where + "other", problems)
 
     texts = raw.get("optionTexts") or {}
     option_texts = {}
@@ -1008,6 +1022,7 @@ def _check_answer(question: dict, raw: dict, problems: list, where: str) -> dict
         if text_input is None:
             continue
         text = _clean_text(texts.get(oid))
+        _too_long(text, where + "the text of option %s" % quote(oid), problems)
         if text is not None:
             option_texts[oid] = text
         elif text_input["required"]:
@@ -5624,12 +5639,13 @@ def elicitation_schema(questions: list) -> dict:
              "title": option["label"] + (" (recommended)" if option["id"] in recommended else "")}
             for option in question["options"]
         ]
-        field = {"type": "string", "title": question["header"]}
+        field = {"type": "string", "title": question["header"], "maxLength": FREE_TEXT_MAX}
         if choices and question["multiSelect"]:
             field = {"type": "array", "title": question["header"], "items": {"anyOf": choices}}
             if recommended:
                 field["default"] = list(recommended)
         elif choices:
+            del field["maxLength"]
             field["oneOf"] = choices
             if recommended:
                 field["default"] = recommended[0]
@@ -5642,6 +5658,7 @@ def elicitation_schema(questions: list) -> dict:
                 "type": "string",
                 "title": "%s (Other)" % question["header"],
                 "description": "Your own answer, if none of the options fits.",
+                "maxLength": FREE_TEXT_MAX,
             }
     return {"type": "object", "properties": properties}
 
@@ -5696,9 +5713,14 @@ def answers_from_elicitation(questions: list, content):
 
 
 def _elicited_text(value):
-    """(text or None, description of an unusable value or None)."""
+    """(text or None, description of an unusable value or None). A text past FREE_TEXT_MAX,
+    which the schema's maxLength forbids, is cut there (and reported) rather than lost whole:
+    there is no one to ask again."""
     if value is None or isinstance(value, str):
-        return _clean_text(value), None
+        text = _clean_text(value)
+        if text is not None and len(text) > FREE_TEXT_MAX:
+            return text[:FREE_TEXT_MAX], "%d characters, cut to %d" % (len(text), FREE_TEXT_MAX)
+        return text, None
     return None, describe(value)
 
 

@@ -363,3 +363,50 @@ def test_an_other_on_a_question_that_takes_none_is_ignored_as_the_original_does(
         assert rows["typed"]["status"] == "unanswered"
     finally:
         runtime.close()
+
+
+# -- one limit for every free text --------------------------------------------------------------
+
+LIMIT = 20000
+
+
+@pytest.mark.parametrize("answers, general, field", [
+    ({"q": {"selected": ["a"], "notes": "n" * (LIMIT + 1)}}, None, 'question "q": notes are longer'),
+    ({"q": {"other": "o" * (LIMIT + 1)}}, None, 'question "q": other is longer'),
+    ({"t": {"selected": ["x"], "optionTexts": {"x": "t" * (LIMIT + 1)}}}, None,
+     'question "t": the text of option "x" is longer'),
+    ({"q": {"status": "defer", "notes": "d" * (LIMIT + 1)}}, None, 'question "q": notes are longer'),
+    ({}, "g" * (LIMIT + 1), "generalNotes is longer"),
+])
+def test_a_free_text_past_20000_characters_is_a_422_naming_the_field(tmp_path, answers, general, field):
+    runtime = quiet_runtime(tmp_path)
+    try:
+        form = runtime.open_interview(interview(
+            choice("q", "a"), {"id": "t", "header": "T?", "options": [{"id": "x", "label": "X", "textInput": {}}]}))
+        extra = {} if general is None else {"generalNotes": general}
+        refused = submit(form.url, answers, **extra)
+        assert refused.status == 422 and refused.json()["error"] == field + " than 20000 characters"
+        assert form.state == "pending"
+        # At the limit it is taken whole (whitespace around it does not count).
+        at_limit = json.loads(json.dumps(answers))
+        for row in at_limit.values():
+            for key in ("notes", "other"):
+                if key in row:
+                    row[key] = "  " + row[key][:LIMIT] + "\n"
+            if "optionTexts" in row:
+                row["optionTexts"] = {"x": row["optionTexts"]["x"][:LIMIT]}
+        if general is not None:
+            extra["generalNotes"] = general[:LIMIT]
+        assert submit(form.url, at_limit, **extra).status == 200
+    finally:
+        runtime.close()
+
+
+def test_form_elicitation_holds_the_same_limit():
+    spec, _ = askrich.validate_interview(interview(choice("q", "a"), {"id": "free", "header": "F?"}))
+    schema = askrich.elicitation_schema(spec["questions"])["properties"]
+    assert schema["free"]["maxLength"] == LIMIT and schema["q__other"]["maxLength"] == LIMIT
+    answers, ignored = askrich.answers_from_elicitation(
+        spec["questions"], {"q__other": "o" * (LIMIT + 5), "free": "f" * LIMIT})
+    assert answers["q"]["other"] == "o" * LIMIT and answers["free"]["other"] == "f" * LIMIT
+    assert ignored == ["q__other=%d characters, cut to %d" % (LIMIT + 5, LIMIT)]
