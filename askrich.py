@@ -22,6 +22,7 @@ Contents, in the order data flows (each a banner below):
   The form's files                  assets/, from a checkout or from the running askrich.pyz
   HTTP form server                  the route table and the request plumbing
   Runtime                           the hub, the log and the lazily started form server
+  The inbox                         every process's pending interviews, on one page and port
   Tool definitions                  instructions, schemas, the results' shapes
   Per-call objects and the eras     what a tool talks to for one call, legacy and modern
   The MCP server                    each era's methods, dispatch, shutdown
@@ -3769,10 +3770,11 @@ class Inbox:
         try:
             server = inbox_server_class()(self, (INBOX_HOST, self.port))
         except OSError as error:
+            # "free" here: the holder exited between the bind and the probe; the next try binds.
             verdict = prove_inbox_holder(self.port, self.key)
             with self.lock:
                 self.holder = verdict
-                report = verdict != "ours" and not self.reported_foreign
+                report = verdict == "foreign" and not self.reported_foreign
                 self.reported_foreign = self.reported_foreign or report
             if report:
                 self.log.event("inbox-port-taken", "warning", port=self.port, error=str(error),
