@@ -286,7 +286,7 @@ def test_a_shared_log_folder_gets_no_inbox_and_forms_work(tmp_path):
     rt, log = inbox_runtime(logs, free_port())
     try:
         interview = rt.open_interview({"title": "Shared", "questions": [{"id": "q", "header": "ok?"}]})
-        assert "not private" in log.wait_for("inbox-unavailable")
+        assert "can be written by group or others" in log.wait_for("inbox-unavailable")
         assert not (logs / "inbox.key").exists() and not (logs / "inbox").exists()
         state = http_request(interview.url.replace("/s/", "/api/s/") + "/state").json()
         assert "inbox" not in state
