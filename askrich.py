@@ -22,6 +22,7 @@ Contents, in the order data flows (each a banner below):
   The form's files                  assets/, from a checkout or from the running askrich.pyz
   HTTP form server                  the route table and the request plumbing
   Runtime                           the hub, the log and the lazily started form server
+  The inbox                         every process's pending interviews, on one page and port
   Tool definitions                  instructions, schemas, the results' shapes
   Per-call objects and the eras     what a tool talks to for one call, legacy and modern
   The MCP server                    each era's methods, dispatch, shutdown
@@ -3822,6 +3823,7 @@ class Inbox:
         self.streams = 0
         self.stamp = None
         self.others: list = []  # the entries of the other live processes, as last scanned
+        self.total = 0  # the interviews pending anywhere, as the forms were last told
         self.revision = 0
         self.snapshot = None  # the listing's JSON text, as last sent to pages
 
@@ -3886,23 +3888,28 @@ class Inbox:
 
     def listing(self) -> dict:
         """Every pending interview of every live process, oldest first, and who holds the port."""
-        own = self._own_entry()
+        own = self._own_entry(agents=True)
         with self.lock:
             entries = [own] + list(self.others)
         rows = []
         for entry in entries:
             for row in entry["interviews"]:
-                rows.append(dict(row, agent=entry["agent"], project=entry["project"], pid=entry["pid"]))
+                rows.append(dict(row, agent=row.pop("agent", entry["agent"]), project=entry["project"],
+                                 pid=entry["pid"]))
         rows.sort(key=lambda row: (row["createdAt"], row["pid"], row["interviewId"]))
         return {"interviews": rows, "holder": os.getpid() if self.server is not None else None}
 
-    def _own_entry(self) -> dict:
+    def _own_entry(self, agents: bool = False) -> dict:
+        """This process's registry entry; with `agents`, each row names its own interview's
+        agent (the file names one for the process: the newest)."""
         with self.lock:
             interviews = sorted(self.pending.values(), key=lambda interview: interview.created)
         rows, agent = [], None
         for interview in interviews:
             row = interview.inbox_row()
             if row is not None:
+                if agents:
+                    row["agent"] = interview.agent
                 rows.append(row)
                 agent = interview.agent or agent
         return {"pid": os.getpid(), "startedAt": self.started_at, "agent": agent,
@@ -3982,10 +3989,11 @@ class Inbox:
         try:
             server = inbox_server_class()(self, (INBOX_HOST, self.port))
         except OSError as error:
+            # "free" here: the holder exited between the bind and the probe; the next try binds.
             verdict = prove_inbox_holder(self.port, self.key)
             with self.lock:
                 self.holder = verdict
-                report = verdict != "ours" and not self.reported_foreign
+                report = verdict == "foreign" and not self.reported_foreign
                 self.reported_foreign = self.reported_foreign or report
             if report:
                 self.log.event("inbox-port-taken", "warning", port=self.port, error=str(error),
@@ -4019,16 +4027,15 @@ class Inbox:
     def _scan(self) -> None:
         stamp, entries = self.registry.scan()
         with self.changed:
-            changed = stamp != self.stamp
-            self.stamp = stamp
-            before = sum(len(entry["interviews"]) for entry in self.others)
-            if changed:
-                self.others = entries
-            after = sum(len(entry["interviews"]) for entry in self.others)
+            if stamp != self.stamp:
+                self.stamp, self.others = stamp, entries
+            # What every form here shows: the interviews pending anywhere.
+            total = sum(len(entry["interviews"]) for entry in self.others) + len(self.pending)
+            touch, self.total = total != self.total, total
             if self.streams:
                 self.revision += 1  # the page's stream compares what it would send
                 self.changed.notify_all()
-        if before != after:
+        if touch:
             self._touch_forms()
 
     def _touch_forms(self) -> None:
