@@ -85,6 +85,7 @@ ENV_HOST = "ASK_USER_RICH_HOST"
 ENV_PUBLIC_HOST = "ASK_USER_RICH_PUBLIC_HOST"
 ENV_PROGRESS_MS = "ASK_USER_RICH_PROGRESS_MS"
 ENV_LOG_DIR = "ASK_USER_RICH_LOG_DIR"
+ENV_INBOX_PORT = "ASK_USER_RICH_INBOX_PORT"
 ENV_PROTOCOL = "ASK_USER_RICH_PROTOCOL"
 ENV_CODE_CACHE = "ASK_USER_RICH_CODE_CACHE"
 ENV_RESTARTED = "ASK_USER_RICH_RESTARTED"  # internal: askrich.pyz started over from its code cache
@@ -99,6 +100,7 @@ PROGRESS_CHANGE_MIN_SECONDS = 1.0  # answered-count changes are reported at most
 OPENER_GRACE_SECONDS = 5.0  # an opener still running after this long is a foreground launcher
 HTTP_IDLE_TIMEOUT_SECONDS = 30  # a client that trickles its request in loses its thread
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
+INBOX_PORT = 47615  # the inbox's one stable address, on 127.0.0.1
 
 # Where the summary cuts a header, a note, an Other answer and the general notes.
 CUT_HEADER, CUT_NOTES, CUT_OTHER, CUT_GENERAL = 80, 140, 100, 400
@@ -119,6 +121,8 @@ ASSET_FILES = frozenset(
         "js/live.js",
         "js/i18n.js",
         "js/attach.js",
+        "js/inbox.js",
+        "inbox.html",
         "vendor/marked.esm.js",
         "vendor/purify.es.mjs",
     }
@@ -155,6 +159,7 @@ class Config:
         "progress_ms",
         "log_dir",
         "protocol",
+        "inbox_port",
     )
 
     def __init__(
@@ -168,6 +173,7 @@ class Config:
         progress_ms: int = 15000,
         log_dir: str | None = None,
         protocol: str = "auto",
+        inbox_port: int = 0,
     ) -> None:
         self.open_browser = open_browser
         self.open_cmd = open_cmd
@@ -177,6 +183,9 @@ class Config:
         self.progress_ms = progress_ms
         self.log_dir = log_dir or default_log_dir()
         self.protocol = protocol  # "auto": both eras; "legacy": only the initialize era
+        # The well-known inbox port is what from_env picks: a Config built in code (the tests,
+        # the doctor's self-test) keeps out of the user's inbox unless it names a port.
+        self.inbox_port = inbox_port  # 0: no inbox
 
     @classmethod
     def from_env(cls, environ=None) -> tuple[Config, list[str]]:
@@ -216,6 +225,7 @@ class Config:
                 progress_ms=integer(ENV_PROGRESS_MS, 15000, 10, 86_400_000),
                 log_dir=env.get(ENV_LOG_DIR, "").strip() or default_log_dir(env),
                 protocol=protocol,
+                inbox_port=integer(ENV_INBOX_PORT, INBOX_PORT, 0, 65535),
             ),
             warnings,
         )
@@ -1116,9 +1126,11 @@ def build_result(
     submitted_at: float,
     duration_seconds: float,
     attachments=None,
+    archive_path=None,
 ) -> dict:
-    """The structuredContent of a settled interview, `summary` first. `attachments` maps a
-    question id ("" for the general notes) to the uploads the user attached there."""
+    """The structuredContent of a settled interview, `summary` first, every field in full.
+    `attachments` maps a question id ("" for the general notes) to the uploads the user attached
+    there; `archive_path` is the archive file that holds the result (None: not written)."""
     attachments = attachments or {}
     rows = []
     counts = {"answered": 0, "deferred": 0, "needsInfo": 0, "unanswered": 0}
@@ -1160,10 +1172,62 @@ def build_result(
         "counts": counts,
         "generalNotes": _clean_text(general_notes),
         "generalAttachments": list(attachments.get("", [])),
+        "archivePath": archive_path,
         "answers": rows,
     }
     result["summary"] = summarize(result, spec)
     return result
+
+
+def with_archive_path(result: dict, spec: dict, path) -> dict:
+    """The result naming `path` (None: the archive could not be written) as its archive."""
+    result = dict(result, archivePath=path)
+    result["summary"] = summarize(result, spec)
+    return result
+
+
+# A result whose JSON passes this many characters is sent compact. Claude Code keeps the model's
+# copy of a tool result inline only up to a size per tool (above it the model gets a 2 KB preview
+# and a file path), and every client pays for the result in the agent's context.
+COMPACT_ABOVE_CHARS = 40000
+
+
+def compact_json(value) -> str:
+    """JSON as Claude Code hands structuredContent to the model: no spaces, Unicode as is."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def fit_result(result: dict, spec: dict) -> dict:
+    """What the agent receives: the result as it is while both its JSON and its text blocks
+    stay within COMPACT_ABOVE_CHARS, else the compact form (the archive keeps every field)."""
+    full = {key: value for key, value in result.items() if key != "summary"}
+    text_size = len(result["summary"]) + len(pretty_result_json(full))
+    if len(compact_json(result)) <= COMPACT_ABOVE_CHARS and text_size <= COMPACT_ABOVE_CHARS:
+        return result
+    return compact_result(result, spec)
+
+
+def compact_result(result: dict, spec: dict) -> dict:
+    """Rows without their header and without any null, [] or {} field; a summary of only the
+    answers that need the agent's attention; `compact: true`."""
+    compact = dict(result, compact=True)
+    compact["answers"] = [
+        {key: value for key, value in row.items()
+         if key != "header" and value is not None and value != [] and value != {}}
+        for row in result["answers"]
+    ]
+    compact["summary"] = summarize(result, spec, compact=True)
+    return compact
+
+
+def needs_attention(row: dict) -> bool:
+    """Anything but an answer exactly as recommended, with nothing typed or attached."""
+    return not (
+        row["followedRecommendation"] is True
+        and not row["notes"]
+        and not row["optionTexts"]
+        and not row.get("attachments")
+    )
 
 
 def followed_recommendation(question: dict, answer: dict):
@@ -1192,8 +1256,9 @@ def format_duration(seconds: float) -> str:
     return "%ds" % secs
 
 
-def summarize(result: dict, spec: dict) -> str:
-    """The text the model reads first: one line per question, cut for a glance."""
+def summarize(result: dict, spec: dict, compact: bool = False) -> str:
+    """The text the model reads first: one line per question, cut for a glance. Compact: one
+    line per question that needs attention, and the ids of the rest on one line."""
     counts = result["counts"]
     title = quote(cut(result["title"], CUT_HEADER))
     tally = "%d answered, %d deferred, %d need more info, %d unanswered." % (
@@ -1213,18 +1278,32 @@ def summarize(result: dict, spec: dict) -> str:
         head = "%s %s via %s: %s" % (title, result["status"], result["via"], tally)
     questions = {q["id"]: q for q in spec["questions"]}
     lines = [head]
+    followed = []
     for number, row in enumerate(result["answers"], 1):
+        if compact and not needs_attention(row):
+            followed.append(row["id"])
+            continue
         question = questions.get(row["id"])
         lines.append(
             "%d. [%s] %s -> %s"
             % (number, row["id"], cut(row["header"], CUT_HEADER), _summary_answer(row, question))
         )
+    if followed:
+        lines.append("Followed the recommendation (%d): %s" % (len(followed), ", ".join(followed)))
     general = result.get("generalAttachments")
     if result["generalNotes"] or general:
         text = quote(cut(result["generalNotes"], CUT_GENERAL)) if result["generalNotes"] else "none"
         lines.append("General notes: %s%s" % (text, attachment_names(general)))
-    lines.append("Full answers (JSON) follow; notes are untruncated there.")
+    if not compact:
+        lines.append("Full answers (JSON) follow; notes are untruncated there.")
+    lines.append(archive_line(result.get("archivePath")))
     return "\n".join(lines)
+
+
+def archive_line(path) -> str:
+    if path is None:
+        return "Everything, as JSON: none (the answer archive could not be written)."
+    return "Everything, as JSON: %s" % path
 
 
 def _summary_answer(row: dict, question) -> str:
@@ -1393,10 +1472,14 @@ class Archive:
         self.directory = os.path.join(log_dir, "answers")
         self.log = log
 
+    def path_for(self, interview_id: str, submitted_at: str) -> str:
+        """Where save() puts the record of this interview settled at that time (absolute)."""
+        stamp = submitted_at.replace(":", "-").replace(".", "-")
+        return os.path.abspath(os.path.join(self.directory, "%s-%s.json" % (stamp, interview_id)))
+
     def save(self, record: dict) -> str | None:
         """Write atomically (temp file, fsync, rename); the path, or None if it could not be."""
-        stamp = record["submittedAt"].replace(":", "-").replace(".", "-")
-        path = os.path.join(self.directory, "%s-%s.json" % (stamp, record["interviewId"]))
+        path = self.path_for(record["interviewId"], record["submittedAt"])
         temporary = path + ".tmp"
         try:
             os.makedirs(self.directory, mode=0o700, exist_ok=True)
@@ -1440,6 +1523,8 @@ class Archive:
             except (OSError, ValueError):
                 continue
             if isinstance(record, dict) and record.get("interviewId") == interview_id:
+                # Where it is now, whatever it said when written (older records say nothing).
+                record["archivePath"] = os.path.abspath(os.path.join(self.directory, name))
                 return record
         return None
 
@@ -1690,6 +1775,7 @@ class Interview:
         self.counts_revision = 0
         self.page_views = 0
         self.streams = 0
+        self.unseen = None  # (follow-ups unseen, questions then), as the form last reported
         self.attachments = attachments
 
     # -- reading --------------------------------------------------------------------------
@@ -1715,8 +1801,9 @@ class Interview:
             }
 
     def is_pending(self) -> bool:
+        """Pending and its server not shutting down."""
         with self._lock:
-            return self.state == PENDING
+            return self.state == PENDING and not self.closed
 
     def settled_result(self):
         """The result once settled, else None."""
@@ -1736,6 +1823,39 @@ class Interview:
     def _check_pending(self) -> None:
         if self.state != PENDING:
             raise InterviewSettled(self.id, self.state)
+
+    def inbox_row(self):
+        """What the inbox lists of it while it is pending, else None."""
+        with self._lock:
+            if self.state != PENDING:
+                return None
+            questions = self.spec["questions"]
+            if self.unseen is None:  # no form has said yet: every follow-up is unseen
+                unseen = sum(1 for question in questions if question.get("version", 1) > 1)
+            else:
+                unseen = self.unseen[0] + max(0, len(questions) - self.unseen[1])
+            return {
+                "interviewId": self.id,
+                "title": self.spec["title"],
+                "url": self.url,
+                "questions": len(questions),
+                "answered": (self.counts or {}).get("answered", 0),
+                "followUpsUnseen": unseen,
+                "createdAt": iso_utc(self.created),
+                "waiting": self.waiters > 0,
+            }
+
+    def record_unseen(self, count: int) -> None:
+        """The form's count of follow-up questions not shown to the user yet; questions
+        appended after it are added to it until the form says again."""
+        with self._lock:
+            self.unseen = (count, len(self.spec["questions"]))
+
+    def nudge(self) -> None:
+        """Let the event streams send the /state JSON again: what a form shows beside it (the
+        inbox's count) changed."""
+        with self._lock:
+            self._touch()
 
     def form_status(self) -> str:
         if self.streams > 0:
@@ -2006,6 +2126,13 @@ class SessionHub:
         self.by_id: dict = {}
         self.by_token: dict = {}
         self.closed = False
+        # Told of every interview created, changed in what the inbox lists (questions,
+        # answered count, a waiter) and settled; set once, before the first interview.
+        self.observer = None
+
+    def _observe(self, interview: Interview) -> None:
+        if self.observer is not None:
+            self.observer(interview)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -2031,6 +2158,7 @@ class SessionHub:
             questions=len(spec["questions"]),
             title=spec["title"],
         )
+        self._observe(interview)
         return interview
 
     def _purge_expired(self) -> None:
@@ -2100,6 +2228,7 @@ class SessionHub:
             total=reply["total"],
             version=reply["version"],
         )
+        self._observe(interview)
         return reply
 
     # -- changes from the form ------------------------------------------------------------
@@ -2111,6 +2240,11 @@ class SessionHub:
     def record_counts(self, interview: Interview, counts: dict) -> None:
         interview.record_counts(counts)
         self.log.event("form-progress", "debug", interview=interview.id, **counts)
+        self._observe(interview)
+
+    def record_unseen(self, interview: Interview, count: int) -> None:
+        interview.record_unseen(count)
+        self._observe(interview)
 
     def submit(self, interview: Interview, payload) -> dict:
         """Check, archive durably, settle, wake every waiter; the reply for the form."""
@@ -2125,6 +2259,7 @@ class SessionHub:
         (result, path), delivered = interview.settle(decide, version)
         counts = result["counts"]
         self._log_archived(interview, path)
+        self._observe(interview)
         self.log.event(result["status"], interview=interview.id, delivered=delivered, **counts)
         return {"ok": True, "counts": counts, "delivered": delivered}
 
@@ -2136,6 +2271,7 @@ class SessionHub:
         except InterviewSettled:
             return None
         self._log_archived(interview, path)
+        self._observe(interview)
         return result
 
     def _result(self, interview: Interview, submission: dict, via: str):
@@ -2153,10 +2289,14 @@ class SessionHub:
             submitted_at=now,
             duration_seconds=now - interview.created,
             attachments=submission["attachments"],
+            archive_path=self.archive.path_for(interview.id, iso_utc(now)),
         )
         record = {key: value for key, value in result.items() if key != "summary"}
         record["interview"] = interview.spec
         path = self.archive.save(record)
+        if path != result["archivePath"]:
+            result = with_archive_path(result, interview.spec, path)
+        result = fit_result(result, interview.spec)
         return result, (result, path)
 
     def _log_archived(self, interview: Interview, path) -> None:
@@ -2176,12 +2316,14 @@ class SessionHub:
         )
         try:
             with interview.waiter(cancellation) as waiter:
+                self._observe(interview)
                 if report is None:
                     why = waiter.wait(timeout)
                 else:
                     with ProgressTicker(interview, report, interval):
                         why = waiter.wait(timeout)
         finally:
+            self._observe(interview)
             self.log.event("wait-end", interview=interview.id)
         return (interview.settled_result() if why == "settled" else None), why
 
@@ -2662,7 +2804,8 @@ def route_interview(request, params: dict):
 
 
 def route_state(request, params: dict):
-    return json_reply(200, api_interview(request, params).state_json())
+    interview = api_interview(request, params)
+    return json_reply(200, request.runtime.inbox.beside(interview, interview.state_json()))
 
 
 def route_events(request, params: dict):
@@ -2672,10 +2815,14 @@ def route_events(request, params: dict):
 def route_progress(request, params: dict):
     interview = api_interview(request, params)
     require_json_body(request)
-    counts = progress_counts(request.read_json(MAX_PROGRESS_BYTES))
+    payload = request.read_json(MAX_PROGRESS_BYTES)
+    counts = progress_counts(payload)
     if counts is None:
         raise HttpRefusal(422, "progress must be an object of answered, deferred, needsInfo and open counts")
     request.runtime.hub.record_counts(interview, counts)
+    unseen = payload.get("followUpsUnseen")
+    if isinstance(unseen, int) and not isinstance(unseen, bool) and unseen >= 0:
+        request.runtime.hub.record_unseen(interview, unseen)
     return Reply(204)
 
 
@@ -2798,11 +2945,11 @@ def match_path(pattern: str, path: str):
     return params if len(given) == len(wanted) else None
 
 
-def resolve_route(method: str, path: str):
+def resolve_route(method: str, path: str, routes=ROUTES):
     """(route, params) for a request; HttpRefusal 404 for a path no route has, 405 with an
     Allow header for a path that routes take with other methods only."""
     allowed = []
-    for route_method, pattern, route in ROUTES:
+    for route_method, pattern, route in routes:
         params = match_path(pattern, path)
         if params is None:
             continue
@@ -2862,12 +3009,14 @@ class FormRequestPlumbing:
         """Every method the base class knows comes here: the two checks, then the route."""
         try:
             self.check_host_and_origin()
-            route, params = resolve_route(self.command, self.path)
+            route, params = resolve_route(self.command, self.path, self.server.routes)
             reply = route(self, params)
         except HttpRefusal as refusal:
             reply = refusal.reply()
         if isinstance(reply, EventStream):
             return self.stream_events(reply.interview)
+        if isinstance(reply, InboxStream):
+            return reply.inbox.stream(self)
         self.send_reply(reply)
 
     do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = handle_routed
@@ -2948,7 +3097,7 @@ class FormRequestPlumbing:
                     break
                 chunk = ": ping\n\n"
                 if changed:
-                    fresh = [json.dumps(state) for state in states]
+                    fresh = [json.dumps(self.runtime.inbox.beside(interview, state)) for state in states]
                     fresh = [data for previous, data in zip([sent] + fresh, fresh) if data != previous]
                     chunk = "".join("event: state\ndata: %s\n\n" % data for data in fresh) or chunk
                     sent = fresh[-1] if fresh else sent
@@ -3012,6 +3161,7 @@ def _build_form_server_class():
 
     class FormServer(ThreadingHTTPServer):
         daemon_threads = True
+        routes = ROUTES
         allow_reuse_address = True
         # socketserver's listen backlog is 5: a page (or a local client) opening many
         # connections at once filled it, and later connections, the form's own included, lost
@@ -3078,6 +3228,8 @@ class Runtime:
         self.server_lock = threading.Lock()
         self.form_server = None
         self.server_thread = None
+        self.inbox = Inbox(self)
+        self.hub.observer = self.inbox.observe
 
     def base_url(self) -> str:
         """Start the form server on first need; its base URL. FormServerUnavailable if it
@@ -3117,6 +3269,7 @@ class Runtime:
         return result
 
     def close(self) -> None:
+        self.inbox.close()
         self.hub.close()
         with self.server_lock:
             server, self.form_server = self.form_server, None
@@ -3125,6 +3278,707 @@ class Runtime:
             server.server_close()
             self.log.event("http-stopped")
         self.log.close()
+
+
+# ============================================================================================
+# The inbox: every pending interview of every process of this user, on one page
+# ============================================================================================
+#
+# Each process with pending interviews keeps <log dir>/inbox/<pid>.json. One of them, the
+# holder, binds the well-known inbox port and serves the page from those files under the key in
+# <log dir>/inbox.key; the others try to bind again every few seconds, so that the address
+# outlives any one process. A process with nothing pending does none of this.
+
+INBOX_HOST = "127.0.0.1"  # loopback only, whatever ASK_USER_RICH_HOST says
+INBOX_RETRY_SECONDS = 5.0
+INBOX_WRITE_SECONDS = 0.25  # the registry file is rewritten at most this often
+INBOX_WATCH_SECONDS = 0.5  # how often the registry folder is looked at while anything is pending
+INBOX_PROBE_SECONDS = 2.0
+INBOX_ENTRY_MAX_BYTES = 1024 * 1024
+INBOX_NONCE_CHARS = frozenset("0123456789abcdef")
+
+
+class InboxUnavailable(Exception):
+    """The inbox cannot be kept here: a folder or the key is not private, or cannot be made."""
+
+
+def private_folder(path: str, create: bool = True) -> None:
+    """`path` as a folder only this user can write: made 0700 (and fsynced into its parent)
+    when missing and `create`, else checked. InboxUnavailable saying what is wrong."""
+    import stat
+
+    try:
+        if create:
+            try:
+                os.mkdir(path, 0o700)
+                sync_directory(os.path.dirname(os.path.abspath(path)))
+            except FileExistsError:
+                pass
+        status = os.lstat(path)
+    except OSError as error:
+        raise InboxUnavailable("%s cannot be made: %s" % (path, error.strerror or error)) from None
+    if not stat.S_ISDIR(status.st_mode):
+        raise InboxUnavailable("%s is not a folder" % path)
+    if os.name == "posix" and (status.st_uid != os.getuid() or status.st_mode & 0o022):
+        raise InboxUnavailable("%s is not private: it belongs to another user or others can write it" % path)
+
+
+def load_inbox_key(log_dir: str) -> str:
+    """The inbox's secret, made once (18 random bytes, base64url, 0600): <log dir>/inbox.key.
+    InboxUnavailable when the log folder or the key file is not private."""
+    import secrets
+    import stat
+
+    try:
+        os.makedirs(log_dir, mode=0o700, exist_ok=True)
+    except OSError as error:
+        raise InboxUnavailable("%s cannot be made: %s" % (log_dir, error.strerror or error)) from None
+    private_folder(log_dir, create=False)
+    path = os.path.join(log_dir, "inbox.key")
+    for _ in range(3):
+        try:
+            descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except FileNotFoundError:
+            _make_inbox_key(path, secrets.token_urlsafe(18))
+            continue
+        except OSError as error:
+            raise InboxUnavailable("%s cannot be read: %s" % (path, error.strerror or error)) from None
+        with os.fdopen(descriptor, "rb") as handle:
+            status = os.fstat(handle.fileno())
+            if not stat.S_ISREG(status.st_mode):
+                raise InboxUnavailable("%s is not a file" % path)
+            if os.name == "posix" and (status.st_uid != os.getuid() or status.st_mode & 0o077):
+                raise InboxUnavailable("%s is not private: it belongs to another user or others can read it" % path)
+            key = handle.read(64).decode("ascii", "replace").strip()
+        if len(key) == 24 and set(key) <= TOKEN_CHARS:
+            return key
+        if key:
+            raise InboxUnavailable("%s does not hold an inbox key; delete it to have a new one made" % path)
+        time.sleep(0.05)  # another process is writing it right now (a file system without links)
+    raise InboxUnavailable("%s could not be made" % path)
+
+
+def _make_inbox_key(path: str, key: str) -> None:
+    """Write the key whole under a temporary name, then link it into place: of two processes
+    making it at once, one wins and both read the winner's key."""
+    temporary = "%s.%d.tmp" % (path, os.getpid())
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        try:
+            os.unlink(temporary)
+        except FileNotFoundError:
+            pass
+        descriptor = os.open(temporary, flags, 0o600)
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(key.encode("ascii") + b"\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            pass
+        except OSError:
+            # No hard links here (FAT, some network shares): create the file itself, exclusively.
+            try:
+                descriptor = os.open(path, flags, 0o600)
+            except FileExistsError:
+                return
+            with os.fdopen(descriptor, "wb") as handle:
+                handle.write(key.encode("ascii") + b"\n")
+        sync_directory(os.path.dirname(path))
+    except OSError as error:
+        raise InboxUnavailable("%s cannot be written: %s" % (path, error.strerror or error)) from None
+    finally:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+
+
+def inbox_proof(key: str, nonce: str) -> str:
+    import hashlib
+    import hmac
+
+    return hmac.new(key.encode("ascii"), nonce.encode("ascii"), hashlib.sha256).hexdigest()
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process of this user with that number runs (a zombie does not count)."""
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    if os.name == "nt":
+        return _windows_pid_alive(pid)
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False  # gone, or the number now belongs to another user's process
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as handle:
+            return handle.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True  # no /proc (macOS): kill() said it is there
+
+
+def _windows_pid_alive(pid: int) -> bool:
+    # os.kill() on Windows terminates the process whatever the signal: ask the kernel instead.
+    import ctypes
+
+    kernel32 = ctypes.windll.kernel32
+    handle = kernel32.OpenProcess(0x1000, False, pid)  # PROCESS_QUERY_LIMITED_INFORMATION
+    if not handle:
+        return False
+    try:
+        code = ctypes.c_ulong()
+        return bool(kernel32.GetExitCodeProcess(handle, ctypes.byref(code))) and code.value == 259
+    finally:
+        kernel32.CloseHandle(handle)
+
+
+def _inbox_row(raw):
+    """One interview of a registry file, with every field of the right type, or None."""
+    if not isinstance(raw, dict):
+        return None
+    row = {}
+    for name, kind in (("interviewId", str), ("title", str), ("url", str), ("createdAt", str)):
+        if not isinstance(raw.get(name), kind):
+            return None
+        row[name] = raw[name]
+    # The page links to it: only a web address, never javascript: or a file.
+    if not row["url"].startswith(("http://", "https://")):
+        return None
+    for name in ("questions", "answered", "followUpsUnseen"):
+        value = raw.get(name, 0)
+        row[name] = value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+    row["waiting"] = raw.get("waiting") is True
+    return row
+
+
+def _inbox_entry(raw, pid: int):
+    """A registry file's JSON checked, or None: a damaged file costs only its own rows."""
+    if not isinstance(raw, dict) or raw.get("pid") != pid or not isinstance(raw.get("interviews"), list):
+        return None
+    rows = [row for row in map(_inbox_row, raw["interviews"]) if row is not None]
+    return {
+        "pid": pid,
+        "startedAt": raw.get("startedAt") if isinstance(raw.get("startedAt"), str) else "",
+        "agent": raw.get("agent") if isinstance(raw.get("agent"), str) else None,
+        "project": raw.get("project") if isinstance(raw.get("project"), str) else "",
+        "interviews": rows,
+    }
+
+
+class InboxRegistry:
+    """<log dir>/inbox/: this process's entry, written whole or not at all, and the entries of
+    every live process, read back. Files of processes that are gone are removed on sight."""
+
+    def __init__(self, log_dir: str) -> None:
+        self.folder = os.path.join(log_dir, "inbox")
+        self.pid = os.getpid()
+        self.path = os.path.join(self.folder, "%d.json" % self.pid)
+        self.written = False
+        self.cache: dict = {}  # file name -> ((mtime_ns, size), entry or None)
+
+    def write(self, entry: dict) -> None:
+        """InboxUnavailable when the folder is not private or the file cannot be written."""
+        private_folder(self.folder)
+        temporary = os.path.join(self.folder, ".%d.json.tmp" % self.pid)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+        try:
+            descriptor = os.open(temporary, flags, 0o600)
+            with os.fdopen(descriptor, "wb") as handle:
+                handle.write(json_utf8(entry))
+            os.replace(temporary, self.path)
+        except OSError as error:
+            raise InboxUnavailable("%s cannot be written: %s" % (self.path, error.strerror or error)) from None
+        self.written = True
+
+    def remove(self) -> None:
+        if not self.written:
+            return
+        self.written = False
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+
+    def scan(self):
+        """(stamp, entries): the entries of every other live process, and a value that changes
+        whenever any of them may have."""
+        try:
+            names = os.listdir(self.folder)
+        except OSError:
+            return (), []
+        stamp, entries, seen = [], [], set()
+        for name in sorted(names):
+            stem = name[1:-9] if name.startswith(".") and name.endswith(".json.tmp") else name[:-5]
+            if not stem.isdigit() or not (name.endswith(".json") or name.endswith(".json.tmp")):
+                continue
+            pid = int(stem)
+            if pid == self.pid:
+                continue
+            path = os.path.join(self.folder, name)
+            if not pid_alive(pid):
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+                continue
+            if name.startswith("."):
+                continue  # a write in progress
+            try:
+                status = os.lstat(path)
+            except OSError:
+                continue
+            key = (status.st_mtime_ns, status.st_size)
+            stamp.append((name, key))
+            seen.add(name)
+            cached = self.cache.get(name)
+            if cached is None or cached[0] != key:
+                cached = (key, self._read(path, pid))
+                self.cache[name] = cached
+            if cached[1] is not None:
+                entries.append(cached[1])
+        for name in set(self.cache) - seen:
+            del self.cache[name]
+        return tuple(stamp), entries
+
+    @staticmethod
+    def _read(path: str, pid: int):
+        import stat
+
+        try:
+            descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            with os.fdopen(descriptor, "rb") as handle:
+                if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                    return None
+                data = handle.read(INBOX_ENTRY_MAX_BYTES + 1)
+        except OSError:
+            return None
+        if len(data) > INBOX_ENTRY_MAX_BYTES:
+            return None
+        try:
+            return _inbox_entry(parse_json(data.decode("utf-8")), pid)
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            return None
+
+
+class InboxStream:
+    """What the inbox's events route answers: the connection is kept and the listing written to
+    it whenever it changes, until the page or the holder goes."""
+
+    __slots__ = ("inbox",)
+
+    def __init__(self, inbox) -> None:
+        self.inbox = inbox
+
+
+def inbox_from(request, params: dict):
+    """The inbox a /inbox/<key> route names, or a 404 (a wrong key is no different)."""
+    import hmac
+
+    inbox = request.server.inbox
+    given = params.get("key", "")
+    if inbox.key is None or not hmac.compare_digest(
+        inbox.key.encode("ascii"), given.encode("utf-8", "surrogatepass")
+    ):
+        raise HttpRefusal(404, "not found")
+    return inbox
+
+
+def route_inbox_page(request, params: dict):
+    inbox_from(request, params)
+    return route_asset(request, {"name": "inbox.html"})
+
+
+def route_inbox_json(request, params: dict):
+    return json_reply(200, inbox_from(request, params).listing())
+
+
+def route_inbox_events(request, params: dict):
+    return InboxStream(inbox_from(request, params))
+
+
+def route_inbox_prove(request, params: dict):
+    import urllib.parse
+
+    query = urllib.parse.parse_qs(request.path.partition("?")[2])
+    nonce = (query.get("nonce") or [""])[0]
+    if not 16 <= len(nonce) <= 128 or not set(nonce) <= INBOX_NONCE_CHARS:
+        raise HttpRefusal(400, "nonce must be 16 to 128 lower-case hex digits")
+    return json_reply(200, {"proof": inbox_proof(request.server.inbox.key, nonce)})
+
+
+INBOX_ROUTES = (
+    ("GET", "/inbox/<key>", route_inbox_page),
+    ("GET", "/assets/<name*>", route_asset),
+    ("GET", "/api/inbox/prove", route_inbox_prove),
+    ("GET", "/api/inbox/<key>", route_inbox_json),
+    ("GET", "/api/inbox/<key>/events", route_inbox_events),
+)
+
+_INBOX_SERVER_CLASS = None
+
+
+def inbox_server_class():
+    """The form server's class, on the inbox's routes and loopback names only."""
+    global _INBOX_SERVER_CLASS
+    if _INBOX_SERVER_CLASS is None:
+        import socket
+
+        class InboxServer(form_server_class()):
+            routes = INBOX_ROUTES
+            # On Windows SO_REUSEADDR lets a second socket take a port that is in use, which
+            # would make two holders; there an exclusive bind is asked for instead.
+            allow_reuse_address = os.name != "nt"
+
+            def __init__(self, inbox, address):
+                self.inbox = inbox
+                super().__init__(inbox.runtime, address)
+                names = ("localhost", "127.0.0.1", "[::1]")
+                port = self.server_address[1]
+                self.allowed_hosts = frozenset(names)
+                self.allowed_origins = frozenset("http://%s:%d" % (name, port) for name in names)
+
+            def server_bind(self):
+                if os.name == "nt" and hasattr(socket, "SO_EXCLUSIVEADDRUSE"):
+                    self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_EXCLUSIVEADDRUSE, 1)
+                super().server_bind()
+
+        _INBOX_SERVER_CLASS = InboxServer
+    return _INBOX_SERVER_CLASS
+
+
+def prove_inbox_holder(port: int, key: str, timeout: float = INBOX_PROBE_SECONDS):
+    """Ask whoever holds 127.0.0.1:`port` to prove it knows the key, without sending the key.
+    "ours", "foreign" (something answers and cannot prove it) or "free" (nothing listens)."""
+    import hmac
+    import http.client
+    import secrets
+
+    nonce = secrets.token_hex(16)
+    connection = http.client.HTTPConnection(INBOX_HOST, port, timeout=timeout)
+    try:
+        connection.request("GET", "/api/inbox/prove?nonce=" + nonce, headers={"Host": "127.0.0.1:%d" % port})
+        response = connection.getresponse()
+        body = response.read(4096)
+    except ConnectionRefusedError:
+        return "free"
+    except (OSError, http.client.HTTPException):
+        return "foreign"
+    finally:
+        connection.close()
+    try:
+        proof = json.loads(body.decode("utf-8")).get("proof")
+    except (UnicodeDecodeError, ValueError, AttributeError):
+        return "foreign"
+    if response.status == 200 and isinstance(proof, str) and hmac.compare_digest(
+        proof.encode("ascii", "replace"), inbox_proof(key, nonce).encode("ascii")
+    ):
+        return "ours"
+    return "foreign"
+
+
+def inbox_url(port: int, key: str) -> str:
+    return "http://localhost:%d/inbox/%s" % (port, key)
+
+
+class Inbox:
+    """This process's part in the inbox: its registry entry, the bind attempts, and, while it
+    holds the port, the inbox server. One worker thread does all of it, and exists only while
+    the process has pending interviews (or holds the port for a page that is open, or runs
+    the `inbox` command)."""
+
+    def __init__(self, runtime, hold: bool = False) -> None:
+        self.runtime = runtime
+        self.log = runtime.log
+        self.port = runtime.config.inbox_port
+        self.hold = hold  # the `inbox` command: hold the port until closed, pending or not
+        self.registry = InboxRegistry(runtime.config.log_dir)
+        try:
+            self.project = os.getcwd()
+        except OSError:  # the folder it was started in is gone
+            self.project = ""
+        self.started_at = iso_utc(time.time())
+        self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)
+        self.pending: dict = {}  # interview id -> Interview, this process's pending ones
+        self.dirty = False
+        self.worker = None
+        self.closed = False
+        self.key = None
+        self.unavailable = None  # why the inbox cannot be kept here, once found
+        self.server = None
+        self.server_thread = None
+        self.holder = None  # None: unknown; "ours", "foreign" or "free" as last probed
+        self.reported_foreign = False
+        self.streams = 0
+        self.stamp = None
+        self.others: list = []  # the entries of the other live processes, as last scanned
+        self.revision = 0
+        self.snapshot = None  # the listing's JSON text, as last sent to pages
+
+    # -- what the hub tells it ------------------------------------------------------------
+
+    def observe(self, interview) -> None:
+        """An interview was created, changed what the registry lists, or settled."""
+        if not self.port:
+            return
+        pending = interview.is_pending()
+        with self.changed:
+            if self.closed:
+                return
+            if pending:
+                self.pending[interview.id] = interview
+            elif self.pending.pop(interview.id, None) is None:
+                return
+            self.dirty = True
+            self._start_worker()
+            self.changed.notify_all()
+
+    def hold_here(self) -> bool:
+        """The `inbox` command: bind the port now and hold it until close(), pending or not;
+        False when something holds it already. InboxUnavailable when there can be no inbox."""
+        self._load_key()
+        self._try_to_hold()
+        if self.server is None:
+            return False
+        with self.changed:
+            self.hold = True
+            self._start_worker()
+            self.changed.notify_all()
+        return True
+
+    def _start_worker(self) -> None:
+        """Call with the lock held."""
+        if self.worker is None and self.unavailable is None and self._active():
+            self.worker = threading.Thread(target=self._run, name="ask-user-rich-inbox", daemon=True)
+            self.worker.start()
+
+    def _active(self) -> bool:
+        return bool(self.pending) or self.hold or (self.server is not None and self.streams > 0)
+
+    # -- what a form shows ----------------------------------------------------------------
+
+    def beside(self, interview, state: dict) -> dict:
+        """A /state JSON with the form's `inbox` added, while there is an inbox here."""
+        if not self.port or self.unavailable is not None:
+            return state
+        return dict(state, inbox=self.for_form(interview))
+
+    def for_form(self, interview) -> dict:
+        """The /state JSON's `inbox`: how many other interviews wait anywhere, and the inbox's
+        address when whoever holds it proved it is ours (else null: the key goes nowhere else)."""
+        with self.lock:
+            others = sum(len(entry["interviews"]) for entry in self.others)
+            others += len(self.pending) - (1 if interview.id in self.pending else 0)
+            ours = self.key is not None and (self.server is not None or self.holder == "ours")
+            return {"waiting": others, "url": inbox_url(self.port, self.key) if ours else None}
+
+    # -- the listing ----------------------------------------------------------------------
+
+    def listing(self) -> dict:
+        """Every pending interview of every live process, oldest first, and who holds the port."""
+        own = self._own_entry()
+        with self.lock:
+            entries = [own] + list(self.others)
+        rows = []
+        for entry in entries:
+            for row in entry["interviews"]:
+                rows.append(dict(row, agent=entry["agent"], project=entry["project"], pid=entry["pid"]))
+        rows.sort(key=lambda row: (row["createdAt"], row["pid"], row["interviewId"]))
+        return {"interviews": rows, "holder": os.getpid() if self.server is not None else None}
+
+    def _own_entry(self) -> dict:
+        with self.lock:
+            interviews = sorted(self.pending.values(), key=lambda interview: interview.created)
+        rows, agent = [], None
+        for interview in interviews:
+            row = interview.inbox_row()
+            if row is not None:
+                rows.append(row)
+                agent = interview.agent or agent
+        return {"pid": os.getpid(), "startedAt": self.started_at, "agent": agent,
+                "project": self.project, "interviews": rows}
+
+    # -- the worker -----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        last_write = last_scan = next_try = float("-inf")
+        try:
+            self._load_key()
+        except InboxUnavailable as problem:
+            self._give_up(problem)
+            return
+        while True:
+            with self.changed:
+                now = time.monotonic()
+                if self.closed or not self._active():
+                    finished = True
+                else:
+                    finished = False
+                    due = [last_scan + INBOX_WATCH_SECONDS]
+                    if self.dirty:
+                        due.append(last_write + INBOX_WRITE_SECONDS)
+                    if self.server is None:
+                        due.append(next_try)
+                    wake = min(due)
+                    if wake > now:
+                        self.changed.wait(wake - now)
+                        continue
+                    write = self.dirty and now >= last_write + INBOX_WRITE_SECONDS
+                    if write:
+                        self.dirty = False
+                    bind = self.server is None and now >= next_try
+                    scan = now >= last_scan + INBOX_WATCH_SECONDS
+            if finished:
+                self._wind_down()
+                with self.changed:
+                    if self.closed or not self._active():
+                        self.worker = None
+                        return
+                continue
+            try:
+                if write:
+                    last_write = time.monotonic()
+                    self._write_entry()
+                if bind:
+                    self._try_to_hold()
+                    next_try = time.monotonic() + INBOX_RETRY_SECONDS
+                if scan or write:
+                    last_scan = time.monotonic()
+                    self._scan()
+            except InboxUnavailable as problem:
+                self._give_up(problem)
+                return
+
+    def _load_key(self) -> None:
+        if self.key is None:
+            self.key = load_inbox_key(self.runtime.config.log_dir)
+
+    def _give_up(self, problem: InboxUnavailable) -> None:
+        self.log.event("inbox-unavailable", "warning", reason=str(problem))
+        self._release()
+        self.registry.remove()
+        with self.changed:
+            self.unavailable = str(problem)
+            self.worker = None
+
+    def _write_entry(self) -> None:
+        entry = self._own_entry()
+        if entry["interviews"]:
+            self.registry.write(entry)
+        else:
+            self.registry.remove()
+
+    def _try_to_hold(self) -> None:
+        try:
+            server = inbox_server_class()(self, (INBOX_HOST, self.port))
+        except OSError as error:
+            verdict = prove_inbox_holder(self.port, self.key)
+            with self.lock:
+                self.holder = verdict
+                report = verdict != "ours" and not self.reported_foreign
+                self.reported_foreign = self.reported_foreign or report
+            if report:
+                self.log.event("inbox-port-taken", "warning", port=self.port, error=str(error),
+                               detail="held by a program that is not ask-user-rich; forms work as before")
+            return
+        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.5},
+                                  name="ask-user-rich-inbox-http", daemon=True)
+        with self.changed:
+            self.server, self.server_thread = server, thread
+            self.holder = "ours"
+        thread.start()
+        self.log.event("inbox-holding", port=self.port)
+        self._touch_forms()
+
+    def _release(self) -> None:
+        with self.changed:
+            server, self.server = self.server, None
+            self.changed.notify_all()  # the pages' streams end
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+            self.log.event("inbox-released", port=self.port)
+
+    def _wind_down(self) -> None:
+        """Nothing left to do: the entry goes, and the port with it."""
+        self.registry.remove()
+        self._release()
+        with self.lock:
+            self.others, self.stamp = [], None
+
+    def _scan(self) -> None:
+        stamp, entries = self.registry.scan()
+        with self.changed:
+            changed = stamp != self.stamp
+            self.stamp = stamp
+            before = sum(len(entry["interviews"]) for entry in self.others)
+            if changed:
+                self.others = entries
+            after = sum(len(entry["interviews"]) for entry in self.others)
+            if self.streams:
+                self.revision += 1  # the page's stream compares what it would send
+                self.changed.notify_all()
+        if before != after:
+            self._touch_forms()
+
+    def _touch_forms(self) -> None:
+        """Let this process's forms' event streams send the new `inbox` count."""
+        with self.lock:
+            interviews = list(self.pending.values())
+        for interview in interviews:
+            interview.nudge()
+
+    # -- the page's stream ----------------------------------------------------------------
+
+    def stream(self, request) -> None:
+        """Server-Sent Events: the listing at once and whenever it changes, a ping every 15 s."""
+        request.send_response(200)
+        request.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        request.send_security_headers()
+        request.end_headers()
+        request.close_connection = True
+        with self.changed:
+            self.streams += 1
+            self.changed.notify_all()
+        sent = None
+        try:
+            while True:
+                data = json.dumps(self.listing())
+                if data != sent:
+                    request.wfile.write(("event: inbox\ndata: %s\n\n" % data).encode("utf-8"))
+                    request.wfile.flush()
+                    sent = data
+                with self.changed:
+                    seen = self.revision
+                    changed = self.changed.wait_for(
+                        lambda: self.revision != seen or self.closed or self.server is None, SSE_PING_SECONDS
+                    )
+                    if self.closed or self.server is None:
+                        return
+                if request.page_gone():
+                    return
+                if not changed:
+                    request.wfile.write(b": ping\n\n")
+                    request.wfile.flush()
+        except OSError:
+            pass  # the page went away
+        finally:
+            with self.changed:
+                self.streams -= 1
+                self.changed.notify_all()
+
+    def close(self) -> None:
+        """At exit: the entry goes, and the port with it."""
+        with self.changed:
+            self.closed = True
+            self.changed.notify_all()
+            worker = self.worker
+        if worker is not None and worker is not threading.current_thread():
+            worker.join(INBOX_PROBE_SECONDS + 1)
+        self.registry.remove()
+        self._release()
 
 
 # ============================================================================================
@@ -3153,6 +4007,11 @@ AFTER_TEXT = """After the call:
 LANGUAGE_TEXT = (
     'Set language to the language the user writes in (a BCP 47 tag such as "ja" or "pt-BR"), '
     "and write the questions in it."
+)
+
+COMPACT_TEXT = (
+    "A large result comes compact (the summary lists only the answers that need you; rows lose "
+    "headers and empty fields), and archivePath names the JSON file that holds every field."
 )
 
 SERVER_INSTRUCTIONS = (
@@ -3278,6 +4137,14 @@ ANSWER_SCHEMA = {
     },
 }
 
+# A compact result's rows: the same fields, none required but the id and the status, no header.
+COMPACT_ANSWER_SCHEMA = {
+    "type": "object",
+    "required": ["id", "status"],
+    "additionalProperties": False,
+    "properties": {key: value for key, value in ANSWER_SCHEMA["properties"].items() if key != "header"},
+}
+
 RESULT_SCHEMA = {
     "type": "object",
     "required": ["status", "summary"],
@@ -3297,7 +4164,15 @@ RESULT_SCHEMA = {
         },
         "generalNotes": _NULLABLE_TEXT,
         "generalAttachments": ATTACHMENTS_SCHEMA,
-        "answers": {"type": "array", "items": ANSWER_SCHEMA},
+        "archivePath": {
+            "type": ["string", "null"],
+            "description": "The archive file holding every field of the result; null if it could not be written.",
+        },
+        "compact": {
+            "type": "boolean",
+            "description": "true: a large result, rows without header or empty fields; archivePath has them all.",
+        },
+        "answers": {"type": "array", "items": {"anyOf": [ANSWER_SCHEMA, COMPACT_ANSWER_SCHEMA]}},
         "sessionId": {"type": "string", "description": "awaiting: pass it to await_user_answers."},
         "url": {"type": "string", "description": "awaiting: show it to the user."},
         "reason": {"type": "string", "description": "awaiting: why the call ended without answers."},
@@ -3347,6 +4222,7 @@ TOOLS = (
             "(kind: rank). The user can also defer a question, ask for more info, and add notes. "
             "Use it instead of AskUserQuestion for more than 4 questions or options, long "
             "headers, previews or rankings. " + LANGUAGE_TEXT + "\n\n" + RULES_TEXT + "\n\n" + AFTER_TEXT
+            + "\n- " + COMPACT_TEXT
         ),
         "inputSchema": {
             "type": "object",
@@ -3405,7 +4281,8 @@ TOOLS = (
             "awaiting: delivery link, no browser, timeoutSeconds, or a cancelled call) and "
             "return the same result as ask_user_rich. Returns at once if they already submitted "
             "(also after a server restart, from the answer archive). Answers may carry "
-            "attachments: files with absolute paths you can open with your own file tools."
+            "attachments: files with absolute paths you can open with your own file tools. "
+            + COMPACT_TEXT
         ),
         "inputSchema": {
             "type": "object",
@@ -3425,12 +4302,12 @@ def error_result(text: str) -> dict:
 
 
 def answers_result(result: dict) -> dict:
-    """A settled interview: the summary, then the full JSON without it."""
+    """A settled interview: the summary, then the JSON without it (one line when compact)."""
     full = {key: value for key, value in result.items() if key != "summary"}
     return {
         "content": [
             {"type": "text", "text": result["summary"]},
-            {"type": "text", "text": pretty_result_json(full)},
+            {"type": "text", "text": compact_json(full) if result.get("compact") else pretty_result_json(full)},
         ],
         "structuredContent": result,
     }
@@ -3476,8 +4353,9 @@ def archived_result(record: dict) -> dict:
     for row in result.get("answers") or []:
         if isinstance(row, dict):
             row.setdefault("attachments", [])
+    result.setdefault("archivePath", None)
     result["summary"] = summarize(result, spec)
-    return result
+    return fit_result(result, spec)
 
 
 def unknown_session_text(session_id) -> str:
@@ -3616,7 +4494,7 @@ class LegacyClient(CallClient):
     def elicitation_finished(self, key: str, interview: Interview) -> None:
         """notifications/elicitation/complete for a URL elicitation whose interview settled."""
         elicitation_id = self.url_elicitations.pop(key, None)
-        settled = not interview.is_pending()
+        settled = interview.settled_result() is not None
         if elicitation_id is not None and settled:
             self.transport.notify("notifications/elicitation/complete", {"elicitationId": elicitation_id})
 
@@ -3933,7 +4811,7 @@ class ModernClient(CallClient):
             response = self.input_responses.get(key)
             if isinstance(response, dict) and response.get("action") in ("accept", "decline", "cancel"):
                 return "answered", {"result": response}
-        if not interview.is_pending():
+        if interview.settled_result() is not None:
             return "settled", None
         raise InputRequired(interview, {key: {"method": "elicitation/create", "params": params}})
 
@@ -4976,13 +5854,16 @@ def store_code(folder: str, name: str, blob: bytes, stem: str, keep: int = 4) ->
 # Command line
 # ============================================================================================
 
-USAGE = """usage: askrich.py [demo | ask FILE.json | doctor] [--link | --no-open]
+USAGE = """usage: askrich.py [demo | ask FILE.json | inbox | doctor] [--link | --no-open]
 
   (no command)         run the stdio MCP server (what an MCP client launches)
   demo                 ask the built-in demo interview and print the result JSON
   ask FILE.json        ask the interview in FILE.json ('-' reads stdin) and print the result
-  doctor               check Python, the log directory, the browser opener and the form server
-  --link               with demo/ask: do not open a browser; print the link and wait
+  inbox                open the inbox: every interview waiting for you, from every agent
+                       (served from here until Ctrl-C when no ask-user-rich holds it)
+  doctor               check Python, the log directory, the browser opener, the form server
+                       and the inbox
+  --link               with demo/ask/inbox: do not open a browser; print the link
   --no-open            the same as --link
   --version            print the version
   --help               print this help
@@ -5007,6 +5888,8 @@ def main(argv=None) -> int:
     unknown = [flag for flag in flags if flag not in ("--link", "--no-open")]
     if command == "doctor" and not rest:
         return run_doctor()
+    if command == "inbox" and not unknown and not positional:
+        return run_inbox(open_it=not flags)
     if command in ("demo", "ask") and not unknown:
         if command == "demo" and not positional:
             source = read_asset("demo.json").decode("utf-8")
@@ -5120,6 +6003,87 @@ def run_cli_interview(source: str, open_it: bool) -> int:
         runtime.close()
 
 
+def run_inbox(open_it: bool) -> int:
+    """inbox: open the inbox that some ask-user-rich holds, after it proved it knows the key;
+    with no holder, hold it here until Ctrl-C. Never sends the key to a port held by another
+    program."""
+    import signal
+
+    config, warnings = Config.from_env()
+    for warning in warnings:
+        sys.stderr.write("askrich.py: %s\n" % warning)
+    port = config.inbox_port
+    if not port:
+        sys.stderr.write("askrich.py: the inbox is off (%s=0); set it to a port (%d is the usual one).\n"
+                         % (ENV_INBOX_PORT, INBOX_PORT))
+        return 1
+    try:
+        key = load_inbox_key(config.log_dir)
+    except InboxUnavailable as problem:
+        sys.stderr.write("askrich.py: there can be no inbox: %s.\n" % problem)
+        return 1
+    runtime = None
+    try:
+        for _ in range(3):  # the holder may exit, or another process bind, between two looks
+            verdict = prove_inbox_holder(port, key)
+            if verdict == "foreign":
+                sys.stderr.write(
+                    "askrich.py: %s:%d is held by a program that cannot prove it is ask-user-rich's "
+                    "inbox, so the inbox's address was not opened or shown (it holds the inbox's key). "
+                    "Stop that program, or set %s to a free port for every ask-user-rich.\n"
+                    % (INBOX_HOST, port, ENV_INBOX_PORT))
+                return 1
+            if verdict == "ours":
+                _show_inbox(inbox_url(port, key), open_it, config, None)
+                return 0
+            if runtime is None:
+                runtime = Runtime(config)
+            if runtime.inbox.hold_here():
+                break
+        else:
+            sys.stderr.write("askrich.py: could not hold or reach the inbox on %s:%d.\n" % (INBOX_HOST, port))
+            return 1
+        stop = threading.Event()
+
+        def on_signal(signum, frame):
+            stop.set()
+
+        for name in STOP_SIGNALS:
+            if hasattr(signal, name):
+                signal.signal(getattr(signal, name), on_signal)
+        sys.stderr.write("Serving the inbox here until Ctrl-C.\n")
+        _show_inbox(inbox_url(port, key), open_it, config, runtime.log)
+        stop.wait()
+        return 0
+    except InboxUnavailable as problem:
+        sys.stderr.write("askrich.py: there can be no inbox: %s.\n" % problem)
+        return 1
+    finally:
+        if runtime is not None:
+            runtime.close()
+
+
+def _show_inbox(url: str, open_it: bool, config: Config, log) -> None:
+    if not open_it:
+        sys.stdout.write(url + "\n")
+        sys.stdout.flush()
+        return
+    sys.stderr.write("The inbox is at:\n  %s\n" % url)
+    opened, why = open_browser(url, config, log if log is not None else Log(config.log_dir, stream=_Quiet()))
+    if not opened:
+        sys.stderr.write("Could not open the browser (%s).\n" % why)
+
+
+class _Quiet:
+    """A stream that keeps nothing: the inbox command's own log lines stay in server.log."""
+
+    def write(self, text):
+        return len(text)
+
+    def flush(self):
+        pass
+
+
 def run_doctor(environ=None, facts=None, out=None) -> int:
     """Print what this machine offers (Python, log directory, WSL, display, the opener plan)
     and prove the form server works; 1 when something is broken, with what to do.
@@ -5168,6 +6132,7 @@ def run_doctor(environ=None, facts=None, out=None) -> int:
 
     if config.port:
         line("fixed port %d: %s" % (config.port, _doctor_port(config.host, config.port)))
+    line(_doctor_inbox(config))
     problem = _doctor_self_test(config, line)
     if problem is not None:
         broken.append(problem)
@@ -5217,6 +6182,38 @@ def _doctor_machine(facts: dict) -> list:
     if facts.get("container"):
         lines.append("container: yes")
     return lines
+
+
+def _doctor_inbox(config: Config) -> str:
+    """Who holds the inbox's port, and how many interviews wait, in one line."""
+    port = config.inbox_port
+    if not port:
+        return "inbox: off (%s=0)" % ENV_INBOX_PORT
+    try:
+        key = load_inbox_key(config.log_dir)
+    except InboxUnavailable as problem:
+        return "inbox: NOT available (%s)" % problem
+    _, entries = InboxRegistry(config.log_dir).scan()
+    waiting = sum(len(entry["interviews"]) for entry in entries)
+    where = "%s:%d" % (INBOX_HOST, port)
+    verdict = prove_inbox_holder(port, key)
+    if verdict == "foreign":
+        return ("inbox: %s is held by a program that is not ask-user-rich: forms work, the inbox does "
+                "not; set %s to a free port (%d waiting)" % (where, ENV_INBOX_PORT, waiting))
+    if verdict == "free":
+        return "inbox: %s free (no ask-user-rich holds it); %d waiting" % (where, waiting)
+    holder = "?"
+    try:
+        import urllib.request
+
+        fetcher = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with fetcher.open("http://127.0.0.1:%d/api/inbox/%s" % (port, key), timeout=INBOX_PROBE_SECONDS) as response:
+            listing = json.loads(response.read().decode("utf-8"))
+        holder = listing.get("holder")
+        waiting = len(listing.get("interviews") or [])
+    except (OSError, ValueError, AttributeError):
+        pass
+    return "inbox: %s held by ask-user-rich pid %s; %d waiting; open it with: askrich.py inbox" % (where, holder, waiting)
 
 
 def _doctor_port(host: str, port: int) -> str:
