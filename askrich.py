@@ -22,6 +22,7 @@ Contents, in the order data flows (each a banner below):
   The form's files                  assets/, from a checkout or from the running askrich.pyz
   HTTP form server                  the route table and the request plumbing
   Runtime                           the hub, the log and the lazily started form server
+  The inbox                         every process's pending interviews, on one page and port
   Tool definitions                  instructions, schemas, the results' shapes
   Per-call objects and the eras     what a tool talks to for one call, legacy and modern
   The MCP server                    each era's methods, dispatch, shutdown
@@ -995,9 +996,9 @@ def _check_answer(question: dict, raw: dict, path: str, problems: Problems) -> d
         return answer
     options = {option["id"]: option for option in question["options"]}
     picked = _check_selected(question, raw.get("selected") or [], options, path, problems)
-    other = _answer_text(raw, "other", path, problems)
-    if other is not None and not question["allowOther"]:
-        problems.add(path, "this question takes no Other answer")
+    # An Other on a question that takes none (a rank, allowOther false) is dropped, not refused:
+    # the original server's own clients send one, and a drop-in must take what they send.
+    other = _answer_text(raw, "other", path, problems) if question["allowOther"] else None
     option_texts = _check_option_texts(raw.get("optionTexts") or {}, picked, options, path, problems)
     ranked = _check_ranked(question, raw.get("ranked"), path, problems)
     answered = bool(ranked) if question["kind"] == "rank" else bool(picked or other)
@@ -1365,24 +1366,40 @@ def redact(token: str) -> str:
     return token[:4] + "…"
 
 
+LOG_ROTATE_BYTES = 5 * 1024 * 1024  # server.log is renamed to server.log.1 past this size
+LOG_KEEP = 3  # server.log.1 .. server.log.3; the oldest is dropped
+
+
 class Log:
     """server.log plus stderr, one line per event: time, pid, event, key=value pairs.
 
     A log directory that cannot be written degrades to stderr only, with one warning: logging
-    must never break a call.
+    must never break a call. Several processes may share server.log: each line is one append,
+    and whoever sees it pass LOG_ROTATE_BYTES rotates it under a lock on the file itself; the
+    others notice that the name now points at a new file and reopen it before their next line.
     """
 
     def __init__(self, log_dir: str, stream=None) -> None:
         self.log_dir = log_dir
+        self.path = os.path.join(log_dir, "server.log")
         self.stream = stream if stream is not None else sys.stderr
         self.lock = threading.Lock()
         self.listener = None  # called with (level, event, fields); the MCP server forwards them
-        self.file = None
+        self.descriptor = None
+        self.said: set = set()  # what once() has logged
+        self.rotate_retry_at = 0  # past LOG_ROTATE_BYTES: where a failed rotation is tried again
         try:
             os.makedirs(log_dir, mode=0o700, exist_ok=True)
-            self.file = open(os.path.join(log_dir, "server.log"), "a", encoding="utf-8")
+            self.descriptor = self._open()
         except OSError as error:
             self._warn_degraded(error)
+
+    def _open(self) -> int:
+        # No symlink: a server.log planted in a shared log dir must not make us append to
+        # another of the user's files.
+        flags = (os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+                 | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0))
+        return os.open(self.path, flags, 0o600)
 
     def _warn_degraded(self, error: OSError) -> None:
         self._write_stderr(
@@ -1404,37 +1421,98 @@ class Log:
         # file logging off for good; write it as an escape instead.
         line = line.encode("utf-8", "backslashreplace").decode("utf-8")
         with self.lock:
-            if self.file is not None:
+            if self.descriptor is not None:
                 try:
-                    self.file.write(line + "\n")
-                    self.file.flush()
-                except (OSError, ValueError) as error:
-                    self.file = None
+                    self._append((line + "\n").encode("utf-8"))
+                except OSError as error:
+                    self._drop_file()
                     self._warn_degraded(error)
             self._write_stderr(line)
         listener = self.listener
         if listener is not None:
             listener(level, event, fields)
 
-    def find_line(self, text: str):
-        """The first line of server.log holding `text`, or None (also when there is no file)."""
+    def once(self, event: str, level: str = "info", **fields) -> None:
+        """event(), unless this process logged the same event with the same fields before."""
+        key = (event,) + tuple(sorted((name, str(value)) for name, value in fields.items()))
+        with self.lock:
+            if key in self.said:
+                return
+            self.said.add(key)
+        self.event(event, level, **fields)
+
+    def _append(self, data: bytes) -> None:
+        """One line onto server.log, following a rotation made by another process, and rotating
+        it when it has grown past the limit. Call with the lock held."""
+        self._follow_rotation()
+        while data:  # one write for a line, unless the file system takes it in parts
+            data = data[os.write(self.descriptor, data):]
+        if os.fstat(self.descriptor).st_size > max(LOG_ROTATE_BYTES, self.rotate_retry_at):
+            self._rotate()
+
+    def _holds_current(self) -> bool:
+        """Whether the file we hold is the one named server.log."""
         try:
-            with open(os.path.join(self.log_dir, "server.log"), encoding="utf-8", errors="replace") as handle:
-                for line in handle:
-                    if text in line:
-                        return line
-        except OSError:
-            pass
-        return None
+            named = os.lstat(self.path)
+        except FileNotFoundError:
+            return False
+        held = os.fstat(self.descriptor)
+        return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
+
+    def _follow_rotation(self) -> None:
+        if not self._holds_current():
+            self._reopen()
+
+    def _reopen(self) -> None:
+        descriptor = self._open()
+        self._drop_file()
+        self.descriptor = descriptor
+
+    def _rotate(self) -> None:
+        """server.log -> .1 -> .2 -> .3, the oldest dropped, then a new server.log. The lock on
+        the file we hold makes the processes that hold the same file take turns: whoever gets
+        it second finds server.log renamed already (or small again) and only reopens."""
+        try:
+            import fcntl
+        except ImportError:  # Windows: no lock, and a file that others hold open cannot be renamed
+            fcntl = None
+        if fcntl is not None:
+            fcntl.flock(self.descriptor, fcntl.LOCK_EX)
+        try:
+            if not self._holds_current() or os.fstat(self.descriptor).st_size <= LOG_ROTATE_BYTES:
+                return
+            if fcntl is None:
+                self._drop_file()
+            try:
+                for number in range(LOG_KEEP - 1, 0, -1):
+                    try:
+                        os.replace("%s.%d" % (self.path, number), "%s.%d" % (self.path, number + 1))
+                    except FileNotFoundError:
+                        pass
+                os.replace(self.path, self.path + ".1")
+            except OSError:
+                # Go on writing where we are; try again once the file has grown another step.
+                if self.descriptor is None:
+                    self.descriptor = self._open()
+                self.rotate_retry_at = os.fstat(self.descriptor).st_size + LOG_ROTATE_BYTES // 16
+                return
+            self.rotate_retry_at = 0
+        finally:
+            if fcntl is not None and self.descriptor is not None:
+                fcntl.flock(self.descriptor, fcntl.LOCK_UN)
+        self._reopen()
+
+    def _drop_file(self) -> None:
+        descriptor, self.descriptor = self.descriptor, None
+        if descriptor is not None:
+            try:
+                os.close(descriptor)
+            except OSError:
+                pass
 
     def close(self) -> None:
         with self.lock:
-            if self.file is not None:
-                try:
-                    self.file.close()
-                except OSError:
-                    pass
-                self.file = None
+            self._drop_file()
 
 
 LOG_VALUE_MAX = 1000  # a client's 15 MB request id or title must not become a 15 MB log line
@@ -1465,12 +1543,139 @@ def sync_directory(folder: str) -> None:
         os.close(descriptor)
 
 
+class UntrustedFolder(PermissionError):
+    """A folder of the log dir that someone else could have planted or can write into."""
+
+
+def folder_refusal(path: str):
+    """Why an existing folder may not hold the user's files, or None when it may. On POSIX it
+    must be a real folder (not a symlink) of this user that group and others cannot write."""
+    import stat
+
+    status = os.lstat(path)
+    if stat.S_ISLNK(status.st_mode):
+        return "is not a folder but a symlink"
+    if not stat.S_ISDIR(status.st_mode):
+        return "is not a folder"
+    if hasattr(os, "getuid"):
+        if status.st_uid != os.getuid():
+            return "belongs to another user (uid %d)" % status.st_uid
+        if status.st_mode & 0o022:
+            return "can be written by group or others (mode %o)" % (status.st_mode & 0o777)
+    return None
+
+
+def private_folder(path: str, log: Log | None = None, create: bool = True) -> str:
+    """`path`, ready to hold the user's files. Made 0700 and fsynced into its parent when it is
+    new, so that nothing acknowledged in it can vanish with its folder; used as it is only when
+    folder_refusal() has nothing against it. Else UntrustedFolder, said once in the log: a shared
+    ASK_USER_RICH_LOG_DIR must not let another user plant, read or redirect files. With `create`
+    false, a folder that is missing is an OSError too."""
+    try:
+        if not create:
+            raise FileExistsError(path)
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        why = folder_refusal(path)
+        if why is None:
+            return path
+        if log is not None:
+            log.once("folder-refused", "warning", folder=path, reason=why,
+                     effect="treated as unwritable; nothing is read from it")
+        raise UntrustedFolder("%s %s" % (path, why)) from None
+    sync_directory(os.path.dirname(os.path.abspath(path)))
+    return path
+
+
+def open_private_file(path: str):
+    """A file of ours to read back, or None: a regular file (no symlink) of this user that only
+    this user can read or write, as everything this server writes is. Anything else in a folder
+    we read was not written by us, and is never taken for the user's answers."""
+    import stat
+
+    try:
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0))
+    except OSError:
+        return None
+    status = os.fstat(descriptor)
+    mine = stat.S_ISREG(status.st_mode) and (
+        not hasattr(os, "getuid") or (status.st_uid == os.getuid() and not status.st_mode & 0o077)
+    )
+    if not mine:
+        os.close(descriptor)
+        return None
+    return os.fdopen(descriptor, "rb")
+
+
+def write_private_file(folder: str, name: str, data: bytes) -> str:
+    """`data` as folder/name, whole or not at all: a temporary file (0600, never through a file
+    or symlink planted under its name), flushed, fsynced and renamed, then the folder fsynced."""
+    path = os.path.join(folder, name)
+    temporary = path + ".tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        descriptor = os.open(temporary, flags, 0o600)
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+    sync_directory(folder)
+    return path
+
+
+def process_start(pid: int):
+    """When process `pid` started, as the kernel counts it (Linux), or None where unknown: with
+    the pid, it tells a live process from a later one that reuses its pid."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    fields = data.rsplit(b")", 1)[-1].split()  # after the command name, which may hold spaces
+    return fields[19].decode("ascii") if len(fields) > 19 else None
+
+
+def process_alive(pid, started=None) -> bool:
+    """Whether process `pid` runs (and, when `started` is known, is the one that started then)."""
+    if isinstance(pid, bool) or not pid_alive(pid):
+        return False
+    now = process_start(pid) if started is not None else None
+    return now is None or now == started
+
+
+def process_identity() -> dict:
+    """Who writes a record: the pid, when the process started, and a random id of this server
+    instance that no other has (a pid alone comes back after a restart in a container)."""
+    import secrets
+
+    return {"pid": os.getpid(), "started": process_start(os.getpid()), "instance": secrets.token_hex(8)}
+
+
+def another_live_server(owner, mine: dict) -> bool:
+    """Whether a record was written by a server other than `mine` whose process still runs.
+    An earlier server with this very pid is gone: its process is this one."""
+    if not isinstance(owner, dict) or owner.get("instance") == mine["instance"]:
+        return False
+    return owner.get("pid") != mine["pid"] and process_alive(owner.get("pid"), owner.get("started"))
+
+
 class Archive:
-    """answers/<submittedAt>-<interviewId>.json: every settled result, durable before the ack."""
+    """answers/<submittedAt>-<interviewId>.json: every settled result, durable before the ack;
+    and tasks/<interviewId>.json, the tasks made on an interview still pending, so that a later
+    process can tell each one's fate without reading server.log."""
 
     def __init__(self, log_dir: str, log: Log) -> None:
         self.directory = os.path.join(log_dir, "answers")
+        self.tasks_directory = os.path.join(log_dir, "tasks")
         self.log = log
+        self.owner = process_identity()  # written with every record of tasks
 
     def path_for(self, interview_id: str, submitted_at: str) -> str:
         """Where save() puts the record of this interview settled at that time (absolute)."""
@@ -1480,53 +1685,79 @@ class Archive:
     def save(self, record: dict) -> str | None:
         """Write atomically (temp file, fsync, rename); the path, or None if it could not be."""
         path = self.path_for(record["interviewId"], record["submittedAt"])
-        temporary = path + ".tmp"
         try:
-            os.makedirs(self.directory, mode=0o700, exist_ok=True)
-            # O_EXCL | O_NOFOLLOW: never write the answers through a file or symlink someone
-            # planted under the temporary name (a log dir set to a shared place such as /tmp).
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-            descriptor = os.open(temporary, flags, 0o600)
-            with os.fdopen(descriptor, "wb") as handle:
-                handle.write(json_utf8(record, indent=2))
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temporary, path)
-            sync_directory(self.directory)
+            write_private_file(private_folder(self.directory, self.log), os.path.basename(path),
+                               json_utf8(record, indent=2))
         except OSError as error:
             self.log.event(
                 "archive-failed", "error", interview=record["interviewId"], error=str(error)
             )
-            try:
-                os.unlink(temporary)
-            except OSError:
-                pass
             return None
+        if record.get("tasks"):
+            self._forget_tasks(record["interviewId"])  # the archive names them now
         return path
 
     def find(self, interview_id: str) -> dict | None:
-        """The newest archived record of an interview, or None."""
+        """The newest archived record of an interview, or None. Only files this server could
+        have written count: in a folder that passes private_folder(), ours and 0600."""
         if not is_session_id(interview_id):
             return None
         try:
             names = sorted(
                 name
-                for name in os.listdir(self.directory)
+                for name in os.listdir(private_folder(self.directory, self.log))
                 if name.endswith("-%s.json" % interview_id)
             )
         except OSError:
             return None
         for name in reversed(names):
-            try:
-                with open(os.path.join(self.directory, name), encoding="utf-8") as handle:
-                    record = json.load(handle)
-            except (OSError, ValueError):
-                continue
+            record = self._read(os.path.join(self.directory, name))
             if isinstance(record, dict) and record.get("interviewId") == interview_id:
                 # Where it is now, whatever it said when written (older records say nothing).
                 record["archivePath"] = os.path.abspath(os.path.join(self.directory, name))
                 return record
         return None
+
+    def _read(self, path: str):
+        handle = open_private_file(path)
+        if handle is None:
+            return None
+        try:
+            with handle:
+                return json.loads(handle.read().decode("utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    def record_tasks(self, interview_id: str, task_ids: list) -> None:
+        """Note the tasks made on a pending interview, durably, before they are answered."""
+        entry = dict(self.owner, interviewId=interview_id, ids=list(task_ids))
+        try:
+            write_private_file(private_folder(self.tasks_directory, self.log), interview_id + ".json",
+                               json_utf8(entry))
+        except OSError as error:
+            self.log.event("task-index-failed", "error", interview=interview_id, error=str(error))
+
+    def find_tasks(self, interview_id: str):
+        """The task index of an interview that was pending when its process last wrote it."""
+        if not is_session_id(interview_id):
+            return None
+        try:
+            folder = private_folder(self.tasks_directory, self.log)
+        except OSError:
+            return None
+        entry = self._read(os.path.join(folder, interview_id + ".json"))
+        if not isinstance(entry, dict) or entry.get("interviewId") != interview_id:
+            return None
+        return entry
+
+    def _forget_tasks(self, interview_id: str) -> None:
+        path = os.path.join(self.tasks_directory, interview_id + ".json")
+        try:
+            if folder_refusal(self.tasks_directory) is None:
+                os.unlink(path)
+                sync_directory(self.tasks_directory)
+        except OSError:
+            pass
 
 
 # ============================================================================================
@@ -1597,8 +1828,9 @@ class AttachmentStore:
     uploads running at once cannot pass them together.
     """
 
-    def __init__(self, folder: str) -> None:
+    def __init__(self, folder: str, log: Log | None = None) -> None:
         self.folder = folder
+        self.log = log
         self.lock = threading.Lock()
         self.files: dict = {}  # id -> {id, name, path, mimeType, bytes}
         self.reserved_count = 0
@@ -1677,21 +1909,11 @@ class AttachmentStore:
         return path
 
     def _ensure_folder(self) -> str:
-        """The interview's folder, made 0700 (and its parent) on the first upload; never a
-        symlink someone planted in a shared log dir."""
+        """The interview's folder (and attachments/ above it), made 0700 and fsynced into its
+        parent on the first upload; never a folder someone planted in a shared log dir."""
         folder = os.path.abspath(self.folder)
-        if not os.path.isdir(folder):
-            parent = os.path.dirname(folder)
-            os.makedirs(parent, mode=0o700, exist_ok=True)
-            try:
-                os.mkdir(folder, 0o700)
-            except FileExistsError:
-                pass
-            sync_directory(parent)
-        if os.path.islink(folder) or not os.path.isdir(folder):
-            raise AttachmentRefused(500, "the attachment folder %s is not a folder" % quote(folder))
-        os.chmod(folder, 0o700)
-        return folder
+        private_folder(os.path.dirname(folder), self.log)
+        return private_folder(folder, self.log)
 
     def get(self, attachment_id) -> dict | None:
         with self.lock:
@@ -1777,6 +1999,7 @@ class Interview:
         self.streams = 0
         self.unseen = None  # (follow-ups unseen, questions then), as the form last reported
         self.attachments = attachments
+        self.task_ids: list = []  # the tasks made on it, for the archive (TaskRegistry.create)
 
     # -- reading --------------------------------------------------------------------------
 
@@ -1932,6 +2155,14 @@ class Interview:
             delivered = self.waiters > 0
             self._touch()
         return outcome, delivered
+
+    def add_task(self, task_id: str, index) -> None:
+        """A task made on it; while pending, `index(task ids)` runs with the lock held, so that
+        a submit's archive entry either names this task or comes after the index that does."""
+        with self._lock:
+            self.task_ids.append(task_id)
+            if self.state == PENDING:
+                index(list(self.task_ids))
 
     def remove_attachment(self, attachment_id) -> None:
         """Remove an upload while pending (InterviewSettled, AttachmentRefused): under the lock,
@@ -2146,7 +2377,7 @@ class SessionHub:
             while interview_id in self.by_id:
                 interview_id = secrets.token_hex(6)
             token = secrets.token_urlsafe(18)
-            store = AttachmentStore(os.path.join(self.log.log_dir, "attachments", interview_id))
+            store = AttachmentStore(os.path.join(self.log.log_dir, "attachments", interview_id), self.log)
             url = "%s/s/%s" % (base_url, token)
             interview = Interview(interview_id, token, spec, url, store, options, agent)
             self.by_id[interview_id] = interview
@@ -2293,6 +2524,8 @@ class SessionHub:
         )
         record = {key: value for key, value in result.items() if key != "summary"}
         record["interview"] = interview.spec
+        if interview.task_ids:  # what a later process needs to answer tasks/get for them
+            record["tasks"] = dict(self.archive.owner, ids=list(interview.task_ids))
         path = self.archive.save(record)
         if path != result["archivePath"]:
             result = with_archive_path(result, interview.spec, path)
@@ -3302,25 +3535,14 @@ class InboxUnavailable(Exception):
     """The inbox cannot be kept here: a folder or the key is not private, or cannot be made."""
 
 
-def private_folder(path: str, create: bool = True) -> None:
-    """`path` as a folder only this user can write: made 0700 (and fsynced into its parent)
-    when missing and `create`, else checked. InboxUnavailable saying what is wrong."""
-    import stat
-
+def inbox_folder(path: str, create: bool = True) -> None:
+    """private_folder() for the inbox: InboxUnavailable saying what is wrong."""
     try:
-        if create:
-            try:
-                os.mkdir(path, 0o700)
-                sync_directory(os.path.dirname(os.path.abspath(path)))
-            except FileExistsError:
-                pass
-        status = os.lstat(path)
+        private_folder(path, create=create)
+    except UntrustedFolder as error:
+        raise InboxUnavailable(str(error)) from None
     except OSError as error:
         raise InboxUnavailable("%s cannot be made: %s" % (path, error.strerror or error)) from None
-    if not stat.S_ISDIR(status.st_mode):
-        raise InboxUnavailable("%s is not a folder" % path)
-    if os.name == "posix" and (status.st_uid != os.getuid() or status.st_mode & 0o022):
-        raise InboxUnavailable("%s is not private: it belongs to another user or others can write it" % path)
 
 
 def load_inbox_key(log_dir: str) -> str:
@@ -3333,7 +3555,7 @@ def load_inbox_key(log_dir: str) -> str:
         os.makedirs(log_dir, mode=0o700, exist_ok=True)
     except OSError as error:
         raise InboxUnavailable("%s cannot be made: %s" % (log_dir, error.strerror or error)) from None
-    private_folder(log_dir, create=False)
+    inbox_folder(log_dir, create=False)
     path = os.path.join(log_dir, "inbox.key")
     for _ in range(3):
         try:
@@ -3480,7 +3702,7 @@ class InboxRegistry:
 
     def write(self, entry: dict) -> None:
         """InboxUnavailable when the folder is not private or the file cannot be written."""
-        private_folder(self.folder)
+        inbox_folder(self.folder)
         temporary = os.path.join(self.folder, ".%d.json.tmp" % self.pid)
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
         try:
@@ -3714,6 +3936,7 @@ class Inbox:
         self.streams = 0
         self.stamp = None
         self.others: list = []  # the entries of the other live processes, as last scanned
+        self.total = 0  # the interviews pending anywhere, as the forms were last told
         self.revision = 0
         self.snapshot = None  # the listing's JSON text, as last sent to pages
 
@@ -3778,23 +4001,28 @@ class Inbox:
 
     def listing(self) -> dict:
         """Every pending interview of every live process, oldest first, and who holds the port."""
-        own = self._own_entry()
+        own = self._own_entry(agents=True)
         with self.lock:
             entries = [own] + list(self.others)
         rows = []
         for entry in entries:
             for row in entry["interviews"]:
-                rows.append(dict(row, agent=entry["agent"], project=entry["project"], pid=entry["pid"]))
+                rows.append(dict(row, agent=row.pop("agent", entry["agent"]), project=entry["project"],
+                                 pid=entry["pid"]))
         rows.sort(key=lambda row: (row["createdAt"], row["pid"], row["interviewId"]))
         return {"interviews": rows, "holder": os.getpid() if self.server is not None else None}
 
-    def _own_entry(self) -> dict:
+    def _own_entry(self, agents: bool = False) -> dict:
+        """This process's registry entry; with `agents`, each row names its own interview's
+        agent (the file names one for the process: the newest)."""
         with self.lock:
             interviews = sorted(self.pending.values(), key=lambda interview: interview.created)
         rows, agent = [], None
         for interview in interviews:
             row = interview.inbox_row()
             if row is not None:
+                if agents:
+                    row["agent"] = interview.agent
                 rows.append(row)
                 agent = interview.agent or agent
         return {"pid": os.getpid(), "startedAt": self.started_at, "agent": agent,
@@ -3874,10 +4102,11 @@ class Inbox:
         try:
             server = inbox_server_class()(self, (INBOX_HOST, self.port))
         except OSError as error:
+            # "free" here: the holder exited between the bind and the probe; the next try binds.
             verdict = prove_inbox_holder(self.port, self.key)
             with self.lock:
                 self.holder = verdict
-                report = verdict != "ours" and not self.reported_foreign
+                report = verdict == "foreign" and not self.reported_foreign
                 self.reported_foreign = self.reported_foreign or report
             if report:
                 self.log.event("inbox-port-taken", "warning", port=self.port, error=str(error),
@@ -3911,16 +4140,15 @@ class Inbox:
     def _scan(self) -> None:
         stamp, entries = self.registry.scan()
         with self.changed:
-            changed = stamp != self.stamp
-            self.stamp = stamp
-            before = sum(len(entry["interviews"]) for entry in self.others)
-            if changed:
-                self.others = entries
-            after = sum(len(entry["interviews"]) for entry in self.others)
+            if stamp != self.stamp:
+                self.stamp, self.others = stamp, entries
+            # What every form here shows: the interviews pending anywhere.
+            total = sum(len(entry["interviews"]) for entry in self.others) + len(self.pending)
+            touch, self.total = total != self.total, total
             if self.streams:
                 self.revision += 1  # the page's stream compares what it would send
                 self.changed.notify_all()
-        if before != after:
+        if touch:
             self._touch_forms()
 
     def _touch_forms(self) -> None:
@@ -4347,7 +4575,8 @@ def archived_result(record: dict) -> dict:
     """A result read back from the archive, with its summary rebuilt."""
     spec = record.get("interview") or {"questions": []}
     result = {"summary": ""}
-    result.update((key, value) for key, value in record.items() if key != "interview")
+    # Not the interview nor the record of its tasks, which are for this server alone.
+    result.update((key, value) for key, value in record.items() if key not in ("interview", "tasks"))
     # Archived before attachments existed: the shape the outputSchema promises all the same.
     result.setdefault("generalAttachments", [])
     for row in result.get("answers") or []:
@@ -4632,9 +4861,11 @@ class RequestStateSeal:
 class Task:
     """One call that became a task: what tasks/get shows of it."""
 
-    def __init__(self, task_id: str, interview_id: str, message: str, cancellation, now: float) -> None:
+    def __init__(self, task_id: str, interview_id: str, message: str, cancellation, now: float,
+                 interview=None) -> None:
         self.id = task_id
         self.interview_id = interview_id
+        self.interview = interview  # None for a task recovered from an earlier process
         self.status = "working"
         self.message = message
         self.created = now
@@ -4674,9 +4905,12 @@ class TaskRegistry:
     def create(self, interview: Interview, message: str, cancellation) -> dict:
         with self.lock:
             self.counter += 1
-            task = Task("%s.%d" % (interview.id, self.counter), interview.id, message, cancellation, time.time())
+            task = Task("%s.%d" % (interview.id, self.counter), interview.id, message, cancellation,
+                        time.time(), interview)
             self.tasks[task.id] = task
             view = task.view()
+        # On disk before the task is answered.
+        interview.add_task(task.id, lambda ids: self.archive.record_tasks(interview.id, ids))
         self.log.event("task-created", task=task.id, interview=interview.id)
         return view
 
@@ -4720,8 +4954,7 @@ class TaskRegistry:
         """The task, recovered from the archive if an earlier process made it; else -32602."""
         horizon = time.monotonic() - SETTLED_RETENTION_SECONDS
         with self.lock:
-            for key in [key for key, task in self.tasks.items()
-                        if task.settled_monotonic is not None and task.settled_monotonic < horizon]:
+            for key in [key for key, task in self.tasks.items() if self._expired(task, horizon)]:
                 del self.tasks[key]
             task = self.tasks.get(task_id)
         if task is None:
@@ -4730,14 +4963,34 @@ class TaskRegistry:
             raise JsonRpcError(-32602, "unknown task %s" % quote(task_id))
         return task
 
+    @staticmethod
+    def _expired(task: Task, horizon: float) -> bool:
+        """Settled for the retention time, and so is its interview: a task whose interview is
+        still pending here stays what it was (cancelled, timed out), however old."""
+        if task.settled_monotonic is None or task.settled_monotonic >= horizon:
+            return False
+        settled = None if task.interview is None else task.interview.settled_monotonic
+        return task.interview is None or (settled is not None and settled < horizon)
+
     def _recover(self, task_id: str):
+        """A task made by a process that is gone, from what it left on disk: the archive entry
+        of its interview (completed), or the task index of one still pending when that process
+        ended (failed). server.log is never read: it may be off, rotated, or hold any text a
+        title or a user agent put there. A task of another live process is not ours to tell."""
         interview_id, dot, number = task_id.partition(".")
         if not (is_session_id(interview_id) and dot and number.isdigit() and number.isascii()):
             return None
-        if self.log.find_line(" task-created task=%s " % task_id) is None:
-            return None  # never made here: not a task of an earlier process either
-        task = Task(task_id, interview_id, "", Cancellation(), time.time())
         record = self.archive.find(interview_id)
+        made = record.get("tasks") if record is not None else None
+        if not names_task(made, task_id):
+            made = self.archive.find_tasks(interview_id)
+            if not names_task(made, task_id):
+                return None
+            if made.get("instance") == self.archive.owner["instance"]:
+                return None  # ours, and no longer kept
+        if another_live_server(made, self.archive.owner):
+            return None
+        task = Task(task_id, interview_id, "", Cancellation(), time.time())
         if record is not None:
             task.status = "completed"
             task.result = modern_envelope(answers_result(archived_result(record)))
@@ -4753,6 +5006,11 @@ class TaskRegistry:
         with self.lock:
             self.tasks.setdefault(task_id, task)
             return self.tasks[task_id]
+
+
+def names_task(entry, task_id: str) -> bool:
+    """Whether an archive entry's or a task index's record of tasks names `task_id`."""
+    return isinstance(entry, dict) and isinstance(entry.get("ids"), list) and task_id in entry["ids"]
 
 
 class ModernClient(CallClient):

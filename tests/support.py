@@ -241,7 +241,7 @@ class InProcessServer(McpPeer):
 class SubprocessServer(McpPeer):
     """`python3 askrich.py` as an MCP client starts it."""
 
-    def __init__(self, log_dir, env=None, args=(), executable=None) -> None:
+    def __init__(self, log_dir, env=None, args=(), executable=None, cwd=None) -> None:
         environment = dict(os.environ)
         environment.update(
             {
@@ -259,6 +259,7 @@ class SubprocessServer(McpPeer):
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=environment,
+            cwd=cwd,
         )
         self.stderr_lines: list = []
         self.log = LogWatch()

@@ -578,7 +578,7 @@ def test_lone_surrogates_in_the_interview_and_the_answers_lose_nothing(rt):
     assert got and got[0]["answers"][0]["notes"] == "n" + odd and got[0]["generalNotes"] == odd
     record = rt.archive.find(form.id)
     assert record["answers"][0]["notes"] == "n" + odd
-    assert rt.log.file is not None, "file logging was turned off"
+    assert rt.log.descriptor is not None, "file logging was turned off"
     with open(os.path.join(rt.config.log_dir, "server.log"), encoding="utf-8") as log:
         assert "interview=%s" % form.id in log.read().split("submitted ")[-1]
 
