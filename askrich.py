@@ -389,6 +389,10 @@ class Problems:
     def add(self, path: str, text: str) -> None:
         self.lines.append("%s: %s" % (path, text))
 
+    def plain(self, text: str) -> None:
+        """A problem of the whole input rather than of one path in it."""
+        self.lines.append(text)
+
     def unknown_fields(self, path, obj: dict, fields) -> None:
         """Every field of `obj` not in `fields`; `path` None files each under its own name
         (the top-level arguments of a tool)."""
@@ -923,115 +927,80 @@ def _clean_text(value):
     return value or None
 
 
-def check_submission(spec: dict, payload: dict) -> dict:
-    """Normalized answers by question id, or InvalidAnswers naming every problem."""
-    raw_answers = payload["answers"]
-    questions = {q["id"]: q for q in spec["questions"]}
-    problems = []
+def check_submission(spec: dict, payload, uploads=None) -> dict:
+    """A submit judged against the spec and the interview's uploads (an AttachmentStore; None:
+    there are none): the normalized submission {answers, generalNotes, attachments, status}, or
+    InvalidAnswers naming every problem."""
+    if not is_submission_shaped(payload):
+        raise InvalidAnswers("payload must be an object with an answers object")
+    problems = Problems()
+    answers = _check_answers(spec["questions"], payload["answers"], problems)
+    question_ids = {question["id"] for question in spec["questions"]}
+    attachments = _check_attachments(payload.get("attachments"), question_ids, uploads, problems)
+    general_notes = payload.get("generalNotes")
+    if general_notes is not None and not isinstance(general_notes, str):
+        problems.plain("generalNotes must be a string")
+    declined = payload.get("declined", False)
+    if not isinstance(declined, bool):
+        problems.plain("declined must be true or false, not %s" % describe(declined))
+    if problems.lines:
+        raise InvalidAnswers("; ".join(problems.lines), problems.lines)
+    return {
+        "answers": answers,
+        "generalNotes": general_notes,
+        "attachments": attachments,
+        "status": DECLINED if declined else SUBMITTED,
+    }
+
+
+def is_submission_shaped(payload) -> bool:
+    """An object with an answers object: what a submit must be before anything else is read."""
+    return isinstance(payload, dict) and isinstance(payload.get("answers"), dict)
+
+
+def _check_answers(questions: list, raw_answers: dict, problems: Problems) -> dict:
+    """Normalized answers by question id; a question left out is unanswered."""
+    by_id = {q["id"]: q for q in questions}
     for qid in raw_answers:
-        if qid not in questions:
-            problems.append("unknown question id %s" % quote(qid))
+        if qid not in by_id:
+            problems.plain("unknown question id %s" % quote(qid))
     answers = {}
-    for qid, question in questions.items():
+    for qid, question in by_id.items():
         raw = raw_answers.get(qid)
         if raw is None:
             answers[qid] = unanswered()
             continue
-        where = "question %s: " % quote(qid)
+        path = "question %s" % quote(qid)
         if not isinstance(raw, dict):
-            problems.append(where + "an answer must be an object, not %s" % describe(raw))
+            problems.add(path, "an answer must be an object, not %s" % describe(raw))
             continue
-        before = len(problems)
-        answer = _check_answer(question, raw, problems, where)
-        if len(problems) == before:
+        before = len(problems.lines)
+        answer = _check_answer(question, raw, path, problems)
+        if len(problems.lines) == before:
             answers[qid] = answer
-    if problems:
-        raise InvalidAnswers("; ".join(problems), problems)
     return answers
 
 
-def _check_answer(question: dict, raw: dict, problems: list, where: str) -> dict:
+def _check_answer(question: dict, raw: dict, path: str, problems: Problems) -> dict:
     for name in raw:
         if name not in ANSWER_FIELDS:
-            problems.append(where + "unknown field %s" % quote(name))
+            problems.add(path, "unknown field %s" % quote(name))
     mode = raw.get("status", "answer")
     if mode not in ANSWER_MODES:
-        problems.append(
-            where + 'status must be "answer", "defer" or "needs-info", not %s' % describe(mode)
-        )
+        problems.add(path, 'status must be "answer", "defer" or "needs-info", not %s' % describe(mode))
         return unanswered()
-    notes = raw.get("notes")
-    if notes is not None and not isinstance(notes, str):
-        problems.append(where + "notes must be a string, not %s" % describe(notes))
-    notes = _clean_text(notes)
+    notes = _answer_text(raw, "notes", path, problems)
     if mode != "answer":
         answer = unanswered(notes)
         answer["status"] = ANSWER_MODES[mode]
         return answer
-
     options = {option["id"]: option for option in question["options"]}
-    option_order = [option["id"] for option in question["options"]]
-    selected = raw.get("selected") or []
-    if not isinstance(selected, list) or not all(isinstance(v, str) for v in selected):
-        problems.append(where + "selected must be an array of option ids")
-        selected = []
-    for value in selected:
-        if value not in options:
-            problems.append(where + "unknown option id %s" % quote(value))
-    chosen = set(selected)  # a set: `selected` is the form's, of any length
-    picked = [oid for oid in option_order if oid in chosen]
-    if question["kind"] == "rank" and picked:
-        problems.append(where + "a rank question takes ranked, not selected")
-    if not question["multiSelect"] and len(picked) > 1:
-        problems.append(where + "single-select got %d options" % len(picked))
-
+    picked = _check_selected(question, raw.get("selected") or [], options, path, problems)
     # An Other on a question that takes none (a rank, allowOther false) is dropped, not refused:
     # the original server's own clients send one, and a drop-in must take what they send.
-    other = raw.get("other") if question["allowOther"] else None
-    if other is not None and not isinstance(other, str):
-        problems.append(where + "other must be a string, not %s" % describe(other))
-    other = _clean_text(other)
-
-    texts = raw.get("optionTexts") or {}
-    option_texts = {}
-    if not isinstance(texts, dict):
-        problems.append(where + "optionTexts must be an object of option id to text")
-        texts = {}
-    for oid, text in texts.items():
-        if oid not in options:
-            problems.append(where + "optionTexts names unknown option id %s" % quote(oid))
-        elif options[oid]["textInput"] is None:
-            problems.append(where + "option %s has no text field" % quote(oid))
-        elif text is not None and not isinstance(text, str):
-            problems.append(where + "the text of option %s must be a string" % quote(oid))
-    for oid in picked:
-        text_input = options[oid]["textInput"]
-        if text_input is None:
-            continue
-        text = _clean_text(texts.get(oid))
-        if text is not None:
-            option_texts[oid] = text
-        elif text_input["required"]:
-            problems.append(where + "option %s needs its text" % quote(oid))
-
-    ranked = raw.get("ranked")
-    if ranked is not None and ranked != []:
-        if question["kind"] != "rank":
-            problems.append(where + "ranked applies only to rank questions")
-            ranked = None
-        elif not isinstance(ranked, list):
-            problems.append(where + "ranked must be an array of option ids")
-            ranked = None
-        else:
-            parts = permutation_problems(ranked, option_order)
-            if parts:
-                problems.append(
-                    where + "ranked must list every option id exactly once (%s)" % "; ".join(parts)
-                )
-                ranked = None
-    else:
-        ranked = None
-
+    other = _answer_text(raw, "other", path, problems) if question["allowOther"] else None
+    option_texts = _check_option_texts(raw.get("optionTexts") or {}, picked, options, path, problems)
+    ranked = _check_ranked(question, raw.get("ranked"), path, problems)
     answered = bool(ranked) if question["kind"] == "rank" else bool(picked or other)
     if not answered:
         return unanswered(notes)
@@ -1043,6 +1012,100 @@ def _check_answer(question: dict, raw: dict, problems: list, where: str) -> dict
         "ranked": ranked,
         "notes": notes,
     }
+
+
+def _answer_text(raw: dict, field: str, path: str, problems: Problems):
+    """A free-text field of an answer, cleaned (None when empty)."""
+    value = raw.get(field)
+    if value is not None and not isinstance(value, str):
+        problems.add(path, "%s must be a string, not %s" % (field, describe(value)))
+    return _clean_text(value)
+
+
+def _check_selected(question: dict, selected, options: dict, path: str, problems: Problems) -> list:
+    """The selected option ids, in the question's order."""
+    if not isinstance(selected, list) or not all(isinstance(v, str) for v in selected):
+        problems.add(path, "selected must be an array of option ids")
+        selected = []
+    for value in selected:
+        if value not in options:
+            problems.add(path, "unknown option id %s" % quote(value))
+    chosen = set(selected)  # a set: `selected` is the form's, of any length
+    picked = [oid for oid in options if oid in chosen]
+    if question["kind"] == "rank" and picked:
+        problems.add(path, "a rank question takes ranked, not selected")
+    if not question["multiSelect"] and len(picked) > 1:
+        problems.add(path, "single-select got %d options" % len(picked))
+    return picked
+
+
+def _check_option_texts(texts, picked: list, options: dict, path: str, problems: Problems) -> dict:
+    """The texts of the picked options that have a text field; a required one must be there."""
+    if not isinstance(texts, dict):
+        problems.add(path, "optionTexts must be an object of option id to text")
+        texts = {}
+    for oid, text in texts.items():
+        if oid not in options:
+            problems.add(path, "optionTexts names unknown option id %s" % quote(oid))
+        elif options[oid]["textInput"] is None:
+            problems.add(path, "option %s has no text field" % quote(oid))
+        elif text is not None and not isinstance(text, str):
+            problems.add(path, "the text of option %s must be a string" % quote(oid))
+    option_texts = {}
+    for oid in picked:
+        text_input = options[oid]["textInput"]
+        if text_input is None:
+            continue
+        text = _clean_text(texts.get(oid))
+        if text is not None:
+            option_texts[oid] = text
+        elif text_input["required"]:
+            problems.add(path, "option %s needs its text" % quote(oid))
+    return option_texts
+
+
+def _check_ranked(question: dict, ranked, path: str, problems: Problems):
+    """A rank question's full order, or None (not ranked, or not a rank question)."""
+    if ranked is None or ranked == []:
+        return None
+    if question["kind"] != "rank":
+        problems.add(path, "ranked applies only to rank questions")
+        return None
+    if not isinstance(ranked, list):
+        problems.add(path, "ranked must be an array of option ids")
+        return None
+    parts = permutation_problems(ranked, [option["id"] for option in question["options"]])
+    if parts:
+        problems.add(path, "ranked must list every option id exactly once (%s)" % "; ".join(parts))
+        return None
+    return ranked
+
+
+def _check_attachments(raw, question_ids, uploads, problems: Problems) -> dict:
+    """A submit's `attachments` map: question id ("" for the general notes) -> the uploads it
+    names, in order."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        problems.plain("attachments must be an object of question id to attachment ids")
+        return {}
+    picked = {}
+    for qid, ids in raw.items():
+        if qid != "" and qid not in question_ids:
+            problems.plain("attachments names unknown question id %s" % quote(qid))
+            continue
+        if not isinstance(ids, list) or not all(isinstance(value, str) for value in ids):
+            problems.plain("attachments of %s must be an array of attachment ids" % quote(qid))
+            continue
+        rows = []
+        for value in dict.fromkeys(ids):
+            entry = None if uploads is None else uploads.get(value)
+            if entry is None:
+                problems.plain("attachment %s is not one of this interview's uploads" % quote(value))
+            else:
+                rows.append(dict(entry))
+        picked[qid] = rows
+    return picked
 
 
 def iso_utc(timestamp: float) -> str:
@@ -1869,34 +1932,6 @@ class AttachmentStore:
             pass
         sync_directory(os.path.dirname(entry["path"]))
 
-    def pick(self, raw, question_ids) -> dict:
-        """A submit's `attachments` map checked: question id ("" for the general notes) -> the
-        uploads it names, in order; InvalidAnswers naming every problem."""
-        if raw is None:
-            return {}
-        if not isinstance(raw, dict):
-            raise InvalidAnswers("attachments must be an object of question id to attachment ids")
-        problems = []
-        picked = {}
-        for qid, ids in raw.items():
-            if qid != "" and qid not in question_ids:
-                problems.append("attachments names unknown question id %s" % quote(qid))
-                continue
-            if not isinstance(ids, list) or not all(isinstance(value, str) for value in ids):
-                problems.append("attachments of %s must be an array of attachment ids" % quote(qid))
-                continue
-            rows = []
-            for value in dict.fromkeys(ids):
-                entry = self.get(value)
-                if entry is None:
-                    problems.append("attachment %s is not one of this interview's uploads" % quote(value))
-                else:
-                    rows.append(dict(entry))
-            picked[qid] = rows
-        if problems:
-            raise InvalidAnswers("; ".join(problems), problems)
-        return picked
-
 
 # ============================================================================================
 # Interviews and the waits on them: the session hub
@@ -1918,13 +1953,23 @@ def token_key(token: str) -> bytes:
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
 
 
+# The states of an interview, as the /state JSON and the result's status spell them.
+PENDING = "pending"
+SUBMITTED = "submitted"
+DECLINED = "declined"
+CANCELLED = "cancelled"
+
+
 class Interview:
     """One interview: its spec, its state, and the condition every wait on it uses.
 
-    The state moves once, from pending to the result's status (submitted, declined or
-    cancelled), through settle(). `revision` grows on every change that the /state JSON shows;
-    the condition is also notified on form activity (progress, streams opening and closing)
-    that only the progress reports use. Waiters enter and leave through waiter().
+    Like concurrent.futures.Future, the interview owns every change of its state: each method
+    below takes its lock itself, and nothing outside this class writes its fields or enters its
+    lock (tests/test_module_shape.py proves it). The state moves once, from PENDING to the
+    result's status (SUBMITTED, DECLINED or CANCELLED), through settle(). `revision` grows on
+    every change that the /state JSON shows; the condition is also notified on form activity
+    (progress, streams opening and closing) that only the progress reports use. Waiters enter
+    and leave through waiter(); every other wait is wait_until().
     """
 
     def __init__(self, interview_id: str, token: str, spec: dict, url: str,
@@ -1935,13 +1980,13 @@ class Interview:
         self.url = url
         self.options = options or {"delivery": "browser", "timeoutSeconds": None}
         self.agent = agent  # what the form calls the agent (agent_name()); None: "the agent"
-        self.lock = threading.Lock()
-        self.changed = threading.Condition(self.lock)
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
         self.created = time.time()
         self.created_monotonic = time.monotonic()
         self.version = 1
         self.note = None
-        self.state = "pending"
+        self.state = PENDING
         self.result = None
         self.settled_monotonic = None
         self.closed = False  # the server is shutting down: every wait ends
@@ -1956,17 +2001,56 @@ class Interview:
         self.attachments = attachments
         self.task_ids: list = []  # the tasks made on it, for the archive (TaskRegistry.create)
 
+    # -- reading --------------------------------------------------------------------------
+
     def state_json(self) -> dict:
+        with self._lock:
+            return self._state_json()
+
+    def _state_json(self) -> dict:
         return {"state": self.state, "waiting": self.waiters > 0, "version": self.version}
 
+    def form_payload(self) -> dict:
+        """What GET /api/s/<token> answers."""
+        with self._lock:
+            return {
+                "id": self.id,
+                "state": self.state,
+                "version": self.version,
+                "note": self.note,
+                "agent": self.agent,
+                "spec": self.spec,
+                "result": self.result,
+            }
+
     def is_pending(self) -> bool:
-        with self.lock:
-            return self.state == "pending" and not self.closed
+        """Pending and its server not shutting down."""
+        with self._lock:
+            return self.state == PENDING and not self.closed
+
+    def settled_result(self):
+        """The result once settled, else None."""
+        with self._lock:
+            return self.result
+
+    def questions(self) -> list:
+        """The questions as they are now (appends add to them)."""
+        with self._lock:
+            return list(self.spec["questions"])
+
+    def check_pending(self) -> None:
+        """InterviewSettled unless the interview still takes answers."""
+        with self._lock:
+            self._check_pending()
+
+    def _check_pending(self) -> None:
+        if self.state != PENDING:
+            raise InterviewSettled(self.id, self.state)
 
     def inbox_row(self):
         """What the inbox lists of it while it is pending, else None."""
-        with self.lock:
-            if self.state != "pending":
+        with self._lock:
+            if self.state != PENDING:
                 return None
             questions = self.spec["questions"]
             if self.unseen is None:  # no form has said yet: every follow-up is unseen
@@ -1987,14 +2071,14 @@ class Interview:
     def record_unseen(self, count: int) -> None:
         """The form's count of follow-up questions not shown to the user yet; questions
         appended after it are added to it until the form says again."""
-        with self.lock:
+        with self._lock:
             self.unseen = (count, len(self.spec["questions"]))
 
     def nudge(self) -> None:
         """Let the event streams send the /state JSON again: what a form shows beside it (the
         inbox's count) changed."""
-        with self.changed:
-            self.touch()
+        with self._lock:
+            self._touch()
 
     def form_status(self) -> str:
         if self.streams > 0:
@@ -2003,52 +2087,157 @@ class Interview:
             return "form closed"
         return "form not opened yet"
 
-    def touch(self) -> None:
+    def progress(self) -> dict:
+        """What a progress report says, as facts."""
+        return self.progress_snapshot()[1]
+
+    def progress_snapshot(self):
+        """(counts_revision, progress facts), read together."""
+        with self._lock:
+            return self.counts_revision, {
+                "title": self.spec["title"],
+                "answered": (self.counts or {}).get("answered", 0),
+                "total": len(self.spec["questions"]),
+                "form": self.form_status(),
+                "elapsedSeconds": int(time.time() - self.created),
+            }
+
+    # -- transitions ----------------------------------------------------------------------
+
+    def _touch(self) -> None:
         """Record a change the /state JSON shows. Call with the lock held."""
         self.revision += 1
         # Kept so that an event stream sends every state, not only the newest: two changes
         # close together (a submit, then its waiter leaving) must reach the page as two events.
-        self.states.append((self.revision, self.state_json()))
+        self.states.append((self.revision, self._state_json()))
         del self.states[:-STATE_HISTORY]
-        self.changed.notify_all()
+        self._changed.notify_all()
 
-    def wake(self) -> None:
-        """Let every wait look at its condition again (a cancellation, a response, shutdown)."""
-        with self.changed:
-            self.changed.notify_all()
+    def append(self, raw_questions, note) -> dict:
+        """Follow-up questions checked and added (InvalidInterview, InterviewSettled); the
+        append_questions reply."""
+        with self._lock:
+            self._check_pending()
+            existing = [question["id"] for question in self.spec["questions"]]
+            questions = validate_follow_ups(raw_questions, note, existing)
+            self.version += 1
+            for question in questions:
+                question["version"] = self.version
+            self.spec["questions"].extend(questions)
+            if note is not None and note.strip():
+                self.note = {"version": self.version, "text": note}
+            self._touch()
+            return {
+                "status": "appended",
+                "sessionId": self.id,
+                "appended": len(questions),
+                "total": len(self.spec["questions"]),
+                "version": self.version,
+                "url": self.url,
+            }
 
-    def check_pending(self) -> None:
-        """InterviewSettled unless the interview still takes answers. Call with the lock held."""
-        if self.state != "pending":
-            raise InterviewSettled(self.id, self.state)
+    def settle(self, decide, version=None):
+        """PENDING -> the result's status, exactly once. With the lock held: InterviewSettled
+        unless pending, StaleVersion unless `version` (None: not checked) is the current one,
+        then `decide()` returns (result, outcome) or raises, which leaves the interview
+        pending. The result is recorded and every wait woken; (outcome, delivered), delivered
+        being whether a waiter was there to receive it."""
+        with self._lock:
+            self._check_pending()
+            if version is not None and (
+                isinstance(version, bool) or not isinstance(version, int) or version != self.version
+            ):
+                raise StaleVersion(self.version)
+            result, outcome = decide()
+            self.result = result
+            self.state = result["status"]
+            self.settled_monotonic = time.monotonic()
+            delivered = self.waiters > 0
+            self._touch()
+        return outcome, delivered
 
-    def settle(self, result: dict) -> None:
-        """pending -> the result's status, exactly once; call with the lock held."""
-        self.check_pending()
-        self.result = result
-        self.state = result["status"]
-        self.settled_monotonic = time.monotonic()
-        self.touch()
+    def add_task(self, task_id: str, index) -> None:
+        """A task made on it; while pending, `index(task ids)` runs with the lock held, so that
+        a submit's archive entry either names this task or comes after the index that does."""
+        with self._lock:
+            self.task_ids.append(task_id)
+            if self.state == PENDING:
+                index(list(self.task_ids))
+
+    def remove_attachment(self, attachment_id) -> None:
+        """Remove an upload while pending (InterviewSettled, AttachmentRefused): under the lock,
+        so that a submit cannot settle with a file that is being removed."""
+        with self._lock:
+            self._check_pending()
+            self.attachments.remove(attachment_id)
+
+    def record_page_view(self) -> None:
+        with self._lock:
+            self.page_views += 1
+            self._changed.notify_all()
+
+    def record_stream(self, delta: int) -> None:
+        """An event stream opened (+1) or closed (-1)."""
+        with self._lock:
+            self.streams += delta
+            self._changed.notify_all()
+
+    def record_counts(self, counts: dict) -> None:
+        with self._lock:
+            if counts != self.counts:
+                self.counts = counts
+                self.counts_revision += 1
+                self._changed.notify_all()
+
+    def expire(self) -> None:
+        """The hub dropped it: let its event streams notice."""
+        with self._lock:
+            self._touch()
 
     def close(self) -> None:
-        with self.changed:
+        with self._lock:
             self.closed = True
-            self.changed.notify_all()
+            self._changed.notify_all()
+
+    def _count_waiter(self, delta: int) -> None:
+        with self._lock:
+            self.waiters += delta
+            self._touch()
+
+    # -- waiting --------------------------------------------------------------------------
+
+    def wake(self) -> None:
+        """Let every wait look at its condition again (a cancellation, a response, shutdown).
+        Whoever makes a wait's condition true sets it first, then wakes."""
+        with self._lock:
+            self._changed.notify_all()
+
+    def wait_until(self, check):
+        """`check()`, called with the lock held now and after every change, until it returns
+        something else than None or a number, which is returned. A number means: check again
+        after that many seconds at the latest (a deadline); None: at the next change."""
+        with self._lock:
+            while True:
+                outcome = check()
+                if outcome is None:
+                    self._changed.wait()
+                elif isinstance(outcome, (int, float)) and not isinstance(outcome, bool):
+                    self._changed.wait(outcome)
+                else:
+                    return outcome
+
+    def next_states(self, seen, timeout: float, stop):
+        """For an event stream: wait up to `timeout` for a revision after `seen` (or for
+        `stop()`); (changed, the states to send, the revision they bring the stream to)."""
+        with self._lock:
+            changed = self._changed.wait_for(lambda: self.revision != seen or stop(), timeout)
+            states = [state for revision, state in self.states if seen is not None and revision > seen]
+            return changed, states or [self._state_json()], self.revision
 
     def waiter(self, cancellation=None) -> "Waiter":
         """`with interview.waiter(cancellation) as waiter: waiter.wait(...)`: counted in the
         /state JSON while inside."""
         return Waiter(self, cancellation if cancellation is not None else Cancellation())
-
-    def progress(self) -> dict:
-        """What a progress report says, as facts; call with the lock held."""
-        return {
-            "title": self.spec["title"],
-            "answered": (self.counts or {}).get("answered", 0),
-            "total": len(self.spec["questions"]),
-            "form": self.form_status(),
-            "elapsedSeconds": int(time.time() - self.created),
-        }
 
 
 class Cancellation:
@@ -2075,37 +2264,35 @@ class Waiter:
 
     def __enter__(self) -> "Waiter":
         self.cancellation.watched = self.interview
-        with self.interview.changed:
-            self.interview.waiters += 1
-            self.interview.touch()
+        self.interview._count_waiter(+1)
         return self
 
     def __exit__(self, *exc_info) -> None:
-        with self.interview.changed:
-            self.interview.waiters -= 1
-            self.interview.touch()
+        self.interview._count_waiter(-1)
         self.cancellation.watched = None
 
     def wait(self, timeout=None, answered=None) -> str:
         """Block until the first of: "answered" (`answered()` turned true; checked with the
-        lock held, so whoever makes it true must notify the condition), "settled",
+        lock held, so whoever makes it true must then call interview.wake()), "settled",
         "cancelled", "shutdown", "timeout"."""
         interview = self.interview
         deadline = None if timeout is None else time.monotonic() + timeout
-        with interview.changed:
-            while True:
-                if answered is not None and answered():
-                    return "answered"
-                if interview.state != "pending":
-                    return "settled"
-                if self.cancellation.is_set:
-                    return "cancelled"
-                if interview.closed:
-                    return "shutdown"
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return "timeout"
-                interview.changed.wait(remaining)
+
+        def check():
+            if answered is not None and answered():
+                return "answered"
+            if interview.state != PENDING:
+                return "settled"
+            if self.cancellation.is_set:
+                return "cancelled"
+            if interview.closed:
+                return "shutdown"
+            if deadline is None:
+                return None
+            remaining = deadline - time.monotonic()
+            return "timeout" if remaining <= 0 else remaining
+
+        return interview.wait_until(check)
 
 
 class ProgressTicker:
@@ -2126,9 +2313,8 @@ class ProgressTicker:
         return self
 
     def __exit__(self, *exc_info) -> None:
-        with self.interview.changed:
-            self.stopped = True
-            self.interview.changed.notify_all()
+        self.stopped = True
+        self.interview.wake()
         self.thread.join()
 
     def _due(self, seen_counts: int, last_sent: float, next_tick: float):
@@ -2147,16 +2333,15 @@ class ProgressTicker:
         interview = self.interview
         seen_counts, last_sent, next_tick = -1, float("-inf"), time.monotonic()
         while True:
-            with interview.changed:
-                while True:
-                    if self.stopped:
-                        return
-                    sleep = self._due(seen_counts, last_sent, next_tick)
-                    if sleep is None:
-                        break
-                    interview.changed.wait(sleep)
-                seen_counts = interview.counts_revision
-                facts = interview.progress()
+            def check():
+                if self.stopped:
+                    return "stopped"
+                sleep = self._due(seen_counts, last_sent, next_tick)
+                return "due" if sleep is None else sleep
+
+            if interview.wait_until(check) == "stopped":
+                return
+            seen_counts, facts = interview.progress_snapshot()
             self.report(facts, last_sent == float("-inf"))
             last_sent = time.monotonic()
             next_tick = last_sent + self.interval
@@ -2222,8 +2407,7 @@ class SessionHub:
                 del self.by_token[token_key(interview.token)]
         for interview in expired:
             self.log.event("session-expired", interview=interview.id)
-            with interview.changed:
-                interview.touch()
+            interview.expire()
 
     def get(self, interview_id) -> Interview | None:
         self._purge_expired()
@@ -2267,29 +2451,11 @@ class SessionHub:
 
     def append(self, interview_id, raw_questions, note) -> dict:
         interview = self.require(interview_id)
-        with interview.changed:
-            interview.check_pending()
-            existing = [question["id"] for question in interview.spec["questions"]]
-            questions = validate_follow_ups(raw_questions, note, existing)
-            interview.version += 1
-            for question in questions:
-                question["version"] = interview.version
-            interview.spec["questions"].extend(questions)
-            if note is not None and note.strip():
-                interview.note = {"version": interview.version, "text": note}
-            interview.touch()
-            reply = {
-                "status": "appended",
-                "sessionId": interview.id,
-                "appended": len(questions),
-                "total": len(interview.spec["questions"]),
-                "version": interview.version,
-                "url": interview.url,
-            }
+        reply = interview.append(raw_questions, note)
         self.log.event(
             "questions-appended",
             interview=interview.id,
-            appended=len(questions),
+            appended=reply["appended"],
             total=reply["total"],
             version=reply["version"],
         )
@@ -2299,23 +2465,16 @@ class SessionHub:
     # -- changes from the form ------------------------------------------------------------
 
     def record_page_view(self, interview: Interview, user_agent: str) -> None:
-        with interview.changed:
-            interview.page_views += 1
-            interview.changed.notify_all()
+        interview.record_page_view()
         self.log.event("page-view", interview=interview.id, user_agent=user_agent)
 
     def record_stream(self, interview: Interview, delta: int) -> None:
-        with interview.changed:
-            interview.streams += delta
-            interview.changed.notify_all()
+        """A form's event stream opened (+1) or closed (-1)."""
+        interview.record_stream(delta)
         self._observe(interview)  # the inbox looks more often while a form is open
 
     def record_counts(self, interview: Interview, counts: dict) -> None:
-        with interview.changed:
-            if counts != interview.counts:
-                interview.counts = counts
-                interview.counts_revision += 1
-                interview.changed.notify_all()
+        interview.record_counts(counts)
         self.log.event("form-progress", "debug", interview=interview.id, **counts)
         self._observe(interview)
 
@@ -2323,66 +2482,49 @@ class SessionHub:
         interview.record_unseen(count)
         self._observe(interview)
 
-    def check_pending(self, interview: Interview) -> None:
-        """InterviewSettled unless the interview still takes a submit."""
-        with interview.lock:
-            interview.check_pending()
-
     def submit(self, interview: Interview, payload) -> dict:
         """Check, archive durably, settle, wake every waiter; the reply for the form."""
-        if not isinstance(payload, dict) or not isinstance(payload.get("answers"), dict):
-            raise InvalidAnswers("payload must be an object with an answers object")
-        with interview.changed:
-            interview.check_pending()
-            version = payload.get("specVersion")
-            if version is not None and (
-                isinstance(version, bool) or not isinstance(version, int) or version != interview.version
-            ):
-                raise StaleVersion(interview.version)
-            answers = check_submission(interview.spec, payload)
-            question_ids = {question["id"] for question in interview.spec["questions"]}
-            attached = interview.attachments.pick(payload.get("attachments"), question_ids)
-            general_notes = payload.get("generalNotes")
-            if general_notes is not None and not isinstance(general_notes, str):
-                raise InvalidAnswers("generalNotes must be a string")
-            declined = payload.get("declined", False)
-            if not isinstance(declined, bool):
-                raise InvalidAnswers("declined must be true or false, not %s" % describe(declined))
-            status = "declined" if declined else "submitted"
-            delivered = interview.waiters > 0
-            path = self._settle(interview, answers, general_notes, status, "browser", attached)
-            counts = interview.result["counts"]
+
+        def decide():
+            submission = check_submission(interview.spec, payload, interview.attachments)
+            return self._result(interview, submission, "browser")
+
+        # The version is judged only once the payload is an object with answers: a body of
+        # another shape is refused as such, whatever version it names.
+        version = payload.get("specVersion") if is_submission_shaped(payload) else None
+        (result, path), delivered = interview.settle(decide, version)
+        counts = result["counts"]
         self._log_archived(interview, path)
         self._observe(interview)
-        self.log.event(status, interview=interview.id, delivered=delivered, **counts)
+        self.log.event(result["status"], interview=interview.id, delivered=delivered, **counts)
         return {"ok": True, "counts": counts, "delivered": delivered}
 
     def settle_without_form(self, interview: Interview, answers: dict, status: str, via: str):
         """Settle through another channel (a native elicitation); None if already settled."""
-        with interview.changed:
-            if interview.state != "pending":
-                return None
-            path = self._settle(interview, answers, None, status, via)
-            result = interview.result
+        submission = {"answers": answers, "generalNotes": None, "attachments": None, "status": status}
+        try:
+            (result, path), _ = interview.settle(lambda: self._result(interview, submission, via))
+        except InterviewSettled:
+            return None
         self._log_archived(interview, path)
         self._observe(interview)
         return result
 
-    def _settle(self, interview: Interview, answers, general_notes, status: str, via: str,
-                attachments=None):
-        """Call with the lock held: the archive is durable before anyone is told. The
-        archive's path, or None when it could not be written."""
+    def _result(self, interview: Interview, submission: dict, via: str):
+        """Runs with the interview's lock held, so the archive is durable before anyone is
+        told: (the result, twice: once to settle on, once as the outcome) with the archive's
+        path, or None when it could not be written."""
         now = time.time()
         result = build_result(
             interview.spec,
-            answers,
-            general_notes,
+            submission["answers"],
+            submission["generalNotes"],
             interview_id=interview.id,
-            status=status,
+            status=submission["status"],
             via=via,
             submitted_at=now,
             duration_seconds=now - interview.created,
-            attachments=attachments,
+            attachments=submission["attachments"],
             archive_path=self.archive.path_for(interview.id, iso_utc(now)),
         )
         record = {key: value for key, value in result.items() if key != "summary"}
@@ -2392,8 +2534,8 @@ class SessionHub:
         path = self.archive.save(record)
         if path != result["archivePath"]:
             result = with_archive_path(result, interview.spec, path)
-        interview.settle(fit_result(result, interview.spec))
-        return path
+        result = fit_result(result, interview.spec)
+        return result, (result, path)
 
     def _log_archived(self, interview: Interview, path) -> None:
         self.log.event("archived" if path else "archive-skipped", interview=interview.id, path=path)
@@ -2421,7 +2563,7 @@ class SessionHub:
         finally:
             self._observe(interview)
             self.log.event("wait-end", interview=interview.id)
-        return (interview.result if why == "settled" else None), why
+        return (interview.settled_result() if why == "settled" else None), why
 
 
 # ============================================================================================
@@ -2896,14 +3038,12 @@ def route_asset(request, params: dict):
 
 
 def route_interview(request, params: dict):
-    return json_reply(200, request.runtime.form_payload(api_interview(request, params)))
+    return json_reply(200, api_interview(request, params).form_payload())
 
 
 def route_state(request, params: dict):
     interview = api_interview(request, params)
-    with interview.lock:
-        state = interview.state_json()
-    return json_reply(200, request.runtime.inbox.beside(interview, state))
+    return json_reply(200, request.runtime.inbox.beside(interview, interview.state_json()))
 
 
 def route_events(request, params: dict):
@@ -2929,7 +3069,7 @@ def route_submit(request, params: dict):
     require_json_body(request)
     hub = request.runtime.hub
     try:
-        hub.check_pending(interview)
+        interview.check_pending()
         reply = hub.submit(interview, request.read_json(MAX_BODY_BYTES))
     except InterviewError as error:
         status, body = http_error(error)
@@ -2957,7 +3097,7 @@ def route_attachment_upload(request, params: dict):
         raise HttpRefusal(400, "the X-Attachment-Name header is required: the file's name, percent-encoded")
     hub = request.runtime.hub
     try:
-        hub.check_pending(interview)
+        interview.check_pending()
     except InterviewError as error:
         return json_reply(*http_error(error))
     length = request.body_length(ATTACHMENT_MAX_BYTES, "a file may be at most 10 MiB")
@@ -2996,11 +3136,7 @@ def route_attachment_remove(request, params: dict):
     interview = api_interview(request, params)
     hub = request.runtime.hub
     try:
-        # Pending is checked under the interview's lock so that a submit cannot settle
-        # with a file that is being removed.
-        with interview.lock:
-            interview.check_pending()
-            interview.attachments.remove(params["id"])
+        interview.remove_attachment(params["id"])
     except InterviewError as error:
         return json_reply(*http_error(error))
     except AttachmentRefused as refusal:
@@ -3194,14 +3330,7 @@ class FormRequestPlumbing:
         try:
             seen, sent = None, None
             while hub.is_live(interview):
-                with interview.changed:
-                    changed = interview.changed.wait_for(
-                        lambda: interview.revision != seen or hub.closed, SSE_PING_SECONDS
-                    )
-                    states = [state for revision, state in interview.states
-                              if seen is not None and revision > seen]
-                    states = states or [interview.state_json()]
-                    seen = interview.revision
+                changed, states, seen = interview.next_states(seen, SSE_PING_SECONDS, lambda: hub.closed)
                 if hub.closed or self.page_gone():
                     break
                 chunk = ": ping\n\n"
@@ -3376,18 +3505,6 @@ class Runtime:
         """The settled result (structuredContent), or None on timeout."""
         result, _ = self.hub.wait(self.hub.require(session_id), timeout=timeout)
         return result
-
-    def form_payload(self, interview: Interview) -> dict:
-        with interview.lock:
-            return {
-                "id": interview.id,
-                "state": interview.state,
-                "version": interview.version,
-                "note": interview.note,
-                "agent": interview.agent,
-                "spec": interview.spec,
-                "result": interview.result,
-            }
 
     def close(self) -> None:
         self.inbox.close()
@@ -4653,9 +4770,8 @@ class LegacyClient(CallClient):
         responses = []
 
         def on_response(message: dict) -> None:
-            with interview.changed:
-                responses.append(message)
-                interview.changed.notify_all()
+            responses.append(message)
+            interview.wake()
 
         request_id = self.transport.request("elicitation/create", params, on_response)
         self.server.log.event("elicitation-request", interview=interview.id, request=request_id,
@@ -4673,8 +4789,7 @@ class LegacyClient(CallClient):
     def elicitation_finished(self, key: str, interview: Interview) -> None:
         """notifications/elicitation/complete for a URL elicitation whose interview settled."""
         elicitation_id = self.url_elicitations.pop(key, None)
-        with interview.lock:
-            settled = interview.state != "pending"
+        settled = interview.settled_result() is not None
         if elicitation_id is not None and settled:
             self.transport.notify("notifications/elicitation/complete", {"elicitationId": elicitation_id})
 
@@ -4860,12 +4975,8 @@ class TaskRegistry:
                         time.time(), interview)
             self.tasks[task.id] = task
             view = task.view()
-        # On disk before the task is answered, under the interview's lock so that a submit's
-        # archive entry either names this task or comes after the index that does.
-        with interview.lock:
-            interview.task_ids.append(task.id)
-            if interview.state == "pending":
-                self.archive.record_tasks(interview.id, interview.task_ids)
+        # On disk before the task is answered.
+        interview.add_task(task.id, lambda ids: self.archive.record_tasks(interview.id, ids))
         self.log.event("task-created", task=task.id, interview=interview.id)
         return view
 
@@ -5011,8 +5122,7 @@ class ModernClient(CallClient):
     def about_to_block(self, interview: Interview) -> None:
         if not self.request.tasks or self.task_id is not None:
             return
-        with interview.lock:
-            message = progress_message(interview.progress())
+        message = progress_message(interview.progress())
         view = self.server.tasks.create(interview, message, self.cancellation)
         self.task_id = view["taskId"]
         # Answered: from here on only tasks/cancel stops the call, never a late
@@ -5025,9 +5135,8 @@ class ModernClient(CallClient):
             response = self.input_responses.get(key)
             if isinstance(response, dict) and response.get("action") in ("accept", "decline", "cancel"):
                 return "answered", {"result": response}
-        with interview.lock:
-            if interview.state != "pending":
-                return "settled", None
+        if interview.settled_result() is not None:
+            return "settled", None
         raise InputRequired(interview, {key: {"method": "elicitation/create", "params": params}})
 
     def elicitation_finished(self, key: str, interview: Interview) -> None:
@@ -5855,9 +5964,9 @@ class InterviewTools:
 
     def wait_for_answers(self, interview: Interview, client, timeout):
         """Block until the submit; the result, an awaiting result, or None (no response)."""
-        with interview.lock:
-            if interview.state != "pending":
-                return answers_result(interview.result)
+        result = interview.settled_result()
+        if result is not None:
+            return answers_result(result)
         client.about_to_block(interview)
         report = None
         if client.reports_progress:
@@ -5893,8 +6002,7 @@ class InterviewTools:
         """A URL-mode elicitation: the client shows the link and opens it with the user's
         consent; then wait as after a browser open. `why` the browser did not open: None in the
         retry of a multi round-trip call, which carries the user's answer to the first round."""
-        with interview.lock:
-            count = len(interview.spec["questions"])
+        count = len(interview.questions())
         params = {
             "mode": "url",
             "url": interview.url,
@@ -5923,8 +6031,7 @@ class InterviewTools:
         """The client's own form (form-mode elicitation): (handled, result). Not handled when
         the client declared no form elicitation, the interview is not flat, or the client
         failed the request: the caller then delivers by browser."""
-        with interview.lock:
-            questions = list(interview.spec["questions"])
+        questions = interview.questions()
         if "form" not in client.elicitation_modes():
             unfit = "the client declared no form elicitation"
         else:
@@ -6478,7 +6585,7 @@ def _doctor_self_test(config: Config, line):
                     if not kind.startswith(expected):
                         raise OSError("HTTP %d with %s, expected %s" % (response.status, kind, expected))
                     steps.append("%s HTTP %d" % (step, response.status))
-            if interview.state != "submitted":
+            if interview.state != SUBMITTED:
                 raise OSError("the submit did not settle the interview")
         except (InterviewError, OSError, InvalidInterview) as error:
             line("form server self-test: FAILED at %s (%s)" % (step, error))

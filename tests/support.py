@@ -53,8 +53,15 @@ def wait_for_interview(interview, predicate, timeout: float = WAIT, what: str = 
     """Block until `predicate(interview)` holds. The interview notifies its condition on every
     change a test can wait for (state, waiters, counts, streams), so this wakes on the change
     itself, never on a timer."""
-    with interview.changed:
-        held = interview.changed.wait_for(lambda: predicate(interview), timeout)
+    deadline = time.monotonic() + timeout
+
+    def check():
+        if predicate(interview):
+            return True
+        remaining = deadline - time.monotonic()
+        return False if remaining <= 0 else remaining
+
+    held = interview.wait_until(check)
     assert held, "interview %s: %s did not happen within %ss" % (interview.id, what or "the change", timeout)
 
 
