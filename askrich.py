@@ -56,6 +56,7 @@ import os
 import sys
 import threading
 import time
+from types import MappingProxyType
 
 
 # ============================================================================================
@@ -294,6 +295,17 @@ class InvalidAnswers(InterviewError):
         super().__init__(text)
         self.text = text
         self.problems = problems
+
+
+class AttachmentRefused(InterviewError):
+    """An upload or a removal the attachment store does not take. `code` names why, in the
+    words of the HTTP error bodies (ERROR_CODES): too-large, too-many-files,
+    attachments-too-large, upload-incomplete, bad-file-name, not-found, storage-failed."""
+
+    def __init__(self, code: str, text: str) -> None:
+        super().__init__(text)
+        self.code = code
+        self.text = text
 
 
 class FormServerUnavailable(InterviewError):
@@ -1811,15 +1823,6 @@ def attachment_media_type(content_type: str) -> str:
     return media
 
 
-class AttachmentRefused(Exception):
-    """An upload, a removal or a reference the attachment store does not take."""
-
-    def __init__(self, status: int, error: str) -> None:
-        super().__init__(error)
-        self.status = status
-        self.error = error
-
-
 class AttachmentStore:
     """The files the user uploaded to one interview, in <log dir>/attachments/<interview id>/.
 
@@ -1841,14 +1844,14 @@ class AttachmentStore:
         import secrets
 
         if length > ATTACHMENT_MAX_BYTES:
-            raise AttachmentRefused(413, "a file may be at most 10 MiB")
+            raise AttachmentRefused("too-large", "a file may be at most 10 MiB")
         with self.lock:
             if self.reserved_count + 1 > ATTACHMENTS_MAX_COUNT:
                 raise AttachmentRefused(
-                    413, "an interview may have at most %d attachments" % ATTACHMENTS_MAX_COUNT
+                    "too-many-files", "an interview may have at most %d attachments" % ATTACHMENTS_MAX_COUNT
                 )
             if self.reserved_bytes + length > ATTACHMENTS_MAX_TOTAL_BYTES:
-                raise AttachmentRefused(413, "an interview's attachments may be at most 50 MiB in all")
+                raise AttachmentRefused("attachments-too-large", "an interview's attachments may be at most 50 MiB in all")
             self.reserved_count += 1
             self.reserved_bytes += length
             attachment_id = secrets.token_hex(8)
@@ -1867,7 +1870,7 @@ class AttachmentStore:
                 self.reserved_bytes -= length
             if isinstance(error, OSError):
                 raise AttachmentRefused(
-                    500, "the file could not be stored in %s: %s" % (quote(self.folder), error.strerror or error)
+                    "storage-failed", "the file could not be stored in %s: %s" % (quote(self.folder), error.strerror or error)
                 ) from None
             raise
         with self.lock:
@@ -1878,7 +1881,7 @@ class AttachmentStore:
         folder = self._ensure_folder()
         path = os.path.join(folder, "%s-%s" % (attachment_id, name))
         if os.path.dirname(os.path.abspath(path)) != folder:
-            raise AttachmentRefused(400, "the file name %s cannot be stored" % quote(name))
+            raise AttachmentRefused("bad-file-name", "the file name %s cannot be stored" % quote(name))
         temporary = os.path.join(folder, ".%s.part" % attachment_id)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
         descriptor = os.open(temporary, flags, 0o600)
@@ -1892,7 +1895,7 @@ class AttachmentStore:
                         chunk = b""
                     if not chunk:
                         raise AttachmentRefused(
-                            400, "the upload ended after %d of its %d bytes" % (length - left, length)
+                            "upload-incomplete", "the upload ended after %d of its %d bytes" % (length - left, length)
                         )
                     handle.write(chunk)
                     left -= len(chunk)
@@ -1923,7 +1926,7 @@ class AttachmentStore:
         with self.lock:
             entry = self.files.pop(attachment_id, None)
             if entry is None:
-                raise AttachmentRefused(404, "not found")
+                raise AttachmentRefused("not-found", "not found")
             self.reserved_count -= 1
             self.reserved_bytes -= entry["bytes"]
         try:
@@ -2966,14 +2969,48 @@ class EventStream:
         self.interview = interview
 
 
-class HttpRefusal(Exception):
-    """A request refused with a JSON error; raised by routing, body reading and routes."""
+# Every JSON error body is {"error": text, "code": name, ...}: the text is for people and may be
+# reworded, the code is what the form and other local tools compare (tests/README.md lists them).
+ERROR_CODES = MappingProxyType({
+    400: "bad-request",
+    403: "forbidden-host",
+    404: "not-found",
+    405: "method-not-allowed",
+    409: "not-pending",
+    411: "length-required",
+    413: "too-large",
+    414: "too-large",
+    415: "unsupported-media-type",
+    422: "invalid-answers",
+    431: "too-large",
+    500: "internal-error",
+    501: "not-implemented",
+})  # the code each status has unless a refusal names another
+# A refused upload or removal: its status, by the code the attachment store gives.
+ATTACHMENT_STATUS = MappingProxyType({
+    "too-large": 413,
+    "too-many-files": 413,
+    "attachments-too-large": 413,
+    "upload-incomplete": 400,
+    "bad-file-name": 400,
+    "not-found": 404,
+    "storage-failed": 500,
+})
 
-    def __init__(self, status: int, error: str, headers=None, **fields) -> None:
+
+def error_body(status: int, error: str, code=None, **fields) -> dict:
+    return dict({"error": error, "code": code or ERROR_CODES.get(status, "bad-request")}, **fields)
+
+
+class HttpRefusal(Exception):
+    """A request refused with a JSON error; raised by routing, body reading and routes. `code`
+    defaults to the status's own (ERROR_CODES)."""
+
+    def __init__(self, status: int, error: str, headers=None, code=None, **fields) -> None:
         super().__init__(error)
         self.status = status
         self.headers = dict(headers or {})
-        self.body = dict({"error": error}, **fields)
+        self.body = error_body(status, error, code, **fields)
 
     def reply(self) -> Reply:
         return json_reply(self.status, self.body, self.headers)
@@ -3051,7 +3088,8 @@ def route_progress(request, params: dict):
     payload = request.read_json(MAX_PROGRESS_BYTES)
     counts = progress_counts(payload)
     if counts is None:
-        raise HttpRefusal(422, "progress must be an object of answered, deferred, needsInfo and open counts")
+        raise HttpRefusal(422, "progress must be an object of answered, deferred, needsInfo and open counts",
+                          code="invalid-progress")
     request.runtime.hub.record_counts(interview, counts)
     unseen = payload.get("followUpsUnseen")
     if isinstance(unseen, int) and not isinstance(unseen, bool) and unseen >= 0:
@@ -3100,8 +3138,8 @@ def route_attachment_upload(request, params: dict):
     media_type = attachment_media_type(request.headers.get("Content-Type", ""))
     try:
         entry = interview.attachments.add(name, media_type, length, request.rfile)
-    except AttachmentRefused as refusal:
-        raise HttpRefusal(refusal.status, refusal.error) from None
+    except AttachmentRefused as error:
+        return json_reply(*http_error(error))
     request.close_connection = closing
     hub.log.event("attachment-stored", interview=interview.id, attachment=entry["id"],
                   bytes=length, mimeType=media_type)
@@ -3134,8 +3172,6 @@ def route_attachment_remove(request, params: dict):
         interview.remove_attachment(params["id"])
     except InterviewError as error:
         return json_reply(*http_error(error))
-    except AttachmentRefused as refusal:
-        raise HttpRefusal(refusal.status, refusal.error) from None
     hub.log.event("attachment-removed", interview=interview.id, attachment=params["id"])
     return Reply(204)
 
@@ -3224,7 +3260,7 @@ class FormRequestPlumbing:
             # A status line and headers (CSP, nosniff) even for an unparsable request.
             self.request_version = "HTTP/1.0"
         try:
-            self.send_reply(json_reply(code, {"error": self.responses.get(code, ("error",))[0]}))
+            self.send_reply(json_reply(code, error_body(code, self.responses.get(code, ("error",))[0])))
         except OSError:
             pass
 
@@ -3291,7 +3327,7 @@ class FormRequestPlumbing:
             raise HttpRefusal(403, "forbidden host")
         origin = self.headers.get("Origin")
         if origin is not None and origin not in self.server.allowed_origins:
-            raise HttpRefusal(403, "forbidden origin")
+            raise HttpRefusal(403, "forbidden origin", code="forbidden-origin")
 
     def body_length(self, limit: int, too_big: str = "") -> int:
         """The declared body length, or HttpRefusal 411/413 (unread, so the connection closes)."""
@@ -3311,7 +3347,7 @@ class FormRequestPlumbing:
         try:
             return parse_json(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError) as error:
-            raise HttpRefusal(400, "invalid JSON: %s" % error) from None
+            raise HttpRefusal(400, "invalid JSON: %s" % error, code="bad-json") from None
 
     def stream_events(self, interview):
         """Server-Sent Events: the /state JSON at once and on every change."""
@@ -3365,17 +3401,20 @@ _FORM_SERVER_CLASS = None
 def http_error(error: InterviewError):
     """(status, JSON body) for a change the hub refused, as the form reads them."""
     if isinstance(error, InterviewSettled):
-        return 409, {"error": "interview already %s" % error.state}
+        return 409, error_body(409, "interview already %s" % error.state, "not-pending")
     if isinstance(error, StaleVersion):
-        return 409, {"error": "new questions were added", "version": error.version}
+        return 409, error_body(409, "new questions were added", "stale-version", version=error.version)
     if isinstance(error, InvalidAnswers):
-        body = {"error": error.text}
+        body = error_body(422, error.text, "invalid-answers")
         if error.problems is not None:
             body["problems"] = error.problems
         return 422, body
+    if isinstance(error, AttachmentRefused):
+        status = ATTACHMENT_STATUS[error.code]
+        return status, error_body(status, error.text, error.code)
     if isinstance(error, UnknownInterview):
-        return 404, {"error": NOT_FOUND_TEXT}
-    return 500, {"error": "internal error"}
+        return 404, error_body(404, NOT_FOUND_TEXT, "not-found")
+    return 500, error_body(500, "internal error", "internal-error")
 
 
 def form_server_class():
