@@ -118,6 +118,8 @@ ASSET_FILES = frozenset(
         "js/main.js",
         "js/state.js",
         "js/view.js",
+        "js/review.js",
+        "js/dom.js",
         "js/keys.js",
         "js/rank.js",
         "js/live.js",
