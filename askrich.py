@@ -56,6 +56,7 @@ import os
 import sys
 import threading
 import time
+from types import MappingProxyType
 
 
 # ============================================================================================
@@ -121,6 +122,8 @@ ASSET_FILES = frozenset(
         "js/main.js",
         "js/state.js",
         "js/view.js",
+        "js/review.js",
+        "js/dom.js",
         "js/keys.js",
         "js/rank.js",
         "js/live.js",
@@ -307,6 +310,17 @@ class AnswersNotSaved(InterviewError):
     def __init__(self, reason: str) -> None:
         super().__init__("could not save the answers: %s" % reason)
         self.reason = reason
+
+
+class AttachmentRefused(InterviewError):
+    """An upload or a removal the attachment store does not take. `code` names why, in the
+    words of the HTTP error bodies (ERROR_CODES): too-large, too-many-files,
+    attachments-too-large, upload-incomplete, bad-file-name, not-found, storage-failed."""
+
+    def __init__(self, code: str, text: str) -> None:
+        super().__init__(text)
+        self.code = code
+        self.text = text
 
 
 class FormServerUnavailable(InterviewError):
@@ -1839,15 +1853,6 @@ def attachment_media_type(content_type: str) -> str:
     return media
 
 
-class AttachmentRefused(Exception):
-    """An upload, a removal or a reference the attachment store does not take."""
-
-    def __init__(self, status: int, error: str) -> None:
-        super().__init__(error)
-        self.status = status
-        self.error = error
-
-
 class AttachmentStore:
     """The files the user uploaded to one interview, in <log dir>/attachments/<interview id>/.
 
@@ -1872,14 +1877,14 @@ class AttachmentStore:
         import secrets
 
         if length > ATTACHMENT_MAX_BYTES:
-            raise AttachmentRefused(413, "a file may be at most 10 MiB")
+            raise AttachmentRefused("too-large", "a file may be at most 10 MiB")
         with self.lock:
             if self.reserved_count + 1 > ATTACHMENTS_MAX_COUNT:
                 raise AttachmentRefused(
-                    413, "an interview may have at most %d attachments" % ATTACHMENTS_MAX_COUNT
+                    "too-many-files", "an interview may have at most %d attachments" % ATTACHMENTS_MAX_COUNT
                 )
             if self.reserved_bytes + length > ATTACHMENTS_MAX_TOTAL_BYTES:
-                raise AttachmentRefused(413, "an interview's attachments may be at most 50 MiB in all")
+                raise AttachmentRefused("attachments-too-large", "an interview's attachments may be at most 50 MiB in all")
             self.reserved_count += 1
             self.reserved_bytes += length
             attachment_id = secrets.token_hex(8)
@@ -1907,7 +1912,7 @@ class AttachmentStore:
                 self.reserved_bytes -= length
             if isinstance(error, OSError):
                 raise AttachmentRefused(
-                    500, "the file could not be stored in %s: %s" % (quote(self.folder), error.strerror or error)
+                    "storage-failed", "the file could not be stored in %s: %s" % (quote(self.folder), error.strerror or error)
                 ) from None
             raise
         return entry
@@ -1918,7 +1923,7 @@ class AttachmentStore:
         folder = self._ensure_folder()
         path = os.path.join(folder, "%s-%s" % (attachment_id, name))
         if os.path.dirname(os.path.abspath(path)) != folder:
-            raise AttachmentRefused(400, "the file name %s cannot be stored" % quote(name))
+            raise AttachmentRefused("bad-file-name", "the file name %s cannot be stored" % quote(name))
         temporary = os.path.join(folder, ".%s.part" % attachment_id)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
         descriptor = os.open(temporary, flags, 0o600)
@@ -1932,7 +1937,7 @@ class AttachmentStore:
                         chunk = b""
                     if not chunk:
                         raise AttachmentRefused(
-                            400, "the upload ended after %d of its %d bytes" % (length - left, length)
+                            "upload-incomplete", "the upload ended after %d of its %d bytes" % (length - left, length)
                         )
                     handle.write(chunk)
                     left -= len(chunk)
@@ -1962,7 +1967,7 @@ class AttachmentStore:
         with self.lock:
             entry = self.files.pop(attachment_id, None)
             if entry is None:
-                raise AttachmentRefused(404, "not found")
+                raise AttachmentRefused("not-found", "not found")
             self.reserved_count -= 1
             self.reserved_bytes -= entry["bytes"]
         try:
@@ -2520,6 +2525,11 @@ class SessionHub:
         interview.record_page_view()
         self.log.event("page-view", interview=interview.id, user_agent=user_agent)
 
+    def record_stream(self, interview: Interview, delta: int) -> None:
+        """A form's event stream opened (+1) or closed (-1)."""
+        interview.record_stream(delta)
+        self._observe(interview)  # the inbox looks more often while a form is open
+
     def record_counts(self, interview: Interview, counts: dict) -> None:
         interview.record_counts(counts)
         self.log.event("form-progress", "debug", interview=interview.id, **counts)
@@ -3026,14 +3036,49 @@ class EventStream:
         self.interview = interview
 
 
-class HttpRefusal(Exception):
-    """A request refused with a JSON error; raised by routing, body reading and routes."""
+# Every JSON error body is {"error": text, "code": name, ...}: the text is for people and may be
+# reworded, the code is what the form and other local tools compare (tests/README.md lists them).
+ERROR_CODES = MappingProxyType({
+    400: "bad-request",
+    403: "forbidden-host",
+    404: "not-found",
+    405: "method-not-allowed",
+    409: "not-pending",
+    411: "length-required",
+    413: "too-large",
+    414: "too-large",
+    415: "unsupported-media-type",
+    422: "invalid-answers",
+    431: "too-large",
+    500: "internal-error",
+    501: "not-implemented",
+    507: "not-saved",
+})  # the code each status has unless a refusal names another
+# A refused upload or removal: its status, by the code the attachment store gives.
+ATTACHMENT_STATUS = MappingProxyType({
+    "too-large": 413,
+    "too-many-files": 413,
+    "attachments-too-large": 413,
+    "upload-incomplete": 400,
+    "bad-file-name": 400,
+    "not-found": 404,
+    "storage-failed": 500,
+})
 
-    def __init__(self, status: int, error: str, headers=None, **fields) -> None:
+
+def error_body(status: int, error: str, code=None, **fields) -> dict:
+    return dict({"error": error, "code": code or ERROR_CODES.get(status, "bad-request")}, **fields)
+
+
+class HttpRefusal(Exception):
+    """A request refused with a JSON error; raised by routing, body reading and routes. `code`
+    defaults to the status's own (ERROR_CODES)."""
+
+    def __init__(self, status: int, error: str, headers=None, code=None, **fields) -> None:
         super().__init__(error)
         self.status = status
         self.headers = dict(headers or {})
-        self.body = dict({"error": error}, **fields)
+        self.body = error_body(status, error, code, **fields)
 
     def reply(self) -> Reply:
         return json_reply(self.status, self.body, self.headers)
@@ -3111,7 +3156,8 @@ def route_progress(request, params: dict):
     payload = request.read_json(MAX_PROGRESS_BYTES)
     counts = progress_counts(payload)
     if counts is None:
-        raise HttpRefusal(422, "progress must be an object of answered, deferred, needsInfo and open counts")
+        raise HttpRefusal(422, "progress must be an object of answered, deferred, needsInfo and open counts",
+                          code="invalid-progress")
     request.runtime.hub.record_counts(interview, counts)
     unseen = payload.get("followUpsUnseen")
     if isinstance(unseen, int) and not isinstance(unseen, bool) and unseen >= 0:
@@ -3160,11 +3206,10 @@ def route_attachment_upload(request, params: dict):
     media_type = attachment_media_type(request.headers.get("Content-Type", ""))
     try:
         entry = interview.add_attachment(name, media_type, length, request.rfile)
-    except InterviewError as error:  # settled while the file was arriving: removed, never named
-        hub.log.event("attachment-refused", interview=interview.id, reason="settled during the upload")
+    except InterviewError as error:
+        if isinstance(error, InterviewSettled):  # settled while the file arrived: removed, never named
+            hub.log.event("attachment-refused", interview=interview.id, reason="settled during the upload")
         return json_reply(*http_error(error))
-    except AttachmentRefused as refusal:
-        raise HttpRefusal(refusal.status, refusal.error) from None
     request.close_connection = closing
     hub.log.event("attachment-stored", interview=interview.id, attachment=entry["id"],
                   bytes=length, mimeType=media_type)
@@ -3197,8 +3242,6 @@ def route_attachment_remove(request, params: dict):
         interview.remove_attachment(params["id"])
     except InterviewError as error:
         return json_reply(*http_error(error))
-    except AttachmentRefused as refusal:
-        raise HttpRefusal(refusal.status, refusal.error) from None
     hub.log.event("attachment-removed", interview=interview.id, attachment=params["id"])
     return Reply(204)
 
@@ -3287,7 +3330,7 @@ class FormRequestPlumbing:
             # A status line and headers (CSP, nosniff) even for an unparsable request.
             self.request_version = "HTTP/1.0"
         try:
-            self.send_reply(json_reply(code, {"error": self.responses.get(code, ("error",))[0]}))
+            self.send_reply(json_reply(code, error_body(code, self.responses.get(code, ("error",))[0])))
         except OSError:
             pass
 
@@ -3354,7 +3397,7 @@ class FormRequestPlumbing:
             raise HttpRefusal(403, "forbidden host")
         origin = self.headers.get("Origin")
         if origin is not None and origin not in self.server.allowed_origins:
-            raise HttpRefusal(403, "forbidden origin")
+            raise HttpRefusal(403, "forbidden origin", code="forbidden-origin")
 
     def body_length(self, limit: int, too_big: str = "") -> int:
         """The declared body length, or HttpRefusal 411/413 (unread, so the connection closes)."""
@@ -3374,7 +3417,7 @@ class FormRequestPlumbing:
         try:
             return parse_json(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError) as error:
-            raise HttpRefusal(400, "invalid JSON: %s" % error) from None
+            raise HttpRefusal(400, "invalid JSON: %s" % error, code="bad-json") from None
 
     def stream_events(self, interview):
         """Server-Sent Events: the /state JSON at once and on every change."""
@@ -3384,7 +3427,7 @@ class FormRequestPlumbing:
         self.send_security_headers()
         self.end_headers()
         self.close_connection = True
-        interview.record_stream(+1)
+        hub.record_stream(interview, +1)
         try:
             seen, sent = None, None
             while hub.is_live(interview):
@@ -3402,7 +3445,7 @@ class FormRequestPlumbing:
         except OSError:
             pass  # the page went away
         finally:
-            interview.record_stream(-1)
+            hub.record_stream(interview, -1)
 
     def page_gone(self) -> bool:
         """True once the page closed its end (readable, yet nothing to read). Writing alone
@@ -3428,19 +3471,23 @@ _FORM_SERVER_CLASS = None
 def http_error(error: InterviewError):
     """(status, JSON body) for a change the hub refused, as the form reads them."""
     if isinstance(error, InterviewSettled):
-        return 409, {"error": "interview already %s" % error.state}
+        return 409, error_body(409, "interview already %s" % error.state, "not-pending")
     if isinstance(error, StaleVersion):
-        return 409, {"error": "new questions were added", "version": error.version}
+        return 409, error_body(409, "new questions were added", "stale-version", version=error.version)
     if isinstance(error, InvalidAnswers):
-        body = {"error": error.text}
+        body = error_body(422, error.text, "invalid-answers")
         if error.problems is not None:
             body["problems"] = error.problems
         return 422, body
+    if isinstance(error, AttachmentRefused):
+        status = ATTACHMENT_STATUS[error.code]
+        return status, error_body(status, error.text, error.code)
     if isinstance(error, UnknownInterview):
-        return 404, {"error": NOT_FOUND_TEXT}
+        return 404, error_body(404, NOT_FOUND_TEXT, "not-found")
     if isinstance(error, AnswersNotSaved):
-        return 507, {"error": "could not save the answers: %s; they are still in this form, try again" % error.reason}
-    return 500, {"error": "internal error"}
+        text = "could not save the answers: %s; they are still in this form, try again" % error.reason
+        return 507, error_body(507, text, "not-saved")
+    return 500, error_body(500, "internal error", "internal-error")
 
 
 def form_server_class():
@@ -3788,6 +3835,12 @@ class InboxRegistry:
         except OSError:
             pass
 
+    def folder_stamp(self):
+        try:
+            return os.stat(self.folder).st_mtime_ns
+        except OSError:
+            return None
+
     def scan(self):
         """(stamp, entries): the entries of every other live process, and a value that changes
         whenever any of them may have."""
@@ -3935,6 +3988,20 @@ def inbox_server_class():
     return _INBOX_SERVER_CLASS
 
 
+def port_is_free(host: str, port: int) -> bool:
+    """Whether `port` can be bound now: a bare socket, far cheaper than a server that fails."""
+    import socket
+
+    with socket.socket() as probe:
+        if os.name != "nt":
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 def prove_inbox_holder(port: int, key: str, timeout: float = INBOX_PROBE_SECONDS):
     """Ask whoever holds 127.0.0.1:`port` to prove it knows the key, without sending the key.
     "ours", "foreign" (something answers and cannot prove it) or "free" (nothing listens)."""
@@ -3997,11 +4064,14 @@ class Inbox:
         self.server = None
         self.server_thread = None
         self.holder = None  # None: unknown; "ours", "foreign" or "free" as last probed
+        self.probed = float("-inf")  # when
         self.reported_foreign = False
         self.streams = 0
         self.stamp = None
         self.others: list = []  # the entries of the other live processes, as last scanned
         self.total = 0  # the interviews pending anywhere, as the forms were last told
+        self.folder_stamp = None  # the registry folder's mtime at the last full scan
+        self.scanned = float("-inf")
         self.revision = 0
         self.snapshot = None  # the listing's JSON text, as last sent to pages
 
@@ -4027,7 +4097,7 @@ class Inbox:
         """The `inbox` command: bind the port now and hold it until close(), pending or not;
         False when something holds it already. InboxUnavailable when there can be no inbox."""
         self._load_key()
-        self._try_to_hold()
+        self._try_to_hold(True)
         if self.server is None:
             return False
         with self.changed:
@@ -4059,7 +4129,9 @@ class Inbox:
         with self.lock:
             others = sum(len(entry["interviews"]) for entry in self.others)
             others += len(self.pending) - (1 if interview.id in self.pending else 0)
-            ours = self.key is not None and (self.server is not None or self.holder == "ours")
+            # A proof goes stale: the holder may have changed since.
+            fresh = time.monotonic() - self.probed <= INBOX_RETRY_SECONDS + INBOX_PROBE_SECONDS
+            ours = self.key is not None and (self.server is not None or (self.holder == "ours" and fresh))
             return {"waiting": others, "url": inbox_url(self.port, self.key) if ours else None}
 
     # -- the listing ----------------------------------------------------------------------
@@ -4103,13 +4175,21 @@ class Inbox:
             self._give_up(problem)
             return
         while True:
+            # Another process's change reaches a watching page within a second, an open form's
+            # count within two; with nobody looking, the folder is read with each retry only.
+            with self.lock:
+                interviews = list(self.pending.values())
+            forms = any(interview.progress()["form"] == "form open" for interview in interviews)
             with self.changed:
                 now = time.monotonic()
                 if self.closed or not self._active():
                     finished = True
                 else:
                     finished = False
-                    due = [last_scan + INBOX_WATCH_SECONDS]
+                    watch = INBOX_WATCH_SECONDS if self.streams else 2.0 if forms else INBOX_RETRY_SECONDS
+                    if forms and self.server is None and now - self.probed > INBOX_RETRY_SECONDS:
+                        next_try = min(next_try, now)  # a form opened: who holds the inbox, now
+                    due = [last_scan + watch]
                     if self.dirty:
                         due.append(last_write + INBOX_WRITE_SECONDS)
                     if self.server is None:
@@ -4122,7 +4202,7 @@ class Inbox:
                     if write:
                         self.dirty = False
                     bind = self.server is None and now >= next_try
-                    scan = now >= last_scan + INBOX_WATCH_SECONDS
+                    scan = now >= last_scan + watch
             if finished:
                 self._wind_down()
                 with self.changed:
@@ -4135,11 +4215,11 @@ class Inbox:
                     last_write = time.monotonic()
                     self._write_entry()
                 if bind:
-                    self._try_to_hold()
+                    self._try_to_hold(forms)
                     next_try = time.monotonic() + INBOX_RETRY_SECONDS
                 if scan or write:
                     last_scan = time.monotonic()
-                    self._scan()
+                    self._scan(force=write)
             except InboxUnavailable as problem:
                 self._give_up(problem)
                 return
@@ -4163,21 +4243,31 @@ class Inbox:
         else:
             self.registry.remove()
 
-    def _try_to_hold(self) -> None:
+    def _try_to_hold(self, forms: bool) -> None:
+        """Bind the port, or learn who holds it: the probe runs the first time and while a form
+        is open here (only a form ever shows the inbox's address), not at every retry."""
         try:
+            if not port_is_free(INBOX_HOST, self.port):
+                raise OSError("address in use")
             server = inbox_server_class()(self, (INBOX_HOST, self.port))
         except OSError as error:
+            if self.holder is not None and not forms:
+                return
             # "free" here: the holder exited between the bind and the probe; the next try binds.
             verdict = prove_inbox_holder(self.port, self.key)
             with self.lock:
-                self.holder = verdict
+                self.holder, self.probed = verdict, time.monotonic()
                 report = verdict == "foreign" and not self.reported_foreign
                 self.reported_foreign = self.reported_foreign or report
             if report:
                 self.log.event("inbox-port-taken", "warning", port=self.port, error=str(error),
                                detail="held by a program that is not ask-user-rich; forms work as before")
+            if forms:
+                self._touch_forms()
             return
-        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.5},
+        # serve_forever wakes every poll_interval only to see whether it should stop; _release
+        # wakes it with a connection instead, so it need not look often.
+        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": INBOX_RETRY_SECONDS},
                                   name="ask-user-rich-inbox-http", daemon=True)
         with self.changed:
             self.server, self.server_thread = server, thread
@@ -4191,7 +4281,16 @@ class Inbox:
             server, self.server = self.server, None
             self.changed.notify_all()  # the pages' streams end
         if server is not None:
-            server.shutdown()
+            import socket
+
+            stopping = threading.Thread(target=server.shutdown, daemon=True)
+            stopping.start()
+            while stopping.is_alive():
+                try:  # a connection ends the server's wait at once
+                    socket.create_connection((INBOX_HOST, self.port), timeout=1).close()
+                except OSError:
+                    pass
+                stopping.join(0.05)
             server.server_close()
             self.log.event("inbox-released", port=self.port)
 
@@ -4200,9 +4299,18 @@ class Inbox:
         self.registry.remove()
         self._release()
         with self.lock:
-            self.others, self.stamp = [], None
+            self.others, self.stamp, self.folder_stamp, self.scanned = [], None, None, float("-inf")
 
-    def _scan(self) -> None:
+    def _scan(self, force: bool = False) -> None:
+        """Read the other processes' entries again when the folder changed (one stat), when a
+        page is watching, when forced, and at least every INBOX_RETRY_SECONDS (for processes
+        that died without a word)."""
+        folder_stamp = self.registry.folder_stamp()
+        now = time.monotonic()
+        if not (force or self.streams or folder_stamp != self.folder_stamp
+                or now - self.scanned >= INBOX_RETRY_SECONDS):
+            return
+        self.folder_stamp, self.scanned = folder_stamp, now
         stamp, entries = self.registry.scan()
         with self.changed:
             if stamp != self.stamp:

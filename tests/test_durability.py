@@ -451,7 +451,8 @@ def test_an_upload_whose_body_ends_after_the_submit_is_a_409_and_leaves_no_file(
                 reply += chunk
         status_line, _, rest = reply.partition(b"\r\n")
         assert status_line.split()[1] == b"409", reply[:300]
-        assert json.loads(rest.split(b"\r\n\r\n", 1)[1]) == {"error": "interview already submitted"}
+        refusal = json.loads(rest.split(b"\r\n\r\n", 1)[1])
+        assert (refusal["error"], refusal["code"]) == ("interview already submitted", "not-pending")
         assert form.settled_result()["answers"][0]["attachments"] == []
         folder = os.path.join(str(tmp_path), "attachments", form.id)
         assert os.listdir(folder) == [], "the late file is still on disk, named by no result"
@@ -480,7 +481,8 @@ def test_a_submit_whose_answers_cannot_be_saved_and_that_no_call_takes_is_a_507_
         real = askrich.write_private_file
         _full_disk(monkeypatch)
         refused = submit(form.url, {"q": {"selected": ["a"], "notes": "every word"}}, generalNotes="kept")
-        assert refused.status == 507 and refused.json() == {"error": NOT_SAVED % "No space left on device"}
+        assert refused.status == 507 and refused.json()["error"] == NOT_SAVED % "No space left on device"
+        assert refused.json()["code"] == "not-saved"
         assert form.state == "pending" and form.settled_result() is None
         assert "archive-failed" in stderr.getvalue()
         monkeypatch.setattr(askrich, "write_private_file", real)  # room again: send again

@@ -81,3 +81,40 @@ def test_a_free_text_counts_down_near_the_limit_and_a_longer_paste_becomes_a_txt
     assert [(a["name"], a["mimeType"], a["bytes"]) for a in files] == [("pasted-text.txt", "text/plain", len(long_text))]
     assert open(files[0]["path"], encoding="utf-8").read() == long_text
     assert answer_of(result, "where")["notes"] == "short"
+
+
+def test_answers_the_server_could_not_save_stay_in_the_form_and_are_sent_again(form, monkeypatch):
+    import errno
+
+    import askrich
+
+    f = form(SPEC)
+    f.allow("507")  # the browser logs the refused request
+    real = askrich.write_private_file
+
+    def full(folder, name, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(askrich, "write_private_file", full)
+    answer_everything(f)
+    f.section("where").locator(".note-text").fill("every word of it")
+    f.press("Escape", "End")
+    f.page.locator("#btn-submit").click()
+    problem = f.page.locator(".review .submit-problem")
+    expect(problem.locator("p")).to_have_text(
+        "The answers could not be saved on this computer (No space left on device). Nothing is lost: "
+        "they are still in this form. Send them again once there is room.")
+    assert f.interview.state == "pending"
+    f.reload()  # the draft still holds every answer
+    assert f.section("where").locator(".note-text").input_value() == "every word of it"
+    f.press("Escape", "End")
+    f.page.locator("#btn-submit").click()
+    again = problem.locator(".send-again")
+    expect(again).to_have_text("Send again")
+    monkeypatch.setattr(askrich, "write_private_file", real)  # room again
+    again.click()
+    f.page.wait_for_selector("section.end")
+    result = f.rt.wait_for_result(f.interview.id, timeout=5)
+    assert answer_of(result, "where")["selected"] == ["login"]
+    assert answer_of(result, "where")["notes"] == "every word of it"
+    assert result["archivePath"] and os.path.exists(result["archivePath"])
