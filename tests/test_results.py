@@ -25,12 +25,15 @@ EXAMPLE = interview(
 )
 
 
+ARCHIVE = "/home/me/.local/state/ask-user-rich/answers/2025-11-30T09-21-37-250Z-0123456789ab.json"
+
+
 def settle(args, raw_answers, general_notes=None, duration=185.0):
     spec, _ = askrich.validate_interview(args)
-    answers = askrich.check_submission(spec, {"answers": raw_answers})
+    answers = askrich.check_submission(spec, {"answers": raw_answers})["answers"]
     return askrich.build_result(
         spec, answers, general_notes, interview_id="0123456789ab", status="submitted",
-        via="browser", submitted_at=1764494497.25, duration_seconds=duration,
+        via="browser", submitted_at=1764494497.25, duration_seconds=duration, archive_path=ARCHIVE,
     )
 
 
@@ -60,6 +63,7 @@ def test_summary_matches_the_contract_example_line_for_line():
         '6. [more] Budget? -> NEEDS-INFO | notes: "Which quarter?"',
         'General notes: "Thanks"',
         "Full answers (JSON) follow; notes are untruncated there.",
+        "Everything, as JSON: " + ARCHIVE,
     ])
 
 
@@ -119,7 +123,7 @@ def test_summary_cuts_and_collapses_long_texts():
     assert header.startswith("Why hhh") and len(header) == 80 and header.endswith("…")
     assert 'Other: "' + "o" * 99 + '…"' in line
     assert '| notes: "' + "n" * 139 + '…"' in line
-    assert result["summary"].splitlines()[-2] == 'General notes: "' + "g" * 399 + '…"'
+    assert result["summary"].splitlines()[-3] == 'General notes: "' + "g" * 399 + '…"'
     # The structured answers are never cut.
     assert result["answers"][0]["notes"] == "n" * 300
 

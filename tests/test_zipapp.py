@@ -491,7 +491,7 @@ def test_an_archive_cut_short_under_a_running_server_gets_404s_and_the_server_se
         base = url.split("/s/")[0]
         for address in (url, base + "/assets/form.css", base + "/assets/js/main.js"):
             status, _, body = zs.http(address)
-            assert (status, body) == (404, b'{"error": "not found"}'), (address, status, body[:200])
+            assert (status, body) == (404, b'{"error": "not found", "code": "not-found"}'), (address, status, body[:200])
         assert zs.tool_call(server, "ask_user_rich", zs.INTERVIEW)["status"] == "awaiting"
         assert server.close() == 0, "".join(server.stderr)
     finally:

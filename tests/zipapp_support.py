@@ -69,6 +69,7 @@ def child_env(tmp, **extra):
             del env[name]
     env["ASK_USER_RICH_LOG_DIR"] = os.path.join(str(tmp), "logs")
     env["ASK_USER_RICH_OPEN"] = "0"
+    env["ASK_USER_RICH_INBOX_PORT"] = "0"  # never the user's inbox on its well-known port
     env["XDG_CACHE_HOME"] = os.path.join(str(tmp), "cache")
     env.update({k: v for k, v in extra.items() if v is not None})
     return env

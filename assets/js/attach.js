@@ -24,12 +24,19 @@ export function sizeText(bytes) {
   return t("attach.sizeMb", { size: number(bytes / (1024 * 1024), 1) });
 }
 
-// The server's refusals in the user's words; its own text only for the unforeseen.
-function refusalText(name, status, error) {
-  if (status === 413 && /10 MiB/.test(error)) return t("attach.tooBig", { name });
-  if (status === 413 && /50 MiB/.test(error)) return t("attach.tooMuch", { name });
-  if (status === 413) return t("attach.tooMany", { name });
-  if (status === 409) return t("attach.closed", { name });
+// The server's refusals in the user's words, told apart by the stable `code` of its JSON error
+// body; its own text only for the unforeseen.
+const REFUSALS = new Map([
+  ["too-large", "attach.tooBig"],
+  ["attachments-too-large", "attach.tooMuch"],
+  ["too-many-files", "attach.tooMany"],
+  ["not-pending", "attach.closed"],
+]);
+
+function refusalText(name, status, body) {
+  const key = REFUSALS.get(body.code);
+  if (key) return t(key, { name });
+  const error = typeof body.error === "string" ? body.error : "";
   return t("attach.refused", { name, error: error || `HTTP ${status}` });
 }
 
@@ -190,7 +197,7 @@ function upload(key, file) {
         finish(null);
         return;
       }
-      finish(refusalText(name, xhr.status, typeof body.error === "string" ? body.error : ""));
+      finish(refusalText(name, xhr.status, body && typeof body === "object" ? body : {}));
     });
     xhr.addEventListener("error", () => finish(t("attach.unreachable", { name })));
     inFlight.count++;

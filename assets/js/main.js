@@ -327,6 +327,7 @@ async function pullSpec() {
   syncAll();
   showScreen(state.screen, 0);
   saveDraft();
+  reportProgress(counts);
   return added;
 }
 
@@ -334,6 +335,7 @@ function onState(s) {
   // The live line's state, readable by the tests as a gate: "open" once the first event came,
   // "waiting" while an agent's call waits for the answers.
   document.body.dataset.live = s.waiting ? "waiting" : "open";
+  syncInboxLink(s.inbox);
   if (state.phase !== "open") return;
   if (s.state === "submitted" || s.state === "declined" || s.state === "cancelled") { finished(s.state); return; }
   if (s.version > state.version) pullSpec();
@@ -342,6 +344,18 @@ function onState(s) {
     notice("info", t("waiting.stopped"), { id: "stopped" });
   }
   state.waiting = s.waiting;
+}
+
+// "2 more waiting" in the header, to the inbox, while other interviews wait anywhere. The server
+// names the inbox only once whoever holds its port proved it is ours.
+function syncInboxLink(inbox) {
+  const link = $("#inbox-more");
+  const count = inbox && typeof inbox.waiting === "number" ? inbox.waiting : 0;
+  const url = inbox && typeof inbox.url === "string" && /^http:\/\/localhost:\d+\/inbox\//.test(inbox.url) ? inbox.url : null;
+  link.hidden = !(count > 0 && url && state.phase === "open");
+  if (link.hidden) return;
+  if (link.getAttribute("href") !== url) link.href = url;
+  link.textContent = t("inbox.moreWaiting", { count });
 }
 
 function serverGone(status) {

@@ -8,6 +8,7 @@ import {
   hasRecommendation,
 } from "./state.js";
 import { buildRank, syncRank } from "./rank.js";
+import { reportProgress } from "./live.js";
 import { t, list as joinList } from "./i18n.js";
 
 const statusText = (s) => t(`status.${s}`);
@@ -902,6 +903,7 @@ export function markSeen(qid) {
   if (!state.newIds.delete(qid)) return;
   if (!state.newIds.size) clearNotice("follow-ups");
   syncTitle();
+  reportProgress(counts); // the inbox's badge counts the follow-ups not seen yet
 }
 
 export function clearNotice(id) {

@@ -156,6 +156,7 @@ def server_env(log_dir: str, cache_dir: str | None = None) -> dict:
     env = dict(os.environ)
     env["ASK_USER_RICH_LOG_DIR"] = log_dir
     env["ASK_USER_RICH_OPEN"] = "0"
+    env["ASK_USER_RICH_INBOX_PORT"] = "0"  # a bench that measures the inbox names its own port
     if cache_dir is not None:
         env["XDG_CACHE_HOME"] = cache_dir
     return env
