@@ -118,6 +118,8 @@ ASSET_FILES = frozenset(
         "js/main.js",
         "js/state.js",
         "js/view.js",
+        "js/review.js",
+        "js/dom.js",
         "js/keys.js",
         "js/rank.js",
         "js/live.js",
@@ -2471,6 +2473,11 @@ class SessionHub:
         interview.record_page_view()
         self.log.event("page-view", interview=interview.id, user_agent=user_agent)
 
+    def record_stream(self, interview: Interview, delta: int) -> None:
+        """A form's event stream opened (+1) or closed (-1)."""
+        interview.record_stream(delta)
+        self._observe(interview)  # the inbox looks more often while a form is open
+
     def record_counts(self, interview: Interview, counts: dict) -> None:
         interview.record_counts(counts)
         self.log.event("form-progress", "debug", interview=interview.id, **counts)
@@ -3357,7 +3364,7 @@ class FormRequestPlumbing:
         self.send_security_headers()
         self.end_headers()
         self.close_connection = True
-        interview.record_stream(+1)
+        hub.record_stream(interview, +1)
         try:
             seen, sent = None, None
             while hub.is_live(interview):
@@ -3375,7 +3382,7 @@ class FormRequestPlumbing:
         except OSError:
             pass  # the page went away
         finally:
-            interview.record_stream(-1)
+            hub.record_stream(interview, -1)
 
     def page_gone(self) -> bool:
         """True once the page closed its end (readable, yet nothing to read). Writing alone
@@ -3762,6 +3769,12 @@ class InboxRegistry:
         except OSError:
             pass
 
+    def folder_stamp(self):
+        try:
+            return os.stat(self.folder).st_mtime_ns
+        except OSError:
+            return None
+
     def scan(self):
         """(stamp, entries): the entries of every other live process, and a value that changes
         whenever any of them may have."""
@@ -3909,6 +3922,20 @@ def inbox_server_class():
     return _INBOX_SERVER_CLASS
 
 
+def port_is_free(host: str, port: int) -> bool:
+    """Whether `port` can be bound now: a bare socket, far cheaper than a server that fails."""
+    import socket
+
+    with socket.socket() as probe:
+        if os.name != "nt":
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 def prove_inbox_holder(port: int, key: str, timeout: float = INBOX_PROBE_SECONDS):
     """Ask whoever holds 127.0.0.1:`port` to prove it knows the key, without sending the key.
     "ours", "foreign" (something answers and cannot prove it) or "free" (nothing listens)."""
@@ -3971,11 +3998,14 @@ class Inbox:
         self.server = None
         self.server_thread = None
         self.holder = None  # None: unknown; "ours", "foreign" or "free" as last probed
+        self.probed = float("-inf")  # when
         self.reported_foreign = False
         self.streams = 0
         self.stamp = None
         self.others: list = []  # the entries of the other live processes, as last scanned
         self.total = 0  # the interviews pending anywhere, as the forms were last told
+        self.folder_stamp = None  # the registry folder's mtime at the last full scan
+        self.scanned = float("-inf")
         self.revision = 0
         self.snapshot = None  # the listing's JSON text, as last sent to pages
 
@@ -4001,7 +4031,7 @@ class Inbox:
         """The `inbox` command: bind the port now and hold it until close(), pending or not;
         False when something holds it already. InboxUnavailable when there can be no inbox."""
         self._load_key()
-        self._try_to_hold()
+        self._try_to_hold(True)
         if self.server is None:
             return False
         with self.changed:
@@ -4033,7 +4063,9 @@ class Inbox:
         with self.lock:
             others = sum(len(entry["interviews"]) for entry in self.others)
             others += len(self.pending) - (1 if interview.id in self.pending else 0)
-            ours = self.key is not None and (self.server is not None or self.holder == "ours")
+            # A proof goes stale: the holder may have changed since.
+            fresh = time.monotonic() - self.probed <= INBOX_RETRY_SECONDS + INBOX_PROBE_SECONDS
+            ours = self.key is not None and (self.server is not None or (self.holder == "ours" and fresh))
             return {"waiting": others, "url": inbox_url(self.port, self.key) if ours else None}
 
     # -- the listing ----------------------------------------------------------------------
@@ -4077,13 +4109,21 @@ class Inbox:
             self._give_up(problem)
             return
         while True:
+            # Another process's change reaches a watching page within a second, an open form's
+            # count within two; with nobody looking, the folder is read with each retry only.
+            with self.lock:
+                interviews = list(self.pending.values())
+            forms = any(interview.progress()["form"] == "form open" for interview in interviews)
             with self.changed:
                 now = time.monotonic()
                 if self.closed or not self._active():
                     finished = True
                 else:
                     finished = False
-                    due = [last_scan + INBOX_WATCH_SECONDS]
+                    watch = INBOX_WATCH_SECONDS if self.streams else 2.0 if forms else INBOX_RETRY_SECONDS
+                    if forms and self.server is None and now - self.probed > INBOX_RETRY_SECONDS:
+                        next_try = min(next_try, now)  # a form opened: who holds the inbox, now
+                    due = [last_scan + watch]
                     if self.dirty:
                         due.append(last_write + INBOX_WRITE_SECONDS)
                     if self.server is None:
@@ -4096,7 +4136,7 @@ class Inbox:
                     if write:
                         self.dirty = False
                     bind = self.server is None and now >= next_try
-                    scan = now >= last_scan + INBOX_WATCH_SECONDS
+                    scan = now >= last_scan + watch
             if finished:
                 self._wind_down()
                 with self.changed:
@@ -4109,11 +4149,11 @@ class Inbox:
                     last_write = time.monotonic()
                     self._write_entry()
                 if bind:
-                    self._try_to_hold()
+                    self._try_to_hold(forms)
                     next_try = time.monotonic() + INBOX_RETRY_SECONDS
                 if scan or write:
                     last_scan = time.monotonic()
-                    self._scan()
+                    self._scan(force=write)
             except InboxUnavailable as problem:
                 self._give_up(problem)
                 return
@@ -4137,21 +4177,31 @@ class Inbox:
         else:
             self.registry.remove()
 
-    def _try_to_hold(self) -> None:
+    def _try_to_hold(self, forms: bool) -> None:
+        """Bind the port, or learn who holds it: the probe runs the first time and while a form
+        is open here (only a form ever shows the inbox's address), not at every retry."""
         try:
+            if not port_is_free(INBOX_HOST, self.port):
+                raise OSError("address in use")
             server = inbox_server_class()(self, (INBOX_HOST, self.port))
         except OSError as error:
+            if self.holder is not None and not forms:
+                return
             # "free" here: the holder exited between the bind and the probe; the next try binds.
             verdict = prove_inbox_holder(self.port, self.key)
             with self.lock:
-                self.holder = verdict
+                self.holder, self.probed = verdict, time.monotonic()
                 report = verdict == "foreign" and not self.reported_foreign
                 self.reported_foreign = self.reported_foreign or report
             if report:
                 self.log.event("inbox-port-taken", "warning", port=self.port, error=str(error),
                                detail="held by a program that is not ask-user-rich; forms work as before")
+            if forms:
+                self._touch_forms()
             return
-        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.5},
+        # serve_forever wakes every poll_interval only to see whether it should stop; _release
+        # wakes it with a connection instead, so it need not look often.
+        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": INBOX_RETRY_SECONDS},
                                   name="ask-user-rich-inbox-http", daemon=True)
         with self.changed:
             self.server, self.server_thread = server, thread
@@ -4165,7 +4215,16 @@ class Inbox:
             server, self.server = self.server, None
             self.changed.notify_all()  # the pages' streams end
         if server is not None:
-            server.shutdown()
+            import socket
+
+            stopping = threading.Thread(target=server.shutdown, daemon=True)
+            stopping.start()
+            while stopping.is_alive():
+                try:  # a connection ends the server's wait at once
+                    socket.create_connection((INBOX_HOST, self.port), timeout=1).close()
+                except OSError:
+                    pass
+                stopping.join(0.05)
             server.server_close()
             self.log.event("inbox-released", port=self.port)
 
@@ -4174,9 +4233,18 @@ class Inbox:
         self.registry.remove()
         self._release()
         with self.lock:
-            self.others, self.stamp = [], None
+            self.others, self.stamp, self.folder_stamp, self.scanned = [], None, None, float("-inf")
 
-    def _scan(self) -> None:
+    def _scan(self, force: bool = False) -> None:
+        """Read the other processes' entries again when the folder changed (one stat), when a
+        page is watching, when forced, and at least every INBOX_RETRY_SECONDS (for processes
+        that died without a word)."""
+        folder_stamp = self.registry.folder_stamp()
+        now = time.monotonic()
+        if not (force or self.streams or folder_stamp != self.folder_stamp
+                or now - self.scanned >= INBOX_RETRY_SECONDS):
+            return
+        self.folder_stamp, self.scanned = folder_stamp, now
         stamp, entries = self.registry.scan()
         with self.changed:
             if stamp != self.stamp:

@@ -492,3 +492,23 @@ def test_the_configuration_reads_the_inbox_port():
     config, warnings = askrich.Config.from_env({"ASK_USER_RICH_INBOX_PORT": "seven"})
     assert config.inbox_port == 47615 and "ASK_USER_RICH_INBOX_PORT" in warnings[0]
     assert askrich.Config().inbox_port == 0  # built in code: no inbox unless asked
+
+
+def test_a_form_of_a_process_that_does_not_hold_the_inbox_links_to_it_once_the_holder_proved_the_key(tmp_path, agents):
+    port = free_port()
+    logs = tmp_path / "logs"
+    holder = agents(port, "codex", "elsewhere", "Held there")
+    holder.server.log.wait_for("inbox-holding")
+    rt, log = inbox_runtime(logs, port)
+    try:
+        interview = rt.open_interview({"title": "Mine", "questions": [{"id": "q", "header": "ok?"}]})
+        events = form_events(interview.url)
+        try:
+            state = events.wait_for(lambda s: (s.get("inbox") or {}).get("url") is not None)
+            assert state["inbox"] == {"waiting": 1,
+                                      "url": "http://localhost:%d/inbox/%s" % (port, read_key(logs))}
+            assert rt.inbox.server is None  # it never held the port: the holder proved the key
+        finally:
+            events.close()
+    finally:
+        rt.close()
