@@ -6495,11 +6495,11 @@ def run_inbox(open_it: bool) -> int:
 
 
 def _show_inbox(url: str, open_it: bool, config: Config, log) -> None:
-    if not open_it:
-        sys.stdout.write(url + "\n")
-        sys.stdout.flush()
-        return
+    # On stderr, as demo and ask print their link.
     sys.stderr.write("The inbox is at:\n  %s\n" % url)
+    sys.stderr.flush()
+    if not open_it:
+        return
     opened, why = open_browser(url, config, log if log is not None else Log(config.log_dir, stream=_Quiet()))
     if not opened:
         sys.stderr.write("Could not open the browser (%s).\n" % why)
