@@ -76,6 +76,8 @@ META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
 META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 TASK_POLL_MS = 2000
+# discover and tools/list: the same answer for every caller for the life of the process.
+CACHE_HINTS = MappingProxyType({"ttlMs": 3600000, "cacheScope": "public"})
 REQUEST_STATE_SECONDS = 3600  # a multi round-trip retry must come within the hour
 SERVER_INFO = {"name": SERVER_NAME, "title": SERVER_TITLE, "version": __version__}
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
@@ -5290,8 +5292,9 @@ class McpServer:
         if not modern:
             return self._serve(LEGACY_METHODS, request_id, method, params, None)
         request = ModernRequest.parse(meta)
-        if request is None:  # a bare server/discover probe
-            return modern_envelope(self.discover(request_id, params, None))
+        if request is None:  # a server/discover without the _meta every modern request carries
+            raise JsonRpcError(-32602, "Invalid params: %s needs _meta with %s and %s, as every %s request"
+                               % (method, quote(META_VERSION), quote(META_CAPABILITIES), MODERN_PROTOCOL))
         result = self._serve(MODERN_METHODS, request_id, method, params, request)
         return None if result is None else modern_envelope(result)
 
@@ -5338,8 +5341,12 @@ class McpServer:
         return self.start_tool_call(call, name, arguments, request.log_level)
 
     def modern_list_tools(self, request_id, params: dict, request: ModernRequest) -> dict:
-        # Cache hints, which the 2026-07-28 schema requires here: ask again each time.
-        return {"tools": list(TOOLS), "ttlMs": 0, "cacheScope": "private"}
+        cursor = params.get("cursor")
+        if cursor is not None:
+            raise JsonRpcError(-32602, "Invalid params: cursor %s was never issued: the tool list is one "
+                               "page, ask without a cursor" % describe(cursor))
+        # The list never changes while the process runs and holds nothing of the user.
+        return dict({"tools": list(TOOLS)}, **CACHE_HINTS)
 
     def _task_id(self, params: dict) -> str:
         task_id = params.get("taskId")
@@ -5361,7 +5368,9 @@ class McpServer:
     def discover(self, request_id, params: dict, request) -> dict:
         return {
             "supportedVersions": list(SUPPORTED_VERSIONS),
-            "capabilities": {"tools": {}, "extensions": {TASKS_EXTENSION: {}}},
+            "capabilities": {"tools": {}, "logging": {}, "extensions": {TASKS_EXTENSION: {}}},
+            "ttlMs": CACHE_HINTS["ttlMs"],
+            "cacheScope": CACHE_HINTS["cacheScope"],
             "instructions": SERVER_INSTRUCTIONS,
         }
 
