@@ -4008,16 +4008,15 @@ class Inbox:
         self.server = None
         self.server_thread = None
         self.holder = None  # None: unknown; "ours", "foreign" or "free" as last probed
-        self.probed = float("-inf")  # when
+        self.probed = float("-inf")  # when it was probed last
         self.reported_foreign = False
         self.streams = 0
-        self.stamp = None
+        self.stamp = None  # the other entries' names, times and sizes at the last full scan
         self.others: list = []  # the entries of the other live processes, as last scanned
         self.total = 0  # the interviews pending anywhere, as the forms were last told
         self.folder_stamp = None  # the registry folder's mtime at the last full scan
         self.scanned = float("-inf")
-        self.revision = 0
-        self.snapshot = None  # the listing's JSON text, as last sent to pages
+        self.revision = 0  # grows at every look at the folder while a page is watching
 
     # -- what the hub tells it ------------------------------------------------------------
 
