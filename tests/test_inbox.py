@@ -203,7 +203,7 @@ def test_the_inbox_command_serves_the_inbox_itself_when_nobody_holds_it(tmp_path
     port = free_port()
     command = inbox_command(tmp_path, port, "--link")
     try:
-        url = command.stdout.readline().decode().strip()
+        url = link_of(command.stderr)
         key = read_key(tmp_path / "logs")
         assert url == "http://localhost:%d/inbox/%s" % (port, key)
         stream = InboxStream(port, key)
@@ -219,7 +219,7 @@ def test_the_inbox_command_serves_the_inbox_itself_when_nobody_holds_it(tmp_path
             other = inbox_command(tmp_path, port, "--link")
             out, err = other.communicate(timeout=WAIT)
             assert other.returncode == 0, err
-            assert out.decode().strip() == url
+            assert link_of(iter(err.splitlines(True))) == url and out == b""
             submit(agent.url, {})
             stream.wait_for(lambda l: l["interviews"] == [], what="the empty inbox")
         finally:
@@ -228,6 +228,14 @@ def test_the_inbox_command_serves_the_inbox_itself_when_nobody_holds_it(tmp_path
         command.send_signal(2)
         assert command.wait(WAIT) == 0
     assert askrich.prove_inbox_holder(port, read_key(tmp_path / "logs")) == "free"
+
+
+def link_of(lines) -> str:
+    """The address the inbox command printed on stderr (the line after "The inbox is at:")."""
+    for line in lines if not hasattr(lines, "readline") else iter(lines.readline, b""):
+        if line.startswith(b"  http://"):
+            return line.decode().strip()
+    raise AssertionError("the inbox command printed no address")
 
 
 # -- one process, in-process --------------------------------------------------------------------
