@@ -31,8 +31,9 @@ def test_a_submit_waits_for_a_screenshot_still_uploading_on_a_slow_network(form)
     throttle(f, 1 * MIB)  # a 3 MiB screenshot takes about three seconds
     screenshot = os.urandom(3 * MIB)
     block = f.section("where").locator(".attach")
+    # Handing 3 MiB to the browser is slow on a loaded machine: more than the default 5 s.
     block.locator(".attach-input").set_input_files(
-        files=[{"name": "screenshot.png", "mimeType": "image/png", "buffer": screenshot}])
+        files=[{"name": "screenshot.png", "mimeType": "image/png", "buffer": screenshot}], timeout=60000)
     expect(block.locator(".attach-item.pending")).to_have_count(1)
     f.press("Escape", "End")
     f.page.locator("#btn-submit").click()
