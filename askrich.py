@@ -118,6 +118,8 @@ ASSET_FILES = frozenset(
         "js/main.js",
         "js/state.js",
         "js/view.js",
+        "js/review.js",
+        "js/dom.js",
         "js/keys.js",
         "js/rank.js",
         "js/live.js",
@@ -2492,6 +2494,11 @@ class SessionHub:
         interview.record_page_view()
         self.log.event("page-view", interview=interview.id, user_agent=user_agent)
 
+    def record_stream(self, interview: Interview, delta: int) -> None:
+        """A form's event stream opened (+1) or closed (-1)."""
+        interview.record_stream(delta)
+        self._observe(interview)  # the inbox looks more often while a form is open
+
     def record_counts(self, interview: Interview, counts: dict) -> None:
         interview.record_counts(counts)
         self.log.event("form-progress", "debug", interview=interview.id, **counts)
@@ -2735,7 +2742,14 @@ class JsonRpcStdio:
     def notify(self, method: str, params: dict) -> None:
         self.send({"jsonrpc": "2.0", "method": method, "params": params})
 
+    def post_notification(self, method: str, params: dict) -> None:
+        """Queue a notification (see LineWriter.post): for threads that must not block."""
+        self.out.post({"jsonrpc": "2.0", "method": method, "params": params})
+
     def respond(self, request_id, result) -> None:
+        """The response to a call answered later, after every notification queued before it:
+        the messages a call caused reach the client before the call's end."""
+        self.out.drain(1.0)
         self.send({"jsonrpc": "2.0", "id": request_id, "result": result})
 
     # -- one message ----------------------------------------------------------------------
@@ -3374,7 +3388,7 @@ class FormRequestPlumbing:
         self.send_security_headers()
         self.end_headers()
         self.close_connection = True
-        interview.record_stream(+1)
+        hub.record_stream(interview, +1)
         try:
             seen, sent = None, None
             while hub.is_live(interview):
@@ -3392,7 +3406,7 @@ class FormRequestPlumbing:
         except OSError:
             pass  # the page went away
         finally:
-            interview.record_stream(-1)
+            hub.record_stream(interview, -1)
 
     def page_gone(self) -> bool:
         """True once the page closed its end (readable, yet nothing to read). Writing alone
@@ -3788,6 +3802,12 @@ class InboxRegistry:
         except OSError:
             pass
 
+    def folder_stamp(self):
+        try:
+            return os.stat(self.folder).st_mtime_ns
+        except OSError:
+            return None
+
     def scan(self):
         """(stamp, entries): the entries of every other live process, and a value that changes
         whenever any of them may have."""
@@ -3932,6 +3952,20 @@ def _build_inbox_server_class():
 inbox_server_class = BuiltOnce(_build_inbox_server_class)
 
 
+def port_is_free(host: str, port: int) -> bool:
+    """Whether `port` can be bound now: a bare socket, far cheaper than a server that fails."""
+    import socket
+
+    with socket.socket() as probe:
+        if os.name != "nt":
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 def prove_inbox_holder(port: int, key: str, timeout: float = INBOX_PROBE_SECONDS):
     """Ask whoever holds 127.0.0.1:`port` to prove it knows the key, without sending the key.
     "ours", "foreign" (something answers and cannot prove it) or "free" (nothing listens)."""
@@ -3994,11 +4028,14 @@ class Inbox:
         self.server = None
         self.server_thread = None
         self.holder = None  # None: unknown; "ours", "foreign" or "free" as last probed
+        self.probed = float("-inf")  # when
         self.reported_foreign = False
         self.streams = 0
         self.stamp = None
         self.others: list = []  # the entries of the other live processes, as last scanned
         self.total = 0  # the interviews pending anywhere, as the forms were last told
+        self.folder_stamp = None  # the registry folder's mtime at the last full scan
+        self.scanned = float("-inf")
         self.revision = 0
         self.snapshot = None  # the listing's JSON text, as last sent to pages
 
@@ -4024,7 +4061,7 @@ class Inbox:
         """The `inbox` command: bind the port now and hold it until close(), pending or not;
         False when something holds it already. InboxUnavailable when there can be no inbox."""
         self._load_key()
-        self._try_to_hold()
+        self._try_to_hold(True)
         if self.server is None:
             return False
         with self.changed:
@@ -4056,7 +4093,9 @@ class Inbox:
         with self.lock:
             others = sum(len(entry["interviews"]) for entry in self.others)
             others += len(self.pending) - (1 if interview.id in self.pending else 0)
-            ours = self.key is not None and (self.server is not None or self.holder == "ours")
+            # A proof goes stale: the holder may have changed since.
+            fresh = time.monotonic() - self.probed <= INBOX_RETRY_SECONDS + INBOX_PROBE_SECONDS
+            ours = self.key is not None and (self.server is not None or (self.holder == "ours" and fresh))
             return {"waiting": others, "url": inbox_url(self.port, self.key) if ours else None}
 
     # -- the listing ----------------------------------------------------------------------
@@ -4100,13 +4139,21 @@ class Inbox:
             self._give_up(problem)
             return
         while True:
+            # Another process's change reaches a watching page within a second, an open form's
+            # count within two; with nobody looking, the folder is read with each retry only.
+            with self.lock:
+                interviews = list(self.pending.values())
+            forms = any(interview.progress()["form"] == "form open" for interview in interviews)
             with self.changed:
                 now = time.monotonic()
                 if self.closed or not self._active():
                     finished = True
                 else:
                     finished = False
-                    due = [last_scan + INBOX_WATCH_SECONDS]
+                    watch = INBOX_WATCH_SECONDS if self.streams else 2.0 if forms else INBOX_RETRY_SECONDS
+                    if forms and self.server is None and now - self.probed > INBOX_RETRY_SECONDS:
+                        next_try = min(next_try, now)  # a form opened: who holds the inbox, now
+                    due = [last_scan + watch]
                     if self.dirty:
                         due.append(last_write + INBOX_WRITE_SECONDS)
                     if self.server is None:
@@ -4119,7 +4166,7 @@ class Inbox:
                     if write:
                         self.dirty = False
                     bind = self.server is None and now >= next_try
-                    scan = now >= last_scan + INBOX_WATCH_SECONDS
+                    scan = now >= last_scan + watch
             if finished:
                 self._wind_down()
                 with self.changed:
@@ -4132,11 +4179,11 @@ class Inbox:
                     last_write = time.monotonic()
                     self._write_entry()
                 if bind:
-                    self._try_to_hold()
+                    self._try_to_hold(forms)
                     next_try = time.monotonic() + INBOX_RETRY_SECONDS
                 if scan or write:
                     last_scan = time.monotonic()
-                    self._scan()
+                    self._scan(force=write)
             except InboxUnavailable as problem:
                 self._give_up(problem)
                 return
@@ -4160,21 +4207,31 @@ class Inbox:
         else:
             self.registry.remove()
 
-    def _try_to_hold(self) -> None:
+    def _try_to_hold(self, forms: bool) -> None:
+        """Bind the port, or learn who holds it: the probe runs the first time and while a form
+        is open here (only a form ever shows the inbox's address), not at every retry."""
         try:
+            if not port_is_free(INBOX_HOST, self.port):
+                raise OSError("address in use")
             server = inbox_server_class()(self, (INBOX_HOST, self.port))
         except OSError as error:
+            if self.holder is not None and not forms:
+                return
             # "free" here: the holder exited between the bind and the probe; the next try binds.
             verdict = prove_inbox_holder(self.port, self.key)
             with self.lock:
-                self.holder = verdict
+                self.holder, self.probed = verdict, time.monotonic()
                 report = verdict == "foreign" and not self.reported_foreign
                 self.reported_foreign = self.reported_foreign or report
             if report:
                 self.log.event("inbox-port-taken", "warning", port=self.port, error=str(error),
                                detail="held by a program that is not ask-user-rich; forms work as before")
+            if forms:
+                self._touch_forms()
             return
-        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.5},
+        # serve_forever wakes every poll_interval only to see whether it should stop; _release
+        # wakes it with a connection instead, so it need not look often.
+        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": INBOX_RETRY_SECONDS},
                                   name="ask-user-rich-inbox-http", daemon=True)
         with self.changed:
             self.server, self.server_thread = server, thread
@@ -4188,7 +4245,16 @@ class Inbox:
             server, self.server = self.server, None
             self.changed.notify_all()  # the pages' streams end
         if server is not None:
-            server.shutdown()
+            import socket
+
+            stopping = threading.Thread(target=server.shutdown, daemon=True)
+            stopping.start()
+            while stopping.is_alive():
+                try:  # a connection ends the server's wait at once
+                    socket.create_connection((INBOX_HOST, self.port), timeout=1).close()
+                except OSError:
+                    pass
+                stopping.join(0.05)
             server.server_close()
             self.log.event("inbox-released", port=self.port)
 
@@ -4197,9 +4263,18 @@ class Inbox:
         self.registry.remove()
         self._release()
         with self.lock:
-            self.others, self.stamp = [], None
+            self.others, self.stamp, self.folder_stamp, self.scanned = [], None, None, float("-inf")
 
-    def _scan(self) -> None:
+    def _scan(self, force: bool = False) -> None:
+        """Read the other processes' entries again when the folder changed (one stat), when a
+        page is watching, when forced, and at least every INBOX_RETRY_SECONDS (for processes
+        that died without a word)."""
+        folder_stamp = self.registry.folder_stamp()
+        now = time.monotonic()
+        if not (force or self.streams or folder_stamp != self.folder_stamp
+                or now - self.scanned >= INBOX_RETRY_SECONDS):
+            return
+        self.folder_stamp, self.scanned = folder_stamp, now
         stamp, entries = self.registry.scan()
         with self.changed:
             if stamp != self.stamp:
@@ -4691,7 +4766,7 @@ def progress_message(facts: dict) -> str:
 # ============================================================================================
 
 class InputRequired(Exception):
-    """Raised by a client of an era without server-to-client requests: the call must end now,
+    """Raised by a call of an era without server-to-client requests: the call must end now,
     asking the client for `requests` (key -> elicitation), and be retried with the answers."""
 
     def __init__(self, interview: Interview, requests: dict) -> None:
@@ -4700,9 +4775,14 @@ class InputRequired(Exception):
         self.requests = requests
 
 
-class CallClient:
-    """What both eras' per-call clients share: the call's request id, its cancellation, and
-    progress notifications on its token, counted 1, 2, 3, … for this call."""
+class ToolCall:
+    """One tools/call as the tools see it: everything a tool may ask of the client for this
+    call, declared here with the `initialize` era's behaviour as the default (no retries, no
+    tasks: the call blocks in place and answers once). Each era overrides what it does
+    differently; the tools never ask which era they are in.
+
+    The call's request id, its cancellation, and progress notifications on its token, counted
+    1, 2, 3, … for this call, are the same in both eras."""
 
     def __init__(self, server: "McpServer", request_id, progress_token, cancellation: Cancellation) -> None:
         self.server = server
@@ -4711,6 +4791,28 @@ class CallClient:
         self.progress_token = progress_token
         self.cancellation = cancellation
         self.progress_count = 0
+
+    @property
+    def client_info(self) -> dict:
+        """The client's clientInfo (its name and version)."""
+        return {}
+
+    @property
+    def reports_progress(self) -> bool:
+        """Whether progress() reaches anyone, so that a wait builds its messages only then."""
+        return self.progress_token is not None
+
+    def elicitation_modes(self) -> frozenset:
+        """The elicitation modes ("form", "url") the client declared for this call."""
+        return frozenset()
+
+    def resumed_interview(self, hub: SessionHub):
+        """The interview a retry of a multi round-trip call continues; None: start afresh."""
+        return None
+
+    def retrying(self, key: str) -> bool:
+        """Whether this call is the retry that brings the client's answer to input `key`."""
+        return False
 
     def progress(self, message: str, url=None) -> None:
         """A progress notification; `url` (the first report only) is added to the message."""
@@ -4722,11 +4824,32 @@ class CallClient:
             "message": message + (". Form: " + url if url else ""),
         })
 
+    def about_to_block(self, interview: Interview) -> None:
+        """The call is about to wait for the user: the place where an era may answer now."""
 
-class LegacyClient(CallClient):
-    """What one tools/call can do with a client of the `initialize` era: the capabilities it
-    declared at initialize, progress on the call's token, elicitation by sending
-    `elicitation/create` requests and waiting for their responses."""
+    def elicit(self, key: str, params: dict, interview: Interview):
+        """Ask the client to elicit (`params` of elicitation/create) under `key`; returns
+        (outcome, response): "answered" with the response, or "settled" (the web form was
+        submitted first), "cancelled" or "shutdown" with None."""
+        return "cancelled", None
+
+    def elicitation_finished(self, key: str, interview: Interview) -> None:
+        """The elicitation under `key` is over: tell the client, where the era has a way."""
+
+    def input_required(self, needed: InputRequired, tool: str, arguments: dict) -> dict:
+        """The result that ends the call asking for `needed`, where the era retries calls."""
+        raise JsonRpcError(-32603, "Internal error: this protocol era has no multi round-trip requests")
+
+    def finish(self, result) -> None:
+        """The call's response; none after a cancellation, which the client expects."""
+        if result is not None and not self.cancellation.is_set:
+            self.transport.respond(self.request_id, result)
+
+
+class LegacyCall(ToolCall):
+    """A call of the `initialize` era: the capabilities the client declared at initialize,
+    and elicitation by sending `elicitation/create` requests and waiting for their
+    responses."""
 
     def __init__(self, server: "McpServer", request_id, progress_token, cancellation: Cancellation) -> None:
         super().__init__(server, request_id, progress_token, cancellation)
@@ -4734,30 +4857,16 @@ class LegacyClient(CallClient):
 
     @property
     def client_info(self) -> dict:
-        return self.server.session()["clientInfo"]
-
-    @property
-    def reports_progress(self) -> bool:
-        return self.progress_token is not None
+        return self.server.handshake()["clientInfo"]
 
     def elicitation_modes(self) -> frozenset:
-        return elicitation_modes(self.server.session()["capabilities"])
-
-    def resumed_interview(self, hub: SessionHub):
-        """This era has no retries: every call starts afresh."""
-        return None
-
-    def retrying(self, key: str) -> bool:
-        return False
-
-    def about_to_block(self, interview: Interview) -> None:
-        """This era has no tasks: the call blocks in place."""
+        return elicitation_modes(self.server.handshake()["capabilities"])
 
     def elicit(self, key: str, params: dict, interview: Interview):
         """Send `elicitation/create` and wait, with no timeout of ours, for the first of: the
-        client's response ("answered", response), a submit through the web form ("settled"),
-        the call's cancellation ("cancelled") or shutdown ("shutdown"). A request still open
-        then is cancelled at the client, so its dialog goes away."""
+        client's response, a submit through the web form, the call's cancellation or
+        shutdown. A request still open then is cancelled at the client, so its dialog goes
+        away."""
         import uuid
 
         params = dict(params)
@@ -4788,11 +4897,6 @@ class LegacyClient(CallClient):
         settled = interview.settled_result() is not None
         if elicitation_id is not None and settled:
             self.transport.notify("notifications/elicitation/complete", {"elicitationId": elicitation_id})
-
-    def finish(self, result) -> None:
-        """The call's response; none after a cancellation, which the client expects."""
-        if result is not None and not self.cancellation.is_set:
-            self.transport.respond(self.request_id, result)
 
 
 def elicitation_modes(capabilities) -> frozenset:
@@ -5075,11 +5179,11 @@ def names_task(entry, task_id: str) -> bool:
     return isinstance(entry, dict) and isinstance(entry.get("ids"), list) and task_id in entry["ids"]
 
 
-class ModernClient(CallClient):
-    """What one tools/call can do with a client of the 2026-07-28 era, from that request's own
-    `_meta`: no requests to the client (an elicitation ends the call with `input_required`,
-    and the retry brings the answer), and, when the request declares the tasks extension, a
-    call about to block answers at once with a task that the rest of the call reports into."""
+class ModernCall(ToolCall):
+    """A call of the 2026-07-28 era, served from that request's own `_meta`: no requests to
+    the client (an elicitation ends the call with `input_required`, and the retry brings the
+    answer), and, when the request declares the tasks extension, a call about to block
+    answers at once with a task that the rest of the call reports into."""
 
     def __init__(self, server: "McpServer", request_id, request: ModernRequest, params: dict,
                  cancellation: Cancellation, resumed=None) -> None:
@@ -5135,9 +5239,6 @@ class ModernClient(CallClient):
             return "settled", None
         raise InputRequired(interview, {key: {"method": "elicitation/create", "params": params}})
 
-    def elicitation_finished(self, key: str, interview: Interview) -> None:
-        """This era has no elicitationId and no completion notice."""
-
     def input_required(self, needed: InputRequired, tool: str, arguments: dict) -> dict:
         (key,) = needed.requests
         state = self.server.seal.seal(needed.interview.id, tool, arguments, key)
@@ -5149,11 +5250,9 @@ class ModernClient(CallClient):
             if result is not None:
                 self.server.tasks.complete(self.task_id, modern_envelope(result))
             return
-        if result is None or self.cancellation.is_set:
-            return
-        if self.request.log_level is not None:
-            self.transport.out.drain(1.0)  # its log messages come before its response
-        self.transport.respond(self.request_id, result if "resultType" in result else modern_envelope(result))
+        if result is not None and "resultType" not in result:
+            result = modern_envelope(result)
+        super().finish(result)
 
 
 # ============================================================================================
@@ -5164,7 +5263,7 @@ class McpServer:
     """The MCP methods over a JsonRpcStdio transport, in both protocol eras: a request whose
     `_meta` names its protocol version is served from that `_meta` alone (2026-07-28), any
     other from what `initialize` said. Each tools/call runs on a worker thread of its own and
-    reaches the client through a per-call client object of its era."""
+    reaches the client through the ToolCall of its era."""
 
     def __init__(self, runtime: Runtime, reader, writer) -> None:
         self.runtime = runtime
@@ -5175,7 +5274,7 @@ class McpServer:
         self.seal = RequestStateSeal()
         self.tasks = TaskRegistry(self.log, runtime.archive)
         self.modern_enabled = runtime.config.protocol != "legacy"
-        self.session_lock = threading.Lock()
+        self.handshake_lock = threading.Lock()
         self.client_capabilities: dict = {}
         self.client_info: dict = {}
         self.protocol_version = None
@@ -5197,9 +5296,9 @@ class McpServer:
     def stop(self) -> None:
         self.transport.stop()
 
-    def session(self) -> dict:
+    def handshake(self) -> dict:
         """What the `initialize` handshake told us about the client."""
-        with self.session_lock:
+        with self.handshake_lock:
             return {"capabilities": self.client_capabilities, "clientInfo": self.client_info}
 
     # -- requests -------------------------------------------------------------------------
@@ -5212,81 +5311,89 @@ class McpServer:
             modern = False
         self.log.event("request", "debug", method=method, era="modern" if modern else "legacy")
         if not modern:
-            return self.handle_legacy(request_id, method, params)
+            return self._serve(LEGACY_METHODS, request_id, method, params, None)
         request = ModernRequest.parse(meta)
         if request is None:  # a bare server/discover probe
-            return modern_envelope(self.discover())
-        result = self.handle_modern(request_id, method, params, request)
+            return modern_envelope(self.discover(request_id, params, None))
+        result = self._serve(MODERN_METHODS, request_id, method, params, request)
         return None if result is None else modern_envelope(result)
 
-    def handle_legacy(self, request_id, method: str, params: dict):
-        if method == "tools/call":
-            name, arguments = tool_call_arguments(params)
-            cancellation = self.transport.begin_call(request_id)
-            client = LegacyClient(self, request_id, progress_token(params), cancellation)
-            return self.start_tool_call(client, name, arguments)
-        if method == "initialize":
-            return self.initialize(params)
-        if method == "ping":
-            return {}
-        if method == "tools/list":
-            return {"tools": list(TOOLS)}
-        if method == "logging/setLevel":
-            level = params.get("level")
-            if level not in LOG_LEVELS:
-                raise JsonRpcError(
-                    -32602, "Invalid params: level must be one of %s" % ", ".join(LOG_LEVELS)
-                )
-            self.log_level = level
-            return {}
-        if method == "server/discover":
-            # Only with the 2026-07-28 era turned off: an immediate "not found" makes the
-            # client fall back to initialize at once instead of waiting out its connect timeout.
-            raise JsonRpcError(-32601, "Method not found: server/discover (use initialize)")
-        raise JsonRpcError(-32601, "Method not found: %s" % method)
+    def _serve(self, methods, request_id, method: str, params: dict, request):
+        handler = methods.get(method)
+        if handler is None:
+            raise JsonRpcError(-32601, "Method not found: %s" % method)
+        return handler(self, request_id, params, request)
 
-    def handle_modern(self, request_id, method: str, params: dict, request: ModernRequest):
-        if method == "tools/call":
-            name, arguments = tool_call_arguments(params)
-            resumed = None
-            if params.get("requestState") is not None:
-                resumed = self.seal.open(params["requestState"], name, arguments)
-            cancellation = self.transport.begin_call(request_id)
-            client = ModernClient(self, request_id, request, params, cancellation, resumed)
-            return self.start_tool_call(client, name, arguments, request.log_level)
-        if method == "server/discover":
-            return self.discover()
-        if method == "ping":
-            return {}
-        if method == "tools/list":
-            # Cache hints, which the 2026-07-28 schema requires here: ask again each time.
-            return {"tools": list(TOOLS), "ttlMs": 0, "cacheScope": "private"}
-        if method in ("tasks/get", "tasks/cancel", "tasks/update"):
-            task_id = params.get("taskId")
-            if not isinstance(task_id, str):
-                raise JsonRpcError(-32602, "Invalid params: taskId must be a string, not %s" % describe(task_id))
-            if method == "tasks/get":
-                return self.tasks.get(task_id)
-            if method == "tasks/cancel":
-                self.tasks.cancel(task_id)
-            else:
-                self.tasks.get(task_id)  # our tasks never ask for input: responses are ignored
-            return {}
-        raise JsonRpcError(-32601, "Method not found: %s" % method)
+    # Every method below takes (request_id, params, request): `request` is the ModernRequest
+    # of a 2026-07-28 request, None in the initialize era. None returned: answered later.
 
-    def discover(self) -> dict:
+    def ping(self, request_id, params: dict, request) -> dict:
+        return {}
+
+    def list_tools(self, request_id, params: dict, request) -> dict:
+        return {"tools": list(TOOLS)}
+
+    def legacy_tool_call(self, request_id, params: dict, request):
+        name, arguments = tool_call_arguments(params)
+        cancellation = self.transport.begin_call(request_id)
+        call = LegacyCall(self, request_id, progress_token(params), cancellation)
+        return self.start_tool_call(call, name, arguments)
+
+    def set_log_level(self, request_id, params: dict, request) -> dict:
+        level = params.get("level")
+        if level not in LOG_LEVELS:
+            raise JsonRpcError(-32602, "Invalid params: level must be one of %s" % ", ".join(LOG_LEVELS))
+        self.log_level = level
+        return {}
+
+    def discover_refused(self, request_id, params: dict, request):
+        # Only with the 2026-07-28 era turned off: an immediate "not found" makes the client
+        # fall back to initialize at once instead of waiting out its connect timeout.
+        raise JsonRpcError(-32601, "Method not found: server/discover (use initialize)")
+
+    def modern_tool_call(self, request_id, params: dict, request: ModernRequest):
+        name, arguments = tool_call_arguments(params)
+        resumed = None
+        if params.get("requestState") is not None:
+            resumed = self.seal.open(params["requestState"], name, arguments)
+        cancellation = self.transport.begin_call(request_id)
+        call = ModernCall(self, request_id, request, params, cancellation, resumed)
+        return self.start_tool_call(call, name, arguments, request.log_level)
+
+    def modern_list_tools(self, request_id, params: dict, request: ModernRequest) -> dict:
+        # Cache hints, which the 2026-07-28 schema requires here: ask again each time.
+        return {"tools": list(TOOLS), "ttlMs": 0, "cacheScope": "private"}
+
+    def _task_id(self, params: dict) -> str:
+        task_id = params.get("taskId")
+        if not isinstance(task_id, str):
+            raise JsonRpcError(-32602, "Invalid params: taskId must be a string, not %s" % describe(task_id))
+        return task_id
+
+    def get_task(self, request_id, params: dict, request: ModernRequest) -> dict:
+        return self.tasks.get(self._task_id(params))
+
+    def cancel_task(self, request_id, params: dict, request: ModernRequest) -> dict:
+        self.tasks.cancel(self._task_id(params))
+        return {}
+
+    def update_task(self, request_id, params: dict, request: ModernRequest) -> dict:
+        self.tasks.get(self._task_id(params))  # our tasks never ask for input: responses are ignored
+        return {}
+
+    def discover(self, request_id, params: dict, request) -> dict:
         return {
             "supportedVersions": list(SUPPORTED_VERSIONS),
             "capabilities": {"tools": {}, "extensions": {TASKS_EXTENSION: {}}},
             "instructions": SERVER_INSTRUCTIONS,
         }
 
-    def initialize(self, params: dict) -> dict:
+    def initialize(self, request_id, params: dict, request) -> dict:
         requested = params.get("protocolVersion")
         version = requested if requested in PROTOCOL_VERSIONS else LATEST_PROTOCOL
         capabilities = params.get("capabilities")
         client_info = params.get("clientInfo")
-        with self.session_lock:
+        with self.handshake_lock:
             self.protocol_version = version
             self.client_capabilities = capabilities if isinstance(capabilities, dict) else {}
             self.client_info = client_info if isinstance(client_info, dict) else {}
@@ -5310,53 +5417,73 @@ class McpServer:
 
     # -- tool calls -----------------------------------------------------------------------
 
-    def start_tool_call(self, client, name: str, arguments: dict, log_level=None):
+    def start_tool_call(self, call, name: str, arguments: dict, log_level=None):
         """Run the call on a worker; `log_level`: the level its own `_meta` asked log messages
         at, for as long as it runs."""
         if log_level is not None:
-            with self.session_lock:
-                self.call_log_levels[_hashable(client.request_id)] = log_level
+            with self.handshake_lock:
+                self.call_log_levels[_hashable(call.request_id)] = log_level
         worker = threading.Thread(
-            target=self.run_tool_call, args=(client, name, arguments),
+            target=self.run_tool_call, args=(call, name, arguments),
             name="ask-user-rich-call", daemon=True,
         )
         worker.start()
         return None
 
-    def run_tool_call(self, client, name: str, arguments: dict) -> None:
+    def run_tool_call(self, call, name: str, arguments: dict) -> None:
         started = time.monotonic()
-        self.log.event("call", tool=name, request=str(client.request_id))
+        self.log.event("call", tool=name, request=str(call.request_id))
         try:
-            result = self.tools.call(name, arguments, client)
+            result = self.tools.call(name, arguments, call)
         except InputRequired as needed:
-            result = client.input_required(needed, name, arguments)
+            result = call.input_required(needed, name, arguments)
         finally:
-            self.transport.end_call(client.request_id, client.cancellation)
-        cancelled = client.cancellation.is_set
+            self.transport.end_call(call.request_id, call.cancellation)
+        cancelled = call.cancellation.is_set
         outcome = "cancelled" if cancelled or result is None else (
             "error" if result.get("isError") else
             result.get("structuredContent", {}).get("status", result.get("resultType", "ok"))
         )
-        client.finish(result)
-        with self.session_lock:
-            self.call_log_levels.pop(_hashable(client.request_id), None)
+        call.finish(result)
+        with self.handshake_lock:
+            self.call_log_levels.pop(_hashable(call.request_id), None)
         # Logged once the response is out: the answers reach the agent before the bookkeeping.
-        self.log.event("call-end", tool=name, request=str(client.request_id), outcome=outcome,
+        self.log.event("call-end", tool=name, request=str(call.request_id), outcome=outcome,
                        ms=int((time.monotonic() - started) * 1000))
 
     def forward_log(self, level: str, event: str, fields: dict) -> None:
         """Log events at or above the level the client chose (at initialize's logging/setLevel,
         or in the `_meta` of a 2026-07-28 call in flight), as notifications/message. Queued,
         never written from the logging thread: that may be a form server thread."""
-        with self.session_lock:
+        with self.handshake_lock:
             chosen = [self.log_level] if self.log_level is not None else []
             chosen.extend(self.call_log_levels.values())
         if not chosen or LOG_LEVELS.index(level) < min(LOG_LEVELS.index(name) for name in chosen):
             return
         data = {"event": event}
         data.update((key, value) for key, value in fields.items() if key != "token")
-        self.transport.out.post({"jsonrpc": "2.0", "method": "notifications/message",
-                                 "params": {"level": level, "logger": SERVER_NAME, "data": data}})
+        self.transport.post_notification("notifications/message",
+                                         {"level": level, "logger": SERVER_NAME, "data": data})
+
+
+# What each era serves: method name -> McpServer method.
+LEGACY_METHODS = MappingProxyType({
+    "initialize": McpServer.initialize,
+    "ping": McpServer.ping,
+    "tools/list": McpServer.list_tools,
+    "tools/call": McpServer.legacy_tool_call,
+    "logging/setLevel": McpServer.set_log_level,
+    "server/discover": McpServer.discover_refused,
+})
+MODERN_METHODS = MappingProxyType({
+    "server/discover": McpServer.discover,
+    "ping": McpServer.ping,
+    "tools/list": McpServer.modern_list_tools,
+    "tools/call": McpServer.modern_tool_call,
+    "tasks/get": McpServer.get_task,
+    "tasks/cancel": McpServer.cancel_task,
+    "tasks/update": McpServer.update_task,
+})
 
 
 def progress_token(params: dict):
@@ -5896,19 +6023,17 @@ def elicitation_action(response):
 
 class InterviewTools:
     """The three tools and their delivery (browser, link, form and URL elicitation, waiting).
-    They talk to the client only through the per-call client object: `client_info`,
-    `elicitation_modes()`, `reports_progress`, `progress(message)`, `elicit(key, params,
-    interview)`, `elicitation_finished(key, interview)`, `about_to_block(interview)` and its
-    `cancellation`; so every protocol era serves the same tools."""
+    They talk to the client only through the call's ToolCall, whose interface is declared
+    there; so every protocol era serves the same tools."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.log = runtime.log
 
-    def call(self, name: str, arguments: dict, client):
+    def call(self, name: str, arguments: dict, call):
         """The tools/call result, or None when the call ends without a response."""
         try:
-            return getattr(self, name)(arguments, client)
+            return getattr(self, name)(arguments, call)
         except InvalidInterview as problems:
             return error_result(str(problems))
         except InterviewError as error:
@@ -5922,20 +6047,20 @@ class InterviewTools:
                 "see server.log in %s." % (name, error, self.runtime.config.log_dir)
             )
 
-    def ask_user_rich(self, arguments: dict, client):
-        interview = client.resumed_interview(self.runtime.hub) or self.runtime.open_interview(
-            arguments, agent=agent_name(client.client_info)
+    def ask_user_rich(self, arguments: dict, call):
+        interview = call.resumed_interview(self.runtime.hub) or self.runtime.open_interview(
+            arguments, agent=agent_name(call.client_info)
         )
         delivery = interview.options["delivery"]
         if delivery == "link":
             return awaiting_result(interview, "Browser opening was skipped (delivery=link).")
         if delivery == "elicitation":
-            handled, result = self.deliver_by_elicitation(interview, client)
+            handled, result = self.deliver_by_elicitation(interview, call)
             if handled:
                 return result
-        return self.deliver_by_browser(interview, client, interview.options["timeoutSeconds"])
+        return self.deliver_by_browser(interview, call, interview.options["timeoutSeconds"])
 
-    def append_questions(self, arguments: dict, client):
+    def append_questions(self, arguments: dict, call):
         problems = check_session_arguments(arguments, APPEND_FIELDS)
         if problems.lines:
             raise InvalidInterview(problems.lines, FOLLOW_UP_HEADING)
@@ -5943,7 +6068,7 @@ class InterviewTools:
         reply = self.runtime.append_questions(interview.id, arguments.get("questions"), arguments.get("note"))
         return appended_result(reply, interview.spec["title"])
 
-    def await_user_answers(self, arguments: dict, client):
+    def await_user_answers(self, arguments: dict, call):
         problems = check_session_arguments(arguments, AWAIT_FIELDS)
         timeout = check_timeout(arguments.get("timeoutSeconds"), problems)
         if problems.lines:
@@ -5956,22 +6081,22 @@ class InterviewTools:
                 raise UnknownInterview(session_id)
             self.log.event("archive-hit", interview=session_id)
             return answers_result(archived_result(record))
-        return self.wait_for_answers(interview, client, timeout)
+        return self.wait_for_answers(interview, call, timeout)
 
-    def wait_for_answers(self, interview: Interview, client, timeout):
+    def wait_for_answers(self, interview: Interview, call, timeout):
         """Block until the submit; the result, an awaiting result, or None (no response)."""
         result = interview.settled_result()
         if result is not None:
             return answers_result(result)
-        client.about_to_block(interview)
+        call.about_to_block(interview)
         report = None
-        if client.reports_progress:
+        if call.reports_progress:
             def report(facts: dict, first: bool) -> None:
                 # Only the first report carries the token-bearing URL.
-                client.progress(progress_message(facts), interview.url if first else None)
+                call.progress(progress_message(facts), interview.url if first else None)
 
         result, why = self.runtime.hub.wait(
-            interview, client.cancellation, timeout, report, self.runtime.config.progress_ms / 1000.0
+            interview, call.cancellation, timeout, report, self.runtime.config.progress_ms / 1000.0
         )
         if why == "settled":
             return answers_result(result)
@@ -5981,20 +6106,20 @@ class InterviewTools:
 
     # -- delivery -------------------------------------------------------------------------
 
-    def deliver_by_browser(self, interview: Interview, client, timeout):
+    def deliver_by_browser(self, interview: Interview, call, timeout):
         """Open the form and wait; else ask the client to open it (URL elicitation); else
         return the link at once with every reason."""
-        if client.retrying(URL_ELICITATION_KEY):  # the browser already failed in the first round
-            return self.deliver_by_url_elicitation(interview, client, timeout, None)
+        if call.retrying(URL_ELICITATION_KEY):  # the browser already failed in the first round
+            return self.deliver_by_url_elicitation(interview, call, timeout, None)
         config = self.runtime.config
         opened, why = open_browser(interview.url, config, self.log)
         if opened:
-            return self.wait_for_answers(interview, client, timeout)
-        if config.open_browser and "url" in client.elicitation_modes():
-            return self.deliver_by_url_elicitation(interview, client, timeout, why)
+            return self.wait_for_answers(interview, call, timeout)
+        if config.open_browser and "url" in call.elicitation_modes():
+            return self.deliver_by_url_elicitation(interview, call, timeout, why)
         return awaiting_result(interview, "Could not open the browser (%s)." % why)
 
-    def deliver_by_url_elicitation(self, interview: Interview, client, timeout, why: str):
+    def deliver_by_url_elicitation(self, interview: Interview, call, timeout, why: str):
         """A URL-mode elicitation: the client shows the link and opens it with the user's
         consent; then wait as after a browser open. `why` the browser did not open: None in the
         retry of a multi round-trip call, which carries the user's answer to the first round."""
@@ -6007,9 +6132,9 @@ class InterviewTools:
                                                  quote(interview.spec["title"])),
         }
         self.log.event("url-elicitation", interview=interview.id)
-        outcome, response = client.elicit(URL_ELICITATION_KEY, params, interview)
+        outcome, response = call.elicit(URL_ELICITATION_KEY, params, interview)
         if outcome == "settled":
-            client.elicitation_finished(URL_ELICITATION_KEY, interview)
+            call.elicitation_finished(URL_ELICITATION_KEY, interview)
             return answers_result(interview.result)
         if outcome != "answered":
             return None
@@ -6019,16 +6144,16 @@ class InterviewTools:
         if action != "accept":
             reason = URL_DECLINED_TEXT if why is None else url_refusal_reason(why, action, detail)
             return awaiting_result(interview, reason)
-        result = self.wait_for_answers(interview, client, timeout)
-        client.elicitation_finished(URL_ELICITATION_KEY, interview)
+        result = self.wait_for_answers(interview, call, timeout)
+        call.elicitation_finished(URL_ELICITATION_KEY, interview)
         return result
 
-    def deliver_by_elicitation(self, interview: Interview, client):
+    def deliver_by_elicitation(self, interview: Interview, call):
         """The client's own form (form-mode elicitation): (handled, result). Not handled when
         the client declared no form elicitation, the interview is not flat, or the client
         failed the request: the caller then delivers by browser."""
         questions = interview.questions()
-        if "form" not in client.elicitation_modes():
+        if "form" not in call.elicitation_modes():
             unfit = "the client declared no form elicitation"
         else:
             unfit = elicitation_unfit(questions)
@@ -6041,7 +6166,7 @@ class InterviewTools:
             "requestedSchema": elicitation_schema(questions),
         }
         self.log.event("form-elicitation", interview=interview.id, questions=len(questions))
-        outcome, response = client.elicit(FORM_ELICITATION_KEY, params, interview)
+        outcome, response = call.elicit(FORM_ELICITATION_KEY, params, interview)
         if outcome == "settled":
             return True, answers_result(interview.result)
         if outcome != "answered":
@@ -6322,11 +6447,11 @@ def run_inbox(open_it: bool) -> int:
 
 
 def _show_inbox(url: str, open_it: bool, config: Config, log) -> None:
-    if not open_it:
-        sys.stdout.write(url + "\n")
-        sys.stdout.flush()
-        return
+    # On stderr, as demo and ask print their link.
     sys.stderr.write("The inbox is at:\n  %s\n" % url)
+    sys.stderr.flush()
+    if not open_it:
+        return
     opened, why = open_browser(url, config, log if log is not None else Log(config.log_dir, stream=_Quiet()))
     if not opened:
         sys.stderr.write("Could not open the browser (%s).\n" % why)

@@ -203,7 +203,7 @@ def test_the_inbox_command_serves_the_inbox_itself_when_nobody_holds_it(tmp_path
     port = free_port()
     command = inbox_command(tmp_path, port, "--link")
     try:
-        url = command.stdout.readline().decode().strip()
+        url = link_of(command.stderr)
         key = read_key(tmp_path / "logs")
         assert url == "http://localhost:%d/inbox/%s" % (port, key)
         stream = InboxStream(port, key)
@@ -219,7 +219,7 @@ def test_the_inbox_command_serves_the_inbox_itself_when_nobody_holds_it(tmp_path
             other = inbox_command(tmp_path, port, "--link")
             out, err = other.communicate(timeout=WAIT)
             assert other.returncode == 0, err
-            assert out.decode().strip() == url
+            assert link_of(iter(err.splitlines(True))) == url and out == b""
             submit(agent.url, {})
             stream.wait_for(lambda l: l["interviews"] == [], what="the empty inbox")
         finally:
@@ -228,6 +228,14 @@ def test_the_inbox_command_serves_the_inbox_itself_when_nobody_holds_it(tmp_path
         command.send_signal(2)
         assert command.wait(WAIT) == 0
     assert askrich.prove_inbox_holder(port, read_key(tmp_path / "logs")) == "free"
+
+
+def link_of(lines) -> str:
+    """The address the inbox command printed on stderr (the line after "The inbox is at:")."""
+    for line in lines if not hasattr(lines, "readline") else iter(lines.readline, b""):
+        if line.startswith(b"  http://"):
+            return line.decode().strip()
+    raise AssertionError("the inbox command printed no address")
 
 
 # -- one process, in-process --------------------------------------------------------------------
@@ -492,3 +500,23 @@ def test_the_configuration_reads_the_inbox_port():
     config, warnings = askrich.Config.from_env({"ASK_USER_RICH_INBOX_PORT": "seven"})
     assert config.inbox_port == 47615 and "ASK_USER_RICH_INBOX_PORT" in warnings[0]
     assert askrich.Config().inbox_port == 0  # built in code: no inbox unless asked
+
+
+def test_a_form_of_a_process_that_does_not_hold_the_inbox_links_to_it_once_the_holder_proved_the_key(tmp_path, agents):
+    port = free_port()
+    logs = tmp_path / "logs"
+    holder = agents(port, "codex", "elsewhere", "Held there")
+    holder.server.log.wait_for("inbox-holding")
+    rt, log = inbox_runtime(logs, port)
+    try:
+        interview = rt.open_interview({"title": "Mine", "questions": [{"id": "q", "header": "ok?"}]})
+        events = form_events(interview.url)
+        try:
+            state = events.wait_for(lambda s: (s.get("inbox") or {}).get("url") is not None)
+            assert state["inbox"] == {"waiting": 1,
+                                      "url": "http://localhost:%d/inbox/%s" % (port, read_key(logs))}
+            assert rt.inbox.server is None  # it never held the port: the holder proved the key
+        finally:
+            events.close()
+    finally:
+        rt.close()

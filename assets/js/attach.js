@@ -5,6 +5,7 @@
 // Content-Security-Policy (img-src 'self' data:) needs no blob: or other source.
 import { state, api, saveDraft } from "./state.js";
 import { t } from "./i18n.js";
+import { announce as say } from "./dom.js";
 
 const MAX_BYTES = 10 * 1024 * 1024;
 const MAX_COUNT = 20;
@@ -45,22 +46,6 @@ const filesOf = (key) => state.attachments[key] || (state.attachments[key] = [])
 const uploaded = () => Object.values(state.attachments).flat();
 // Uploads started and not answered yet, so that a burst cannot pass the limits.
 const inFlight = { count: 0, bytes: 0 };
-
-// ---- the live region every upload, removal and refusal is announced in ----
-let live = null;
-function say(text) {
-  if (!live) {
-    live = document.createElement("div");
-    live.className = "sr-only";
-    live.setAttribute("aria-live", "polite");
-    live.setAttribute("aria-atomic", "true");
-    live.dataset.attachLive = "";
-    document.body.append(live);
-  }
-  live.textContent = "";
-  // A fresh text node makes screen readers announce a repeated message too.
-  requestAnimationFrame(() => { live.textContent = text; });
-}
 
 // ---- the block under a note ----
 const blocks = new Map(); // key -> {root, list, problem}

@@ -6,17 +6,18 @@ import {
   missingTexts, payload, hasRecommendation, isAnswered,
 } from "./state.js";
 import {
-  buildScreens, addQuestionScreens, syncAll, syncQuestion, syncRail, syncReview, syncNav, showScreen,
-  screenEl, endScreen, notice, clearNotice, announce, keepInView, reducedMotion, applyTheme, qviews,
+  buildScreens, addQuestionScreens, syncAll, syncQuestion, syncRail, syncNav, showScreen,
+  screenEl, endScreen, notice, clearNotice, keepInView, reducedMotion, applyTheme, qviews,
   qNumber, ensureBuilt, markSeen, quotedList,
 } from "./view.js";
+import { syncReview } from "./review.js";
+import { $, announce } from "./dom.js";
 import { bindKeys, KEY_TABLE } from "./keys.js";
 import { t, sentences, setLanguage, setAgent, translatePage, fillKeys } from "./i18n.js";
 import { onRankChange, onRankAnnounce, cancelHold, applyRecommended } from "./rank.js";
 import { startLive, reportProgress } from "./live.js";
 import { bindAttachments } from "./attach.js";
 
-const $ = (sel, root = document) => root.querySelector(sel);
 const THEMES = ["auto", "light", "dark"];
 let theme = "auto";
 let stopLive = () => {};
@@ -320,9 +321,10 @@ async function pullSpec() {
   addQuestionScreens(added);
   if (added.length) {
     const text = t("followups.added", { count: added.length });
-    notice("info", text,
-      { markdown: data.note && data.note.text, id: "follow-ups", action: { label: t("followups.go"), run: goNew } });
-    announce(sentences(text, t("followups.pressG")));
+    notice("info", text, {
+      markdown: data.note && data.note.text, id: "follow-ups", action: { label: t("followups.go"), run: goNew },
+      say: sentences(text, t("followups.pressG")),
+    });
   }
   syncAll();
   showScreen(state.screen, 0);

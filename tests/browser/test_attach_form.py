@@ -54,13 +54,13 @@ def test_a_picked_png_and_a_pasted_one_show_thumbnails_one_is_removed_and_the_ot
     expect(block.locator(".attach-item .attach-name")).to_have_text(["login.png", "image.png"])
     f.page.wait_for_function(THUMBS_LOADED, arg=2)
     expect(block.locator(".attach-size").first).to_have_text("%d B" % len(PNG))
-    expect(f.page.locator("[data-attach-live]")).to_have_text("Attached image.png (%d B)." % len(PNG))
+    expect(f.page.locator("#announcer")).to_have_text("Attached image.png (%d B)." % len(PNG))
 
     folder = os.path.join(f.rt.config.log_dir, "attachments", f.interview.id)
     assert len(os.listdir(folder)) == 2
     block.locator(".attach-item").first.locator(".attach-remove").click()
     expect(block.locator(".attach-item .attach-name")).to_have_text(["image.png"])
-    expect(f.page.locator("[data-attach-live]")).to_have_text("Removed login.png.")
+    expect(f.page.locator("#announcer")).to_have_text("Removed login.png.")
     # Focus stays where the removed file was: on the Remove of the file that took its place.
     assert f.focused("el => el.getAttribute('aria-label')") == "Remove image.png"
     assert [name.split("-", 1)[1] for name in os.listdir(folder)] == ["image.png"]
@@ -115,7 +115,7 @@ def test_a_refusal_from_the_server_is_shown_where_the_file_was_added(form):
     # The server refused it (the page did not know of the other 20): said in the form's words.
     expect(block.locator(".attach-problem")).to_have_text(
         "one-more.txt is not attached: an interview may have at most 20 files.")
-    expect(f.page.locator("[data-attach-live]")).to_have_text(
+    expect(f.page.locator("#announcer")).to_have_text(
         "one-more.txt is not attached: an interview may have at most 20 files.")
 
 

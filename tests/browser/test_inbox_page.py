@@ -234,6 +234,12 @@ def test_the_form_says_how_many_more_wait_and_links_to_the_inbox(browser, inbox_
         key = read_key(inbox_rt.config.log_dir)
         assert link.get_attribute("href") == "http://localhost:%d/inbox/%s" % (inbox_rt.config.inbox_port, key)
         assert link.get_attribute("rel") == "noopener noreferrer"
+        assert serious(page) == []
+        page.set_viewport_size(PHONE)  # the header keeps it on a phone, nothing cut off
+        box = link.bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"]
+        assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+        page.set_viewport_size(DESKTOP)
         submit(others[0].url, {})
         page.wait_for_function("() => document.querySelector('#inbox-more').textContent === '1 more waiting'")
         submit(others[1].url, {})
