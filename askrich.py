@@ -76,6 +76,9 @@ META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
 META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 TASK_POLL_MS = 2000
+TASK_POLL_MAX_MS = 30000
+# discover and tools/list: the same answer for every caller for the life of the process.
+CACHE_HINTS = MappingProxyType({"ttlMs": 3600000, "cacheScope": "public"})
 REQUEST_STATE_SECONDS = 3600  # a multi round-trip retry must come within the hour
 SERVER_INFO = {"name": SERVER_NAME, "title": SERVER_TITLE, "version": __version__}
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
@@ -4028,16 +4031,15 @@ class Inbox:
         self.server = None
         self.server_thread = None
         self.holder = None  # None: unknown; "ours", "foreign" or "free" as last probed
-        self.probed = float("-inf")  # when
+        self.probed = float("-inf")  # when it was probed last
         self.reported_foreign = False
         self.streams = 0
-        self.stamp = None
+        self.stamp = None  # the other entries' names, times and sizes at the last full scan
         self.others: list = []  # the entries of the other live processes, as last scanned
         self.total = 0  # the interviews pending anywhere, as the forms were last told
         self.folder_stamp = None  # the registry folder's mtime at the last full scan
         self.scanned = float("-inf")
-        self.revision = 0
-        self.snapshot = None  # the listing's JSON text, as last sent to pages
+        self.revision = 0  # grows at every look at the folder while a page is watching
 
     # -- what the hub tells it ------------------------------------------------------------
 
@@ -4365,7 +4367,8 @@ AFTER_TEXT = """After the call:
 - status "declined": the user chose not to answer now; do not proceed as if they agreed.
 - Answers and the general notes may carry attachments (screenshots, logs): read each file at its absolute path with your own file tools.
 - status "awaiting": show the url to the user, then call await_user_answers with the sessionId to wait for the submit.
-- Follow-up questions while the form is open (or while a call waits): append_questions, not a second interview."""
+- Follow-up questions while the form is open (or while a call waits): append_questions, not a second interview.
+- A task id "<sessionId>.<n>" names its interview: pass it (or the part before the dot) as sessionId."""
 
 # In the instructions and in ask_user_rich's description, as AFTER_TEXT is: a client may show
 # the model only one of them.
@@ -5040,16 +5043,41 @@ class Task:
         self.error = None
         self.cancellation = cancellation
         self.settled_monotonic = None
+        self.seen = None  # what the user had done at the last look, for the poll interval
+        self.active_monotonic = time.monotonic()
 
-    def view(self) -> dict:
+    def status_message(self) -> str:
+        """While working: the progress, how to reach the interview, and the form's link last,
+        so that the model and the person can get to the form even when no browser opened."""
+        if self.status != "working" or self.interview is None:
+            return self.message
+        return "%s; sessionId %s (append_questions, await_user_answers). Form: %s" % (
+            self.message, quote(self.interview_id), self.interview.url)
+
+    def poll_interval(self, now: float) -> int:
+        """2 s while the user is busy or the task is young; then longer, up to 30 s, for every
+        minute nothing changes: a person away from the form needs no poll every 2 s."""
+        if self.status != "working" or self.interview is None:
+            return TASK_POLL_MS
+        counts_revision, facts = self.interview.progress_snapshot()
+        signature = (counts_revision, facts["answered"], facts["total"], facts["form"])
+        if signature != self.seen:
+            self.seen = signature
+            self.active_monotonic = now
+        idle_minutes = int((now - self.active_monotonic) // 60)
+        if idle_minutes < 1:
+            return TASK_POLL_MS
+        return min(TASK_POLL_MAX_MS, TASK_POLL_MS << min(idle_minutes, 8))
+
+    def view(self, now=None) -> dict:
         shown = {
             "taskId": self.id,
             "status": self.status,
-            "statusMessage": self.message,
+            "statusMessage": self.status_message(),
             "createdAt": iso_utc(self.created),
             "lastUpdatedAt": iso_utc(self.updated),
             "ttlMs": None,
-            "pollIntervalMs": TASK_POLL_MS,
+            "pollIntervalMs": self.poll_interval(time.monotonic() if now is None else now),
         }
         if self.result is not None:
             shown["result"] = self.result
@@ -5061,9 +5089,10 @@ class Task:
 class TaskRegistry:
     """Every task of this process, and those of an earlier one recovered from the archive."""
 
-    def __init__(self, log: Log, archive: Archive) -> None:
+    def __init__(self, log: Log, archive: Archive, clock=time.monotonic) -> None:
         self.log = log
         self.archive = archive
+        self.clock = clock  # the poll interval's minutes, injectable for its tests
         self.lock = threading.Lock()
         self.tasks: dict = {}
         self.counter = 0
@@ -5073,8 +5102,9 @@ class TaskRegistry:
             self.counter += 1
             task = Task("%s.%d" % (interview.id, self.counter), interview.id, message, cancellation,
                         time.time(), interview)
+            task.active_monotonic = self.clock()
             self.tasks[task.id] = task
-            view = task.view()
+            view = task.view(self.clock())
         # On disk before the task is answered.
         interview.add_task(task.id, lambda ids: self.archive.record_tasks(interview.id, ids))
         self.log.event("task-created", task=task.id, interview=interview.id)
@@ -5094,6 +5124,9 @@ class TaskRegistry:
                 return
             task.status = "completed"
             task.result = result
+            summary = (result.get("structuredContent") or {}).get("summary")
+            if isinstance(summary, str):
+                task.message = summary.split("\n", 1)[0]
             self._settled(task)
         self.log.event("task-completed", task=task_id)
 
@@ -5103,6 +5136,8 @@ class TaskRegistry:
             if task.status != "working":
                 return
             task.status = "cancelled"
+            if task.interview is not None:
+                task.message = "Cancelled by the client; the form stays open at %s" % task.interview.url
             self._settled(task)
         self.log.event("task-cancelled", task=task.id)
         task.cancellation.cancel()
@@ -5110,7 +5145,7 @@ class TaskRegistry:
     def get(self, task_id) -> dict:
         task = self._find(task_id)
         with self.lock:
-            return task.view()
+            return task.view(self.clock())
 
     def _settled(self, task: Task) -> None:
         task.updated = time.time()
@@ -5313,8 +5348,9 @@ class McpServer:
         if not modern:
             return self._serve(LEGACY_METHODS, request_id, method, params, None)
         request = ModernRequest.parse(meta)
-        if request is None:  # a bare server/discover probe
-            return modern_envelope(self.discover(request_id, params, None))
+        if request is None:  # a server/discover without the _meta every modern request carries
+            raise JsonRpcError(-32602, "Invalid params: %s needs _meta with %s and %s, as every %s request"
+                               % (method, quote(META_VERSION), quote(META_CAPABILITIES), MODERN_PROTOCOL))
         result = self._serve(MODERN_METHODS, request_id, method, params, request)
         return None if result is None else modern_envelope(result)
 
@@ -5361,8 +5397,12 @@ class McpServer:
         return self.start_tool_call(call, name, arguments, request.log_level)
 
     def modern_list_tools(self, request_id, params: dict, request: ModernRequest) -> dict:
-        # Cache hints, which the 2026-07-28 schema requires here: ask again each time.
-        return {"tools": list(TOOLS), "ttlMs": 0, "cacheScope": "private"}
+        cursor = params.get("cursor")
+        if cursor is not None:
+            raise JsonRpcError(-32602, "Invalid params: cursor %s was never issued: the tool list is one "
+                               "page, ask without a cursor" % describe(cursor))
+        # The list never changes while the process runs and holds nothing of the user.
+        return dict({"tools": list(TOOLS)}, **CACHE_HINTS)
 
     def _task_id(self, params: dict) -> str:
         task_id = params.get("taskId")
@@ -5384,7 +5424,9 @@ class McpServer:
     def discover(self, request_id, params: dict, request) -> dict:
         return {
             "supportedVersions": list(SUPPORTED_VERSIONS),
-            "capabilities": {"tools": {}, "extensions": {TASKS_EXTENSION: {}}},
+            "capabilities": {"tools": {}, "logging": {}, "extensions": {TASKS_EXTENSION: {}}},
+            "ttlMs": CACHE_HINTS["ttlMs"],
+            "cacheScope": CACHE_HINTS["cacheScope"],
             "instructions": SERVER_INSTRUCTIONS,
         }
 
@@ -6064,7 +6106,7 @@ class InterviewTools:
         problems = check_session_arguments(arguments, APPEND_FIELDS)
         if problems.lines:
             raise InvalidInterview(problems.lines, FOLLOW_UP_HEADING)
-        interview = self.runtime.hub.require(arguments["sessionId"])
+        interview = self.runtime.hub.require(interview_id_of(arguments["sessionId"]))
         reply = self.runtime.append_questions(interview.id, arguments.get("questions"), arguments.get("note"))
         return appended_result(reply, interview.spec["title"])
 
@@ -6073,7 +6115,7 @@ class InterviewTools:
         timeout = check_timeout(arguments.get("timeoutSeconds"), problems)
         if problems.lines:
             raise InvalidInterview(problems.lines, "Invalid arguments:")
-        session_id = arguments.get("sessionId")
+        session_id = interview_id_of(arguments["sessionId"])
         interview = self.runtime.hub.get(session_id)
         if interview is None:
             record = self.runtime.archive.find(session_id)
@@ -6205,6 +6247,15 @@ def url_refusal_reason(why: str, action, detail) -> str:
         "Could not open the browser (%s). The client was asked to open the link (URL "
         "elicitation) and %s." % (why, refusal)
     )
+
+
+def interview_id_of(session_id: str) -> str:
+    """The interview a sessionId names: a task id `<interviewId>.<n>` names its interview,
+    since a model that has only the task id will pass that."""
+    interview_id, dot, number = session_id.rpartition(".")
+    if dot and number.isdigit() and number.isascii() and is_session_id(interview_id):
+        return interview_id
+    return session_id
 
 
 def check_session_arguments(arguments: dict, fields) -> Problems:

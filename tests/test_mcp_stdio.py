@@ -42,7 +42,9 @@ def error_code(reply):
 
 def test_server_discover_is_answered_at_once_so_modern_clients_stay_modern(server):
     started = time.monotonic()
-    result = server.call("server/discover", {})["result"]
+    result = server.call("server/discover", {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}}})["result"]
     assert result["resultType"] == "complete" and "2026-07-28" in result["supportedVersions"]
     assert time.monotonic() - started < 2
     # A dual-era client may still take the initialize handshake after the probe.
@@ -452,7 +454,9 @@ def test_every_line_written_is_one_json_message_even_for_newlines_and_u2028(serv
 
 def test_subprocess_speaks_the_protocol_and_exits_zero_at_eof_with_a_wait_in_flight(subprocess_server):
     peer = subprocess_server()
-    assert peer.call("server/discover")["result"]["resultType"] == "complete"
+    assert peer.call("server/discover", {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}}})["result"]["resultType"] == "complete"
     assert peer.initialize()["result"]["serverInfo"]["name"] == "ask-user-rich"
     structured = ask_link(peer)
     peer.request("tools/call", {"name": "await_user_answers", "arguments": {"sessionId": structured["sessionId"]}})

@@ -4,7 +4,7 @@
 import { Marked } from "/assets/vendor/marked.esm.js";
 import DOMPurify from "/assets/vendor/purify.es.mjs";
 import {
-  state, answerOf, statusOf, screens, questionById, missingTexts, hasRecommendation, labelOf,
+  state, answerOf, statusOf, counts, screens, questionById, missingTexts, hasRecommendation, labelOf,
   EAGER_SCREENS,
 } from "./state.js";
 import { buildRank, syncRank } from "./rank.js";
