@@ -208,7 +208,7 @@ def test_link_delivery_returns_awaiting_at_once_with_the_link_and_instructions(s
 
 def test_await_returns_the_answers_after_a_submit_with_strictly_increasing_progress(server, runtime):
     server.initialize()
-    runtime.config.progress_ms = 100
+    runtime.config = runtime.config.replace(progress_ms=100)
     structured = ask_link(server)
     request_id = server.request(
         "tools/call",
