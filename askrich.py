@@ -3589,10 +3589,29 @@ class Runtime:
         with self.server_lock:
             server, self.form_server = self.form_server, None
         if server is not None:
-            server.shutdown()
+            stop_serving(server)
             server.server_close()
             self.log.event("http-stopped")
         self.log.close()
+
+
+def stop_serving(server) -> None:
+    """End a serve_forever loop now. shutdown() alone waits until the loop next wakes, up to
+    its poll interval, and a client that sends SIGINT sends SIGTERM 100 ms later; a connection
+    to the listening socket wakes the loop at once, and it stops without serving it."""
+    import socket
+
+    host, port = server.server_address[:2]
+    host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+    stopping = threading.Thread(target=server.shutdown, name="ask-user-rich-http-stop", daemon=True)
+    stopping.start()
+    deadline = time.monotonic() + 2.0
+    while stopping.is_alive() and time.monotonic() < deadline:
+        try:
+            socket.create_connection((host, port), timeout=0.5).close()
+        except OSError:
+            pass
+        stopping.join(0.02)
 
 
 # ============================================================================================
