@@ -28,13 +28,13 @@ Contents, in the order data flows (each a banner below):
   The MCP server                    each era's methods, dispatch, shutdown
   Delivery                          openers, and the client's own form (elicitation)
   The tools                         ask_user_rich, append_questions, await_user_answers
-  The code cache · Command line
+  Command line
 """
 
 from __future__ import annotations
 
 __version__ = "0.1.0"
-__all__ = [
+__all__ = (
     "Config",
     "InvalidInterview",
     "InterviewError",
@@ -46,7 +46,7 @@ __all__ = [
     "build_result",
     "plan_openers",
     "main",
-]
+)
 
 # Only what the MCP handshake needs is imported here: every agent session spawns this server,
 # so start-up time is felt. The HTTP server, subprocess, unicodedata, difflib, secrets and the
@@ -141,13 +141,13 @@ ASSET_FILES = frozenset(
 )
 # Fixed, not guessed: on Windows `mimetypes` often calls .js text/plain, which browsers refuse
 # to run as a module.
-ASSET_CONTENT_TYPES = {
+ASSET_CONTENT_TYPES = MappingProxyType({
     ".html": "text/html; charset=utf-8",
     ".css": "text/css; charset=utf-8",
     ".js": "text/javascript; charset=utf-8",
     ".mjs": "text/javascript; charset=utf-8",
     ".json": "application/json",
-}
+})
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
@@ -186,17 +186,38 @@ class Config:
         protocol: str = "auto",
         inbox_port: int = 0,
     ) -> None:
-        self.open_browser = open_browser
-        self.open_cmd = open_cmd
-        self.port = port
-        self.host = host
-        self.public_host = public_host
-        self.progress_ms = progress_ms
-        self.log_dir = log_dir or default_log_dir()
-        self.protocol = protocol  # "auto": both eras; "legacy": only the initialize era
-        # The well-known inbox port is what from_env picks: a Config built in code (the tests,
-        # the doctor's self-test) keeps out of the user's inbox unless it names a port.
-        self.inbox_port = inbox_port  # 0: no inbox
+        # Frozen: whatever holds a Config may rely on it staying as it was read; a changed
+        # setting is a new Config (replace()).
+        values = {
+            "open_browser": open_browser,
+            "open_cmd": open_cmd,
+            "port": port,
+            "host": host,
+            "public_host": public_host,
+            "progress_ms": progress_ms,
+            "log_dir": log_dir or default_log_dir(),
+            "protocol": protocol,  # "auto": both eras; "legacy": only the initialize era
+            # The well-known inbox port is what from_env picks: a Config built in code (the
+            # tests, the doctor's self-test) keeps out of the user's inbox unless it names a port.
+            "inbox_port": inbox_port,  # 0: no inbox
+        }
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("Config is frozen: build a new one with replace(%s=...)" % name)
+
+    def __delattr__(self, name):
+        raise AttributeError("Config is frozen")
+
+    def replace(self, **changes) -> "Config":
+        """A new Config with `changes` and every other setting as here."""
+        values = {name: getattr(self, name) for name in self.__slots__}
+        values.update(changes)
+        return Config(**values)
+
+    def __repr__(self) -> str:
+        return "Config(%s)" % ", ".join("%s=%r" % (name, getattr(self, name)) for name in self.__slots__)
 
     @classmethod
     def from_env(cls, environ=None) -> tuple[Config, list[str]]:
@@ -935,7 +956,7 @@ def readable_client_name(name: str) -> str:
 # so it restates the title, each header and each label, and carries a one-screen summary.
 
 ANSWER_FIELDS = ("status", "selected", "optionTexts", "other", "ranked", "notes")
-ANSWER_MODES = {"answer": "answered", "defer": "deferred", "needs-info": "needs-info"}
+ANSWER_MODES = MappingProxyType({"answer": "answered", "defer": "deferred", "needs-info": "needs-info"})
 
 
 def unanswered(notes=None) -> dict:
@@ -2950,8 +2971,9 @@ def read_asset(name: str) -> bytes:
         # Through the zip this process runs from, never a path remembered in compiled code:
         # the code cache is shared by every copy of the same archive, wherever each one is.
         try:
-            if RUNNING_ARCHIVE is not None and RUNNING_ARCHIVE.changed():
-                return RUNNING_ARCHIVE.read("/".join(["assets"] + parts))
+            held = RunningArchive.held
+            if held is not None and held.changed():
+                return held.read("/".join(["assets"] + parts))
             return loader.get_data(os.path.join(archive, "assets", *parts))
         except OSError:
             raise
@@ -2969,6 +2991,19 @@ class RunningArchive:
     archive, or the archive is moved away, while the server runs, its form's files are read
     from the file held here instead: the bytes this server started with while any name still
     holds them, else the whole of what replaced them in place."""
+
+    held = None  # the one a stdio server holds while it runs from askrich.pyz on POSIX
+
+    @classmethod
+    def hold(cls) -> None:
+        """Open `held` when this process runs from a zip. Not on Windows, where a file held
+        open cannot be replaced: that would keep users from installing an update."""
+        archive = getattr(globals().get("__loader__"), "archive", None)
+        if archive and os.name == "posix" and cls.held is None:
+            try:
+                cls.held = cls(os.path.abspath(archive))
+            except OSError:
+                pass  # already gone: zipimport's own reads are all there is
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -2993,21 +3028,6 @@ class RunningArchive:
             self.handle.seek(0)
             with zipfile.ZipFile(self.handle) as archive:
                 return archive.read(member)
-
-
-RUNNING_ARCHIVE = None  # a RunningArchive while a stdio server runs from askrich.pyz on POSIX
-
-
-def hold_running_archive() -> None:
-    """Open RUNNING_ARCHIVE when this process runs from a zip. Not on Windows, where a file held
-    open cannot be replaced: that would keep users from installing an update."""
-    global RUNNING_ARCHIVE
-    archive = getattr(globals().get("__loader__"), "archive", None)
-    if archive and os.name == "posix" and RUNNING_ARCHIVE is None:
-        try:
-            RUNNING_ARCHIVE = RunningArchive(os.path.abspath(archive))
-        except OSError:
-            pass  # already gone: zipimport's own reads are all there is
 
 
 # ============================================================================================
@@ -3198,10 +3218,8 @@ def route_attachment_upload(request, params: dict):
     forces a CORS preflight, which is never answered, so another site cannot upload."""
     import urllib.parse
 
-    # Until the file is stored, a refusal leaves the body unread or cut short: the connection
-    # cannot carry another request.
-    closing = request.close_connection
-    request.close_connection = True
+    # A refusal may leave the body unread or cut short; no harm, since the handler speaks
+    # HTTP/1.0 and every connection closes after its one request.
     interview = api_interview(request, params)
     encoded = request.headers.get("X-Attachment-Name")
     if encoded is None:
@@ -3220,7 +3238,6 @@ def route_attachment_upload(request, params: dict):
         if isinstance(error, InterviewSettled):  # settled while the file arrived: removed, never named
             hub.log.event("attachment-refused", interview=interview.id, reason="settled during the upload")
         return json_reply(*http_error(error))
-    request.close_connection = closing
     hub.log.event("attachment-stored", interview=interview.id, attachment=entry["id"],
                   bytes=length, mimeType=media_type)
     return json_reply(201, {key: entry[key] for key in ("id", "name", "mimeType", "bytes")})
@@ -3475,9 +3492,6 @@ class FormRequestPlumbing:
             self.connection.settimeout(self.timeout)
 
 
-_FORM_SERVER_CLASS = None
-
-
 def http_error(error: InterviewError):
     """(status, JSON body) for a change the hub refused, as the form reads them."""
     if isinstance(error, InterviewSettled):
@@ -3500,15 +3514,24 @@ def http_error(error: InterviewError):
     return 500, error_body(500, "internal error", "internal-error")
 
 
-def form_server_class():
-    """The ThreadingHTTPServer subclass that serves forms (built once, on first use)."""
-    global _FORM_SERVER_CLASS
-    if _FORM_SERVER_CLASS is None:
-        _FORM_SERVER_CLASS = _build_form_server_class()
-    return _FORM_SERVER_CLASS
+class BuiltOnce:
+    """`built()` is what `build()` returns, built on the first call only: the server classes,
+    whose http.server import waits until a form is needed."""
+
+    def __init__(self, build) -> None:
+        self.build = build
+        self.value = None
+        self.lock = threading.Lock()
+
+    def __call__(self):
+        with self.lock:
+            if self.value is None:
+                self.value = self.build()
+            return self.value
 
 
 def _build_form_server_class():
+    """The ThreadingHTTPServer subclass that serves forms."""
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     class FormRequestHandler(FormRequestPlumbing, BaseHTTPRequestHandler):
@@ -3540,6 +3563,9 @@ def _build_form_server_class():
                 self.runtime.log.event("http-error", "error", error=repr(error)[:300])
 
     return FormServer
+
+
+form_server_class = BuiltOnce(_build_form_server_class)
 
 
 def host_name(host_header: str) -> str:
@@ -3629,10 +3655,29 @@ class Runtime:
         with self.server_lock:
             server, self.form_server = self.form_server, None
         if server is not None:
-            server.shutdown()
+            stop_serving(server)
             server.server_close()
             self.log.event("http-stopped")
         self.log.close()
+
+
+def stop_serving(server) -> None:
+    """End a serve_forever loop now. shutdown() alone waits until the loop next wakes, up to
+    its poll interval, and a client that sends SIGINT sends SIGTERM 100 ms later; a connection
+    to the listening socket wakes the loop at once, and it stops without serving it."""
+    import socket
+
+    host, port = server.server_address[:2]
+    host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+    stopping = threading.Thread(target=server.shutdown, name="ask-user-rich-http-stop", daemon=True)
+    stopping.start()
+    deadline = time.monotonic() + 2.0
+    while stopping.is_alive() and time.monotonic() < deadline:
+        try:
+            socket.create_connection((host, port), timeout=0.5).close()
+        except OSError:
+            pass
+        stopping.join(0.02)
 
 
 # ============================================================================================
@@ -3966,36 +4011,33 @@ INBOX_ROUTES = (
     ("GET", "/api/inbox/<key>/events", route_inbox_events),
 )
 
-_INBOX_SERVER_CLASS = None
-
-
-def inbox_server_class():
+def _build_inbox_server_class():
     """The form server's class, on the inbox's routes and loopback names only."""
-    global _INBOX_SERVER_CLASS
-    if _INBOX_SERVER_CLASS is None:
-        import socket
+    import socket
 
-        class InboxServer(form_server_class()):
-            routes = INBOX_ROUTES
-            # On Windows SO_REUSEADDR lets a second socket take a port that is in use, which
-            # would make two holders; there an exclusive bind is asked for instead.
-            allow_reuse_address = os.name != "nt"
+    class InboxServer(form_server_class()):
+        routes = INBOX_ROUTES
+        # On Windows SO_REUSEADDR lets a second socket take a port that is in use, which
+        # would make two holders; there an exclusive bind is asked for instead.
+        allow_reuse_address = os.name != "nt"
 
-            def __init__(self, inbox, address):
-                self.inbox = inbox
-                super().__init__(inbox.runtime, address)
-                names = ("localhost", "127.0.0.1", "[::1]")
-                port = self.server_address[1]
-                self.allowed_hosts = frozenset(names)
-                self.allowed_origins = frozenset("http://%s:%d" % (name, port) for name in names)
+        def __init__(self, inbox, address):
+            self.inbox = inbox
+            super().__init__(inbox.runtime, address)
+            names = ("localhost", "127.0.0.1", "[::1]")
+            port = self.server_address[1]
+            self.allowed_hosts = frozenset(names)
+            self.allowed_origins = frozenset("http://%s:%d" % (name, port) for name in names)
 
-            def server_bind(self):
-                if os.name == "nt" and hasattr(socket, "SO_EXCLUSIVEADDRUSE"):
-                    self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_EXCLUSIVEADDRUSE, 1)
-                super().server_bind()
+        def server_bind(self):
+            if os.name == "nt" and hasattr(socket, "SO_EXCLUSIVEADDRUSE"):
+                self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_EXCLUSIVEADDRUSE, 1)
+            super().server_bind()
 
-        _INBOX_SERVER_CLASS = InboxServer
-    return _INBOX_SERVER_CLASS
+    return InboxServer
+
+
+inbox_server_class = BuiltOnce(_build_inbox_server_class)
 
 
 def port_is_free(host: str, port: int) -> bool:
@@ -5607,10 +5649,10 @@ WSL_INTEROP_DIR = "/proc/sys/fs/binfmt_misc"
 WSL_WINDOWS_ROOT = "/mnt/c"  # cmd.exe and powershell.exe warn about (or fail in) a Linux cwd
 WSL_CMD_EXE = "/mnt/c/Windows/System32/cmd.exe"
 # Where the Windows openers live when the distro does not append the Windows PATH.
-WSL_WINDOWS_PATHS = {
+WSL_WINDOWS_PATHS = MappingProxyType({
     "explorer.exe": "/mnt/c/Windows/explorer.exe",
     "powershell.exe": "/mnt/c/Windows/System32/WindowsPowerShell/v1.0/powershell.exe",
-}
+})
 WSL_INTEROP_FIX = (
     "to re-enable WSL interop run: sudo sh -c 'echo \":WSLInterop:M::MZ::/init:PF\" > "
     "/usr/lib/binfmt.d/WSLInterop.conf' && sudo systemctl restart systemd-binfmt (or run "
@@ -6335,68 +6377,6 @@ def appended_result(reply: dict, title: str) -> dict:
 
 
 # ============================================================================================
-# The code cache: where askrich.pyz keeps its compiled code
-# ============================================================================================
-#
-# A module inside a zip is compiled at every start, so askrich.pyz keeps this module's compiled
-# code in a per-user folder. Its entry point runs before this module can be imported, so
-# build_zipapp.py copies the three functions below, and ENV_CODE_CACHE and ENV_RESTARTED, into
-# it: keep them to os and sys.
-
-
-def code_cache_dir():
-    """The per-user folder for compiled code, or None with no home directory."""
-    if sys.platform == "win32":
-        base = os.environ.get("LOCALAPPDATA") or ""
-        path = os.path.join(base, "ask-user-rich", "Cache")
-    else:
-        home = os.path.expanduser("~")
-        if home.rstrip("/") == "":  # HOME="" would put the cache at /.cache
-            home = "~"
-        if sys.platform == "darwin":
-            path = os.path.join(home, "Library", "Caches", "ask-user-rich")
-        else:
-            base = os.environ.get("XDG_CACHE_HOME")
-            if not base or not os.path.isabs(base):
-                base = os.path.join(home, ".cache")
-            path = os.path.join(base, "ask-user-rich")
-    return path if os.path.isabs(path) else None  # no home: no cache, never a relative folder
-
-
-def own_folder(folder: str) -> bool:
-    """Whether compiled code in `folder` may be trusted: on POSIX it must be this user's and
-    writable by nobody else, or another user could plant code that we would run."""
-    if os.name != "posix":
-        return True
-    status = os.stat(folder)
-    return status.st_uid == os.getuid() and not status.st_mode & 0o022
-
-
-def store_code(folder: str, name: str, blob: bytes, stem: str, keep: int = 4) -> None:
-    """Write one compiled-code file into `folder` whole or not at all (0600, through a temporary
-    file and a rename, so a concurrent start never reads half of it), then delete all but the
-    `keep` newest files whose names start with `stem`: the versions of the code left behind."""
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    path = os.path.join(folder, name)
-    temporary = "%s.%d.tmp" % (path, os.getpid())
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(blob)
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
-    try:
-        older = sorted((other for other in os.listdir(folder) if other.startswith(stem) and other.endswith(".pyc")),
-                       key=lambda other: os.stat(os.path.join(folder, other)).st_mtime)
-        for other in older[:-keep]:
-            os.unlink(os.path.join(folder, other))
-    except OSError:
-        pass  # another start tidied at the same time
-
-
-# ============================================================================================
 # Command line
 # ============================================================================================
 
@@ -6468,7 +6448,7 @@ def read_interview_file(path: str):
 def run_stdio_server() -> int:
     import signal
 
-    hold_running_archive()
+    RunningArchive.hold()
     config, warnings = Config.from_env()
     protocol_out = sys.stdout.buffer
     # stdout belongs to the protocol: a stray print anywhere must land on stderr instead.
