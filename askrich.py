@@ -28,13 +28,13 @@ Contents, in the order data flows (each a banner below):
   The MCP server                    each era's methods, dispatch, shutdown
   Delivery                          openers, and the client's own form (elicitation)
   The tools                         ask_user_rich, append_questions, await_user_answers
-  The code cache · Command line
+  Command line
 """
 
 from __future__ import annotations
 
 __version__ = "0.1.0"
-__all__ = [
+__all__ = (
     "Config",
     "InvalidInterview",
     "InterviewError",
@@ -46,7 +46,7 @@ __all__ = [
     "build_result",
     "plan_openers",
     "main",
-]
+)
 
 # Only what the MCP handshake needs is imported here: every agent session spawns this server,
 # so start-up time is felt. The HTTP server, subprocess, unicodedata, difflib, secrets and the
@@ -76,6 +76,7 @@ META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
 META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 TASK_POLL_MS = 2000
+TASK_POLL_MAX_MS = 30000
 # discover and tools/list: the same answer for every caller for the life of the process.
 CACHE_HINTS = MappingProxyType({"ttlMs": 3600000, "cacheScope": "public"})
 REQUEST_STATE_SECONDS = 3600  # a multi round-trip retry must come within the hour
@@ -136,13 +137,13 @@ ASSET_FILES = frozenset(
 )
 # Fixed, not guessed: on Windows `mimetypes` often calls .js text/plain, which browsers refuse
 # to run as a module.
-ASSET_CONTENT_TYPES = {
+ASSET_CONTENT_TYPES = MappingProxyType({
     ".html": "text/html; charset=utf-8",
     ".css": "text/css; charset=utf-8",
     ".js": "text/javascript; charset=utf-8",
     ".mjs": "text/javascript; charset=utf-8",
     ".json": "application/json",
-}
+})
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
@@ -181,17 +182,38 @@ class Config:
         protocol: str = "auto",
         inbox_port: int = 0,
     ) -> None:
-        self.open_browser = open_browser
-        self.open_cmd = open_cmd
-        self.port = port
-        self.host = host
-        self.public_host = public_host
-        self.progress_ms = progress_ms
-        self.log_dir = log_dir or default_log_dir()
-        self.protocol = protocol  # "auto": both eras; "legacy": only the initialize era
-        # The well-known inbox port is what from_env picks: a Config built in code (the tests,
-        # the doctor's self-test) keeps out of the user's inbox unless it names a port.
-        self.inbox_port = inbox_port  # 0: no inbox
+        # Frozen: whatever holds a Config may rely on it staying as it was read; a changed
+        # setting is a new Config (replace()).
+        values = {
+            "open_browser": open_browser,
+            "open_cmd": open_cmd,
+            "port": port,
+            "host": host,
+            "public_host": public_host,
+            "progress_ms": progress_ms,
+            "log_dir": log_dir or default_log_dir(),
+            "protocol": protocol,  # "auto": both eras; "legacy": only the initialize era
+            # The well-known inbox port is what from_env picks: a Config built in code (the
+            # tests, the doctor's self-test) keeps out of the user's inbox unless it names a port.
+            "inbox_port": inbox_port,  # 0: no inbox
+        }
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("Config is frozen: build a new one with replace(%s=...)" % name)
+
+    def __delattr__(self, name):
+        raise AttributeError("Config is frozen")
+
+    def replace(self, **changes) -> "Config":
+        """A new Config with `changes` and every other setting as here."""
+        values = {name: getattr(self, name) for name in self.__slots__}
+        values.update(changes)
+        return Config(**values)
+
+    def __repr__(self) -> str:
+        return "Config(%s)" % ", ".join("%s=%r" % (name, getattr(self, name)) for name in self.__slots__)
 
     @classmethod
     def from_env(cls, environ=None) -> tuple[Config, list[str]]:
@@ -921,7 +943,7 @@ def readable_client_name(name: str) -> str:
 # so it restates the title, each header and each label, and carries a one-screen summary.
 
 ANSWER_FIELDS = ("status", "selected", "optionTexts", "other", "ranked", "notes")
-ANSWER_MODES = {"answer": "answered", "defer": "deferred", "needs-info": "needs-info"}
+ANSWER_MODES = MappingProxyType({"answer": "answered", "defer": "deferred", "needs-info": "needs-info"})
 
 
 def unanswered(notes=None) -> dict:
@@ -2889,8 +2911,9 @@ def read_asset(name: str) -> bytes:
         # Through the zip this process runs from, never a path remembered in compiled code:
         # the code cache is shared by every copy of the same archive, wherever each one is.
         try:
-            if RUNNING_ARCHIVE is not None and RUNNING_ARCHIVE.changed():
-                return RUNNING_ARCHIVE.read("/".join(["assets"] + parts))
+            held = RunningArchive.held
+            if held is not None and held.changed():
+                return held.read("/".join(["assets"] + parts))
             return loader.get_data(os.path.join(archive, "assets", *parts))
         except OSError:
             raise
@@ -2908,6 +2931,19 @@ class RunningArchive:
     archive, or the archive is moved away, while the server runs, its form's files are read
     from the file held here instead: the bytes this server started with while any name still
     holds them, else the whole of what replaced them in place."""
+
+    held = None  # the one a stdio server holds while it runs from askrich.pyz on POSIX
+
+    @classmethod
+    def hold(cls) -> None:
+        """Open `held` when this process runs from a zip. Not on Windows, where a file held
+        open cannot be replaced: that would keep users from installing an update."""
+        archive = getattr(globals().get("__loader__"), "archive", None)
+        if archive and os.name == "posix" and cls.held is None:
+            try:
+                cls.held = cls(os.path.abspath(archive))
+            except OSError:
+                pass  # already gone: zipimport's own reads are all there is
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -2932,21 +2968,6 @@ class RunningArchive:
             self.handle.seek(0)
             with zipfile.ZipFile(self.handle) as archive:
                 return archive.read(member)
-
-
-RUNNING_ARCHIVE = None  # a RunningArchive while a stdio server runs from askrich.pyz on POSIX
-
-
-def hold_running_archive() -> None:
-    """Open RUNNING_ARCHIVE when this process runs from a zip. Not on Windows, where a file held
-    open cannot be replaced: that would keep users from installing an update."""
-    global RUNNING_ARCHIVE
-    archive = getattr(globals().get("__loader__"), "archive", None)
-    if archive and os.name == "posix" and RUNNING_ARCHIVE is None:
-        try:
-            RUNNING_ARCHIVE = RunningArchive(os.path.abspath(archive))
-        except OSError:
-            pass  # already gone: zipimport's own reads are all there is
 
 
 # ============================================================================================
@@ -3136,10 +3157,8 @@ def route_attachment_upload(request, params: dict):
     forces a CORS preflight, which is never answered, so another site cannot upload."""
     import urllib.parse
 
-    # Until the file is stored, a refusal leaves the body unread or cut short: the connection
-    # cannot carry another request.
-    closing = request.close_connection
-    request.close_connection = True
+    # A refusal may leave the body unread or cut short; no harm, since the handler speaks
+    # HTTP/1.0 and every connection closes after its one request.
     interview = api_interview(request, params)
     encoded = request.headers.get("X-Attachment-Name")
     if encoded is None:
@@ -3156,7 +3175,6 @@ def route_attachment_upload(request, params: dict):
         entry = interview.attachments.add(name, media_type, length, request.rfile)
     except AttachmentRefused as error:
         return json_reply(*http_error(error))
-    request.close_connection = closing
     hub.log.event("attachment-stored", interview=interview.id, attachment=entry["id"],
                   bytes=length, mimeType=media_type)
     return json_reply(201, {key: entry[key] for key in ("id", "name", "mimeType", "bytes")})
@@ -3411,9 +3429,6 @@ class FormRequestPlumbing:
             self.connection.settimeout(self.timeout)
 
 
-_FORM_SERVER_CLASS = None
-
-
 def http_error(error: InterviewError):
     """(status, JSON body) for a change the hub refused, as the form reads them."""
     if isinstance(error, InterviewSettled):
@@ -3433,15 +3448,24 @@ def http_error(error: InterviewError):
     return 500, error_body(500, "internal error", "internal-error")
 
 
-def form_server_class():
-    """The ThreadingHTTPServer subclass that serves forms (built once, on first use)."""
-    global _FORM_SERVER_CLASS
-    if _FORM_SERVER_CLASS is None:
-        _FORM_SERVER_CLASS = _build_form_server_class()
-    return _FORM_SERVER_CLASS
+class BuiltOnce:
+    """`built()` is what `build()` returns, built on the first call only: the server classes,
+    whose http.server import waits until a form is needed."""
+
+    def __init__(self, build) -> None:
+        self.build = build
+        self.value = None
+        self.lock = threading.Lock()
+
+    def __call__(self):
+        with self.lock:
+            if self.value is None:
+                self.value = self.build()
+            return self.value
 
 
 def _build_form_server_class():
+    """The ThreadingHTTPServer subclass that serves forms."""
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     class FormRequestHandler(FormRequestPlumbing, BaseHTTPRequestHandler):
@@ -3473,6 +3497,9 @@ def _build_form_server_class():
                 self.runtime.log.event("http-error", "error", error=repr(error)[:300])
 
     return FormServer
+
+
+form_server_class = BuiltOnce(_build_form_server_class)
 
 
 def host_name(host_header: str) -> str:
@@ -3562,10 +3589,29 @@ class Runtime:
         with self.server_lock:
             server, self.form_server = self.form_server, None
         if server is not None:
-            server.shutdown()
+            stop_serving(server)
             server.server_close()
             self.log.event("http-stopped")
         self.log.close()
+
+
+def stop_serving(server) -> None:
+    """End a serve_forever loop now. shutdown() alone waits until the loop next wakes, up to
+    its poll interval, and a client that sends SIGINT sends SIGTERM 100 ms later; a connection
+    to the listening socket wakes the loop at once, and it stops without serving it."""
+    import socket
+
+    host, port = server.server_address[:2]
+    host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+    stopping = threading.Thread(target=server.shutdown, name="ask-user-rich-http-stop", daemon=True)
+    stopping.start()
+    deadline = time.monotonic() + 2.0
+    while stopping.is_alive() and time.monotonic() < deadline:
+        try:
+            socket.create_connection((host, port), timeout=0.5).close()
+        except OSError:
+            pass
+        stopping.join(0.02)
 
 
 # ============================================================================================
@@ -3899,36 +3945,33 @@ INBOX_ROUTES = (
     ("GET", "/api/inbox/<key>/events", route_inbox_events),
 )
 
-_INBOX_SERVER_CLASS = None
-
-
-def inbox_server_class():
+def _build_inbox_server_class():
     """The form server's class, on the inbox's routes and loopback names only."""
-    global _INBOX_SERVER_CLASS
-    if _INBOX_SERVER_CLASS is None:
-        import socket
+    import socket
 
-        class InboxServer(form_server_class()):
-            routes = INBOX_ROUTES
-            # On Windows SO_REUSEADDR lets a second socket take a port that is in use, which
-            # would make two holders; there an exclusive bind is asked for instead.
-            allow_reuse_address = os.name != "nt"
+    class InboxServer(form_server_class()):
+        routes = INBOX_ROUTES
+        # On Windows SO_REUSEADDR lets a second socket take a port that is in use, which
+        # would make two holders; there an exclusive bind is asked for instead.
+        allow_reuse_address = os.name != "nt"
 
-            def __init__(self, inbox, address):
-                self.inbox = inbox
-                super().__init__(inbox.runtime, address)
-                names = ("localhost", "127.0.0.1", "[::1]")
-                port = self.server_address[1]
-                self.allowed_hosts = frozenset(names)
-                self.allowed_origins = frozenset("http://%s:%d" % (name, port) for name in names)
+        def __init__(self, inbox, address):
+            self.inbox = inbox
+            super().__init__(inbox.runtime, address)
+            names = ("localhost", "127.0.0.1", "[::1]")
+            port = self.server_address[1]
+            self.allowed_hosts = frozenset(names)
+            self.allowed_origins = frozenset("http://%s:%d" % (name, port) for name in names)
 
-            def server_bind(self):
-                if os.name == "nt" and hasattr(socket, "SO_EXCLUSIVEADDRUSE"):
-                    self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_EXCLUSIVEADDRUSE, 1)
-                super().server_bind()
+        def server_bind(self):
+            if os.name == "nt" and hasattr(socket, "SO_EXCLUSIVEADDRUSE"):
+                self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_EXCLUSIVEADDRUSE, 1)
+            super().server_bind()
 
-        _INBOX_SERVER_CLASS = InboxServer
-    return _INBOX_SERVER_CLASS
+    return InboxServer
+
+
+inbox_server_class = BuiltOnce(_build_inbox_server_class)
 
 
 def port_is_free(host: str, port: int) -> bool:
@@ -4007,16 +4050,15 @@ class Inbox:
         self.server = None
         self.server_thread = None
         self.holder = None  # None: unknown; "ours", "foreign" or "free" as last probed
-        self.probed = float("-inf")  # when
+        self.probed = float("-inf")  # when it was probed last
         self.reported_foreign = False
         self.streams = 0
-        self.stamp = None
+        self.stamp = None  # the other entries' names, times and sizes at the last full scan
         self.others: list = []  # the entries of the other live processes, as last scanned
         self.total = 0  # the interviews pending anywhere, as the forms were last told
         self.folder_stamp = None  # the registry folder's mtime at the last full scan
         self.scanned = float("-inf")
-        self.revision = 0
-        self.snapshot = None  # the listing's JSON text, as last sent to pages
+        self.revision = 0  # grows at every look at the folder while a page is watching
 
     # -- what the hub tells it ------------------------------------------------------------
 
@@ -4344,7 +4386,8 @@ AFTER_TEXT = """After the call:
 - status "declined": the user chose not to answer now; do not proceed as if they agreed.
 - Answers and the general notes may carry attachments (screenshots, logs): read each file at its absolute path with your own file tools.
 - status "awaiting": show the url to the user, then call await_user_answers with the sessionId to wait for the submit.
-- Follow-up questions while the form is open (or while a call waits): append_questions, not a second interview."""
+- Follow-up questions while the form is open (or while a call waits): append_questions, not a second interview.
+- A task id "<sessionId>.<n>" names its interview: pass it (or the part before the dot) as sessionId."""
 
 # In the instructions and in ask_user_rich's description, as AFTER_TEXT is: a client may show
 # the model only one of them.
@@ -5019,16 +5062,41 @@ class Task:
         self.error = None
         self.cancellation = cancellation
         self.settled_monotonic = None
+        self.seen = None  # what the user had done at the last look, for the poll interval
+        self.active_monotonic = time.monotonic()
 
-    def view(self) -> dict:
+    def status_message(self) -> str:
+        """While working: the progress, how to reach the interview, and the form's link last,
+        so that the model and the person can get to the form even when no browser opened."""
+        if self.status != "working" or self.interview is None:
+            return self.message
+        return "%s; sessionId %s (append_questions, await_user_answers). Form: %s" % (
+            self.message, quote(self.interview_id), self.interview.url)
+
+    def poll_interval(self, now: float) -> int:
+        """2 s while the user is busy or the task is young; then longer, up to 30 s, for every
+        minute nothing changes: a person away from the form needs no poll every 2 s."""
+        if self.status != "working" or self.interview is None:
+            return TASK_POLL_MS
+        counts_revision, facts = self.interview.progress_snapshot()
+        signature = (counts_revision, facts["answered"], facts["total"], facts["form"])
+        if signature != self.seen:
+            self.seen = signature
+            self.active_monotonic = now
+        idle_minutes = int((now - self.active_monotonic) // 60)
+        if idle_minutes < 1:
+            return TASK_POLL_MS
+        return min(TASK_POLL_MAX_MS, TASK_POLL_MS << min(idle_minutes, 8))
+
+    def view(self, now=None) -> dict:
         shown = {
             "taskId": self.id,
             "status": self.status,
-            "statusMessage": self.message,
+            "statusMessage": self.status_message(),
             "createdAt": iso_utc(self.created),
             "lastUpdatedAt": iso_utc(self.updated),
             "ttlMs": None,
-            "pollIntervalMs": TASK_POLL_MS,
+            "pollIntervalMs": self.poll_interval(time.monotonic() if now is None else now),
         }
         if self.result is not None:
             shown["result"] = self.result
@@ -5040,9 +5108,10 @@ class Task:
 class TaskRegistry:
     """Every task of this process, and those of an earlier one recovered from the archive."""
 
-    def __init__(self, log: Log, archive: Archive) -> None:
+    def __init__(self, log: Log, archive: Archive, clock=time.monotonic) -> None:
         self.log = log
         self.archive = archive
+        self.clock = clock  # the poll interval's minutes, injectable for its tests
         self.lock = threading.Lock()
         self.tasks: dict = {}
         self.counter = 0
@@ -5052,8 +5121,9 @@ class TaskRegistry:
             self.counter += 1
             task = Task("%s.%d" % (interview.id, self.counter), interview.id, message, cancellation,
                         time.time(), interview)
+            task.active_monotonic = self.clock()
             self.tasks[task.id] = task
-            view = task.view()
+            view = task.view(self.clock())
         # On disk before the task is answered.
         interview.add_task(task.id, lambda ids: self.archive.record_tasks(interview.id, ids))
         self.log.event("task-created", task=task.id, interview=interview.id)
@@ -5073,6 +5143,9 @@ class TaskRegistry:
                 return
             task.status = "completed"
             task.result = result
+            summary = (result.get("structuredContent") or {}).get("summary")
+            if isinstance(summary, str):
+                task.message = summary.split("\n", 1)[0]
             self._settled(task)
         self.log.event("task-completed", task=task_id)
 
@@ -5082,6 +5155,8 @@ class TaskRegistry:
             if task.status != "working":
                 return
             task.status = "cancelled"
+            if task.interview is not None:
+                task.message = "Cancelled by the client; the form stays open at %s" % task.interview.url
             self._settled(task)
         self.log.event("task-cancelled", task=task.id)
         task.cancellation.cancel()
@@ -5089,7 +5164,7 @@ class TaskRegistry:
     def get(self, task_id) -> dict:
         task = self._find(task_id)
         with self.lock:
-            return task.view()
+            return task.view(self.clock())
 
     def _settled(self, task: Task) -> None:
         task.updated = time.time()
@@ -5508,10 +5583,10 @@ WSL_INTEROP_DIR = "/proc/sys/fs/binfmt_misc"
 WSL_WINDOWS_ROOT = "/mnt/c"  # cmd.exe and powershell.exe warn about (or fail in) a Linux cwd
 WSL_CMD_EXE = "/mnt/c/Windows/System32/cmd.exe"
 # Where the Windows openers live when the distro does not append the Windows PATH.
-WSL_WINDOWS_PATHS = {
+WSL_WINDOWS_PATHS = MappingProxyType({
     "explorer.exe": "/mnt/c/Windows/explorer.exe",
     "powershell.exe": "/mnt/c/Windows/System32/WindowsPowerShell/v1.0/powershell.exe",
-}
+})
 WSL_INTEROP_FIX = (
     "to re-enable WSL interop run: sudo sh -c 'echo \":WSLInterop:M::MZ::/init:PF\" > "
     "/usr/lib/binfmt.d/WSLInterop.conf' && sudo systemctl restart systemd-binfmt (or run "
@@ -6050,7 +6125,7 @@ class InterviewTools:
         problems = check_session_arguments(arguments, APPEND_FIELDS)
         if problems.lines:
             raise InvalidInterview(problems.lines, FOLLOW_UP_HEADING)
-        interview = self.runtime.hub.require(arguments["sessionId"])
+        interview = self.runtime.hub.require(interview_id_of(arguments["sessionId"]))
         reply = self.runtime.append_questions(interview.id, arguments.get("questions"), arguments.get("note"))
         return appended_result(reply, interview.spec["title"])
 
@@ -6059,7 +6134,7 @@ class InterviewTools:
         timeout = check_timeout(arguments.get("timeoutSeconds"), problems)
         if problems.lines:
             raise InvalidInterview(problems.lines, "Invalid arguments:")
-        session_id = arguments.get("sessionId")
+        session_id = interview_id_of(arguments["sessionId"])
         interview = self.runtime.hub.get(session_id)
         if interview is None:
             record = self.runtime.archive.find(session_id)
@@ -6193,6 +6268,15 @@ def url_refusal_reason(why: str, action, detail) -> str:
     )
 
 
+def interview_id_of(session_id: str) -> str:
+    """The interview a sessionId names: a task id `<interviewId>.<n>` names its interview,
+    since a model that has only the task id will pass that."""
+    interview_id, dot, number = session_id.rpartition(".")
+    if dot and number.isdigit() and number.isascii() and is_session_id(interview_id):
+        return interview_id
+    return session_id
+
+
 def check_session_arguments(arguments: dict, fields) -> Problems:
     """Unknown fields and a malformed sessionId, as problem lines."""
     problems = Problems()
@@ -6217,68 +6301,6 @@ def appended_result(reply: dict, title: str) -> dict:
         "content": [{"type": "text", "text": sentence}, {"type": "text", "text": json.dumps(reply)}],
         "structuredContent": reply,
     }
-
-
-# ============================================================================================
-# The code cache: where askrich.pyz keeps its compiled code
-# ============================================================================================
-#
-# A module inside a zip is compiled at every start, so askrich.pyz keeps this module's compiled
-# code in a per-user folder. Its entry point runs before this module can be imported, so
-# build_zipapp.py copies the three functions below, and ENV_CODE_CACHE and ENV_RESTARTED, into
-# it: keep them to os and sys.
-
-
-def code_cache_dir():
-    """The per-user folder for compiled code, or None with no home directory."""
-    if sys.platform == "win32":
-        base = os.environ.get("LOCALAPPDATA") or ""
-        path = os.path.join(base, "ask-user-rich", "Cache")
-    else:
-        home = os.path.expanduser("~")
-        if home.rstrip("/") == "":  # HOME="" would put the cache at /.cache
-            home = "~"
-        if sys.platform == "darwin":
-            path = os.path.join(home, "Library", "Caches", "ask-user-rich")
-        else:
-            base = os.environ.get("XDG_CACHE_HOME")
-            if not base or not os.path.isabs(base):
-                base = os.path.join(home, ".cache")
-            path = os.path.join(base, "ask-user-rich")
-    return path if os.path.isabs(path) else None  # no home: no cache, never a relative folder
-
-
-def own_folder(folder: str) -> bool:
-    """Whether compiled code in `folder` may be trusted: on POSIX it must be this user's and
-    writable by nobody else, or another user could plant code that we would run."""
-    if os.name != "posix":
-        return True
-    status = os.stat(folder)
-    return status.st_uid == os.getuid() and not status.st_mode & 0o022
-
-
-def store_code(folder: str, name: str, blob: bytes, stem: str, keep: int = 4) -> None:
-    """Write one compiled-code file into `folder` whole or not at all (0600, through a temporary
-    file and a rename, so a concurrent start never reads half of it), then delete all but the
-    `keep` newest files whose names start with `stem`: the versions of the code left behind."""
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    path = os.path.join(folder, name)
-    temporary = "%s.%d.tmp" % (path, os.getpid())
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(blob)
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
-    try:
-        older = sorted((other for other in os.listdir(folder) if other.startswith(stem) and other.endswith(".pyc")),
-                       key=lambda other: os.stat(os.path.join(folder, other)).st_mtime)
-        for other in older[:-keep]:
-            os.unlink(os.path.join(folder, other))
-    except OSError:
-        pass  # another start tidied at the same time
 
 
 # ============================================================================================
@@ -6353,7 +6375,7 @@ def read_interview_file(path: str):
 def run_stdio_server() -> int:
     import signal
 
-    hold_running_archive()
+    RunningArchive.hold()
     config, warnings = Config.from_env()
     protocol_out = sys.stdout.buffer
     # stdout belongs to the protocol: a stray print anywhere must land on stderr instead.

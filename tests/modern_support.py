@@ -84,6 +84,13 @@ SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schemas"
 _SCHEMA = []
 
 
+def schema_defs() -> dict:
+    if not _SCHEMA:
+        with open(SCHEMA_PATH, encoding="utf-8") as handle:
+            _SCHEMA.append(json.load(handle))
+    return _SCHEMA[0]["$defs"]
+
+
 def assert_fits_the_schema(definition: str, value) -> None:
     """`value` is valid as `$defs[definition]` of the official 2026-07-28 JSON schema (vendored
     in tests/schemas): every required field present, every enum respected."""

@@ -21,7 +21,24 @@ import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILDER = os.path.join(ROOT, "build_zipapp.py")
-PYENV_VERSIONS = os.environ.get("ASK_USER_RICH_TEST_PYENV", "/root/.pyenv/versions")
+
+
+def _pyenv_versions() -> str:
+    """Where pyenv keeps its interpreters: ASK_USER_RICH_TEST_PYENV, else $PYENV_ROOT/versions,
+    else `pyenv root`, else ~/.pyenv."""
+    if os.environ.get("ASK_USER_RICH_TEST_PYENV"):
+        return os.environ["ASK_USER_RICH_TEST_PYENV"]
+    root = os.environ.get("PYENV_ROOT")
+    if not root:
+        try:
+            root = subprocess.run(["pyenv", "root"], capture_output=True, text=True, timeout=10,
+                                  check=True).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            root = ""
+    return os.path.join(root or os.path.expanduser("~/.pyenv"), "versions")
+
+
+PYENV_VERSIONS = _pyenv_versions()
 SUPPORTED = ["3.8", "3.9", "3.10", "3.11", "3.12", "3.13"]
 
 # Hard limits (seconds) for every child process and every wait on one.

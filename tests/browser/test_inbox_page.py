@@ -246,3 +246,36 @@ def test_the_form_says_how_many_more_wait_and_links_to_the_inbox(browser, inbox_
         link.wait_for(state="hidden")
     finally:
         context.close()
+
+
+def test_the_page_lists_three_agent_processes_and_follows_them_live(browser, tmp_path):
+    from inbox_support import Agent
+
+    port = free_port()
+    logs = tmp_path / "logs"
+    agents = []
+    context = browser.new_context(viewport=DESKTOP, locale="en-US")
+    try:
+        agents.append(Agent(logs, port, "claude-code", tmp_path / "web-app", "Database choice", 12))
+        agents[0].server.log.wait_for("inbox-holding")
+        agents.append(Agent(logs, port, "codex", tmp_path / "api-server", "API versioning", 4))
+        agents.append(Agent(logs, port, "gemini-cli", tmp_path / "docs-site", "Docs layout", 2))
+        context.add_init_script(WATCH_CSP)
+        page = context.new_page()
+        page.goto("http://localhost:%d/inbox/%s" % (port, read_key(logs)))
+        page.wait_for_function("() => document.querySelectorAll('#inbox-list > li').length === 3")
+        assert rows(page) == ["Database choice", "API versioning", "Docs layout"]
+        who = page.locator("#inbox-list > li").evaluate_all(
+            "lis => lis.map(li => [li.querySelector('.inbox-agent').textContent,"
+            " li.querySelector('.inbox-project').textContent, li.querySelector('.inbox-project').title])")
+        assert who == [["Claude Code", "web-app", agents[0].folder], ["Codex", "api-server", agents[1].folder],
+                       ["Gemini CLI", "docs-site", agents[2].folder]]
+        assert page.title() == "(3) ask-user-rich inbox"
+        submit(agents[1].url, {})
+        page.wait_for_function("() => document.title === '(2) ask-user-rich inbox'")
+        assert rows(page) == ["Database choice", "Docs layout"]
+        assert page.evaluate("window.__csp") == []
+    finally:
+        context.close()
+        for agent in agents:
+            agent.close()
