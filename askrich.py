@@ -3328,6 +3328,18 @@ ANNOTATIONS = {
     "openWorldHint": False,
 }
 
+# Claude Code keeps a tool result in the conversation up to `anthropic/maxResultSizeChars`
+# characters, at most 500,000, and saves anything larger to a file the model sees only as a
+# 2 KB preview. A submit may carry 5 MiB of answers, so no smaller figure covers every result.
+MAX_RESULT_SIZE_CHARS = 500000
+
+
+def claude_code_hints(search_hint: str) -> dict:
+    """A tool's `_meta` for Claude Code: the words its tool search matches while MCP tools
+    are deferred (whole words: "question" does not find "questions"), and the inline size."""
+    return {"anthropic/searchHint": search_hint, "anthropic/maxResultSizeChars": MAX_RESULT_SIZE_CHARS}
+
+
 TOOLS = (
     {
         "name": "ask_user_rich",
@@ -3365,6 +3377,9 @@ TOOLS = (
         },
         "outputSchema": RESULT_SCHEMA,
         "annotations": ANNOTATIONS,
+        "_meta": claude_code_hints(
+            "ask the user questions and wait for the answers: interview, question, clarify, choose between options, decision, preferences, approval, confirm, feedback, rank, survey, form"
+        ),
     },
     {
         "name": "append_questions",
@@ -3390,6 +3405,9 @@ TOOLS = (
         },
         "outputSchema": APPEND_RESULT_SCHEMA,
         "annotations": ANNOTATIONS,
+        "_meta": claude_code_hints(
+            "add follow-up questions to the interview the user is answering; ask more, another question"
+        ),
     },
     {
         "name": "await_user_answers",
@@ -3410,6 +3428,9 @@ TOOLS = (
         },
         "outputSchema": RESULT_SCHEMA,
         "annotations": ANNOTATIONS,
+        "_meta": claude_code_hints(
+            "wait for the user's answers to an open interview; get the answers, collect the result after a link"
+        ),
     },
 )
 TOOL_NAMES = frozenset(tool["name"] for tool in TOOLS)
