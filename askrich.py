@@ -22,18 +22,19 @@ Contents, in the order data flows (each a banner below):
   The form's files                  assets/, from a checkout or from the running askrich.pyz
   HTTP form server                  the route table and the request plumbing
   Runtime                           the hub, the log and the lazily started form server
+  The inbox                         every process's pending interviews, on one page and port
   Tool definitions                  instructions, schemas, the results' shapes
   Per-call objects and the eras     what a tool talks to for one call, legacy and modern
   The MCP server                    each era's methods, dispatch, shutdown
   Delivery                          openers, and the client's own form (elicitation)
   The tools                         ask_user_rich, append_questions, await_user_answers
-  The code cache · Command line
+  Command line
 """
 
 from __future__ import annotations
 
 __version__ = "0.1.0"
-__all__ = [
+__all__ = (
     "Config",
     "InvalidInterview",
     "InterviewError",
@@ -45,7 +46,7 @@ __all__ = [
     "build_result",
     "plan_openers",
     "main",
-]
+)
 
 # Only what the MCP handshake needs is imported here: every agent session spawns this server,
 # so start-up time is felt. The HTTP server, subprocess, unicodedata, difflib, secrets and the
@@ -55,6 +56,7 @@ import os
 import sys
 import threading
 import time
+from types import MappingProxyType
 
 
 # ============================================================================================
@@ -74,6 +76,9 @@ META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
 META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 TASK_POLL_MS = 2000
+TASK_POLL_MAX_MS = 30000
+# discover and tools/list: the same answer for every caller for the life of the process.
+CACHE_HINTS = MappingProxyType({"ttlMs": 3600000, "cacheScope": "public"})
 REQUEST_STATE_SECONDS = 3600  # a multi round-trip retry must come within the hour
 SERVER_INFO = {"name": SERVER_NAME, "title": SERVER_TITLE, "version": __version__}
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
@@ -85,6 +90,7 @@ ENV_HOST = "ASK_USER_RICH_HOST"
 ENV_PUBLIC_HOST = "ASK_USER_RICH_PUBLIC_HOST"
 ENV_PROGRESS_MS = "ASK_USER_RICH_PROGRESS_MS"
 ENV_LOG_DIR = "ASK_USER_RICH_LOG_DIR"
+ENV_INBOX_PORT = "ASK_USER_RICH_INBOX_PORT"
 ENV_PROTOCOL = "ASK_USER_RICH_PROTOCOL"
 ENV_CODE_CACHE = "ASK_USER_RICH_CODE_CACHE"
 ENV_RESTARTED = "ASK_USER_RICH_RESTARTED"  # internal: askrich.pyz started over from its code cache
@@ -99,6 +105,7 @@ PROGRESS_CHANGE_MIN_SECONDS = 1.0  # answered-count changes are reported at most
 OPENER_GRACE_SECONDS = 5.0  # an opener still running after this long is a foreground launcher
 HTTP_IDLE_TIMEOUT_SECONDS = 30  # a client that trickles its request in loses its thread
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
+INBOX_PORT = 47615  # the inbox's one stable address, on 127.0.0.1
 
 # Where the summary cuts a header, a note, an Other answer and the general notes.
 CUT_HEADER, CUT_NOTES, CUT_OTHER, CUT_GENERAL = 80, 140, 100, 400
@@ -114,11 +121,15 @@ ASSET_FILES = frozenset(
         "js/main.js",
         "js/state.js",
         "js/view.js",
+        "js/review.js",
+        "js/dom.js",
         "js/keys.js",
         "js/rank.js",
         "js/live.js",
         "js/i18n.js",
         "js/attach.js",
+        "js/inbox.js",
+        "inbox.html",
         "vendor/marked.esm.js",
         "vendor/purify.es.mjs",
     }
@@ -126,13 +137,13 @@ ASSET_FILES = frozenset(
 )
 # Fixed, not guessed: on Windows `mimetypes` often calls .js text/plain, which browsers refuse
 # to run as a module.
-ASSET_CONTENT_TYPES = {
+ASSET_CONTENT_TYPES = MappingProxyType({
     ".html": "text/html; charset=utf-8",
     ".css": "text/css; charset=utf-8",
     ".js": "text/javascript; charset=utf-8",
     ".mjs": "text/javascript; charset=utf-8",
     ".json": "application/json",
-}
+})
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
@@ -155,6 +166,7 @@ class Config:
         "progress_ms",
         "log_dir",
         "protocol",
+        "inbox_port",
     )
 
     def __init__(
@@ -168,15 +180,40 @@ class Config:
         progress_ms: int = 15000,
         log_dir: str | None = None,
         protocol: str = "auto",
+        inbox_port: int = 0,
     ) -> None:
-        self.open_browser = open_browser
-        self.open_cmd = open_cmd
-        self.port = port
-        self.host = host
-        self.public_host = public_host
-        self.progress_ms = progress_ms
-        self.log_dir = log_dir or default_log_dir()
-        self.protocol = protocol  # "auto": both eras; "legacy": only the initialize era
+        # Frozen: whatever holds a Config may rely on it staying as it was read; a changed
+        # setting is a new Config (replace()).
+        values = {
+            "open_browser": open_browser,
+            "open_cmd": open_cmd,
+            "port": port,
+            "host": host,
+            "public_host": public_host,
+            "progress_ms": progress_ms,
+            "log_dir": log_dir or default_log_dir(),
+            "protocol": protocol,  # "auto": both eras; "legacy": only the initialize era
+            # The well-known inbox port is what from_env picks: a Config built in code (the
+            # tests, the doctor's self-test) keeps out of the user's inbox unless it names a port.
+            "inbox_port": inbox_port,  # 0: no inbox
+        }
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("Config is frozen: build a new one with replace(%s=...)" % name)
+
+    def __delattr__(self, name):
+        raise AttributeError("Config is frozen")
+
+    def replace(self, **changes) -> "Config":
+        """A new Config with `changes` and every other setting as here."""
+        values = {name: getattr(self, name) for name in self.__slots__}
+        values.update(changes)
+        return Config(**values)
+
+    def __repr__(self) -> str:
+        return "Config(%s)" % ", ".join("%s=%r" % (name, getattr(self, name)) for name in self.__slots__)
 
     @classmethod
     def from_env(cls, environ=None) -> tuple[Config, list[str]]:
@@ -216,6 +253,7 @@ class Config:
                 progress_ms=integer(ENV_PROGRESS_MS, 15000, 10, 86_400_000),
                 log_dir=env.get(ENV_LOG_DIR, "").strip() or default_log_dir(env),
                 protocol=protocol,
+                inbox_port=integer(ENV_INBOX_PORT, INBOX_PORT, 0, 65535),
             ),
             warnings,
         )
@@ -283,6 +321,17 @@ class InvalidAnswers(InterviewError):
         super().__init__(text)
         self.text = text
         self.problems = problems
+
+
+class AttachmentRefused(InterviewError):
+    """An upload or a removal the attachment store does not take. `code` names why, in the
+    words of the HTTP error bodies (ERROR_CODES): too-large, too-many-files,
+    attachments-too-large, upload-incomplete, bad-file-name, not-found, storage-failed."""
+
+    def __init__(self, code: str, text: str) -> None:
+        super().__init__(text)
+        self.code = code
+        self.text = text
 
 
 class FormServerUnavailable(InterviewError):
@@ -377,6 +426,10 @@ class Problems:
 
     def add(self, path: str, text: str) -> None:
         self.lines.append("%s: %s" % (path, text))
+
+    def plain(self, text: str) -> None:
+        """A problem of the whole input rather than of one path in it."""
+        self.lines.append(text)
 
     def unknown_fields(self, path, obj: dict, fields) -> None:
         """Every field of `obj` not in `fields`; `path` None files each under its own name
@@ -890,7 +943,7 @@ def readable_client_name(name: str) -> str:
 # so it restates the title, each header and each label, and carries a one-screen summary.
 
 ANSWER_FIELDS = ("status", "selected", "optionTexts", "other", "ranked", "notes")
-ANSWER_MODES = {"answer": "answered", "defer": "deferred", "needs-info": "needs-info"}
+ANSWER_MODES = MappingProxyType({"answer": "answered", "defer": "deferred", "needs-info": "needs-info"})
 
 
 def unanswered(notes=None) -> dict:
@@ -912,115 +965,80 @@ def _clean_text(value):
     return value or None
 
 
-def check_submission(spec: dict, payload: dict) -> dict:
-    """Normalized answers by question id, or InvalidAnswers naming every problem."""
-    raw_answers = payload["answers"]
-    questions = {q["id"]: q for q in spec["questions"]}
-    problems = []
+def check_submission(spec: dict, payload, uploads=None) -> dict:
+    """A submit judged against the spec and the interview's uploads (an AttachmentStore; None:
+    there are none): the normalized submission {answers, generalNotes, attachments, status}, or
+    InvalidAnswers naming every problem."""
+    if not is_submission_shaped(payload):
+        raise InvalidAnswers("payload must be an object with an answers object")
+    problems = Problems()
+    answers = _check_answers(spec["questions"], payload["answers"], problems)
+    question_ids = {question["id"] for question in spec["questions"]}
+    attachments = _check_attachments(payload.get("attachments"), question_ids, uploads, problems)
+    general_notes = payload.get("generalNotes")
+    if general_notes is not None and not isinstance(general_notes, str):
+        problems.plain("generalNotes must be a string")
+    declined = payload.get("declined", False)
+    if not isinstance(declined, bool):
+        problems.plain("declined must be true or false, not %s" % describe(declined))
+    if problems.lines:
+        raise InvalidAnswers("; ".join(problems.lines), problems.lines)
+    return {
+        "answers": answers,
+        "generalNotes": general_notes,
+        "attachments": attachments,
+        "status": DECLINED if declined else SUBMITTED,
+    }
+
+
+def is_submission_shaped(payload) -> bool:
+    """An object with an answers object: what a submit must be before anything else is read."""
+    return isinstance(payload, dict) and isinstance(payload.get("answers"), dict)
+
+
+def _check_answers(questions: list, raw_answers: dict, problems: Problems) -> dict:
+    """Normalized answers by question id; a question left out is unanswered."""
+    by_id = {q["id"]: q for q in questions}
     for qid in raw_answers:
-        if qid not in questions:
-            problems.append("unknown question id %s" % quote(qid))
+        if qid not in by_id:
+            problems.plain("unknown question id %s" % quote(qid))
     answers = {}
-    for qid, question in questions.items():
+    for qid, question in by_id.items():
         raw = raw_answers.get(qid)
         if raw is None:
             answers[qid] = unanswered()
             continue
-        where = "question %s: " % quote(qid)
+        path = "question %s" % quote(qid)
         if not isinstance(raw, dict):
-            problems.append(where + "an answer must be an object, not %s" % describe(raw))
+            problems.add(path, "an answer must be an object, not %s" % describe(raw))
             continue
-        before = len(problems)
-        answer = _check_answer(question, raw, problems, where)
-        if len(problems) == before:
+        before = len(problems.lines)
+        answer = _check_answer(question, raw, path, problems)
+        if len(problems.lines) == before:
             answers[qid] = answer
-    if problems:
-        raise InvalidAnswers("; ".join(problems), problems)
     return answers
 
 
-def _check_answer(question: dict, raw: dict, problems: list, where: str) -> dict:
+def _check_answer(question: dict, raw: dict, path: str, problems: Problems) -> dict:
     for name in raw:
         if name not in ANSWER_FIELDS:
-            problems.append(where + "unknown field %s" % quote(name))
+            problems.add(path, "unknown field %s" % quote(name))
     mode = raw.get("status", "answer")
     if mode not in ANSWER_MODES:
-        problems.append(
-            where + 'status must be "answer", "defer" or "needs-info", not %s' % describe(mode)
-        )
+        problems.add(path, 'status must be "answer", "defer" or "needs-info", not %s' % describe(mode))
         return unanswered()
-    notes = raw.get("notes")
-    if notes is not None and not isinstance(notes, str):
-        problems.append(where + "notes must be a string, not %s" % describe(notes))
-    notes = _clean_text(notes)
+    notes = _answer_text(raw, "notes", path, problems)
     if mode != "answer":
         answer = unanswered(notes)
         answer["status"] = ANSWER_MODES[mode]
         return answer
-
     options = {option["id"]: option for option in question["options"]}
-    option_order = [option["id"] for option in question["options"]]
-    selected = raw.get("selected") or []
-    if not isinstance(selected, list) or not all(isinstance(v, str) for v in selected):
-        problems.append(where + "selected must be an array of option ids")
-        selected = []
-    for value in selected:
-        if value not in options:
-            problems.append(where + "unknown option id %s" % quote(value))
-    chosen = set(selected)  # a set: `selected` is the form's, of any length
-    picked = [oid for oid in option_order if oid in chosen]
-    if question["kind"] == "rank" and picked:
-        problems.append(where + "a rank question takes ranked, not selected")
-    if not question["multiSelect"] and len(picked) > 1:
-        problems.append(where + "single-select got %d options" % len(picked))
-
-    other = raw.get("other")
-    if other is not None and not isinstance(other, str):
-        problems.append(where + "other must be a string, not %s" % describe(other))
-    other = _clean_text(other)
-    if other is not None and not question["allowOther"]:
-        problems.append(where + "this question takes no Other answer")
-
-    texts = raw.get("optionTexts") or {}
-    option_texts = {}
-    if not isinstance(texts, dict):
-        problems.append(where + "optionTexts must be an object of option id to text")
-        texts = {}
-    for oid, text in texts.items():
-        if oid not in options:
-            problems.append(where + "optionTexts names unknown option id %s" % quote(oid))
-        elif options[oid]["textInput"] is None:
-            problems.append(where + "option %s has no text field" % quote(oid))
-        elif text is not None and not isinstance(text, str):
-            problems.append(where + "the text of option %s must be a string" % quote(oid))
-    for oid in picked:
-        text_input = options[oid]["textInput"]
-        if text_input is None:
-            continue
-        text = _clean_text(texts.get(oid))
-        if text is not None:
-            option_texts[oid] = text
-        elif text_input["required"]:
-            problems.append(where + "option %s needs its text" % quote(oid))
-
-    ranked = raw.get("ranked")
-    if ranked is not None and ranked != []:
-        if question["kind"] != "rank":
-            problems.append(where + "ranked applies only to rank questions")
-            ranked = None
-        elif not isinstance(ranked, list):
-            problems.append(where + "ranked must be an array of option ids")
-            ranked = None
-        else:
-            parts = permutation_problems(ranked, option_order)
-            if parts:
-                problems.append(
-                    where + "ranked must list every option id exactly once (%s)" % "; ".join(parts)
-                )
-                ranked = None
-    else:
-        ranked = None
-
+    picked = _check_selected(question, raw.get("selected") or [], options, path, problems)
+    # An Other on a question that takes none (a rank, allowOther false) is dropped, not refused:
+    # the original server's own clients send one, and a drop-in must take what they send.
+    other = _answer_text(raw, "other", path, problems) if question["allowOther"] else None
+    option_texts = _check_option_texts(raw.get("optionTexts") or {}, picked, options, path, problems)
+    ranked = _check_ranked(question, raw.get("ranked"), path, problems)
     answered = bool(ranked) if question["kind"] == "rank" else bool(picked or other)
     if not answered:
         return unanswered(notes)
@@ -1032,6 +1050,100 @@ def _check_answer(question: dict, raw: dict, problems: list, where: str) -> dict
         "ranked": ranked,
         "notes": notes,
     }
+
+
+def _answer_text(raw: dict, field: str, path: str, problems: Problems):
+    """A free-text field of an answer, cleaned (None when empty)."""
+    value = raw.get(field)
+    if value is not None and not isinstance(value, str):
+        problems.add(path, "%s must be a string, not %s" % (field, describe(value)))
+    return _clean_text(value)
+
+
+def _check_selected(question: dict, selected, options: dict, path: str, problems: Problems) -> list:
+    """The selected option ids, in the question's order."""
+    if not isinstance(selected, list) or not all(isinstance(v, str) for v in selected):
+        problems.add(path, "selected must be an array of option ids")
+        selected = []
+    for value in selected:
+        if value not in options:
+            problems.add(path, "unknown option id %s" % quote(value))
+    chosen = set(selected)  # a set: `selected` is the form's, of any length
+    picked = [oid for oid in options if oid in chosen]
+    if question["kind"] == "rank" and picked:
+        problems.add(path, "a rank question takes ranked, not selected")
+    if not question["multiSelect"] and len(picked) > 1:
+        problems.add(path, "single-select got %d options" % len(picked))
+    return picked
+
+
+def _check_option_texts(texts, picked: list, options: dict, path: str, problems: Problems) -> dict:
+    """The texts of the picked options that have a text field; a required one must be there."""
+    if not isinstance(texts, dict):
+        problems.add(path, "optionTexts must be an object of option id to text")
+        texts = {}
+    for oid, text in texts.items():
+        if oid not in options:
+            problems.add(path, "optionTexts names unknown option id %s" % quote(oid))
+        elif options[oid]["textInput"] is None:
+            problems.add(path, "option %s has no text field" % quote(oid))
+        elif text is not None and not isinstance(text, str):
+            problems.add(path, "the text of option %s must be a string" % quote(oid))
+    option_texts = {}
+    for oid in picked:
+        text_input = options[oid]["textInput"]
+        if text_input is None:
+            continue
+        text = _clean_text(texts.get(oid))
+        if text is not None:
+            option_texts[oid] = text
+        elif text_input["required"]:
+            problems.add(path, "option %s needs its text" % quote(oid))
+    return option_texts
+
+
+def _check_ranked(question: dict, ranked, path: str, problems: Problems):
+    """A rank question's full order, or None (not ranked, or not a rank question)."""
+    if ranked is None or ranked == []:
+        return None
+    if question["kind"] != "rank":
+        problems.add(path, "ranked applies only to rank questions")
+        return None
+    if not isinstance(ranked, list):
+        problems.add(path, "ranked must be an array of option ids")
+        return None
+    parts = permutation_problems(ranked, [option["id"] for option in question["options"]])
+    if parts:
+        problems.add(path, "ranked must list every option id exactly once (%s)" % "; ".join(parts))
+        return None
+    return ranked
+
+
+def _check_attachments(raw, question_ids, uploads, problems: Problems) -> dict:
+    """A submit's `attachments` map: question id ("" for the general notes) -> the uploads it
+    names, in order."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        problems.plain("attachments must be an object of question id to attachment ids")
+        return {}
+    picked = {}
+    for qid, ids in raw.items():
+        if qid != "" and qid not in question_ids:
+            problems.plain("attachments names unknown question id %s" % quote(qid))
+            continue
+        if not isinstance(ids, list) or not all(isinstance(value, str) for value in ids):
+            problems.plain("attachments of %s must be an array of attachment ids" % quote(qid))
+            continue
+        rows = []
+        for value in dict.fromkeys(ids):
+            entry = None if uploads is None else uploads.get(value)
+            if entry is None:
+                problems.plain("attachment %s is not one of this interview's uploads" % quote(value))
+            else:
+                rows.append(dict(entry))
+        picked[qid] = rows
+    return picked
 
 
 def iso_utc(timestamp: float) -> str:
@@ -1292,24 +1404,40 @@ def redact(token: str) -> str:
     return token[:4] + "…"
 
 
+LOG_ROTATE_BYTES = 5 * 1024 * 1024  # server.log is renamed to server.log.1 past this size
+LOG_KEEP = 3  # server.log.1 .. server.log.3; the oldest is dropped
+
+
 class Log:
     """server.log plus stderr, one line per event: time, pid, event, key=value pairs.
 
     A log directory that cannot be written degrades to stderr only, with one warning: logging
-    must never break a call.
+    must never break a call. Several processes may share server.log: each line is one append,
+    and whoever sees it pass LOG_ROTATE_BYTES rotates it under a lock on the file itself; the
+    others notice that the name now points at a new file and reopen it before their next line.
     """
 
     def __init__(self, log_dir: str, stream=None) -> None:
         self.log_dir = log_dir
+        self.path = os.path.join(log_dir, "server.log")
         self.stream = stream if stream is not None else sys.stderr
         self.lock = threading.Lock()
         self.listener = None  # called with (level, event, fields); the MCP server forwards them
-        self.file = None
+        self.descriptor = None
+        self.said: set = set()  # what once() has logged
+        self.rotate_retry_at = 0  # past LOG_ROTATE_BYTES: where a failed rotation is tried again
         try:
             os.makedirs(log_dir, mode=0o700, exist_ok=True)
-            self.file = open(os.path.join(log_dir, "server.log"), "a", encoding="utf-8")
+            self.descriptor = self._open()
         except OSError as error:
             self._warn_degraded(error)
+
+    def _open(self) -> int:
+        # No symlink: a server.log planted in a shared log dir must not make us append to
+        # another of the user's files.
+        flags = (os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+                 | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0))
+        return os.open(self.path, flags, 0o600)
 
     def _warn_degraded(self, error: OSError) -> None:
         self._write_stderr(
@@ -1331,37 +1459,98 @@ class Log:
         # file logging off for good; write it as an escape instead.
         line = line.encode("utf-8", "backslashreplace").decode("utf-8")
         with self.lock:
-            if self.file is not None:
+            if self.descriptor is not None:
                 try:
-                    self.file.write(line + "\n")
-                    self.file.flush()
-                except (OSError, ValueError) as error:
-                    self.file = None
+                    self._append((line + "\n").encode("utf-8"))
+                except OSError as error:
+                    self._drop_file()
                     self._warn_degraded(error)
             self._write_stderr(line)
         listener = self.listener
         if listener is not None:
             listener(level, event, fields)
 
-    def find_line(self, text: str):
-        """The first line of server.log holding `text`, or None (also when there is no file)."""
+    def once(self, event: str, level: str = "info", **fields) -> None:
+        """event(), unless this process logged the same event with the same fields before."""
+        key = (event,) + tuple(sorted((name, str(value)) for name, value in fields.items()))
+        with self.lock:
+            if key in self.said:
+                return
+            self.said.add(key)
+        self.event(event, level, **fields)
+
+    def _append(self, data: bytes) -> None:
+        """One line onto server.log, following a rotation made by another process, and rotating
+        it when it has grown past the limit. Call with the lock held."""
+        self._follow_rotation()
+        while data:  # one write for a line, unless the file system takes it in parts
+            data = data[os.write(self.descriptor, data):]
+        if os.fstat(self.descriptor).st_size > max(LOG_ROTATE_BYTES, self.rotate_retry_at):
+            self._rotate()
+
+    def _holds_current(self) -> bool:
+        """Whether the file we hold is the one named server.log."""
         try:
-            with open(os.path.join(self.log_dir, "server.log"), encoding="utf-8", errors="replace") as handle:
-                for line in handle:
-                    if text in line:
-                        return line
-        except OSError:
-            pass
-        return None
+            named = os.lstat(self.path)
+        except FileNotFoundError:
+            return False
+        held = os.fstat(self.descriptor)
+        return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
+
+    def _follow_rotation(self) -> None:
+        if not self._holds_current():
+            self._reopen()
+
+    def _reopen(self) -> None:
+        descriptor = self._open()
+        self._drop_file()
+        self.descriptor = descriptor
+
+    def _rotate(self) -> None:
+        """server.log -> .1 -> .2 -> .3, the oldest dropped, then a new server.log. The lock on
+        the file we hold makes the processes that hold the same file take turns: whoever gets
+        it second finds server.log renamed already (or small again) and only reopens."""
+        try:
+            import fcntl
+        except ImportError:  # Windows: no lock, and a file that others hold open cannot be renamed
+            fcntl = None
+        if fcntl is not None:
+            fcntl.flock(self.descriptor, fcntl.LOCK_EX)
+        try:
+            if not self._holds_current() or os.fstat(self.descriptor).st_size <= LOG_ROTATE_BYTES:
+                return
+            if fcntl is None:
+                self._drop_file()
+            try:
+                for number in range(LOG_KEEP - 1, 0, -1):
+                    try:
+                        os.replace("%s.%d" % (self.path, number), "%s.%d" % (self.path, number + 1))
+                    except FileNotFoundError:
+                        pass
+                os.replace(self.path, self.path + ".1")
+            except OSError:
+                # Go on writing where we are; try again once the file has grown another step.
+                if self.descriptor is None:
+                    self.descriptor = self._open()
+                self.rotate_retry_at = os.fstat(self.descriptor).st_size + LOG_ROTATE_BYTES // 16
+                return
+            self.rotate_retry_at = 0
+        finally:
+            if fcntl is not None and self.descriptor is not None:
+                fcntl.flock(self.descriptor, fcntl.LOCK_UN)
+        self._reopen()
+
+    def _drop_file(self) -> None:
+        descriptor, self.descriptor = self.descriptor, None
+        if descriptor is not None:
+            try:
+                os.close(descriptor)
+            except OSError:
+                pass
 
     def close(self) -> None:
         with self.lock:
-            if self.file is not None:
-                try:
-                    self.file.close()
-                except OSError:
-                    pass
-                self.file = None
+            self._drop_file()
 
 
 LOG_VALUE_MAX = 1000  # a client's 15 MB request id or title must not become a 15 MB log line
@@ -1392,12 +1581,139 @@ def sync_directory(folder: str) -> None:
         os.close(descriptor)
 
 
+class UntrustedFolder(PermissionError):
+    """A folder of the log dir that someone else could have planted or can write into."""
+
+
+def folder_refusal(path: str):
+    """Why an existing folder may not hold the user's files, or None when it may. On POSIX it
+    must be a real folder (not a symlink) of this user that group and others cannot write."""
+    import stat
+
+    status = os.lstat(path)
+    if stat.S_ISLNK(status.st_mode):
+        return "is not a folder but a symlink"
+    if not stat.S_ISDIR(status.st_mode):
+        return "is not a folder"
+    if hasattr(os, "getuid"):
+        if status.st_uid != os.getuid():
+            return "belongs to another user (uid %d)" % status.st_uid
+        if status.st_mode & 0o022:
+            return "can be written by group or others (mode %o)" % (status.st_mode & 0o777)
+    return None
+
+
+def private_folder(path: str, log: Log | None = None, create: bool = True) -> str:
+    """`path`, ready to hold the user's files. Made 0700 and fsynced into its parent when it is
+    new, so that nothing acknowledged in it can vanish with its folder; used as it is only when
+    folder_refusal() has nothing against it. Else UntrustedFolder, said once in the log: a shared
+    ASK_USER_RICH_LOG_DIR must not let another user plant, read or redirect files. With `create`
+    false, a folder that is missing is an OSError too."""
+    try:
+        if not create:
+            raise FileExistsError(path)
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        why = folder_refusal(path)
+        if why is None:
+            return path
+        if log is not None:
+            log.once("folder-refused", "warning", folder=path, reason=why,
+                     effect="treated as unwritable; nothing is read from it")
+        raise UntrustedFolder("%s %s" % (path, why)) from None
+    sync_directory(os.path.dirname(os.path.abspath(path)))
+    return path
+
+
+def open_private_file(path: str):
+    """A file of ours to read back, or None: a regular file (no symlink) of this user that only
+    this user can read or write, as everything this server writes is. Anything else in a folder
+    we read was not written by us, and is never taken for the user's answers."""
+    import stat
+
+    try:
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0))
+    except OSError:
+        return None
+    status = os.fstat(descriptor)
+    mine = stat.S_ISREG(status.st_mode) and (
+        not hasattr(os, "getuid") or (status.st_uid == os.getuid() and not status.st_mode & 0o077)
+    )
+    if not mine:
+        os.close(descriptor)
+        return None
+    return os.fdopen(descriptor, "rb")
+
+
+def write_private_file(folder: str, name: str, data: bytes) -> str:
+    """`data` as folder/name, whole or not at all: a temporary file (0600, never through a file
+    or symlink planted under its name), flushed, fsynced and renamed, then the folder fsynced."""
+    path = os.path.join(folder, name)
+    temporary = path + ".tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        descriptor = os.open(temporary, flags, 0o600)
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+    sync_directory(folder)
+    return path
+
+
+def process_start(pid: int):
+    """When process `pid` started, as the kernel counts it (Linux), or None where unknown: with
+    the pid, it tells a live process from a later one that reuses its pid."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    fields = data.rsplit(b")", 1)[-1].split()  # after the command name, which may hold spaces
+    return fields[19].decode("ascii") if len(fields) > 19 else None
+
+
+def process_alive(pid, started=None) -> bool:
+    """Whether process `pid` runs (and, when `started` is known, is the one that started then)."""
+    if isinstance(pid, bool) or not pid_alive(pid):
+        return False
+    now = process_start(pid) if started is not None else None
+    return now is None or now == started
+
+
+def process_identity() -> dict:
+    """Who writes a record: the pid, when the process started, and a random id of this server
+    instance that no other has (a pid alone comes back after a restart in a container)."""
+    import secrets
+
+    return {"pid": os.getpid(), "started": process_start(os.getpid()), "instance": secrets.token_hex(8)}
+
+
+def another_live_server(owner, mine: dict) -> bool:
+    """Whether a record was written by a server other than `mine` whose process still runs.
+    An earlier server with this very pid is gone: its process is this one."""
+    if not isinstance(owner, dict) or owner.get("instance") == mine["instance"]:
+        return False
+    return owner.get("pid") != mine["pid"] and process_alive(owner.get("pid"), owner.get("started"))
+
+
 class Archive:
-    """answers/<submittedAt>-<interviewId>.json: every settled result, durable before the ack."""
+    """answers/<submittedAt>-<interviewId>.json: every settled result, durable before the ack;
+    and tasks/<interviewId>.json, the tasks made on an interview still pending, so that a later
+    process can tell each one's fate without reading server.log."""
 
     def __init__(self, log_dir: str, log: Log) -> None:
         self.directory = os.path.join(log_dir, "answers")
+        self.tasks_directory = os.path.join(log_dir, "tasks")
         self.log = log
+        self.owner = process_identity()  # written with every record of tasks
 
     def path_for(self, interview_id: str, submitted_at: str) -> str:
         """Where save() puts the record of this interview settled at that time (absolute)."""
@@ -1407,53 +1723,79 @@ class Archive:
     def save(self, record: dict) -> str | None:
         """Write atomically (temp file, fsync, rename); the path, or None if it could not be."""
         path = self.path_for(record["interviewId"], record["submittedAt"])
-        temporary = path + ".tmp"
         try:
-            os.makedirs(self.directory, mode=0o700, exist_ok=True)
-            # O_EXCL | O_NOFOLLOW: never write the answers through a file or symlink someone
-            # planted under the temporary name (a log dir set to a shared place such as /tmp).
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-            descriptor = os.open(temporary, flags, 0o600)
-            with os.fdopen(descriptor, "wb") as handle:
-                handle.write(json_utf8(record, indent=2))
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temporary, path)
-            sync_directory(self.directory)
+            write_private_file(private_folder(self.directory, self.log), os.path.basename(path),
+                               json_utf8(record, indent=2))
         except OSError as error:
             self.log.event(
                 "archive-failed", "error", interview=record["interviewId"], error=str(error)
             )
-            try:
-                os.unlink(temporary)
-            except OSError:
-                pass
             return None
+        if record.get("tasks"):
+            self._forget_tasks(record["interviewId"])  # the archive names them now
         return path
 
     def find(self, interview_id: str) -> dict | None:
-        """The newest archived record of an interview, or None."""
+        """The newest archived record of an interview, or None. Only files this server could
+        have written count: in a folder that passes private_folder(), ours and 0600."""
         if not is_session_id(interview_id):
             return None
         try:
             names = sorted(
                 name
-                for name in os.listdir(self.directory)
+                for name in os.listdir(private_folder(self.directory, self.log))
                 if name.endswith("-%s.json" % interview_id)
             )
         except OSError:
             return None
         for name in reversed(names):
-            try:
-                with open(os.path.join(self.directory, name), encoding="utf-8") as handle:
-                    record = json.load(handle)
-            except (OSError, ValueError):
-                continue
+            record = self._read(os.path.join(self.directory, name))
             if isinstance(record, dict) and record.get("interviewId") == interview_id:
                 # Where it is now, whatever it said when written (older records say nothing).
                 record["archivePath"] = os.path.abspath(os.path.join(self.directory, name))
                 return record
         return None
+
+    def _read(self, path: str):
+        handle = open_private_file(path)
+        if handle is None:
+            return None
+        try:
+            with handle:
+                return json.loads(handle.read().decode("utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    def record_tasks(self, interview_id: str, task_ids: list) -> None:
+        """Note the tasks made on a pending interview, durably, before they are answered."""
+        entry = dict(self.owner, interviewId=interview_id, ids=list(task_ids))
+        try:
+            write_private_file(private_folder(self.tasks_directory, self.log), interview_id + ".json",
+                               json_utf8(entry))
+        except OSError as error:
+            self.log.event("task-index-failed", "error", interview=interview_id, error=str(error))
+
+    def find_tasks(self, interview_id: str):
+        """The task index of an interview that was pending when its process last wrote it."""
+        if not is_session_id(interview_id):
+            return None
+        try:
+            folder = private_folder(self.tasks_directory, self.log)
+        except OSError:
+            return None
+        entry = self._read(os.path.join(folder, interview_id + ".json"))
+        if not isinstance(entry, dict) or entry.get("interviewId") != interview_id:
+            return None
+        return entry
+
+    def _forget_tasks(self, interview_id: str) -> None:
+        path = os.path.join(self.tasks_directory, interview_id + ".json")
+        try:
+            if folder_refusal(self.tasks_directory) is None:
+                os.unlink(path)
+                sync_directory(self.tasks_directory)
+        except OSError:
+            pass
 
 
 # ============================================================================================
@@ -1507,15 +1849,6 @@ def attachment_media_type(content_type: str) -> str:
     return media
 
 
-class AttachmentRefused(Exception):
-    """An upload, a removal or a reference the attachment store does not take."""
-
-    def __init__(self, status: int, error: str) -> None:
-        super().__init__(error)
-        self.status = status
-        self.error = error
-
-
 class AttachmentStore:
     """The files the user uploaded to one interview, in <log dir>/attachments/<interview id>/.
 
@@ -1524,8 +1857,9 @@ class AttachmentStore:
     uploads running at once cannot pass them together.
     """
 
-    def __init__(self, folder: str) -> None:
+    def __init__(self, folder: str, log: Log | None = None) -> None:
         self.folder = folder
+        self.log = log
         self.lock = threading.Lock()
         self.files: dict = {}  # id -> {id, name, path, mimeType, bytes}
         self.reserved_count = 0
@@ -1536,14 +1870,14 @@ class AttachmentStore:
         import secrets
 
         if length > ATTACHMENT_MAX_BYTES:
-            raise AttachmentRefused(413, "a file may be at most 10 MiB")
+            raise AttachmentRefused("too-large", "a file may be at most 10 MiB")
         with self.lock:
             if self.reserved_count + 1 > ATTACHMENTS_MAX_COUNT:
                 raise AttachmentRefused(
-                    413, "an interview may have at most %d attachments" % ATTACHMENTS_MAX_COUNT
+                    "too-many-files", "an interview may have at most %d attachments" % ATTACHMENTS_MAX_COUNT
                 )
             if self.reserved_bytes + length > ATTACHMENTS_MAX_TOTAL_BYTES:
-                raise AttachmentRefused(413, "an interview's attachments may be at most 50 MiB in all")
+                raise AttachmentRefused("attachments-too-large", "an interview's attachments may be at most 50 MiB in all")
             self.reserved_count += 1
             self.reserved_bytes += length
             attachment_id = secrets.token_hex(8)
@@ -1562,7 +1896,7 @@ class AttachmentStore:
                 self.reserved_bytes -= length
             if isinstance(error, OSError):
                 raise AttachmentRefused(
-                    500, "the file could not be stored in %s: %s" % (quote(self.folder), error.strerror or error)
+                    "storage-failed", "the file could not be stored in %s: %s" % (quote(self.folder), error.strerror or error)
                 ) from None
             raise
         with self.lock:
@@ -1573,7 +1907,7 @@ class AttachmentStore:
         folder = self._ensure_folder()
         path = os.path.join(folder, "%s-%s" % (attachment_id, name))
         if os.path.dirname(os.path.abspath(path)) != folder:
-            raise AttachmentRefused(400, "the file name %s cannot be stored" % quote(name))
+            raise AttachmentRefused("bad-file-name", "the file name %s cannot be stored" % quote(name))
         temporary = os.path.join(folder, ".%s.part" % attachment_id)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
         descriptor = os.open(temporary, flags, 0o600)
@@ -1587,7 +1921,7 @@ class AttachmentStore:
                         chunk = b""
                     if not chunk:
                         raise AttachmentRefused(
-                            400, "the upload ended after %d of its %d bytes" % (length - left, length)
+                            "upload-incomplete", "the upload ended after %d of its %d bytes" % (length - left, length)
                         )
                     handle.write(chunk)
                     left -= len(chunk)
@@ -1604,21 +1938,11 @@ class AttachmentStore:
         return path
 
     def _ensure_folder(self) -> str:
-        """The interview's folder, made 0700 (and its parent) on the first upload; never a
-        symlink someone planted in a shared log dir."""
+        """The interview's folder (and attachments/ above it), made 0700 and fsynced into its
+        parent on the first upload; never a folder someone planted in a shared log dir."""
         folder = os.path.abspath(self.folder)
-        if not os.path.isdir(folder):
-            parent = os.path.dirname(folder)
-            os.makedirs(parent, mode=0o700, exist_ok=True)
-            try:
-                os.mkdir(folder, 0o700)
-            except FileExistsError:
-                pass
-            sync_directory(parent)
-        if os.path.islink(folder) or not os.path.isdir(folder):
-            raise AttachmentRefused(500, "the attachment folder %s is not a folder" % quote(folder))
-        os.chmod(folder, 0o700)
-        return folder
+        private_folder(os.path.dirname(folder), self.log)
+        return private_folder(folder, self.log)
 
     def get(self, attachment_id) -> dict | None:
         with self.lock:
@@ -1628,7 +1952,7 @@ class AttachmentStore:
         with self.lock:
             entry = self.files.pop(attachment_id, None)
             if entry is None:
-                raise AttachmentRefused(404, "not found")
+                raise AttachmentRefused("not-found", "not found")
             self.reserved_count -= 1
             self.reserved_bytes -= entry["bytes"]
         try:
@@ -1636,34 +1960,6 @@ class AttachmentStore:
         except FileNotFoundError:
             pass
         sync_directory(os.path.dirname(entry["path"]))
-
-    def pick(self, raw, question_ids) -> dict:
-        """A submit's `attachments` map checked: question id ("" for the general notes) -> the
-        uploads it names, in order; InvalidAnswers naming every problem."""
-        if raw is None:
-            return {}
-        if not isinstance(raw, dict):
-            raise InvalidAnswers("attachments must be an object of question id to attachment ids")
-        problems = []
-        picked = {}
-        for qid, ids in raw.items():
-            if qid != "" and qid not in question_ids:
-                problems.append("attachments names unknown question id %s" % quote(qid))
-                continue
-            if not isinstance(ids, list) or not all(isinstance(value, str) for value in ids):
-                problems.append("attachments of %s must be an array of attachment ids" % quote(qid))
-                continue
-            rows = []
-            for value in dict.fromkeys(ids):
-                entry = self.get(value)
-                if entry is None:
-                    problems.append("attachment %s is not one of this interview's uploads" % quote(value))
-                else:
-                    rows.append(dict(entry))
-            picked[qid] = rows
-        if problems:
-            raise InvalidAnswers("; ".join(problems), problems)
-        return picked
 
 
 # ============================================================================================
@@ -1686,13 +1982,23 @@ def token_key(token: str) -> bytes:
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
 
 
+# The states of an interview, as the /state JSON and the result's status spell them.
+PENDING = "pending"
+SUBMITTED = "submitted"
+DECLINED = "declined"
+CANCELLED = "cancelled"
+
+
 class Interview:
     """One interview: its spec, its state, and the condition every wait on it uses.
 
-    The state moves once, from pending to the result's status (submitted, declined or
-    cancelled), through settle(). `revision` grows on every change that the /state JSON shows;
-    the condition is also notified on form activity (progress, streams opening and closing)
-    that only the progress reports use. Waiters enter and leave through waiter().
+    Like concurrent.futures.Future, the interview owns every change of its state: each method
+    below takes its lock itself, and nothing outside this class writes its fields or enters its
+    lock (tests/test_module_shape.py proves it). The state moves once, from PENDING to the
+    result's status (SUBMITTED, DECLINED or CANCELLED), through settle(). `revision` grows on
+    every change that the /state JSON shows; the condition is also notified on form activity
+    (progress, streams opening and closing) that only the progress reports use. Waiters enter
+    and leave through waiter(); every other wait is wait_until().
     """
 
     def __init__(self, interview_id: str, token: str, spec: dict, url: str,
@@ -1703,13 +2009,13 @@ class Interview:
         self.url = url
         self.options = options or {"delivery": "browser", "timeoutSeconds": None}
         self.agent = agent  # what the form calls the agent (agent_name()); None: "the agent"
-        self.lock = threading.Lock()
-        self.changed = threading.Condition(self.lock)
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
         self.created = time.time()
         self.created_monotonic = time.monotonic()
         self.version = 1
         self.note = None
-        self.state = "pending"
+        self.state = PENDING
         self.result = None
         self.settled_monotonic = None
         self.closed = False  # the server is shutting down: every wait ends
@@ -1720,10 +2026,88 @@ class Interview:
         self.counts_revision = 0
         self.page_views = 0
         self.streams = 0
+        self.unseen = None  # (follow-ups unseen, questions then), as the form last reported
         self.attachments = attachments
+        self.task_ids: list = []  # the tasks made on it, for the archive (TaskRegistry.create)
+
+    # -- reading --------------------------------------------------------------------------
 
     def state_json(self) -> dict:
+        with self._lock:
+            return self._state_json()
+
+    def _state_json(self) -> dict:
         return {"state": self.state, "waiting": self.waiters > 0, "version": self.version}
+
+    def form_payload(self) -> dict:
+        """What GET /api/s/<token> answers."""
+        with self._lock:
+            return {
+                "id": self.id,
+                "state": self.state,
+                "version": self.version,
+                "note": self.note,
+                "agent": self.agent,
+                "spec": self.spec,
+                "result": self.result,
+            }
+
+    def is_pending(self) -> bool:
+        """Pending and its server not shutting down."""
+        with self._lock:
+            return self.state == PENDING and not self.closed
+
+    def settled_result(self):
+        """The result once settled, else None."""
+        with self._lock:
+            return self.result
+
+    def questions(self) -> list:
+        """The questions as they are now (appends add to them)."""
+        with self._lock:
+            return list(self.spec["questions"])
+
+    def check_pending(self) -> None:
+        """InterviewSettled unless the interview still takes answers."""
+        with self._lock:
+            self._check_pending()
+
+    def _check_pending(self) -> None:
+        if self.state != PENDING:
+            raise InterviewSettled(self.id, self.state)
+
+    def inbox_row(self):
+        """What the inbox lists of it while it is pending, else None."""
+        with self._lock:
+            if self.state != PENDING:
+                return None
+            questions = self.spec["questions"]
+            if self.unseen is None:  # no form has said yet: every follow-up is unseen
+                unseen = sum(1 for question in questions if question.get("version", 1) > 1)
+            else:
+                unseen = self.unseen[0] + max(0, len(questions) - self.unseen[1])
+            return {
+                "interviewId": self.id,
+                "title": self.spec["title"],
+                "url": self.url,
+                "questions": len(questions),
+                "answered": (self.counts or {}).get("answered", 0),
+                "followUpsUnseen": unseen,
+                "createdAt": iso_utc(self.created),
+                "waiting": self.waiters > 0,
+            }
+
+    def record_unseen(self, count: int) -> None:
+        """The form's count of follow-up questions not shown to the user yet; questions
+        appended after it are added to it until the form says again."""
+        with self._lock:
+            self.unseen = (count, len(self.spec["questions"]))
+
+    def nudge(self) -> None:
+        """Let the event streams send the /state JSON again: what a form shows beside it (the
+        inbox's count) changed."""
+        with self._lock:
+            self._touch()
 
     def form_status(self) -> str:
         if self.streams > 0:
@@ -1732,52 +2116,157 @@ class Interview:
             return "form closed"
         return "form not opened yet"
 
-    def touch(self) -> None:
+    def progress(self) -> dict:
+        """What a progress report says, as facts."""
+        return self.progress_snapshot()[1]
+
+    def progress_snapshot(self):
+        """(counts_revision, progress facts), read together."""
+        with self._lock:
+            return self.counts_revision, {
+                "title": self.spec["title"],
+                "answered": (self.counts or {}).get("answered", 0),
+                "total": len(self.spec["questions"]),
+                "form": self.form_status(),
+                "elapsedSeconds": int(time.time() - self.created),
+            }
+
+    # -- transitions ----------------------------------------------------------------------
+
+    def _touch(self) -> None:
         """Record a change the /state JSON shows. Call with the lock held."""
         self.revision += 1
         # Kept so that an event stream sends every state, not only the newest: two changes
         # close together (a submit, then its waiter leaving) must reach the page as two events.
-        self.states.append((self.revision, self.state_json()))
+        self.states.append((self.revision, self._state_json()))
         del self.states[:-STATE_HISTORY]
-        self.changed.notify_all()
+        self._changed.notify_all()
 
-    def wake(self) -> None:
-        """Let every wait look at its condition again (a cancellation, a response, shutdown)."""
-        with self.changed:
-            self.changed.notify_all()
+    def append(self, raw_questions, note) -> dict:
+        """Follow-up questions checked and added (InvalidInterview, InterviewSettled); the
+        append_questions reply."""
+        with self._lock:
+            self._check_pending()
+            existing = [question["id"] for question in self.spec["questions"]]
+            questions = validate_follow_ups(raw_questions, note, existing)
+            self.version += 1
+            for question in questions:
+                question["version"] = self.version
+            self.spec["questions"].extend(questions)
+            if note is not None and note.strip():
+                self.note = {"version": self.version, "text": note}
+            self._touch()
+            return {
+                "status": "appended",
+                "sessionId": self.id,
+                "appended": len(questions),
+                "total": len(self.spec["questions"]),
+                "version": self.version,
+                "url": self.url,
+            }
 
-    def check_pending(self) -> None:
-        """InterviewSettled unless the interview still takes answers. Call with the lock held."""
-        if self.state != "pending":
-            raise InterviewSettled(self.id, self.state)
+    def settle(self, decide, version=None):
+        """PENDING -> the result's status, exactly once. With the lock held: InterviewSettled
+        unless pending, StaleVersion unless `version` (None: not checked) is the current one,
+        then `decide()` returns (result, outcome) or raises, which leaves the interview
+        pending. The result is recorded and every wait woken; (outcome, delivered), delivered
+        being whether a waiter was there to receive it."""
+        with self._lock:
+            self._check_pending()
+            if version is not None and (
+                isinstance(version, bool) or not isinstance(version, int) or version != self.version
+            ):
+                raise StaleVersion(self.version)
+            result, outcome = decide()
+            self.result = result
+            self.state = result["status"]
+            self.settled_monotonic = time.monotonic()
+            delivered = self.waiters > 0
+            self._touch()
+        return outcome, delivered
 
-    def settle(self, result: dict) -> None:
-        """pending -> the result's status, exactly once; call with the lock held."""
-        self.check_pending()
-        self.result = result
-        self.state = result["status"]
-        self.settled_monotonic = time.monotonic()
-        self.touch()
+    def add_task(self, task_id: str, index) -> None:
+        """A task made on it; while pending, `index(task ids)` runs with the lock held, so that
+        a submit's archive entry either names this task or comes after the index that does."""
+        with self._lock:
+            self.task_ids.append(task_id)
+            if self.state == PENDING:
+                index(list(self.task_ids))
+
+    def remove_attachment(self, attachment_id) -> None:
+        """Remove an upload while pending (InterviewSettled, AttachmentRefused): under the lock,
+        so that a submit cannot settle with a file that is being removed."""
+        with self._lock:
+            self._check_pending()
+            self.attachments.remove(attachment_id)
+
+    def record_page_view(self) -> None:
+        with self._lock:
+            self.page_views += 1
+            self._changed.notify_all()
+
+    def record_stream(self, delta: int) -> None:
+        """An event stream opened (+1) or closed (-1)."""
+        with self._lock:
+            self.streams += delta
+            self._changed.notify_all()
+
+    def record_counts(self, counts: dict) -> None:
+        with self._lock:
+            if counts != self.counts:
+                self.counts = counts
+                self.counts_revision += 1
+                self._changed.notify_all()
+
+    def expire(self) -> None:
+        """The hub dropped it: let its event streams notice."""
+        with self._lock:
+            self._touch()
 
     def close(self) -> None:
-        with self.changed:
+        with self._lock:
             self.closed = True
-            self.changed.notify_all()
+            self._changed.notify_all()
+
+    def _count_waiter(self, delta: int) -> None:
+        with self._lock:
+            self.waiters += delta
+            self._touch()
+
+    # -- waiting --------------------------------------------------------------------------
+
+    def wake(self) -> None:
+        """Let every wait look at its condition again (a cancellation, a response, shutdown).
+        Whoever makes a wait's condition true sets it first, then wakes."""
+        with self._lock:
+            self._changed.notify_all()
+
+    def wait_until(self, check):
+        """`check()`, called with the lock held now and after every change, until it returns
+        something else than None or a number, which is returned. A number means: check again
+        after that many seconds at the latest (a deadline); None: at the next change."""
+        with self._lock:
+            while True:
+                outcome = check()
+                if outcome is None:
+                    self._changed.wait()
+                elif isinstance(outcome, (int, float)) and not isinstance(outcome, bool):
+                    self._changed.wait(outcome)
+                else:
+                    return outcome
+
+    def next_states(self, seen, timeout: float, stop):
+        """For an event stream: wait up to `timeout` for a revision after `seen` (or for
+        `stop()`); (changed, the states to send, the revision they bring the stream to)."""
+        with self._lock:
+            changed = self._changed.wait_for(lambda: self.revision != seen or stop(), timeout)
+            states = [state for revision, state in self.states if seen is not None and revision > seen]
+            return changed, states or [self._state_json()], self.revision
 
     def waiter(self, cancellation=None) -> "Waiter":
         """`with interview.waiter(cancellation) as waiter: waiter.wait(...)`: counted in the
         /state JSON while inside."""
         return Waiter(self, cancellation if cancellation is not None else Cancellation())
-
-    def progress(self) -> dict:
-        """What a progress report says, as facts; call with the lock held."""
-        return {
-            "title": self.spec["title"],
-            "answered": (self.counts or {}).get("answered", 0),
-            "total": len(self.spec["questions"]),
-            "form": self.form_status(),
-            "elapsedSeconds": int(time.time() - self.created),
-        }
 
 
 class Cancellation:
@@ -1804,37 +2293,35 @@ class Waiter:
 
     def __enter__(self) -> "Waiter":
         self.cancellation.watched = self.interview
-        with self.interview.changed:
-            self.interview.waiters += 1
-            self.interview.touch()
+        self.interview._count_waiter(+1)
         return self
 
     def __exit__(self, *exc_info) -> None:
-        with self.interview.changed:
-            self.interview.waiters -= 1
-            self.interview.touch()
+        self.interview._count_waiter(-1)
         self.cancellation.watched = None
 
     def wait(self, timeout=None, answered=None) -> str:
         """Block until the first of: "answered" (`answered()` turned true; checked with the
-        lock held, so whoever makes it true must notify the condition), "settled",
+        lock held, so whoever makes it true must then call interview.wake()), "settled",
         "cancelled", "shutdown", "timeout"."""
         interview = self.interview
         deadline = None if timeout is None else time.monotonic() + timeout
-        with interview.changed:
-            while True:
-                if answered is not None and answered():
-                    return "answered"
-                if interview.state != "pending":
-                    return "settled"
-                if self.cancellation.is_set:
-                    return "cancelled"
-                if interview.closed:
-                    return "shutdown"
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return "timeout"
-                interview.changed.wait(remaining)
+
+        def check():
+            if answered is not None and answered():
+                return "answered"
+            if interview.state != PENDING:
+                return "settled"
+            if self.cancellation.is_set:
+                return "cancelled"
+            if interview.closed:
+                return "shutdown"
+            if deadline is None:
+                return None
+            remaining = deadline - time.monotonic()
+            return "timeout" if remaining <= 0 else remaining
+
+        return interview.wait_until(check)
 
 
 class ProgressTicker:
@@ -1855,9 +2342,8 @@ class ProgressTicker:
         return self
 
     def __exit__(self, *exc_info) -> None:
-        with self.interview.changed:
-            self.stopped = True
-            self.interview.changed.notify_all()
+        self.stopped = True
+        self.interview.wake()
         self.thread.join()
 
     def _due(self, seen_counts: int, last_sent: float, next_tick: float):
@@ -1876,16 +2362,15 @@ class ProgressTicker:
         interview = self.interview
         seen_counts, last_sent, next_tick = -1, float("-inf"), time.monotonic()
         while True:
-            with interview.changed:
-                while True:
-                    if self.stopped:
-                        return
-                    sleep = self._due(seen_counts, last_sent, next_tick)
-                    if sleep is None:
-                        break
-                    interview.changed.wait(sleep)
-                seen_counts = interview.counts_revision
-                facts = interview.progress()
+            def check():
+                if self.stopped:
+                    return "stopped"
+                sleep = self._due(seen_counts, last_sent, next_tick)
+                return "due" if sleep is None else sleep
+
+            if interview.wait_until(check) == "stopped":
+                return
+            seen_counts, facts = interview.progress_snapshot()
             self.report(facts, last_sent == float("-inf"))
             last_sent = time.monotonic()
             next_tick = last_sent + self.interval
@@ -1901,6 +2386,13 @@ class SessionHub:
         self.by_id: dict = {}
         self.by_token: dict = {}
         self.closed = False
+        # Told of every interview created, changed in what the inbox lists (questions,
+        # answered count, a waiter) and settled; set once, before the first interview.
+        self.observer = None
+
+    def _observe(self, interview: Interview) -> None:
+        if self.observer is not None:
+            self.observer(interview)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -1914,7 +2406,7 @@ class SessionHub:
             while interview_id in self.by_id:
                 interview_id = secrets.token_hex(6)
             token = secrets.token_urlsafe(18)
-            store = AttachmentStore(os.path.join(self.log.log_dir, "attachments", interview_id))
+            store = AttachmentStore(os.path.join(self.log.log_dir, "attachments", interview_id), self.log)
             url = "%s/s/%s" % (base_url, token)
             interview = Interview(interview_id, token, spec, url, store, options, agent)
             self.by_id[interview_id] = interview
@@ -1926,6 +2418,7 @@ class SessionHub:
             questions=len(spec["questions"]),
             title=spec["title"],
         )
+        self._observe(interview)
         return interview
 
     def _purge_expired(self) -> None:
@@ -1943,8 +2436,7 @@ class SessionHub:
                 del self.by_token[token_key(interview.token)]
         for interview in expired:
             self.log.event("session-expired", interview=interview.id)
-            with interview.changed:
-                interview.touch()
+            interview.expire()
 
     def get(self, interview_id) -> Interview | None:
         self._purge_expired()
@@ -1988,122 +2480,91 @@ class SessionHub:
 
     def append(self, interview_id, raw_questions, note) -> dict:
         interview = self.require(interview_id)
-        with interview.changed:
-            interview.check_pending()
-            existing = [question["id"] for question in interview.spec["questions"]]
-            questions = validate_follow_ups(raw_questions, note, existing)
-            interview.version += 1
-            for question in questions:
-                question["version"] = interview.version
-            interview.spec["questions"].extend(questions)
-            if note is not None and note.strip():
-                interview.note = {"version": interview.version, "text": note}
-            interview.touch()
-            reply = {
-                "status": "appended",
-                "sessionId": interview.id,
-                "appended": len(questions),
-                "total": len(interview.spec["questions"]),
-                "version": interview.version,
-                "url": interview.url,
-            }
+        reply = interview.append(raw_questions, note)
         self.log.event(
             "questions-appended",
             interview=interview.id,
-            appended=len(questions),
+            appended=reply["appended"],
             total=reply["total"],
             version=reply["version"],
         )
+        self._observe(interview)
         return reply
 
     # -- changes from the form ------------------------------------------------------------
 
     def record_page_view(self, interview: Interview, user_agent: str) -> None:
-        with interview.changed:
-            interview.page_views += 1
-            interview.changed.notify_all()
+        interview.record_page_view()
         self.log.event("page-view", interview=interview.id, user_agent=user_agent)
 
     def record_stream(self, interview: Interview, delta: int) -> None:
-        with interview.changed:
-            interview.streams += delta
-            interview.changed.notify_all()
+        """A form's event stream opened (+1) or closed (-1)."""
+        interview.record_stream(delta)
+        self._observe(interview)  # the inbox looks more often while a form is open
 
     def record_counts(self, interview: Interview, counts: dict) -> None:
-        with interview.changed:
-            if counts != interview.counts:
-                interview.counts = counts
-                interview.counts_revision += 1
-                interview.changed.notify_all()
+        interview.record_counts(counts)
         self.log.event("form-progress", "debug", interview=interview.id, **counts)
+        self._observe(interview)
 
-    def check_pending(self, interview: Interview) -> None:
-        """InterviewSettled unless the interview still takes a submit."""
-        with interview.lock:
-            interview.check_pending()
+    def record_unseen(self, interview: Interview, count: int) -> None:
+        interview.record_unseen(count)
+        self._observe(interview)
 
     def submit(self, interview: Interview, payload) -> dict:
         """Check, archive durably, settle, wake every waiter; the reply for the form."""
-        if not isinstance(payload, dict) or not isinstance(payload.get("answers"), dict):
-            raise InvalidAnswers("payload must be an object with an answers object")
-        with interview.changed:
-            interview.check_pending()
-            version = payload.get("specVersion")
-            if version is not None and (
-                isinstance(version, bool) or not isinstance(version, int) or version != interview.version
-            ):
-                raise StaleVersion(interview.version)
-            answers = check_submission(interview.spec, payload)
-            question_ids = {question["id"] for question in interview.spec["questions"]}
-            attached = interview.attachments.pick(payload.get("attachments"), question_ids)
-            general_notes = payload.get("generalNotes")
-            if general_notes is not None and not isinstance(general_notes, str):
-                raise InvalidAnswers("generalNotes must be a string")
-            declined = payload.get("declined", False)
-            if not isinstance(declined, bool):
-                raise InvalidAnswers("declined must be true or false, not %s" % describe(declined))
-            status = "declined" if declined else "submitted"
-            delivered = interview.waiters > 0
-            path = self._settle(interview, answers, general_notes, status, "browser", attached)
-            counts = interview.result["counts"]
+
+        def decide():
+            submission = check_submission(interview.spec, payload, interview.attachments)
+            return self._result(interview, submission, "browser")
+
+        # The version is judged only once the payload is an object with answers: a body of
+        # another shape is refused as such, whatever version it names.
+        version = payload.get("specVersion") if is_submission_shaped(payload) else None
+        (result, path), delivered = interview.settle(decide, version)
+        counts = result["counts"]
         self._log_archived(interview, path)
-        self.log.event(status, interview=interview.id, delivered=delivered, **counts)
+        self._observe(interview)
+        self.log.event(result["status"], interview=interview.id, delivered=delivered, **counts)
         return {"ok": True, "counts": counts, "delivered": delivered}
 
     def settle_without_form(self, interview: Interview, answers: dict, status: str, via: str):
         """Settle through another channel (a native elicitation); None if already settled."""
-        with interview.changed:
-            if interview.state != "pending":
-                return None
-            path = self._settle(interview, answers, None, status, via)
-            result = interview.result
+        submission = {"answers": answers, "generalNotes": None, "attachments": None, "status": status}
+        try:
+            (result, path), _ = interview.settle(lambda: self._result(interview, submission, via))
+        except InterviewSettled:
+            return None
         self._log_archived(interview, path)
+        self._observe(interview)
         return result
 
-    def _settle(self, interview: Interview, answers, general_notes, status: str, via: str,
-                attachments=None):
-        """Call with the lock held: the archive is durable before anyone is told. The
-        archive's path, or None when it could not be written."""
+    def _result(self, interview: Interview, submission: dict, via: str):
+        """Runs with the interview's lock held, so the archive is durable before anyone is
+        told: (the result, twice: once to settle on, once as the outcome) with the archive's
+        path, or None when it could not be written."""
         now = time.time()
         result = build_result(
             interview.spec,
-            answers,
-            general_notes,
+            submission["answers"],
+            submission["generalNotes"],
             interview_id=interview.id,
-            status=status,
+            status=submission["status"],
             via=via,
             submitted_at=now,
             duration_seconds=now - interview.created,
-            attachments=attachments,
+            attachments=submission["attachments"],
             archive_path=self.archive.path_for(interview.id, iso_utc(now)),
         )
         record = {key: value for key, value in result.items() if key != "summary"}
         record["interview"] = interview.spec
+        if interview.task_ids:  # what a later process needs to answer tasks/get for them
+            record["tasks"] = dict(self.archive.owner, ids=list(interview.task_ids))
         path = self.archive.save(record)
         if path != result["archivePath"]:
             result = with_archive_path(result, interview.spec, path)
-        interview.settle(fit_result(result, interview.spec))
-        return path
+        result = fit_result(result, interview.spec)
+        return result, (result, path)
 
     def _log_archived(self, interview: Interview, path) -> None:
         self.log.event("archived" if path else "archive-skipped", interview=interview.id, path=path)
@@ -2122,14 +2583,16 @@ class SessionHub:
         )
         try:
             with interview.waiter(cancellation) as waiter:
+                self._observe(interview)
                 if report is None:
                     why = waiter.wait(timeout)
                 else:
                     with ProgressTicker(interview, report, interval):
                         why = waiter.wait(timeout)
         finally:
+            self._observe(interview)
             self.log.event("wait-end", interview=interview.id)
-        return (interview.result if why == "settled" else None), why
+        return (interview.settled_result() if why == "settled" else None), why
 
 
 # ============================================================================================
@@ -2282,7 +2745,14 @@ class JsonRpcStdio:
     def notify(self, method: str, params: dict) -> None:
         self.send({"jsonrpc": "2.0", "method": method, "params": params})
 
+    def post_notification(self, method: str, params: dict) -> None:
+        """Queue a notification (see LineWriter.post): for threads that must not block."""
+        self.out.post({"jsonrpc": "2.0", "method": method, "params": params})
+
     def respond(self, request_id, result) -> None:
+        """The response to a call answered later, after every notification queued before it:
+        the messages a call caused reach the client before the call's end."""
+        self.out.drain(1.0)
         self.send({"jsonrpc": "2.0", "id": request_id, "result": result})
 
     # -- one message ----------------------------------------------------------------------
@@ -2441,8 +2911,9 @@ def read_asset(name: str) -> bytes:
         # Through the zip this process runs from, never a path remembered in compiled code:
         # the code cache is shared by every copy of the same archive, wherever each one is.
         try:
-            if RUNNING_ARCHIVE is not None and RUNNING_ARCHIVE.changed():
-                return RUNNING_ARCHIVE.read("/".join(["assets"] + parts))
+            held = RunningArchive.held
+            if held is not None and held.changed():
+                return held.read("/".join(["assets"] + parts))
             return loader.get_data(os.path.join(archive, "assets", *parts))
         except OSError:
             raise
@@ -2460,6 +2931,19 @@ class RunningArchive:
     archive, or the archive is moved away, while the server runs, its form's files are read
     from the file held here instead: the bytes this server started with while any name still
     holds them, else the whole of what replaced them in place."""
+
+    held = None  # the one a stdio server holds while it runs from askrich.pyz on POSIX
+
+    @classmethod
+    def hold(cls) -> None:
+        """Open `held` when this process runs from a zip. Not on Windows, where a file held
+        open cannot be replaced: that would keep users from installing an update."""
+        archive = getattr(globals().get("__loader__"), "archive", None)
+        if archive and os.name == "posix" and cls.held is None:
+            try:
+                cls.held = cls(os.path.abspath(archive))
+            except OSError:
+                pass  # already gone: zipimport's own reads are all there is
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -2484,21 +2968,6 @@ class RunningArchive:
             self.handle.seek(0)
             with zipfile.ZipFile(self.handle) as archive:
                 return archive.read(member)
-
-
-RUNNING_ARCHIVE = None  # a RunningArchive while a stdio server runs from askrich.pyz on POSIX
-
-
-def hold_running_archive() -> None:
-    """Open RUNNING_ARCHIVE when this process runs from a zip. Not on Windows, where a file held
-    open cannot be replaced: that would keep users from installing an update."""
-    global RUNNING_ARCHIVE
-    archive = getattr(globals().get("__loader__"), "archive", None)
-    if archive and os.name == "posix" and RUNNING_ARCHIVE is None:
-        try:
-            RUNNING_ARCHIVE = RunningArchive(os.path.abspath(archive))
-        except OSError:
-            pass  # already gone: zipimport's own reads are all there is
 
 
 # ============================================================================================
@@ -2537,14 +3006,48 @@ class EventStream:
         self.interview = interview
 
 
-class HttpRefusal(Exception):
-    """A request refused with a JSON error; raised by routing, body reading and routes."""
+# Every JSON error body is {"error": text, "code": name, ...}: the text is for people and may be
+# reworded, the code is what the form and other local tools compare (tests/README.md lists them).
+ERROR_CODES = MappingProxyType({
+    400: "bad-request",
+    403: "forbidden-host",
+    404: "not-found",
+    405: "method-not-allowed",
+    409: "not-pending",
+    411: "length-required",
+    413: "too-large",
+    414: "too-large",
+    415: "unsupported-media-type",
+    422: "invalid-answers",
+    431: "too-large",
+    500: "internal-error",
+    501: "not-implemented",
+})  # the code each status has unless a refusal names another
+# A refused upload or removal: its status, by the code the attachment store gives.
+ATTACHMENT_STATUS = MappingProxyType({
+    "too-large": 413,
+    "too-many-files": 413,
+    "attachments-too-large": 413,
+    "upload-incomplete": 400,
+    "bad-file-name": 400,
+    "not-found": 404,
+    "storage-failed": 500,
+})
 
-    def __init__(self, status: int, error: str, headers=None, **fields) -> None:
+
+def error_body(status: int, error: str, code=None, **fields) -> dict:
+    return dict({"error": error, "code": code or ERROR_CODES.get(status, "bad-request")}, **fields)
+
+
+class HttpRefusal(Exception):
+    """A request refused with a JSON error; raised by routing, body reading and routes. `code`
+    defaults to the status's own (ERROR_CODES)."""
+
+    def __init__(self, status: int, error: str, headers=None, code=None, **fields) -> None:
         super().__init__(error)
         self.status = status
         self.headers = dict(headers or {})
-        self.body = dict({"error": error}, **fields)
+        self.body = error_body(status, error, code, **fields)
 
     def reply(self) -> Reply:
         return json_reply(self.status, self.body, self.headers)
@@ -2604,14 +3107,12 @@ def route_asset(request, params: dict):
 
 
 def route_interview(request, params: dict):
-    return json_reply(200, request.runtime.form_payload(api_interview(request, params)))
+    return json_reply(200, api_interview(request, params).form_payload())
 
 
 def route_state(request, params: dict):
     interview = api_interview(request, params)
-    with interview.lock:
-        state = interview.state_json()
-    return json_reply(200, state)
+    return json_reply(200, request.runtime.inbox.beside(interview, interview.state_json()))
 
 
 def route_events(request, params: dict):
@@ -2621,10 +3122,15 @@ def route_events(request, params: dict):
 def route_progress(request, params: dict):
     interview = api_interview(request, params)
     require_json_body(request)
-    counts = progress_counts(request.read_json(MAX_PROGRESS_BYTES))
+    payload = request.read_json(MAX_PROGRESS_BYTES)
+    counts = progress_counts(payload)
     if counts is None:
-        raise HttpRefusal(422, "progress must be an object of answered, deferred, needsInfo and open counts")
+        raise HttpRefusal(422, "progress must be an object of answered, deferred, needsInfo and open counts",
+                          code="invalid-progress")
     request.runtime.hub.record_counts(interview, counts)
+    unseen = payload.get("followUpsUnseen")
+    if isinstance(unseen, int) and not isinstance(unseen, bool) and unseen >= 0:
+        request.runtime.hub.record_unseen(interview, unseen)
     return Reply(204)
 
 
@@ -2633,7 +3139,7 @@ def route_submit(request, params: dict):
     require_json_body(request)
     hub = request.runtime.hub
     try:
-        hub.check_pending(interview)
+        interview.check_pending()
         reply = hub.submit(interview, request.read_json(MAX_BODY_BYTES))
     except InterviewError as error:
         status, body = http_error(error)
@@ -2651,17 +3157,15 @@ def route_attachment_upload(request, params: dict):
     forces a CORS preflight, which is never answered, so another site cannot upload."""
     import urllib.parse
 
-    # Until the file is stored, a refusal leaves the body unread or cut short: the connection
-    # cannot carry another request.
-    closing = request.close_connection
-    request.close_connection = True
+    # A refusal may leave the body unread or cut short; no harm, since the handler speaks
+    # HTTP/1.0 and every connection closes after its one request.
     interview = api_interview(request, params)
     encoded = request.headers.get("X-Attachment-Name")
     if encoded is None:
         raise HttpRefusal(400, "the X-Attachment-Name header is required: the file's name, percent-encoded")
     hub = request.runtime.hub
     try:
-        hub.check_pending(interview)
+        interview.check_pending()
     except InterviewError as error:
         return json_reply(*http_error(error))
     length = request.body_length(ATTACHMENT_MAX_BYTES, "a file may be at most 10 MiB")
@@ -2669,9 +3173,8 @@ def route_attachment_upload(request, params: dict):
     media_type = attachment_media_type(request.headers.get("Content-Type", ""))
     try:
         entry = interview.attachments.add(name, media_type, length, request.rfile)
-    except AttachmentRefused as refusal:
-        raise HttpRefusal(refusal.status, refusal.error) from None
-    request.close_connection = closing
+    except AttachmentRefused as error:
+        return json_reply(*http_error(error))
     hub.log.event("attachment-stored", interview=interview.id, attachment=entry["id"],
                   bytes=length, mimeType=media_type)
     return json_reply(201, {key: entry[key] for key in ("id", "name", "mimeType", "bytes")})
@@ -2700,15 +3203,9 @@ def route_attachment_remove(request, params: dict):
     interview = api_interview(request, params)
     hub = request.runtime.hub
     try:
-        # Pending is checked under the interview's lock so that a submit cannot settle
-        # with a file that is being removed.
-        with interview.lock:
-            interview.check_pending()
-            interview.attachments.remove(params["id"])
+        interview.remove_attachment(params["id"])
     except InterviewError as error:
         return json_reply(*http_error(error))
-    except AttachmentRefused as refusal:
-        raise HttpRefusal(refusal.status, refusal.error) from None
     hub.log.event("attachment-removed", interview=interview.id, attachment=params["id"])
     return Reply(204)
 
@@ -2751,11 +3248,11 @@ def match_path(pattern: str, path: str):
     return params if len(given) == len(wanted) else None
 
 
-def resolve_route(method: str, path: str):
+def resolve_route(method: str, path: str, routes=ROUTES):
     """(route, params) for a request; HttpRefusal 404 for a path no route has, 405 with an
     Allow header for a path that routes take with other methods only."""
     allowed = []
-    for route_method, pattern, route in ROUTES:
+    for route_method, pattern, route in routes:
         params = match_path(pattern, path)
         if params is None:
             continue
@@ -2797,7 +3294,7 @@ class FormRequestPlumbing:
             # A status line and headers (CSP, nosniff) even for an unparsable request.
             self.request_version = "HTTP/1.0"
         try:
-            self.send_reply(json_reply(code, {"error": self.responses.get(code, ("error",))[0]}))
+            self.send_reply(json_reply(code, error_body(code, self.responses.get(code, ("error",))[0])))
         except OSError:
             pass
 
@@ -2815,12 +3312,14 @@ class FormRequestPlumbing:
         """Every method the base class knows comes here: the two checks, then the route."""
         try:
             self.check_host_and_origin()
-            route, params = resolve_route(self.command, self.path)
+            route, params = resolve_route(self.command, self.path, self.server.routes)
             reply = route(self, params)
         except HttpRefusal as refusal:
             reply = refusal.reply()
         if isinstance(reply, EventStream):
             return self.stream_events(reply.interview)
+        if isinstance(reply, InboxStream):
+            return reply.inbox.stream(self)
         self.send_reply(reply)
 
     do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = handle_routed
@@ -2862,7 +3361,7 @@ class FormRequestPlumbing:
             raise HttpRefusal(403, "forbidden host")
         origin = self.headers.get("Origin")
         if origin is not None and origin not in self.server.allowed_origins:
-            raise HttpRefusal(403, "forbidden origin")
+            raise HttpRefusal(403, "forbidden origin", code="forbidden-origin")
 
     def body_length(self, limit: int, too_big: str = "") -> int:
         """The declared body length, or HttpRefusal 411/413 (unread, so the connection closes)."""
@@ -2882,7 +3381,7 @@ class FormRequestPlumbing:
         try:
             return parse_json(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError) as error:
-            raise HttpRefusal(400, "invalid JSON: %s" % error) from None
+            raise HttpRefusal(400, "invalid JSON: %s" % error, code="bad-json") from None
 
     def stream_events(self, interview):
         """Server-Sent Events: the /state JSON at once and on every change."""
@@ -2896,19 +3395,12 @@ class FormRequestPlumbing:
         try:
             seen, sent = None, None
             while hub.is_live(interview):
-                with interview.changed:
-                    changed = interview.changed.wait_for(
-                        lambda: interview.revision != seen or hub.closed, SSE_PING_SECONDS
-                    )
-                    states = [state for revision, state in interview.states
-                              if seen is not None and revision > seen]
-                    states = states or [interview.state_json()]
-                    seen = interview.revision
+                changed, states, seen = interview.next_states(seen, SSE_PING_SECONDS, lambda: hub.closed)
                 if hub.closed or self.page_gone():
                     break
                 chunk = ": ping\n\n"
                 if changed:
-                    fresh = [json.dumps(state) for state in states]
+                    fresh = [json.dumps(self.runtime.inbox.beside(interview, state)) for state in states]
                     fresh = [data for previous, data in zip([sent] + fresh, fresh) if data != previous]
                     chunk = "".join("event: state\ndata: %s\n\n" % data for data in fresh) or chunk
                     sent = fresh[-1] if fresh else sent
@@ -2937,34 +3429,43 @@ class FormRequestPlumbing:
             self.connection.settimeout(self.timeout)
 
 
-_FORM_SERVER_CLASS = None
-
-
 def http_error(error: InterviewError):
     """(status, JSON body) for a change the hub refused, as the form reads them."""
     if isinstance(error, InterviewSettled):
-        return 409, {"error": "interview already %s" % error.state}
+        return 409, error_body(409, "interview already %s" % error.state, "not-pending")
     if isinstance(error, StaleVersion):
-        return 409, {"error": "new questions were added", "version": error.version}
+        return 409, error_body(409, "new questions were added", "stale-version", version=error.version)
     if isinstance(error, InvalidAnswers):
-        body = {"error": error.text}
+        body = error_body(422, error.text, "invalid-answers")
         if error.problems is not None:
             body["problems"] = error.problems
         return 422, body
+    if isinstance(error, AttachmentRefused):
+        status = ATTACHMENT_STATUS[error.code]
+        return status, error_body(status, error.text, error.code)
     if isinstance(error, UnknownInterview):
-        return 404, {"error": NOT_FOUND_TEXT}
-    return 500, {"error": "internal error"}
+        return 404, error_body(404, NOT_FOUND_TEXT, "not-found")
+    return 500, error_body(500, "internal error", "internal-error")
 
 
-def form_server_class():
-    """The ThreadingHTTPServer subclass that serves forms (built once, on first use)."""
-    global _FORM_SERVER_CLASS
-    if _FORM_SERVER_CLASS is None:
-        _FORM_SERVER_CLASS = _build_form_server_class()
-    return _FORM_SERVER_CLASS
+class BuiltOnce:
+    """`built()` is what `build()` returns, built on the first call only: the server classes,
+    whose http.server import waits until a form is needed."""
+
+    def __init__(self, build) -> None:
+        self.build = build
+        self.value = None
+        self.lock = threading.Lock()
+
+    def __call__(self):
+        with self.lock:
+            if self.value is None:
+                self.value = self.build()
+            return self.value
 
 
 def _build_form_server_class():
+    """The ThreadingHTTPServer subclass that serves forms."""
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     class FormRequestHandler(FormRequestPlumbing, BaseHTTPRequestHandler):
@@ -2972,6 +3473,7 @@ def _build_form_server_class():
 
     class FormServer(ThreadingHTTPServer):
         daemon_threads = True
+        routes = ROUTES
         allow_reuse_address = True
         # socketserver's listen backlog is 5: a page (or a local client) opening many
         # connections at once filled it, and later connections, the form's own included, lost
@@ -2995,6 +3497,9 @@ def _build_form_server_class():
                 self.runtime.log.event("http-error", "error", error=repr(error)[:300])
 
     return FormServer
+
+
+form_server_class = BuiltOnce(_build_form_server_class)
 
 
 def host_name(host_header: str) -> str:
@@ -3038,6 +3543,8 @@ class Runtime:
         self.server_lock = threading.Lock()
         self.form_server = None
         self.server_thread = None
+        self.inbox = Inbox(self)
+        self.hub.observer = self.inbox.observe
 
     def base_url(self) -> str:
         """Start the form server on first need; its base URL. FormServerUnavailable if it
@@ -3076,27 +3583,788 @@ class Runtime:
         result, _ = self.hub.wait(self.hub.require(session_id), timeout=timeout)
         return result
 
-    def form_payload(self, interview: Interview) -> dict:
-        with interview.lock:
-            return {
-                "id": interview.id,
-                "state": interview.state,
-                "version": interview.version,
-                "note": interview.note,
-                "agent": interview.agent,
-                "spec": interview.spec,
-                "result": interview.result,
-            }
-
     def close(self) -> None:
+        self.inbox.close()
         self.hub.close()
         with self.server_lock:
             server, self.form_server = self.form_server, None
         if server is not None:
-            server.shutdown()
+            stop_serving(server)
             server.server_close()
             self.log.event("http-stopped")
         self.log.close()
+
+
+def stop_serving(server) -> None:
+    """End a serve_forever loop now. shutdown() alone waits until the loop next wakes, up to
+    its poll interval, and a client that sends SIGINT sends SIGTERM 100 ms later; a connection
+    to the listening socket wakes the loop at once, and it stops without serving it."""
+    import socket
+
+    host, port = server.server_address[:2]
+    host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+    stopping = threading.Thread(target=server.shutdown, name="ask-user-rich-http-stop", daemon=True)
+    stopping.start()
+    deadline = time.monotonic() + 2.0
+    while stopping.is_alive() and time.monotonic() < deadline:
+        try:
+            socket.create_connection((host, port), timeout=0.5).close()
+        except OSError:
+            pass
+        stopping.join(0.02)
+
+
+# ============================================================================================
+# The inbox: every pending interview of every process of this user, on one page
+# ============================================================================================
+#
+# Each process with pending interviews keeps <log dir>/inbox/<pid>.json. One of them, the
+# holder, binds the well-known inbox port and serves the page from those files under the key in
+# <log dir>/inbox.key; the others try to bind again every few seconds, so that the address
+# outlives any one process. A process with nothing pending does none of this.
+
+INBOX_HOST = "127.0.0.1"  # loopback only, whatever ASK_USER_RICH_HOST says
+INBOX_RETRY_SECONDS = 5.0
+INBOX_WRITE_SECONDS = 0.25  # the registry file is rewritten at most this often
+INBOX_WATCH_SECONDS = 0.5  # how often the registry folder is looked at while anything is pending
+INBOX_PROBE_SECONDS = 2.0
+INBOX_ENTRY_MAX_BYTES = 1024 * 1024
+INBOX_NONCE_CHARS = frozenset("0123456789abcdef")
+
+
+class InboxUnavailable(Exception):
+    """The inbox cannot be kept here: a folder or the key is not private, or cannot be made."""
+
+
+def inbox_folder(path: str, create: bool = True) -> None:
+    """private_folder() for the inbox: InboxUnavailable saying what is wrong."""
+    try:
+        private_folder(path, create=create)
+    except UntrustedFolder as error:
+        raise InboxUnavailable(str(error)) from None
+    except OSError as error:
+        raise InboxUnavailable("%s cannot be made: %s" % (path, error.strerror or error)) from None
+
+
+def load_inbox_key(log_dir: str) -> str:
+    """The inbox's secret, made once (18 random bytes, base64url, 0600): <log dir>/inbox.key.
+    InboxUnavailable when the log folder or the key file is not private."""
+    import secrets
+    import stat
+
+    try:
+        os.makedirs(log_dir, mode=0o700, exist_ok=True)
+    except OSError as error:
+        raise InboxUnavailable("%s cannot be made: %s" % (log_dir, error.strerror or error)) from None
+    inbox_folder(log_dir, create=False)
+    path = os.path.join(log_dir, "inbox.key")
+    for _ in range(3):
+        try:
+            descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except FileNotFoundError:
+            _make_inbox_key(path, secrets.token_urlsafe(18))
+            continue
+        except OSError as error:
+            raise InboxUnavailable("%s cannot be read: %s" % (path, error.strerror or error)) from None
+        with os.fdopen(descriptor, "rb") as handle:
+            status = os.fstat(handle.fileno())
+            if not stat.S_ISREG(status.st_mode):
+                raise InboxUnavailable("%s is not a file" % path)
+            if os.name == "posix" and (status.st_uid != os.getuid() or status.st_mode & 0o077):
+                raise InboxUnavailable("%s is not private: it belongs to another user or others can read it" % path)
+            key = handle.read(64).decode("ascii", "replace").strip()
+        if len(key) == 24 and set(key) <= TOKEN_CHARS:
+            return key
+        if key:
+            raise InboxUnavailable("%s does not hold an inbox key; delete it to have a new one made" % path)
+        time.sleep(0.05)  # another process is writing it right now (a file system without links)
+    raise InboxUnavailable("%s could not be made" % path)
+
+
+def _make_inbox_key(path: str, key: str) -> None:
+    """Write the key whole under a temporary name, then link it into place: of two processes
+    making it at once, one wins and both read the winner's key."""
+    temporary = "%s.%d.tmp" % (path, os.getpid())
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        try:
+            os.unlink(temporary)
+        except FileNotFoundError:
+            pass
+        descriptor = os.open(temporary, flags, 0o600)
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(key.encode("ascii") + b"\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            pass
+        except OSError:
+            # No hard links here (FAT, some network shares): create the file itself, exclusively.
+            try:
+                descriptor = os.open(path, flags, 0o600)
+            except FileExistsError:
+                return
+            with os.fdopen(descriptor, "wb") as handle:
+                handle.write(key.encode("ascii") + b"\n")
+        sync_directory(os.path.dirname(path))
+    except OSError as error:
+        raise InboxUnavailable("%s cannot be written: %s" % (path, error.strerror or error)) from None
+    finally:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+
+
+def inbox_proof(key: str, nonce: str) -> str:
+    import hashlib
+    import hmac
+
+    return hmac.new(key.encode("ascii"), nonce.encode("ascii"), hashlib.sha256).hexdigest()
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process of this user with that number runs (a zombie does not count)."""
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    if os.name == "nt":
+        return _windows_pid_alive(pid)
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False  # gone, or the number now belongs to another user's process
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as handle:
+            return handle.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True  # no /proc (macOS): kill() said it is there
+
+
+def _windows_pid_alive(pid: int) -> bool:
+    # os.kill() on Windows terminates the process whatever the signal: ask the kernel instead.
+    import ctypes
+
+    kernel32 = ctypes.windll.kernel32
+    handle = kernel32.OpenProcess(0x1000, False, pid)  # PROCESS_QUERY_LIMITED_INFORMATION
+    if not handle:
+        return False
+    try:
+        code = ctypes.c_ulong()
+        return bool(kernel32.GetExitCodeProcess(handle, ctypes.byref(code))) and code.value == 259
+    finally:
+        kernel32.CloseHandle(handle)
+
+
+def _inbox_row(raw):
+    """One interview of a registry file, with every field of the right type, or None."""
+    if not isinstance(raw, dict):
+        return None
+    row = {}
+    for name, kind in (("interviewId", str), ("title", str), ("url", str), ("createdAt", str)):
+        if not isinstance(raw.get(name), kind):
+            return None
+        row[name] = raw[name]
+    # The page links to it: only a web address, never javascript: or a file.
+    if not row["url"].startswith(("http://", "https://")):
+        return None
+    for name in ("questions", "answered", "followUpsUnseen"):
+        value = raw.get(name, 0)
+        row[name] = value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+    row["waiting"] = raw.get("waiting") is True
+    return row
+
+
+def _inbox_entry(raw, pid: int):
+    """A registry file's JSON checked, or None: a damaged file costs only its own rows."""
+    if not isinstance(raw, dict) or raw.get("pid") != pid or not isinstance(raw.get("interviews"), list):
+        return None
+    rows = [row for row in map(_inbox_row, raw["interviews"]) if row is not None]
+    return {
+        "pid": pid,
+        "startedAt": raw.get("startedAt") if isinstance(raw.get("startedAt"), str) else "",
+        "agent": raw.get("agent") if isinstance(raw.get("agent"), str) else None,
+        "project": raw.get("project") if isinstance(raw.get("project"), str) else "",
+        "interviews": rows,
+    }
+
+
+class InboxRegistry:
+    """<log dir>/inbox/: this process's entry, written whole or not at all, and the entries of
+    every live process, read back. Files of processes that are gone are removed on sight."""
+
+    def __init__(self, log_dir: str) -> None:
+        self.folder = os.path.join(log_dir, "inbox")
+        self.pid = os.getpid()
+        self.path = os.path.join(self.folder, "%d.json" % self.pid)
+        self.written = False
+        self.cache: dict = {}  # file name -> ((mtime_ns, size), entry or None)
+
+    def write(self, entry: dict) -> None:
+        """InboxUnavailable when the folder is not private or the file cannot be written."""
+        inbox_folder(self.folder)
+        temporary = os.path.join(self.folder, ".%d.json.tmp" % self.pid)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+        try:
+            descriptor = os.open(temporary, flags, 0o600)
+            with os.fdopen(descriptor, "wb") as handle:
+                handle.write(json_utf8(entry))
+            os.replace(temporary, self.path)
+        except OSError as error:
+            raise InboxUnavailable("%s cannot be written: %s" % (self.path, error.strerror or error)) from None
+        self.written = True
+
+    def remove(self) -> None:
+        if not self.written:
+            return
+        self.written = False
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+
+    def folder_stamp(self):
+        try:
+            return os.stat(self.folder).st_mtime_ns
+        except OSError:
+            return None
+
+    def scan(self):
+        """(stamp, entries): the entries of every other live process, and a value that changes
+        whenever any of them may have."""
+        try:
+            names = os.listdir(self.folder)
+        except OSError:
+            return (), []
+        stamp, entries, seen = [], [], set()
+        for name in sorted(names):
+            stem = name[1:-9] if name.startswith(".") and name.endswith(".json.tmp") else name[:-5]
+            if not stem.isdigit() or not (name.endswith(".json") or name.endswith(".json.tmp")):
+                continue
+            pid = int(stem)
+            if pid == self.pid:
+                continue
+            path = os.path.join(self.folder, name)
+            if not pid_alive(pid):
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+                continue
+            if name.startswith("."):
+                continue  # a write in progress
+            try:
+                status = os.lstat(path)
+            except OSError:
+                continue
+            key = (status.st_mtime_ns, status.st_size)
+            stamp.append((name, key))
+            seen.add(name)
+            cached = self.cache.get(name)
+            if cached is None or cached[0] != key:
+                cached = (key, self._read(path, pid))
+                self.cache[name] = cached
+            if cached[1] is not None:
+                entries.append(cached[1])
+        for name in set(self.cache) - seen:
+            del self.cache[name]
+        return tuple(stamp), entries
+
+    @staticmethod
+    def _read(path: str, pid: int):
+        import stat
+
+        try:
+            descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            with os.fdopen(descriptor, "rb") as handle:
+                if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                    return None
+                data = handle.read(INBOX_ENTRY_MAX_BYTES + 1)
+        except OSError:
+            return None
+        if len(data) > INBOX_ENTRY_MAX_BYTES:
+            return None
+        try:
+            return _inbox_entry(parse_json(data.decode("utf-8")), pid)
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            return None
+
+
+class InboxStream:
+    """What the inbox's events route answers: the connection is kept and the listing written to
+    it whenever it changes, until the page or the holder goes."""
+
+    __slots__ = ("inbox",)
+
+    def __init__(self, inbox) -> None:
+        self.inbox = inbox
+
+
+def inbox_from(request, params: dict):
+    """The inbox a /inbox/<key> route names, or a 404 (a wrong key is no different)."""
+    import hmac
+
+    inbox = request.server.inbox
+    given = params.get("key", "")
+    if inbox.key is None or not hmac.compare_digest(
+        inbox.key.encode("ascii"), given.encode("utf-8", "surrogatepass")
+    ):
+        raise HttpRefusal(404, "not found")
+    return inbox
+
+
+def route_inbox_page(request, params: dict):
+    inbox_from(request, params)
+    return route_asset(request, {"name": "inbox.html"})
+
+
+def route_inbox_json(request, params: dict):
+    return json_reply(200, inbox_from(request, params).listing())
+
+
+def route_inbox_events(request, params: dict):
+    return InboxStream(inbox_from(request, params))
+
+
+def route_inbox_prove(request, params: dict):
+    import urllib.parse
+
+    query = urllib.parse.parse_qs(request.path.partition("?")[2])
+    nonce = (query.get("nonce") or [""])[0]
+    if not 16 <= len(nonce) <= 128 or not set(nonce) <= INBOX_NONCE_CHARS:
+        raise HttpRefusal(400, "nonce must be 16 to 128 lower-case hex digits")
+    return json_reply(200, {"proof": inbox_proof(request.server.inbox.key, nonce)})
+
+
+INBOX_ROUTES = (
+    ("GET", "/inbox/<key>", route_inbox_page),
+    ("GET", "/assets/<name*>", route_asset),
+    ("GET", "/api/inbox/prove", route_inbox_prove),
+    ("GET", "/api/inbox/<key>", route_inbox_json),
+    ("GET", "/api/inbox/<key>/events", route_inbox_events),
+)
+
+def _build_inbox_server_class():
+    """The form server's class, on the inbox's routes and loopback names only."""
+    import socket
+
+    class InboxServer(form_server_class()):
+        routes = INBOX_ROUTES
+        # On Windows SO_REUSEADDR lets a second socket take a port that is in use, which
+        # would make two holders; there an exclusive bind is asked for instead.
+        allow_reuse_address = os.name != "nt"
+
+        def __init__(self, inbox, address):
+            self.inbox = inbox
+            super().__init__(inbox.runtime, address)
+            names = ("localhost", "127.0.0.1", "[::1]")
+            port = self.server_address[1]
+            self.allowed_hosts = frozenset(names)
+            self.allowed_origins = frozenset("http://%s:%d" % (name, port) for name in names)
+
+        def server_bind(self):
+            if os.name == "nt" and hasattr(socket, "SO_EXCLUSIVEADDRUSE"):
+                self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_EXCLUSIVEADDRUSE, 1)
+            super().server_bind()
+
+    return InboxServer
+
+
+inbox_server_class = BuiltOnce(_build_inbox_server_class)
+
+
+def port_is_free(host: str, port: int) -> bool:
+    """Whether `port` can be bound now: a bare socket, far cheaper than a server that fails."""
+    import socket
+
+    with socket.socket() as probe:
+        if os.name != "nt":
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def prove_inbox_holder(port: int, key: str, timeout: float = INBOX_PROBE_SECONDS):
+    """Ask whoever holds 127.0.0.1:`port` to prove it knows the key, without sending the key.
+    "ours", "foreign" (something answers and cannot prove it) or "free" (nothing listens)."""
+    import hmac
+    import http.client
+    import secrets
+
+    nonce = secrets.token_hex(16)
+    connection = http.client.HTTPConnection(INBOX_HOST, port, timeout=timeout)
+    try:
+        connection.request("GET", "/api/inbox/prove?nonce=" + nonce, headers={"Host": "127.0.0.1:%d" % port})
+        response = connection.getresponse()
+        body = response.read(4096)
+    except ConnectionRefusedError:
+        return "free"
+    except (OSError, http.client.HTTPException):
+        return "foreign"
+    finally:
+        connection.close()
+    try:
+        proof = json.loads(body.decode("utf-8")).get("proof")
+    except (UnicodeDecodeError, ValueError, AttributeError):
+        return "foreign"
+    if response.status == 200 and isinstance(proof, str) and hmac.compare_digest(
+        proof.encode("ascii", "replace"), inbox_proof(key, nonce).encode("ascii")
+    ):
+        return "ours"
+    return "foreign"
+
+
+def inbox_url(port: int, key: str) -> str:
+    return "http://localhost:%d/inbox/%s" % (port, key)
+
+
+class Inbox:
+    """This process's part in the inbox: its registry entry, the bind attempts, and, while it
+    holds the port, the inbox server. One worker thread does all of it, and exists only while
+    the process has pending interviews (or holds the port for a page that is open, or runs
+    the `inbox` command)."""
+
+    def __init__(self, runtime, hold: bool = False) -> None:
+        self.runtime = runtime
+        self.log = runtime.log
+        self.port = runtime.config.inbox_port
+        self.hold = hold  # the `inbox` command: hold the port until closed, pending or not
+        self.registry = InboxRegistry(runtime.config.log_dir)
+        try:
+            self.project = os.getcwd()
+        except OSError:  # the folder it was started in is gone
+            self.project = ""
+        self.started_at = iso_utc(time.time())
+        self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)
+        self.pending: dict = {}  # interview id -> Interview, this process's pending ones
+        self.dirty = False
+        self.worker = None
+        self.closed = False
+        self.key = None
+        self.unavailable = None  # why the inbox cannot be kept here, once found
+        self.server = None
+        self.server_thread = None
+        self.holder = None  # None: unknown; "ours", "foreign" or "free" as last probed
+        self.probed = float("-inf")  # when it was probed last
+        self.reported_foreign = False
+        self.streams = 0
+        self.stamp = None  # the other entries' names, times and sizes at the last full scan
+        self.others: list = []  # the entries of the other live processes, as last scanned
+        self.total = 0  # the interviews pending anywhere, as the forms were last told
+        self.folder_stamp = None  # the registry folder's mtime at the last full scan
+        self.scanned = float("-inf")
+        self.revision = 0  # grows at every look at the folder while a page is watching
+
+    # -- what the hub tells it ------------------------------------------------------------
+
+    def observe(self, interview) -> None:
+        """An interview was created, changed what the registry lists, or settled."""
+        if not self.port:
+            return
+        pending = interview.is_pending()
+        with self.changed:
+            if self.closed:
+                return
+            if pending:
+                self.pending[interview.id] = interview
+            elif self.pending.pop(interview.id, None) is None:
+                return
+            self.dirty = True
+            self._start_worker()
+            self.changed.notify_all()
+
+    def hold_here(self) -> bool:
+        """The `inbox` command: bind the port now and hold it until close(), pending or not;
+        False when something holds it already. InboxUnavailable when there can be no inbox."""
+        self._load_key()
+        self._try_to_hold(True)
+        if self.server is None:
+            return False
+        with self.changed:
+            self.hold = True
+            self._start_worker()
+            self.changed.notify_all()
+        return True
+
+    def _start_worker(self) -> None:
+        """Call with the lock held."""
+        if self.worker is None and self.unavailable is None and self._active():
+            self.worker = threading.Thread(target=self._run, name="ask-user-rich-inbox", daemon=True)
+            self.worker.start()
+
+    def _active(self) -> bool:
+        return bool(self.pending) or self.hold or (self.server is not None and self.streams > 0)
+
+    # -- what a form shows ----------------------------------------------------------------
+
+    def beside(self, interview, state: dict) -> dict:
+        """A /state JSON with the form's `inbox` added, while there is an inbox here."""
+        if not self.port or self.unavailable is not None:
+            return state
+        return dict(state, inbox=self.for_form(interview))
+
+    def for_form(self, interview) -> dict:
+        """The /state JSON's `inbox`: how many other interviews wait anywhere, and the inbox's
+        address when whoever holds it proved it is ours (else null: the key goes nowhere else)."""
+        with self.lock:
+            others = sum(len(entry["interviews"]) for entry in self.others)
+            others += len(self.pending) - (1 if interview.id in self.pending else 0)
+            # A proof goes stale: the holder may have changed since.
+            fresh = time.monotonic() - self.probed <= INBOX_RETRY_SECONDS + INBOX_PROBE_SECONDS
+            ours = self.key is not None and (self.server is not None or (self.holder == "ours" and fresh))
+            return {"waiting": others, "url": inbox_url(self.port, self.key) if ours else None}
+
+    # -- the listing ----------------------------------------------------------------------
+
+    def listing(self) -> dict:
+        """Every pending interview of every live process, oldest first, and who holds the port."""
+        own = self._own_entry(agents=True)
+        with self.lock:
+            entries = [own] + list(self.others)
+        rows = []
+        for entry in entries:
+            for row in entry["interviews"]:
+                rows.append(dict(row, agent=row.pop("agent", entry["agent"]), project=entry["project"],
+                                 pid=entry["pid"]))
+        rows.sort(key=lambda row: (row["createdAt"], row["pid"], row["interviewId"]))
+        return {"interviews": rows, "holder": os.getpid() if self.server is not None else None}
+
+    def _own_entry(self, agents: bool = False) -> dict:
+        """This process's registry entry; with `agents`, each row names its own interview's
+        agent (the file names one for the process: the newest)."""
+        with self.lock:
+            interviews = sorted(self.pending.values(), key=lambda interview: interview.created)
+        rows, agent = [], None
+        for interview in interviews:
+            row = interview.inbox_row()
+            if row is not None:
+                if agents:
+                    row["agent"] = interview.agent
+                rows.append(row)
+                agent = interview.agent or agent
+        return {"pid": os.getpid(), "startedAt": self.started_at, "agent": agent,
+                "project": self.project, "interviews": rows}
+
+    # -- the worker -----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        last_write = last_scan = next_try = float("-inf")
+        try:
+            self._load_key()
+        except InboxUnavailable as problem:
+            self._give_up(problem)
+            return
+        while True:
+            # Another process's change reaches a watching page within a second, an open form's
+            # count within two; with nobody looking, the folder is read with each retry only.
+            with self.lock:
+                interviews = list(self.pending.values())
+            forms = any(interview.progress()["form"] == "form open" for interview in interviews)
+            with self.changed:
+                now = time.monotonic()
+                if self.closed or not self._active():
+                    finished = True
+                else:
+                    finished = False
+                    watch = INBOX_WATCH_SECONDS if self.streams else 2.0 if forms else INBOX_RETRY_SECONDS
+                    if forms and self.server is None and now - self.probed > INBOX_RETRY_SECONDS:
+                        next_try = min(next_try, now)  # a form opened: who holds the inbox, now
+                    due = [last_scan + watch]
+                    if self.dirty:
+                        due.append(last_write + INBOX_WRITE_SECONDS)
+                    if self.server is None:
+                        due.append(next_try)
+                    wake = min(due)
+                    if wake > now:
+                        self.changed.wait(wake - now)
+                        continue
+                    write = self.dirty and now >= last_write + INBOX_WRITE_SECONDS
+                    if write:
+                        self.dirty = False
+                    bind = self.server is None and now >= next_try
+                    scan = now >= last_scan + watch
+            if finished:
+                self._wind_down()
+                with self.changed:
+                    if self.closed or not self._active():
+                        self.worker = None
+                        return
+                continue
+            try:
+                if write:
+                    last_write = time.monotonic()
+                    self._write_entry()
+                if bind:
+                    self._try_to_hold(forms)
+                    next_try = time.monotonic() + INBOX_RETRY_SECONDS
+                if scan or write:
+                    last_scan = time.monotonic()
+                    self._scan(force=write)
+            except InboxUnavailable as problem:
+                self._give_up(problem)
+                return
+
+    def _load_key(self) -> None:
+        if self.key is None:
+            self.key = load_inbox_key(self.runtime.config.log_dir)
+
+    def _give_up(self, problem: InboxUnavailable) -> None:
+        self.log.event("inbox-unavailable", "warning", reason=str(problem))
+        self._release()
+        self.registry.remove()
+        with self.changed:
+            self.unavailable = str(problem)
+            self.worker = None
+
+    def _write_entry(self) -> None:
+        entry = self._own_entry()
+        if entry["interviews"]:
+            self.registry.write(entry)
+        else:
+            self.registry.remove()
+
+    def _try_to_hold(self, forms: bool) -> None:
+        """Bind the port, or learn who holds it: the probe runs the first time and while a form
+        is open here (only a form ever shows the inbox's address), not at every retry."""
+        try:
+            if not port_is_free(INBOX_HOST, self.port):
+                raise OSError("address in use")
+            server = inbox_server_class()(self, (INBOX_HOST, self.port))
+        except OSError as error:
+            if self.holder is not None and not forms:
+                return
+            # "free" here: the holder exited between the bind and the probe; the next try binds.
+            verdict = prove_inbox_holder(self.port, self.key)
+            with self.lock:
+                self.holder, self.probed = verdict, time.monotonic()
+                report = verdict == "foreign" and not self.reported_foreign
+                self.reported_foreign = self.reported_foreign or report
+            if report:
+                self.log.event("inbox-port-taken", "warning", port=self.port, error=str(error),
+                               detail="held by a program that is not ask-user-rich; forms work as before")
+            if forms:
+                self._touch_forms()
+            return
+        # serve_forever wakes every poll_interval only to see whether it should stop; _release
+        # wakes it with a connection instead, so it need not look often.
+        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": INBOX_RETRY_SECONDS},
+                                  name="ask-user-rich-inbox-http", daemon=True)
+        with self.changed:
+            self.server, self.server_thread = server, thread
+            self.holder = "ours"
+        thread.start()
+        self.log.event("inbox-holding", port=self.port)
+        self._touch_forms()
+
+    def _release(self) -> None:
+        with self.changed:
+            server, self.server = self.server, None
+            self.changed.notify_all()  # the pages' streams end
+        if server is not None:
+            import socket
+
+            stopping = threading.Thread(target=server.shutdown, daemon=True)
+            stopping.start()
+            while stopping.is_alive():
+                try:  # a connection ends the server's wait at once
+                    socket.create_connection((INBOX_HOST, self.port), timeout=1).close()
+                except OSError:
+                    pass
+                stopping.join(0.05)
+            server.server_close()
+            self.log.event("inbox-released", port=self.port)
+
+    def _wind_down(self) -> None:
+        """Nothing left to do: the entry goes, and the port with it."""
+        self.registry.remove()
+        self._release()
+        with self.lock:
+            self.others, self.stamp, self.folder_stamp, self.scanned = [], None, None, float("-inf")
+
+    def _scan(self, force: bool = False) -> None:
+        """Read the other processes' entries again when the folder changed (one stat), when a
+        page is watching, when forced, and at least every INBOX_RETRY_SECONDS (for processes
+        that died without a word)."""
+        folder_stamp = self.registry.folder_stamp()
+        now = time.monotonic()
+        if not (force or self.streams or folder_stamp != self.folder_stamp
+                or now - self.scanned >= INBOX_RETRY_SECONDS):
+            return
+        self.folder_stamp, self.scanned = folder_stamp, now
+        stamp, entries = self.registry.scan()
+        with self.changed:
+            if stamp != self.stamp:
+                self.stamp, self.others = stamp, entries
+            # What every form here shows: the interviews pending anywhere.
+            total = sum(len(entry["interviews"]) for entry in self.others) + len(self.pending)
+            touch, self.total = total != self.total, total
+            if self.streams:
+                self.revision += 1  # the page's stream compares what it would send
+                self.changed.notify_all()
+        if touch:
+            self._touch_forms()
+
+    def _touch_forms(self) -> None:
+        """Let this process's forms' event streams send the new `inbox` count."""
+        with self.lock:
+            interviews = list(self.pending.values())
+        for interview in interviews:
+            interview.nudge()
+
+    # -- the page's stream ----------------------------------------------------------------
+
+    def stream(self, request) -> None:
+        """Server-Sent Events: the listing at once and whenever it changes, a ping every 15 s."""
+        request.send_response(200)
+        request.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        request.send_security_headers()
+        request.end_headers()
+        request.close_connection = True
+        with self.changed:
+            self.streams += 1
+            self.changed.notify_all()
+        sent = None
+        try:
+            while True:
+                data = json.dumps(self.listing())
+                if data != sent:
+                    request.wfile.write(("event: inbox\ndata: %s\n\n" % data).encode("utf-8"))
+                    request.wfile.flush()
+                    sent = data
+                with self.changed:
+                    seen = self.revision
+                    changed = self.changed.wait_for(
+                        lambda: self.revision != seen or self.closed or self.server is None, SSE_PING_SECONDS
+                    )
+                    if self.closed or self.server is None:
+                        return
+                if request.page_gone():
+                    return
+                if not changed:
+                    request.wfile.write(b": ping\n\n")
+                    request.wfile.flush()
+        except OSError:
+            pass  # the page went away
+        finally:
+            with self.changed:
+                self.streams -= 1
+                self.changed.notify_all()
+
+    def close(self) -> None:
+        """At exit: the entry goes, and the port with it."""
+        with self.changed:
+            self.closed = True
+            self.changed.notify_all()
+            worker = self.worker
+        if worker is not None and worker is not threading.current_thread():
+            worker.join(INBOX_PROBE_SECONDS + 1)
+        self.registry.remove()
+        self._release()
 
 
 # ============================================================================================
@@ -3118,7 +4386,8 @@ AFTER_TEXT = """After the call:
 - status "declined": the user chose not to answer now; do not proceed as if they agreed.
 - Answers and the general notes may carry attachments (screenshots, logs): read each file at its absolute path with your own file tools.
 - status "awaiting": show the url to the user, then call await_user_answers with the sessionId to wait for the submit.
-- Follow-up questions while the form is open (or while a call waits): append_questions, not a second interview."""
+- Follow-up questions while the form is open (or while a call waits): append_questions, not a second interview.
+- A task id "<sessionId>.<n>" names its interview: pass it (or the part before the dot) as sessionId."""
 
 # In the instructions and in ask_user_rich's description, as AFTER_TEXT is: a client may show
 # the model only one of them.
@@ -3486,7 +4755,8 @@ def archived_result(record: dict) -> dict:
     """A result read back from the archive, with its summary rebuilt."""
     spec = record.get("interview") or {"questions": []}
     result = {"summary": ""}
-    result.update((key, value) for key, value in record.items() if key != "interview")
+    # Not the interview nor the record of its tasks, which are for this server alone.
+    result.update((key, value) for key, value in record.items() if key not in ("interview", "tasks"))
     # Archived before attachments existed: the shape the outputSchema promises all the same.
     result.setdefault("generalAttachments", [])
     for row in result.get("answers") or []:
@@ -3539,7 +4809,7 @@ def progress_message(facts: dict) -> str:
 # ============================================================================================
 
 class InputRequired(Exception):
-    """Raised by a client of an era without server-to-client requests: the call must end now,
+    """Raised by a call of an era without server-to-client requests: the call must end now,
     asking the client for `requests` (key -> elicitation), and be retried with the answers."""
 
     def __init__(self, interview: Interview, requests: dict) -> None:
@@ -3548,9 +4818,14 @@ class InputRequired(Exception):
         self.requests = requests
 
 
-class CallClient:
-    """What both eras' per-call clients share: the call's request id, its cancellation, and
-    progress notifications on its token, counted 1, 2, 3, … for this call."""
+class ToolCall:
+    """One tools/call as the tools see it: everything a tool may ask of the client for this
+    call, declared here with the `initialize` era's behaviour as the default (no retries, no
+    tasks: the call blocks in place and answers once). Each era overrides what it does
+    differently; the tools never ask which era they are in.
+
+    The call's request id, its cancellation, and progress notifications on its token, counted
+    1, 2, 3, … for this call, are the same in both eras."""
 
     def __init__(self, server: "McpServer", request_id, progress_token, cancellation: Cancellation) -> None:
         self.server = server
@@ -3559,6 +4834,28 @@ class CallClient:
         self.progress_token = progress_token
         self.cancellation = cancellation
         self.progress_count = 0
+
+    @property
+    def client_info(self) -> dict:
+        """The client's clientInfo (its name and version)."""
+        return {}
+
+    @property
+    def reports_progress(self) -> bool:
+        """Whether progress() reaches anyone, so that a wait builds its messages only then."""
+        return self.progress_token is not None
+
+    def elicitation_modes(self) -> frozenset:
+        """The elicitation modes ("form", "url") the client declared for this call."""
+        return frozenset()
+
+    def resumed_interview(self, hub: SessionHub):
+        """The interview a retry of a multi round-trip call continues; None: start afresh."""
+        return None
+
+    def retrying(self, key: str) -> bool:
+        """Whether this call is the retry that brings the client's answer to input `key`."""
+        return False
 
     def progress(self, message: str, url=None) -> None:
         """A progress notification; `url` (the first report only) is added to the message."""
@@ -3570,11 +4867,32 @@ class CallClient:
             "message": message + (". Form: " + url if url else ""),
         })
 
+    def about_to_block(self, interview: Interview) -> None:
+        """The call is about to wait for the user: the place where an era may answer now."""
 
-class LegacyClient(CallClient):
-    """What one tools/call can do with a client of the `initialize` era: the capabilities it
-    declared at initialize, progress on the call's token, elicitation by sending
-    `elicitation/create` requests and waiting for their responses."""
+    def elicit(self, key: str, params: dict, interview: Interview):
+        """Ask the client to elicit (`params` of elicitation/create) under `key`; returns
+        (outcome, response): "answered" with the response, or "settled" (the web form was
+        submitted first), "cancelled" or "shutdown" with None."""
+        return "cancelled", None
+
+    def elicitation_finished(self, key: str, interview: Interview) -> None:
+        """The elicitation under `key` is over: tell the client, where the era has a way."""
+
+    def input_required(self, needed: InputRequired, tool: str, arguments: dict) -> dict:
+        """The result that ends the call asking for `needed`, where the era retries calls."""
+        raise JsonRpcError(-32603, "Internal error: this protocol era has no multi round-trip requests")
+
+    def finish(self, result) -> None:
+        """The call's response; none after a cancellation, which the client expects."""
+        if result is not None and not self.cancellation.is_set:
+            self.transport.respond(self.request_id, result)
+
+
+class LegacyCall(ToolCall):
+    """A call of the `initialize` era: the capabilities the client declared at initialize,
+    and elicitation by sending `elicitation/create` requests and waiting for their
+    responses."""
 
     def __init__(self, server: "McpServer", request_id, progress_token, cancellation: Cancellation) -> None:
         super().__init__(server, request_id, progress_token, cancellation)
@@ -3582,30 +4900,16 @@ class LegacyClient(CallClient):
 
     @property
     def client_info(self) -> dict:
-        return self.server.session()["clientInfo"]
-
-    @property
-    def reports_progress(self) -> bool:
-        return self.progress_token is not None
+        return self.server.handshake()["clientInfo"]
 
     def elicitation_modes(self) -> frozenset:
-        return elicitation_modes(self.server.session()["capabilities"])
-
-    def resumed_interview(self, hub: SessionHub):
-        """This era has no retries: every call starts afresh."""
-        return None
-
-    def retrying(self, key: str) -> bool:
-        return False
-
-    def about_to_block(self, interview: Interview) -> None:
-        """This era has no tasks: the call blocks in place."""
+        return elicitation_modes(self.server.handshake()["capabilities"])
 
     def elicit(self, key: str, params: dict, interview: Interview):
         """Send `elicitation/create` and wait, with no timeout of ours, for the first of: the
-        client's response ("answered", response), a submit through the web form ("settled"),
-        the call's cancellation ("cancelled") or shutdown ("shutdown"). A request still open
-        then is cancelled at the client, so its dialog goes away."""
+        client's response, a submit through the web form, the call's cancellation or
+        shutdown. A request still open then is cancelled at the client, so its dialog goes
+        away."""
         import uuid
 
         params = dict(params)
@@ -3614,9 +4918,8 @@ class LegacyClient(CallClient):
         responses = []
 
         def on_response(message: dict) -> None:
-            with interview.changed:
-                responses.append(message)
-                interview.changed.notify_all()
+            responses.append(message)
+            interview.wake()
 
         request_id = self.transport.request("elicitation/create", params, on_response)
         self.server.log.event("elicitation-request", interview=interview.id, request=request_id,
@@ -3634,15 +4937,9 @@ class LegacyClient(CallClient):
     def elicitation_finished(self, key: str, interview: Interview) -> None:
         """notifications/elicitation/complete for a URL elicitation whose interview settled."""
         elicitation_id = self.url_elicitations.pop(key, None)
-        with interview.lock:
-            settled = interview.state != "pending"
+        settled = interview.settled_result() is not None
         if elicitation_id is not None and settled:
             self.transport.notify("notifications/elicitation/complete", {"elicitationId": elicitation_id})
-
-    def finish(self, result) -> None:
-        """The call's response; none after a cancellation, which the client expects."""
-        if result is not None and not self.cancellation.is_set:
-            self.transport.respond(self.request_id, result)
 
 
 def elicitation_modes(capabilities) -> frozenset:
@@ -3773,9 +5070,11 @@ class RequestStateSeal:
 class Task:
     """One call that became a task: what tasks/get shows of it."""
 
-    def __init__(self, task_id: str, interview_id: str, message: str, cancellation, now: float) -> None:
+    def __init__(self, task_id: str, interview_id: str, message: str, cancellation, now: float,
+                 interview=None) -> None:
         self.id = task_id
         self.interview_id = interview_id
+        self.interview = interview  # None for a task recovered from an earlier process
         self.status = "working"
         self.message = message
         self.created = now
@@ -3784,16 +5083,41 @@ class Task:
         self.error = None
         self.cancellation = cancellation
         self.settled_monotonic = None
+        self.seen = None  # what the user had done at the last look, for the poll interval
+        self.active_monotonic = time.monotonic()
 
-    def view(self) -> dict:
+    def status_message(self) -> str:
+        """While working: the progress, how to reach the interview, and the form's link last,
+        so that the model and the person can get to the form even when no browser opened."""
+        if self.status != "working" or self.interview is None:
+            return self.message
+        return "%s; sessionId %s (append_questions, await_user_answers). Form: %s" % (
+            self.message, quote(self.interview_id), self.interview.url)
+
+    def poll_interval(self, now: float) -> int:
+        """2 s while the user is busy or the task is young; then longer, up to 30 s, for every
+        minute nothing changes: a person away from the form needs no poll every 2 s."""
+        if self.status != "working" or self.interview is None:
+            return TASK_POLL_MS
+        counts_revision, facts = self.interview.progress_snapshot()
+        signature = (counts_revision, facts["answered"], facts["total"], facts["form"])
+        if signature != self.seen:
+            self.seen = signature
+            self.active_monotonic = now
+        idle_minutes = int((now - self.active_monotonic) // 60)
+        if idle_minutes < 1:
+            return TASK_POLL_MS
+        return min(TASK_POLL_MAX_MS, TASK_POLL_MS << min(idle_minutes, 8))
+
+    def view(self, now=None) -> dict:
         shown = {
             "taskId": self.id,
             "status": self.status,
-            "statusMessage": self.message,
+            "statusMessage": self.status_message(),
             "createdAt": iso_utc(self.created),
             "lastUpdatedAt": iso_utc(self.updated),
             "ttlMs": None,
-            "pollIntervalMs": TASK_POLL_MS,
+            "pollIntervalMs": self.poll_interval(time.monotonic() if now is None else now),
         }
         if self.result is not None:
             shown["result"] = self.result
@@ -3805,9 +5129,10 @@ class Task:
 class TaskRegistry:
     """Every task of this process, and those of an earlier one recovered from the archive."""
 
-    def __init__(self, log: Log, archive: Archive) -> None:
+    def __init__(self, log: Log, archive: Archive, clock=time.monotonic) -> None:
         self.log = log
         self.archive = archive
+        self.clock = clock  # the poll interval's minutes, injectable for its tests
         self.lock = threading.Lock()
         self.tasks: dict = {}
         self.counter = 0
@@ -3815,9 +5140,13 @@ class TaskRegistry:
     def create(self, interview: Interview, message: str, cancellation) -> dict:
         with self.lock:
             self.counter += 1
-            task = Task("%s.%d" % (interview.id, self.counter), interview.id, message, cancellation, time.time())
+            task = Task("%s.%d" % (interview.id, self.counter), interview.id, message, cancellation,
+                        time.time(), interview)
+            task.active_monotonic = self.clock()
             self.tasks[task.id] = task
-            view = task.view()
+            view = task.view(self.clock())
+        # On disk before the task is answered.
+        interview.add_task(task.id, lambda ids: self.archive.record_tasks(interview.id, ids))
         self.log.event("task-created", task=task.id, interview=interview.id)
         return view
 
@@ -3835,6 +5164,9 @@ class TaskRegistry:
                 return
             task.status = "completed"
             task.result = result
+            summary = (result.get("structuredContent") or {}).get("summary")
+            if isinstance(summary, str):
+                task.message = summary.split("\n", 1)[0]
             self._settled(task)
         self.log.event("task-completed", task=task_id)
 
@@ -3844,6 +5176,8 @@ class TaskRegistry:
             if task.status != "working":
                 return
             task.status = "cancelled"
+            if task.interview is not None:
+                task.message = "Cancelled by the client; the form stays open at %s" % task.interview.url
             self._settled(task)
         self.log.event("task-cancelled", task=task.id)
         task.cancellation.cancel()
@@ -3851,7 +5185,7 @@ class TaskRegistry:
     def get(self, task_id) -> dict:
         task = self._find(task_id)
         with self.lock:
-            return task.view()
+            return task.view(self.clock())
 
     def _settled(self, task: Task) -> None:
         task.updated = time.time()
@@ -3861,8 +5195,7 @@ class TaskRegistry:
         """The task, recovered from the archive if an earlier process made it; else -32602."""
         horizon = time.monotonic() - SETTLED_RETENTION_SECONDS
         with self.lock:
-            for key in [key for key, task in self.tasks.items()
-                        if task.settled_monotonic is not None and task.settled_monotonic < horizon]:
+            for key in [key for key, task in self.tasks.items() if self._expired(task, horizon)]:
                 del self.tasks[key]
             task = self.tasks.get(task_id)
         if task is None:
@@ -3871,14 +5204,34 @@ class TaskRegistry:
             raise JsonRpcError(-32602, "unknown task %s" % quote(task_id))
         return task
 
+    @staticmethod
+    def _expired(task: Task, horizon: float) -> bool:
+        """Settled for the retention time, and so is its interview: a task whose interview is
+        still pending here stays what it was (cancelled, timed out), however old."""
+        if task.settled_monotonic is None or task.settled_monotonic >= horizon:
+            return False
+        settled = None if task.interview is None else task.interview.settled_monotonic
+        return task.interview is None or (settled is not None and settled < horizon)
+
     def _recover(self, task_id: str):
+        """A task made by a process that is gone, from what it left on disk: the archive entry
+        of its interview (completed), or the task index of one still pending when that process
+        ended (failed). server.log is never read: it may be off, rotated, or hold any text a
+        title or a user agent put there. A task of another live process is not ours to tell."""
         interview_id, dot, number = task_id.partition(".")
         if not (is_session_id(interview_id) and dot and number.isdigit() and number.isascii()):
             return None
-        if self.log.find_line(" task-created task=%s " % task_id) is None:
-            return None  # never made here: not a task of an earlier process either
-        task = Task(task_id, interview_id, "", Cancellation(), time.time())
         record = self.archive.find(interview_id)
+        made = record.get("tasks") if record is not None else None
+        if not names_task(made, task_id):
+            made = self.archive.find_tasks(interview_id)
+            if not names_task(made, task_id):
+                return None
+            if made.get("instance") == self.archive.owner["instance"]:
+                return None  # ours, and no longer kept
+        if another_live_server(made, self.archive.owner):
+            return None
+        task = Task(task_id, interview_id, "", Cancellation(), time.time())
         if record is not None:
             task.status = "completed"
             task.result = modern_envelope(answers_result(archived_result(record)))
@@ -3896,11 +5249,16 @@ class TaskRegistry:
             return self.tasks[task_id]
 
 
-class ModernClient(CallClient):
-    """What one tools/call can do with a client of the 2026-07-28 era, from that request's own
-    `_meta`: no requests to the client (an elicitation ends the call with `input_required`,
-    and the retry brings the answer), and, when the request declares the tasks extension, a
-    call about to block answers at once with a task that the rest of the call reports into."""
+def names_task(entry, task_id: str) -> bool:
+    """Whether an archive entry's or a task index's record of tasks names `task_id`."""
+    return isinstance(entry, dict) and isinstance(entry.get("ids"), list) and task_id in entry["ids"]
+
+
+class ModernCall(ToolCall):
+    """A call of the 2026-07-28 era, served from that request's own `_meta`: no requests to
+    the client (an elicitation ends the call with `input_required`, and the retry brings the
+    answer), and, when the request declares the tasks extension, a call about to block
+    answers at once with a task that the rest of the call reports into."""
 
     def __init__(self, server: "McpServer", request_id, request: ModernRequest, params: dict,
                  cancellation: Cancellation, resumed=None) -> None:
@@ -3939,8 +5297,7 @@ class ModernClient(CallClient):
     def about_to_block(self, interview: Interview) -> None:
         if not self.request.tasks or self.task_id is not None:
             return
-        with interview.lock:
-            message = progress_message(interview.progress())
+        message = progress_message(interview.progress())
         view = self.server.tasks.create(interview, message, self.cancellation)
         self.task_id = view["taskId"]
         # Answered: from here on only tasks/cancel stops the call, never a late
@@ -3953,13 +5310,9 @@ class ModernClient(CallClient):
             response = self.input_responses.get(key)
             if isinstance(response, dict) and response.get("action") in ("accept", "decline", "cancel"):
                 return "answered", {"result": response}
-        with interview.lock:
-            if interview.state != "pending":
-                return "settled", None
+        if interview.settled_result() is not None:
+            return "settled", None
         raise InputRequired(interview, {key: {"method": "elicitation/create", "params": params}})
-
-    def elicitation_finished(self, key: str, interview: Interview) -> None:
-        """This era has no elicitationId and no completion notice."""
 
     def input_required(self, needed: InputRequired, tool: str, arguments: dict) -> dict:
         (key,) = needed.requests
@@ -3972,11 +5325,9 @@ class ModernClient(CallClient):
             if result is not None:
                 self.server.tasks.complete(self.task_id, modern_envelope(result))
             return
-        if result is None or self.cancellation.is_set:
-            return
-        if self.request.log_level is not None:
-            self.transport.out.drain(1.0)  # its log messages come before its response
-        self.transport.respond(self.request_id, result if "resultType" in result else modern_envelope(result))
+        if result is not None and "resultType" not in result:
+            result = modern_envelope(result)
+        super().finish(result)
 
 
 # ============================================================================================
@@ -3987,7 +5338,7 @@ class McpServer:
     """The MCP methods over a JsonRpcStdio transport, in both protocol eras: a request whose
     `_meta` names its protocol version is served from that `_meta` alone (2026-07-28), any
     other from what `initialize` said. Each tools/call runs on a worker thread of its own and
-    reaches the client through a per-call client object of its era."""
+    reaches the client through the ToolCall of its era."""
 
     def __init__(self, runtime: Runtime, reader, writer) -> None:
         self.runtime = runtime
@@ -3998,7 +5349,7 @@ class McpServer:
         self.seal = RequestStateSeal()
         self.tasks = TaskRegistry(self.log, runtime.archive)
         self.modern_enabled = runtime.config.protocol != "legacy"
-        self.session_lock = threading.Lock()
+        self.handshake_lock = threading.Lock()
         self.client_capabilities: dict = {}
         self.client_info: dict = {}
         self.protocol_version = None
@@ -4020,9 +5371,9 @@ class McpServer:
     def stop(self) -> None:
         self.transport.stop()
 
-    def session(self) -> dict:
+    def handshake(self) -> dict:
         """What the `initialize` handshake told us about the client."""
-        with self.session_lock:
+        with self.handshake_lock:
             return {"capabilities": self.client_capabilities, "clientInfo": self.client_info}
 
     # -- requests -------------------------------------------------------------------------
@@ -4035,81 +5386,96 @@ class McpServer:
             modern = False
         self.log.event("request", "debug", method=method, era="modern" if modern else "legacy")
         if not modern:
-            return self.handle_legacy(request_id, method, params)
+            return self._serve(LEGACY_METHODS, request_id, method, params, None)
         request = ModernRequest.parse(meta)
-        if request is None:  # a bare server/discover probe
-            return modern_envelope(self.discover())
-        result = self.handle_modern(request_id, method, params, request)
+        if request is None:  # a server/discover without the _meta every modern request carries
+            raise JsonRpcError(-32602, "Invalid params: %s needs _meta with %s and %s, as every %s request"
+                               % (method, quote(META_VERSION), quote(META_CAPABILITIES), MODERN_PROTOCOL))
+        result = self._serve(MODERN_METHODS, request_id, method, params, request)
         return None if result is None else modern_envelope(result)
 
-    def handle_legacy(self, request_id, method: str, params: dict):
-        if method == "tools/call":
-            name, arguments = tool_call_arguments(params)
-            cancellation = self.transport.begin_call(request_id)
-            client = LegacyClient(self, request_id, progress_token(params), cancellation)
-            return self.start_tool_call(client, name, arguments)
-        if method == "initialize":
-            return self.initialize(params)
-        if method == "ping":
-            return {}
-        if method == "tools/list":
-            return {"tools": list(TOOLS)}
-        if method == "logging/setLevel":
-            level = params.get("level")
-            if level not in LOG_LEVELS:
-                raise JsonRpcError(
-                    -32602, "Invalid params: level must be one of %s" % ", ".join(LOG_LEVELS)
-                )
-            self.log_level = level
-            return {}
-        if method == "server/discover":
-            # Only with the 2026-07-28 era turned off: an immediate "not found" makes the
-            # client fall back to initialize at once instead of waiting out its connect timeout.
-            raise JsonRpcError(-32601, "Method not found: server/discover (use initialize)")
-        raise JsonRpcError(-32601, "Method not found: %s" % method)
+    def _serve(self, methods, request_id, method: str, params: dict, request):
+        handler = methods.get(method)
+        if handler is None:
+            raise JsonRpcError(-32601, "Method not found: %s" % method)
+        return handler(self, request_id, params, request)
 
-    def handle_modern(self, request_id, method: str, params: dict, request: ModernRequest):
-        if method == "tools/call":
-            name, arguments = tool_call_arguments(params)
-            resumed = None
-            if params.get("requestState") is not None:
-                resumed = self.seal.open(params["requestState"], name, arguments)
-            cancellation = self.transport.begin_call(request_id)
-            client = ModernClient(self, request_id, request, params, cancellation, resumed)
-            return self.start_tool_call(client, name, arguments, request.log_level)
-        if method == "server/discover":
-            return self.discover()
-        if method == "ping":
-            return {}
-        if method == "tools/list":
-            # Cache hints, which the 2026-07-28 schema requires here: ask again each time.
-            return {"tools": list(TOOLS), "ttlMs": 0, "cacheScope": "private"}
-        if method in ("tasks/get", "tasks/cancel", "tasks/update"):
-            task_id = params.get("taskId")
-            if not isinstance(task_id, str):
-                raise JsonRpcError(-32602, "Invalid params: taskId must be a string, not %s" % describe(task_id))
-            if method == "tasks/get":
-                return self.tasks.get(task_id)
-            if method == "tasks/cancel":
-                self.tasks.cancel(task_id)
-            else:
-                self.tasks.get(task_id)  # our tasks never ask for input: responses are ignored
-            return {}
-        raise JsonRpcError(-32601, "Method not found: %s" % method)
+    # Every method below takes (request_id, params, request): `request` is the ModernRequest
+    # of a 2026-07-28 request, None in the initialize era. None returned: answered later.
 
-    def discover(self) -> dict:
+    def ping(self, request_id, params: dict, request) -> dict:
+        return {}
+
+    def list_tools(self, request_id, params: dict, request) -> dict:
+        return {"tools": list(TOOLS)}
+
+    def legacy_tool_call(self, request_id, params: dict, request):
+        name, arguments = tool_call_arguments(params)
+        cancellation = self.transport.begin_call(request_id)
+        call = LegacyCall(self, request_id, progress_token(params), cancellation)
+        return self.start_tool_call(call, name, arguments)
+
+    def set_log_level(self, request_id, params: dict, request) -> dict:
+        level = params.get("level")
+        if level not in LOG_LEVELS:
+            raise JsonRpcError(-32602, "Invalid params: level must be one of %s" % ", ".join(LOG_LEVELS))
+        self.log_level = level
+        return {}
+
+    def discover_refused(self, request_id, params: dict, request):
+        # Only with the 2026-07-28 era turned off: an immediate "not found" makes the client
+        # fall back to initialize at once instead of waiting out its connect timeout.
+        raise JsonRpcError(-32601, "Method not found: server/discover (use initialize)")
+
+    def modern_tool_call(self, request_id, params: dict, request: ModernRequest):
+        name, arguments = tool_call_arguments(params)
+        resumed = None
+        if params.get("requestState") is not None:
+            resumed = self.seal.open(params["requestState"], name, arguments)
+        cancellation = self.transport.begin_call(request_id)
+        call = ModernCall(self, request_id, request, params, cancellation, resumed)
+        return self.start_tool_call(call, name, arguments, request.log_level)
+
+    def modern_list_tools(self, request_id, params: dict, request: ModernRequest) -> dict:
+        cursor = params.get("cursor")
+        if cursor is not None:
+            raise JsonRpcError(-32602, "Invalid params: cursor %s was never issued: the tool list is one "
+                               "page, ask without a cursor" % describe(cursor))
+        # The list never changes while the process runs and holds nothing of the user.
+        return dict({"tools": list(TOOLS)}, **CACHE_HINTS)
+
+    def _task_id(self, params: dict) -> str:
+        task_id = params.get("taskId")
+        if not isinstance(task_id, str):
+            raise JsonRpcError(-32602, "Invalid params: taskId must be a string, not %s" % describe(task_id))
+        return task_id
+
+    def get_task(self, request_id, params: dict, request: ModernRequest) -> dict:
+        return self.tasks.get(self._task_id(params))
+
+    def cancel_task(self, request_id, params: dict, request: ModernRequest) -> dict:
+        self.tasks.cancel(self._task_id(params))
+        return {}
+
+    def update_task(self, request_id, params: dict, request: ModernRequest) -> dict:
+        self.tasks.get(self._task_id(params))  # our tasks never ask for input: responses are ignored
+        return {}
+
+    def discover(self, request_id, params: dict, request) -> dict:
         return {
             "supportedVersions": list(SUPPORTED_VERSIONS),
-            "capabilities": {"tools": {}, "extensions": {TASKS_EXTENSION: {}}},
+            "capabilities": {"tools": {}, "logging": {}, "extensions": {TASKS_EXTENSION: {}}},
+            "ttlMs": CACHE_HINTS["ttlMs"],
+            "cacheScope": CACHE_HINTS["cacheScope"],
             "instructions": SERVER_INSTRUCTIONS,
         }
 
-    def initialize(self, params: dict) -> dict:
+    def initialize(self, request_id, params: dict, request) -> dict:
         requested = params.get("protocolVersion")
         version = requested if requested in PROTOCOL_VERSIONS else LATEST_PROTOCOL
         capabilities = params.get("capabilities")
         client_info = params.get("clientInfo")
-        with self.session_lock:
+        with self.handshake_lock:
             self.protocol_version = version
             self.client_capabilities = capabilities if isinstance(capabilities, dict) else {}
             self.client_info = client_info if isinstance(client_info, dict) else {}
@@ -4133,53 +5499,73 @@ class McpServer:
 
     # -- tool calls -----------------------------------------------------------------------
 
-    def start_tool_call(self, client, name: str, arguments: dict, log_level=None):
+    def start_tool_call(self, call, name: str, arguments: dict, log_level=None):
         """Run the call on a worker; `log_level`: the level its own `_meta` asked log messages
         at, for as long as it runs."""
         if log_level is not None:
-            with self.session_lock:
-                self.call_log_levels[_hashable(client.request_id)] = log_level
+            with self.handshake_lock:
+                self.call_log_levels[_hashable(call.request_id)] = log_level
         worker = threading.Thread(
-            target=self.run_tool_call, args=(client, name, arguments),
+            target=self.run_tool_call, args=(call, name, arguments),
             name="ask-user-rich-call", daemon=True,
         )
         worker.start()
         return None
 
-    def run_tool_call(self, client, name: str, arguments: dict) -> None:
+    def run_tool_call(self, call, name: str, arguments: dict) -> None:
         started = time.monotonic()
-        self.log.event("call", tool=name, request=str(client.request_id))
+        self.log.event("call", tool=name, request=str(call.request_id))
         try:
-            result = self.tools.call(name, arguments, client)
+            result = self.tools.call(name, arguments, call)
         except InputRequired as needed:
-            result = client.input_required(needed, name, arguments)
+            result = call.input_required(needed, name, arguments)
         finally:
-            self.transport.end_call(client.request_id, client.cancellation)
-        cancelled = client.cancellation.is_set
+            self.transport.end_call(call.request_id, call.cancellation)
+        cancelled = call.cancellation.is_set
         outcome = "cancelled" if cancelled or result is None else (
             "error" if result.get("isError") else
             result.get("structuredContent", {}).get("status", result.get("resultType", "ok"))
         )
-        client.finish(result)
-        with self.session_lock:
-            self.call_log_levels.pop(_hashable(client.request_id), None)
+        call.finish(result)
+        with self.handshake_lock:
+            self.call_log_levels.pop(_hashable(call.request_id), None)
         # Logged once the response is out: the answers reach the agent before the bookkeeping.
-        self.log.event("call-end", tool=name, request=str(client.request_id), outcome=outcome,
+        self.log.event("call-end", tool=name, request=str(call.request_id), outcome=outcome,
                        ms=int((time.monotonic() - started) * 1000))
 
     def forward_log(self, level: str, event: str, fields: dict) -> None:
         """Log events at or above the level the client chose (at initialize's logging/setLevel,
         or in the `_meta` of a 2026-07-28 call in flight), as notifications/message. Queued,
         never written from the logging thread: that may be a form server thread."""
-        with self.session_lock:
+        with self.handshake_lock:
             chosen = [self.log_level] if self.log_level is not None else []
             chosen.extend(self.call_log_levels.values())
         if not chosen or LOG_LEVELS.index(level) < min(LOG_LEVELS.index(name) for name in chosen):
             return
         data = {"event": event}
         data.update((key, value) for key, value in fields.items() if key != "token")
-        self.transport.out.post({"jsonrpc": "2.0", "method": "notifications/message",
-                                 "params": {"level": level, "logger": SERVER_NAME, "data": data}})
+        self.transport.post_notification("notifications/message",
+                                         {"level": level, "logger": SERVER_NAME, "data": data})
+
+
+# What each era serves: method name -> McpServer method.
+LEGACY_METHODS = MappingProxyType({
+    "initialize": McpServer.initialize,
+    "ping": McpServer.ping,
+    "tools/list": McpServer.list_tools,
+    "tools/call": McpServer.legacy_tool_call,
+    "logging/setLevel": McpServer.set_log_level,
+    "server/discover": McpServer.discover_refused,
+})
+MODERN_METHODS = MappingProxyType({
+    "server/discover": McpServer.discover,
+    "ping": McpServer.ping,
+    "tools/list": McpServer.modern_list_tools,
+    "tools/call": McpServer.modern_tool_call,
+    "tasks/get": McpServer.get_task,
+    "tasks/cancel": McpServer.cancel_task,
+    "tasks/update": McpServer.update_task,
+})
 
 
 def progress_token(params: dict):
@@ -4218,10 +5604,10 @@ WSL_INTEROP_DIR = "/proc/sys/fs/binfmt_misc"
 WSL_WINDOWS_ROOT = "/mnt/c"  # cmd.exe and powershell.exe warn about (or fail in) a Linux cwd
 WSL_CMD_EXE = "/mnt/c/Windows/System32/cmd.exe"
 # Where the Windows openers live when the distro does not append the Windows PATH.
-WSL_WINDOWS_PATHS = {
+WSL_WINDOWS_PATHS = MappingProxyType({
     "explorer.exe": "/mnt/c/Windows/explorer.exe",
     "powershell.exe": "/mnt/c/Windows/System32/WindowsPowerShell/v1.0/powershell.exe",
-}
+})
 WSL_INTEROP_FIX = (
     "to re-enable WSL interop run: sudo sh -c 'echo \":WSLInterop:M::MZ::/init:PF\" > "
     "/usr/lib/binfmt.d/WSLInterop.conf' && sudo systemctl restart systemd-binfmt (or run "
@@ -4719,19 +6105,17 @@ def elicitation_action(response):
 
 class InterviewTools:
     """The three tools and their delivery (browser, link, form and URL elicitation, waiting).
-    They talk to the client only through the per-call client object: `client_info`,
-    `elicitation_modes()`, `reports_progress`, `progress(message)`, `elicit(key, params,
-    interview)`, `elicitation_finished(key, interview)`, `about_to_block(interview)` and its
-    `cancellation`; so every protocol era serves the same tools."""
+    They talk to the client only through the call's ToolCall, whose interface is declared
+    there; so every protocol era serves the same tools."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.log = runtime.log
 
-    def call(self, name: str, arguments: dict, client):
+    def call(self, name: str, arguments: dict, call):
         """The tools/call result, or None when the call ends without a response."""
         try:
-            return getattr(self, name)(arguments, client)
+            return getattr(self, name)(arguments, call)
         except InvalidInterview as problems:
             return error_result(str(problems))
         except InterviewError as error:
@@ -4745,33 +6129,33 @@ class InterviewTools:
                 "see server.log in %s." % (name, error, self.runtime.config.log_dir)
             )
 
-    def ask_user_rich(self, arguments: dict, client):
-        interview = client.resumed_interview(self.runtime.hub) or self.runtime.open_interview(
-            arguments, agent=agent_name(client.client_info)
+    def ask_user_rich(self, arguments: dict, call):
+        interview = call.resumed_interview(self.runtime.hub) or self.runtime.open_interview(
+            arguments, agent=agent_name(call.client_info)
         )
         delivery = interview.options["delivery"]
         if delivery == "link":
             return awaiting_result(interview, "Browser opening was skipped (delivery=link).")
         if delivery == "elicitation":
-            handled, result = self.deliver_by_elicitation(interview, client)
+            handled, result = self.deliver_by_elicitation(interview, call)
             if handled:
                 return result
-        return self.deliver_by_browser(interview, client, interview.options["timeoutSeconds"])
+        return self.deliver_by_browser(interview, call, interview.options["timeoutSeconds"])
 
-    def append_questions(self, arguments: dict, client):
+    def append_questions(self, arguments: dict, call):
         problems = check_session_arguments(arguments, APPEND_FIELDS)
         if problems.lines:
             raise InvalidInterview(problems.lines, FOLLOW_UP_HEADING)
-        interview = self.runtime.hub.require(arguments["sessionId"])
+        interview = self.runtime.hub.require(interview_id_of(arguments["sessionId"]))
         reply = self.runtime.append_questions(interview.id, arguments.get("questions"), arguments.get("note"))
         return appended_result(reply, interview.spec["title"])
 
-    def await_user_answers(self, arguments: dict, client):
+    def await_user_answers(self, arguments: dict, call):
         problems = check_session_arguments(arguments, AWAIT_FIELDS)
         timeout = check_timeout(arguments.get("timeoutSeconds"), problems)
         if problems.lines:
             raise InvalidInterview(problems.lines, "Invalid arguments:")
-        session_id = arguments.get("sessionId")
+        session_id = interview_id_of(arguments["sessionId"])
         interview = self.runtime.hub.get(session_id)
         if interview is None:
             record = self.runtime.archive.find(session_id)
@@ -4779,22 +6163,22 @@ class InterviewTools:
                 raise UnknownInterview(session_id)
             self.log.event("archive-hit", interview=session_id)
             return answers_result(archived_result(record))
-        return self.wait_for_answers(interview, client, timeout)
+        return self.wait_for_answers(interview, call, timeout)
 
-    def wait_for_answers(self, interview: Interview, client, timeout):
+    def wait_for_answers(self, interview: Interview, call, timeout):
         """Block until the submit; the result, an awaiting result, or None (no response)."""
-        with interview.lock:
-            if interview.state != "pending":
-                return answers_result(interview.result)
-        client.about_to_block(interview)
+        result = interview.settled_result()
+        if result is not None:
+            return answers_result(result)
+        call.about_to_block(interview)
         report = None
-        if client.reports_progress:
+        if call.reports_progress:
             def report(facts: dict, first: bool) -> None:
                 # Only the first report carries the token-bearing URL.
-                client.progress(progress_message(facts), interview.url if first else None)
+                call.progress(progress_message(facts), interview.url if first else None)
 
         result, why = self.runtime.hub.wait(
-            interview, client.cancellation, timeout, report, self.runtime.config.progress_ms / 1000.0
+            interview, call.cancellation, timeout, report, self.runtime.config.progress_ms / 1000.0
         )
         if why == "settled":
             return answers_result(result)
@@ -4804,25 +6188,24 @@ class InterviewTools:
 
     # -- delivery -------------------------------------------------------------------------
 
-    def deliver_by_browser(self, interview: Interview, client, timeout):
+    def deliver_by_browser(self, interview: Interview, call, timeout):
         """Open the form and wait; else ask the client to open it (URL elicitation); else
         return the link at once with every reason."""
-        if client.retrying(URL_ELICITATION_KEY):  # the browser already failed in the first round
-            return self.deliver_by_url_elicitation(interview, client, timeout, None)
+        if call.retrying(URL_ELICITATION_KEY):  # the browser already failed in the first round
+            return self.deliver_by_url_elicitation(interview, call, timeout, None)
         config = self.runtime.config
         opened, why = open_browser(interview.url, config, self.log)
         if opened:
-            return self.wait_for_answers(interview, client, timeout)
-        if config.open_browser and "url" in client.elicitation_modes():
-            return self.deliver_by_url_elicitation(interview, client, timeout, why)
+            return self.wait_for_answers(interview, call, timeout)
+        if config.open_browser and "url" in call.elicitation_modes():
+            return self.deliver_by_url_elicitation(interview, call, timeout, why)
         return awaiting_result(interview, "Could not open the browser (%s)." % why)
 
-    def deliver_by_url_elicitation(self, interview: Interview, client, timeout, why: str):
+    def deliver_by_url_elicitation(self, interview: Interview, call, timeout, why: str):
         """A URL-mode elicitation: the client shows the link and opens it with the user's
         consent; then wait as after a browser open. `why` the browser did not open: None in the
         retry of a multi round-trip call, which carries the user's answer to the first round."""
-        with interview.lock:
-            count = len(interview.spec["questions"])
+        count = len(interview.questions())
         params = {
             "mode": "url",
             "url": interview.url,
@@ -4831,9 +6214,9 @@ class InterviewTools:
                                                  quote(interview.spec["title"])),
         }
         self.log.event("url-elicitation", interview=interview.id)
-        outcome, response = client.elicit(URL_ELICITATION_KEY, params, interview)
+        outcome, response = call.elicit(URL_ELICITATION_KEY, params, interview)
         if outcome == "settled":
-            client.elicitation_finished(URL_ELICITATION_KEY, interview)
+            call.elicitation_finished(URL_ELICITATION_KEY, interview)
             return answers_result(interview.result)
         if outcome != "answered":
             return None
@@ -4843,17 +6226,16 @@ class InterviewTools:
         if action != "accept":
             reason = URL_DECLINED_TEXT if why is None else url_refusal_reason(why, action, detail)
             return awaiting_result(interview, reason)
-        result = self.wait_for_answers(interview, client, timeout)
-        client.elicitation_finished(URL_ELICITATION_KEY, interview)
+        result = self.wait_for_answers(interview, call, timeout)
+        call.elicitation_finished(URL_ELICITATION_KEY, interview)
         return result
 
-    def deliver_by_elicitation(self, interview: Interview, client):
+    def deliver_by_elicitation(self, interview: Interview, call):
         """The client's own form (form-mode elicitation): (handled, result). Not handled when
         the client declared no form elicitation, the interview is not flat, or the client
         failed the request: the caller then delivers by browser."""
-        with interview.lock:
-            questions = list(interview.spec["questions"])
-        if "form" not in client.elicitation_modes():
+        questions = interview.questions()
+        if "form" not in call.elicitation_modes():
             unfit = "the client declared no form elicitation"
         else:
             unfit = elicitation_unfit(questions)
@@ -4866,7 +6248,7 @@ class InterviewTools:
             "requestedSchema": elicitation_schema(questions),
         }
         self.log.event("form-elicitation", interview=interview.id, questions=len(questions))
-        outcome, response = client.elicit(FORM_ELICITATION_KEY, params, interview)
+        outcome, response = call.elicit(FORM_ELICITATION_KEY, params, interview)
         if outcome == "settled":
             return True, answers_result(interview.result)
         if outcome != "answered":
@@ -4907,6 +6289,15 @@ def url_refusal_reason(why: str, action, detail) -> str:
     )
 
 
+def interview_id_of(session_id: str) -> str:
+    """The interview a sessionId names: a task id `<interviewId>.<n>` names its interview,
+    since a model that has only the task id will pass that."""
+    interview_id, dot, number = session_id.rpartition(".")
+    if dot and number.isdigit() and number.isascii() and is_session_id(interview_id):
+        return interview_id
+    return session_id
+
+
 def check_session_arguments(arguments: dict, fields) -> Problems:
     """Unknown fields and a malformed sessionId, as problem lines."""
     problems = Problems()
@@ -4934,78 +6325,19 @@ def appended_result(reply: dict, title: str) -> dict:
 
 
 # ============================================================================================
-# The code cache: where askrich.pyz keeps its compiled code
-# ============================================================================================
-#
-# A module inside a zip is compiled at every start, so askrich.pyz keeps this module's compiled
-# code in a per-user folder. Its entry point runs before this module can be imported, so
-# build_zipapp.py copies the three functions below, and ENV_CODE_CACHE and ENV_RESTARTED, into
-# it: keep them to os and sys.
-
-
-def code_cache_dir():
-    """The per-user folder for compiled code, or None with no home directory."""
-    if sys.platform == "win32":
-        base = os.environ.get("LOCALAPPDATA") or ""
-        path = os.path.join(base, "ask-user-rich", "Cache")
-    else:
-        home = os.path.expanduser("~")
-        if home.rstrip("/") == "":  # HOME="" would put the cache at /.cache
-            home = "~"
-        if sys.platform == "darwin":
-            path = os.path.join(home, "Library", "Caches", "ask-user-rich")
-        else:
-            base = os.environ.get("XDG_CACHE_HOME")
-            if not base or not os.path.isabs(base):
-                base = os.path.join(home, ".cache")
-            path = os.path.join(base, "ask-user-rich")
-    return path if os.path.isabs(path) else None  # no home: no cache, never a relative folder
-
-
-def own_folder(folder: str) -> bool:
-    """Whether compiled code in `folder` may be trusted: on POSIX it must be this user's and
-    writable by nobody else, or another user could plant code that we would run."""
-    if os.name != "posix":
-        return True
-    status = os.stat(folder)
-    return status.st_uid == os.getuid() and not status.st_mode & 0o022
-
-
-def store_code(folder: str, name: str, blob: bytes, stem: str, keep: int = 4) -> None:
-    """Write one compiled-code file into `folder` whole or not at all (0600, through a temporary
-    file and a rename, so a concurrent start never reads half of it), then delete all but the
-    `keep` newest files whose names start with `stem`: the versions of the code left behind."""
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    path = os.path.join(folder, name)
-    temporary = "%s.%d.tmp" % (path, os.getpid())
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(blob)
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
-    try:
-        older = sorted((other for other in os.listdir(folder) if other.startswith(stem) and other.endswith(".pyc")),
-                       key=lambda other: os.stat(os.path.join(folder, other)).st_mtime)
-        for other in older[:-keep]:
-            os.unlink(os.path.join(folder, other))
-    except OSError:
-        pass  # another start tidied at the same time
-
-
-# ============================================================================================
 # Command line
 # ============================================================================================
 
-USAGE = """usage: askrich.py [demo | ask FILE.json | doctor] [--link | --no-open]
+USAGE = """usage: askrich.py [demo | ask FILE.json | inbox | doctor] [--link | --no-open]
 
   (no command)         run the stdio MCP server (what an MCP client launches)
   demo                 ask the built-in demo interview and print the result JSON
   ask FILE.json        ask the interview in FILE.json ('-' reads stdin) and print the result
-  doctor               check Python, the log directory, the browser opener and the form server
-  --link               with demo/ask: do not open a browser; print the link and wait
+  inbox                open the inbox: every interview waiting for you, from every agent
+                       (served from here until Ctrl-C when no ask-user-rich holds it)
+  doctor               check Python, the log directory, the browser opener, the form server
+                       and the inbox
+  --link               with demo/ask/inbox: do not open a browser; print the link
   --no-open            the same as --link
   --version            print the version
   --help               print this help
@@ -5030,6 +6362,8 @@ def main(argv=None) -> int:
     unknown = [flag for flag in flags if flag not in ("--link", "--no-open")]
     if command == "doctor" and not rest:
         return run_doctor()
+    if command == "inbox" and not unknown and not positional:
+        return run_inbox(open_it=not flags)
     if command in ("demo", "ask") and not unknown:
         if command == "demo" and not positional:
             source = read_asset("demo.json").decode("utf-8")
@@ -5062,7 +6396,7 @@ def read_interview_file(path: str):
 def run_stdio_server() -> int:
     import signal
 
-    hold_running_archive()
+    RunningArchive.hold()
     config, warnings = Config.from_env()
     protocol_out = sys.stdout.buffer
     # stdout belongs to the protocol: a stray print anywhere must land on stderr instead.
@@ -5143,6 +6477,87 @@ def run_cli_interview(source: str, open_it: bool) -> int:
         runtime.close()
 
 
+def run_inbox(open_it: bool) -> int:
+    """inbox: open the inbox that some ask-user-rich holds, after it proved it knows the key;
+    with no holder, hold it here until Ctrl-C. Never sends the key to a port held by another
+    program."""
+    import signal
+
+    config, warnings = Config.from_env()
+    for warning in warnings:
+        sys.stderr.write("askrich.py: %s\n" % warning)
+    port = config.inbox_port
+    if not port:
+        sys.stderr.write("askrich.py: the inbox is off (%s=0); set it to a port (%d is the usual one).\n"
+                         % (ENV_INBOX_PORT, INBOX_PORT))
+        return 1
+    try:
+        key = load_inbox_key(config.log_dir)
+    except InboxUnavailable as problem:
+        sys.stderr.write("askrich.py: there can be no inbox: %s.\n" % problem)
+        return 1
+    runtime = None
+    try:
+        for _ in range(3):  # the holder may exit, or another process bind, between two looks
+            verdict = prove_inbox_holder(port, key)
+            if verdict == "foreign":
+                sys.stderr.write(
+                    "askrich.py: %s:%d is held by a program that cannot prove it is ask-user-rich's "
+                    "inbox, so the inbox's address was not opened or shown (it holds the inbox's key). "
+                    "Stop that program, or set %s to a free port for every ask-user-rich.\n"
+                    % (INBOX_HOST, port, ENV_INBOX_PORT))
+                return 1
+            if verdict == "ours":
+                _show_inbox(inbox_url(port, key), open_it, config, None)
+                return 0
+            if runtime is None:
+                runtime = Runtime(config)
+            if runtime.inbox.hold_here():
+                break
+        else:
+            sys.stderr.write("askrich.py: could not hold or reach the inbox on %s:%d.\n" % (INBOX_HOST, port))
+            return 1
+        stop = threading.Event()
+
+        def on_signal(signum, frame):
+            stop.set()
+
+        for name in STOP_SIGNALS:
+            if hasattr(signal, name):
+                signal.signal(getattr(signal, name), on_signal)
+        sys.stderr.write("Serving the inbox here until Ctrl-C.\n")
+        _show_inbox(inbox_url(port, key), open_it, config, runtime.log)
+        stop.wait()
+        return 0
+    except InboxUnavailable as problem:
+        sys.stderr.write("askrich.py: there can be no inbox: %s.\n" % problem)
+        return 1
+    finally:
+        if runtime is not None:
+            runtime.close()
+
+
+def _show_inbox(url: str, open_it: bool, config: Config, log) -> None:
+    # On stderr, as demo and ask print their link.
+    sys.stderr.write("The inbox is at:\n  %s\n" % url)
+    sys.stderr.flush()
+    if not open_it:
+        return
+    opened, why = open_browser(url, config, log if log is not None else Log(config.log_dir, stream=_Quiet()))
+    if not opened:
+        sys.stderr.write("Could not open the browser (%s).\n" % why)
+
+
+class _Quiet:
+    """A stream that keeps nothing: the inbox command's own log lines stay in server.log."""
+
+    def write(self, text):
+        return len(text)
+
+    def flush(self):
+        pass
+
+
 def run_doctor(environ=None, facts=None, out=None) -> int:
     """Print what this machine offers (Python, log directory, WSL, display, the opener plan)
     and prove the form server works; 1 when something is broken, with what to do.
@@ -5191,6 +6606,7 @@ def run_doctor(environ=None, facts=None, out=None) -> int:
 
     if config.port:
         line("fixed port %d: %s" % (config.port, _doctor_port(config.host, config.port)))
+    line(_doctor_inbox(config))
     problem = _doctor_self_test(config, line)
     if problem is not None:
         broken.append(problem)
@@ -5242,6 +6658,38 @@ def _doctor_machine(facts: dict) -> list:
     return lines
 
 
+def _doctor_inbox(config: Config) -> str:
+    """Who holds the inbox's port, and how many interviews wait, in one line."""
+    port = config.inbox_port
+    if not port:
+        return "inbox: off (%s=0)" % ENV_INBOX_PORT
+    try:
+        key = load_inbox_key(config.log_dir)
+    except InboxUnavailable as problem:
+        return "inbox: NOT available (%s)" % problem
+    _, entries = InboxRegistry(config.log_dir).scan()
+    waiting = sum(len(entry["interviews"]) for entry in entries)
+    where = "%s:%d" % (INBOX_HOST, port)
+    verdict = prove_inbox_holder(port, key)
+    if verdict == "foreign":
+        return ("inbox: %s is held by a program that is not ask-user-rich: forms work, the inbox does "
+                "not; set %s to a free port (%d waiting)" % (where, ENV_INBOX_PORT, waiting))
+    if verdict == "free":
+        return "inbox: %s free (no ask-user-rich holds it); %d waiting" % (where, waiting)
+    holder = "?"
+    try:
+        import urllib.request
+
+        fetcher = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with fetcher.open("http://127.0.0.1:%d/api/inbox/%s" % (port, key), timeout=INBOX_PROBE_SECONDS) as response:
+            listing = json.loads(response.read().decode("utf-8"))
+        holder = listing.get("holder")
+        waiting = len(listing.get("interviews") or [])
+    except (OSError, ValueError, AttributeError):
+        pass
+    return "inbox: %s held by ask-user-rich pid %s; %d waiting; open it with: askrich.py inbox" % (where, holder, waiting)
+
+
 def _doctor_port(host: str, port: int) -> str:
     import socket
 
@@ -5287,7 +6735,7 @@ def _doctor_self_test(config: Config, line):
                     if not kind.startswith(expected):
                         raise OSError("HTTP %d with %s, expected %s" % (response.status, kind, expected))
                     steps.append("%s HTTP %d" % (step, response.status))
-            if interview.state != "submitted":
+            if interview.state != SUBMITTED:
                 raise OSError("the submit did not settle the interview")
         except (InterviewError, OSError, InvalidInterview) as error:
             line("form server self-test: FAILED at %s (%s)" % (step, error))

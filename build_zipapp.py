@@ -34,10 +34,10 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 if ROOT not in sys.path:  # `python3 -I build_zipapp.py` leaves the script's folder out
     sys.path.insert(0, ROOT)
 
-# What the entry point below shares with askrich.py, imported from the checkout beside this file
-# so that it reads as code here; the archive gets the same from the askrich.py it packs.
+# The names the entry point below shares with askrich.py, imported from the checkout beside this
+# file so that it reads as code here; the archive gets the same from the askrich.py it packs.
 try:
-    from askrich import ENV_CODE_CACHE, ENV_OPEN, ENV_RESTARTED, code_cache_dir, own_folder, store_code
+    from askrich import ENV_CODE_CACHE, ENV_OPEN, ENV_RESTARTED
 except (ImportError, SyntaxError) as error:
     raise SystemExit("build_zipapp: the askrich.py beside build_zipapp.py must import and define "
                      "what the archive's entry point uses: %s" % error)
@@ -55,10 +55,10 @@ SKIPPED_SUFFIXES = (".pyc", ".pyo", "~", ".swp", ".tmp", ".orig", ".rej")
 # The archive's entry point
 # ============================================================================================
 #
-# __main__.py is the functions of ENTRY_POINT below, after askrich.py's SHARED_FUNCTIONS and
-# SHARED_CONSTANTS (copied from the askrich.py being packed, so the archive and askrich.py keep
-# compiled code in one folder by one rule and read one set of variable names), then one line
-# that runs run_archive(). The builder never calls them.
+# __main__.py is the functions of ENTRY_POINT below, after askrich.py's SHARED_CONSTANTS (copied
+# from the askrich.py being packed, so that the archive and askrich.py read one set of variable
+# names), then one line that runs run_archive(). The builder never calls them, and they run
+# before askrich can be imported: keep them to os and sys.
 #
 # Why a code cache: zipimport never writes bytecode, so a plain `import askrich` from the
 # archive compiles the whole module at every start (tens of milliseconds, paid each time a
@@ -72,7 +72,6 @@ SKIPPED_SUFFIXES = (".pyc", ".pyo", "~", ".swp", ".tmp", ".orig", ".rej")
 # by someone else, corrupt file) falls back silently to the ordinary import. PYTHONDONTWRITEBYTECODE
 # and -B are about __pycache__ folders beside sources and are not consulted: many images set
 # it globally, and this cache lives in the user's cache directory instead.
-SHARED_FUNCTIONS = ("code_cache_dir", "own_folder", "store_code")
 SHARED_CONSTANTS = ("ENV_CODE_CACHE", "ENV_RESTARTED")
 MAIN_PY_HEADER = """\
 # Entry point of askrich.pyz, written by build_zipapp.py. Exits with askrich.main()'s code.
@@ -80,6 +79,58 @@ import os
 import sys
 """
 MAIN_PY_FOOTER = "sys.exit(run_archive(__loader__))\n"
+
+
+def code_cache_dir():
+    """The per-user folder for compiled code, or None with no home directory."""
+    if sys.platform == "win32":
+        base = os.environ.get("LOCALAPPDATA") or ""
+        path = os.path.join(base, "ask-user-rich", "Cache")
+    else:
+        home = os.path.expanduser("~")
+        if home.rstrip("/") == "":  # HOME="" would put the cache at /.cache
+            home = "~"
+        if sys.platform == "darwin":
+            path = os.path.join(home, "Library", "Caches", "ask-user-rich")
+        else:
+            base = os.environ.get("XDG_CACHE_HOME")
+            if not base or not os.path.isabs(base):
+                base = os.path.join(home, ".cache")
+            path = os.path.join(base, "ask-user-rich")
+    return path if os.path.isabs(path) else None  # no home: no cache, never a relative folder
+
+
+def own_folder(folder: str) -> bool:
+    """Whether compiled code in `folder` may be trusted: on POSIX it must be this user's and
+    writable by nobody else, or another user could plant code that we would run."""
+    if os.name != "posix":
+        return True
+    status = os.stat(folder)
+    return status.st_uid == os.getuid() and not status.st_mode & 0o022
+
+
+def store_code(folder: str, name: str, blob: bytes, stem: str, keep: int = 4) -> None:
+    """Write one compiled-code file into `folder` whole or not at all (0600, through a temporary
+    file and a rename, so a concurrent start never reads half of it), then delete all but the
+    `keep` newest files whose names start with `stem`: the versions of the code left behind."""
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    path = os.path.join(folder, name)
+    temporary = "%s.%d.tmp" % (path, os.getpid())
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(blob)
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+    try:
+        older = sorted((other for other in os.listdir(folder) if other.startswith(stem) and other.endswith(".pyc")),
+                       key=lambda other: os.stat(os.path.join(folder, other)).st_mtime)
+        for other in older[:-keep]:
+            os.unlink(os.path.join(folder, other))
+    except OSError:
+        pass  # another start tidied at the same time
 
 
 def cached_askrich(archive, loader, may_start_over):
@@ -193,7 +244,7 @@ def run_archive(loader):
     return module.main()
 
 
-ENTRY_POINT = (cached_askrich, renamed_code, start_over, run_archive)
+ENTRY_POINT = (code_cache_dir, own_folder, store_code, cached_askrich, renamed_code, start_over, run_archive)
 
 
 def main_py(askrich_source: bytes) -> str:
@@ -204,16 +255,13 @@ def main_py(askrich_source: bytes) -> str:
     text = askrich_source.decode("utf-8")
     found = {}
     for node in ast.parse(text).body:
-        if isinstance(node, ast.FunctionDef) and node.name in SHARED_FUNCTIONS:
-            found[node.name] = ast.get_source_segment(text, node)
-        elif isinstance(node, ast.Assign) and len(node.targets) == 1 \
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
                 and getattr(node.targets[0], "id", None) in SHARED_CONSTANTS:
             found[node.targets[0].id] = ast.get_source_segment(text, node)
-    missing = [name for name in SHARED_CONSTANTS + SHARED_FUNCTIONS if name not in found]
+    missing = [name for name in SHARED_CONSTANTS if name not in found]
     if missing:
         raise SystemExit("build_zipapp: askrich.py does not define %s" % ", ".join(missing))
     parts = [MAIN_PY_HEADER + "\n" + "\n".join(found[name] for name in SHARED_CONSTANTS)]
-    parts += [found[name] for name in SHARED_FUNCTIONS]
     parts += [inspect.getsource(function).rstrip("\n") for function in ENTRY_POINT]
     return "\n\n\n".join(parts + [MAIN_PY_FOOTER])
 

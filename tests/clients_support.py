@@ -119,6 +119,7 @@ def offline_env(tmp_path, extra_path=()):
         "XDG_STATE_HOME": os.path.join(home, ".local", "state"),
         "ASK_USER_RICH_LOG_DIR": os.path.join(str(tmp_path), "logs"),
         "ASK_USER_RICH_OPEN": "0",
+        "ASK_USER_RICH_INBOX_PORT": "0",  # never the user's inbox on its well-known port
         "DISABLE_AUTOUPDATER": "1",
         "DISABLE_TELEMETRY": "1",
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",

@@ -6,7 +6,12 @@ import os
 
 import pytest
 
-from support import InProcessServer, SubprocessServer, askrich
+# Every server a test starts, in this process or as a child inheriting this environment, keeps
+# off the user's inbox on its well-known port (several test runs share this machine); a test
+# that wants an inbox names a free port of its own.
+os.environ["ASK_USER_RICH_INBOX_PORT"] = "0"
+
+from support import InProcessServer, SubprocessServer, askrich  # noqa: E402
 
 
 @pytest.fixture

@@ -80,6 +80,34 @@ def assert_fits_the_2026_schema(method: str, result: dict) -> None:
     methods.validate_server_result(method, MODERN, result)
 
 
+SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schemas", "mcp-2026-07-28.json")
+_SCHEMA = []
+
+
+def schema_defs() -> dict:
+    if not _SCHEMA:
+        with open(SCHEMA_PATH, encoding="utf-8") as handle:
+            _SCHEMA.append(json.load(handle))
+    return _SCHEMA[0]["$defs"]
+
+
+def assert_fits_the_schema(definition: str, value) -> None:
+    """`value` is valid as `$defs[definition]` of the official 2026-07-28 JSON schema (vendored
+    in tests/schemas): every required field present, every enum respected."""
+    import jsonschema
+
+    if not _SCHEMA:
+        with open(SCHEMA_PATH, encoding="utf-8") as handle:
+            _SCHEMA.append(json.load(handle))
+    schema = _SCHEMA[0]
+    assert definition in schema["$defs"], definition
+    wrapper = {"$schema": schema.get("$schema"), "$defs": schema["$defs"], "$ref": "#/$defs/" + definition}
+    validator_class = jsonschema.validators.validator_for(wrapper)
+    errors = sorted(validator_class(wrapper).iter_errors(value), key=lambda error: list(error.path))
+    assert not errors, "%s does not fit %s: %s" % (json.dumps(value)[:600], definition,
+                                                   "; ".join(error.message[:300] for error in errors[:5]))
+
+
 CACHE_HINTS = ("ttlMs", "cacheScope")  # required by the 2026-07-28 schema on discover and tools/list
 
 

@@ -53,8 +53,15 @@ def wait_for_interview(interview, predicate, timeout: float = WAIT, what: str = 
     """Block until `predicate(interview)` holds. The interview notifies its condition on every
     change a test can wait for (state, waiters, counts, streams), so this wakes on the change
     itself, never on a timer."""
-    with interview.changed:
-        held = interview.changed.wait_for(lambda: predicate(interview), timeout)
+    deadline = time.monotonic() + timeout
+
+    def check():
+        if predicate(interview):
+            return True
+        remaining = deadline - time.monotonic()
+        return False if remaining <= 0 else remaining
+
+    held = interview.wait_until(check)
     assert held, "interview %s: %s did not happen within %ss" % (interview.id, what or "the change", timeout)
 
 
@@ -234,12 +241,13 @@ class InProcessServer(McpPeer):
 class SubprocessServer(McpPeer):
     """`python3 askrich.py` as an MCP client starts it."""
 
-    def __init__(self, log_dir, env=None, args=(), executable=None) -> None:
+    def __init__(self, log_dir, env=None, args=(), executable=None, cwd=None) -> None:
         environment = dict(os.environ)
         environment.update(
             {
                 "ASK_USER_RICH_LOG_DIR": str(log_dir),
                 "ASK_USER_RICH_OPEN": "0",
+                "ASK_USER_RICH_INBOX_PORT": "0",  # a test opts in with a free port of its own
                 # Whatever a server might cache stays out of the user's cache folder.
                 "XDG_CACHE_HOME": str(log_dir) + "-cache",
             }
@@ -251,6 +259,7 @@ class SubprocessServer(McpPeer):
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=environment,
+            cwd=cwd,
         )
         self.stderr_lines: list = []
         self.log = LogWatch()

@@ -109,7 +109,7 @@ def test_an_empty_file_is_stored(opened, runtime):
 ])
 def test_uploads_from_a_foreign_host_or_origin_are_403(opened, runtime, headers, error):
     response = upload(opened.url, b"data", headers=headers)
-    assert response.status == 403 and response.json() == {"error": error}
+    assert response.status == 403 and response.json() == {"error": error, "code": error.replace(" ", "-")}
     assert not os.path.exists(folder_of(runtime, opened))
 
 
@@ -122,13 +122,13 @@ def test_an_upload_after_the_submit_is_409(opened):
     assert submit(opened.url, {}).status == 200
     response = upload(opened.url)
     assert response.status == 409
-    assert response.json() == {"error": "interview already submitted"}
+    assert response.json() == {"error": "interview already submitted", "code": "not-pending"}
 
 
 def test_a_file_over_10_mib_is_413_without_the_server_reading_it(opened, runtime):
     raw = raw_upload(opened, 10 * MIB + 1)  # no body at all: the answer comes from the length
     assert raw.startswith(b"HTTP/1.0 413") or raw.startswith(b"HTTP/1.1 413"), raw[:200]
-    assert raw.endswith(b'{"error": "a file may be at most 10 MiB"}')
+    assert raw.endswith(b'{"error": "a file may be at most 10 MiB", "code": "too-large"}')
     assert b"nosniff" in raw
     assert upload(opened.url, b"x" * (10 * MIB), "exactly.bin").status == 201
 
@@ -137,7 +137,7 @@ def test_the_21st_upload_is_413_naming_the_limit_and_a_removal_frees_its_place(o
     ids = [upload(opened.url, b"%d" % i, "f%d.txt" % i).json()["id"] for i in range(20)]
     response = upload(opened.url, b"one more")
     assert response.status == 413
-    assert response.json() == {"error": "an interview may have at most 20 attachments"}
+    assert response.json() == {"error": "an interview may have at most 20 attachments", "code": "too-many-files"}
     assert http_request(attachment_url(opened.url, ids[0]), "DELETE").status == 204
     assert upload(opened.url, b"one more").status == 201
 
@@ -148,7 +148,7 @@ def test_uploads_past_50_mib_in_one_interview_are_413_naming_the_limit(opened):
         assert upload(opened.url, chunk, "part%d.bin" % number).status == 201
     response = upload(opened.url, b"1")
     assert response.status == 413
-    assert response.json() == {"error": "an interview's attachments may be at most 50 MiB in all"}
+    assert response.json() == {"error": "an interview's attachments may be at most 50 MiB in all", "code": "attachments-too-large"}
 
 
 def test_an_upload_cut_short_is_refused_and_leaves_no_file(opened, runtime):
@@ -303,7 +303,7 @@ def test_a_removal_after_the_submit_is_409_and_the_file_stays(opened, runtime):
     reply = upload(opened.url, PNG, "kept.png", "image/png").json()
     assert submit(opened.url, {}, attachments={"db": [reply["id"]]}).status == 200
     response = http_request(attachment_url(opened.url, reply["id"]), "DELETE")
-    assert response.status == 409 and response.json() == {"error": "interview already submitted"}
+    assert response.status == 409 and response.json() == {"error": "interview already submitted", "code": "not-pending"}
     assert os.path.exists(stored_path(runtime, opened, reply))
     assert http_request(attachment_url(opened.url, reply["id"])).status == 200
 

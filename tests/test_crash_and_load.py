@@ -206,15 +206,14 @@ def test_a_full_log_dir_loses_no_answer_and_leaves_no_partial_archive(tmp_path):
 def test_a_disk_that_fills_up_while_running_degrades_the_log_once_and_keeps_serving(tmp_path, monkeypatch):
     """No mount needed: the open log file starts failing the way a full disk does."""
 
-    class FullDisk(io.StringIO):
-        def write(self, text):
-            raise OSError(errno.ENOSPC, "No space left on device")
+    def full_disk(data):
+        raise OSError(errno.ENOSPC, "No space left on device")
 
     stderr = io.StringIO()
     runtime = askrich.Runtime(askrich.Config(log_dir=str(tmp_path), open_browser=False),
                               askrich.Log(str(tmp_path), stream=stderr))
     try:
-        runtime.log.file = FullDisk()
+        monkeypatch.setattr(runtime.log, "_append", full_disk)
         real_fsync = os.fsync
 
         def fsync(descriptor):

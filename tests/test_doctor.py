@@ -20,6 +20,7 @@ def doctor(tmp_path, server=SERVER, **extra):
     env = {key: value for key, value in os.environ.items()
            if key not in MACHINE_VARIABLES and not key.startswith("ASK_USER_RICH_")}
     env["ASK_USER_RICH_LOG_DIR"] = str(tmp_path / "logs")
+    env["ASK_USER_RICH_INBOX_PORT"] = "0"  # never the user's inbox on its well-known port
     env.update(extra)
     done = subprocess.run([sys.executable, server, "doctor"], env=env, stdin=subprocess.DEVNULL,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
@@ -28,7 +29,7 @@ def doctor(tmp_path, server=SERVER, **extra):
 
 def doctor_in_process(tmp_path, facts, **extra):
     out = io.StringIO()
-    env = {"ASK_USER_RICH_LOG_DIR": str(tmp_path / "logs")}
+    env = {"ASK_USER_RICH_LOG_DIR": str(tmp_path / "logs"), "ASK_USER_RICH_INBOX_PORT": "0"}
     env.update(extra)
     code = askrich.run_doctor(environ=env, facts=facts, out=out)
     return code, out.getvalue()

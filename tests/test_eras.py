@@ -136,7 +136,8 @@ def test_tasks_get_fresh_ids_under_their_interview_and_follow_the_progress(runti
     assert (first["status"], first["ttlMs"], first["pollIntervalMs"]) == ("working", None, 2000)
     tasks.update(first["taskId"], "Waiting, 1 of 1 answered")
     moved = tasks.get(first["taskId"])
-    assert moved["statusMessage"] == "Waiting, 1 of 1 answered" and moved["lastUpdatedAt"] >= first["createdAt"]
+    assert moved["statusMessage"].startswith("Waiting, 1 of 1 answered; ") and moved["lastUpdatedAt"] >= first["createdAt"]
+    assert moved["statusMessage"].endswith(" Form: " + form.url)
     tasks.complete(first["taskId"], {"content": []})
     done = tasks.get(first["taskId"])
     assert done["status"] == "completed" and done["result"] == {"content": []}

@@ -88,6 +88,26 @@ def build(method: str, path: str, headers=(), body: bytes = b"", length=True, cl
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace") + body
 
 
+def _documented_error_codes() -> frozenset:
+    """The codes in the table of tests/README.md: what a local tool may rely on."""
+    text = open(os.path.join(os.path.dirname(__file__), "README.md"), encoding="utf-8").read()
+    table = text.split("Every JSON error body also carries a stable `code`", 1)[1].split("\n\n", 2)[1]
+    return frozenset(re.findall(r"^\| `([a-z-]+)` \|", table, re.M))
+
+
+ERROR_CODES = _documented_error_codes()
+
+
+def test_every_error_code_the_server_can_give_is_documented():
+    given = set(askrich.ERROR_CODES.values()) | set(askrich.ATTACHMENT_STATUS)
+    # The codes a refusal names itself, where its status's own would be too vague.
+    source = open(askrich.__file__, encoding="utf-8").read()
+    given |= set(re.findall(r'code="([a-z-]+)"', source))
+    given |= set(re.findall(r'error_body\(\d+, [^\n]*?"([a-z-]+)"(?:, version=[^)]*)?\)', source))
+    assert given == ERROR_CODES
+    assert {"bad-json", "forbidden-origin", "invalid-progress", "stale-version", "not-pending"} <= given
+
+
 def assert_safe(response: Response, token: str) -> None:
     """What every response must be, whatever was asked."""
     assert response.status in DOCUMENTED, response.raw[:300]
@@ -99,6 +119,7 @@ def assert_safe(response: Response, token: str) -> None:
     if response.status >= 400 and response.body:
         if response.headers.get("content-type", "").startswith("application/json"):
             assert isinstance(response.json().get("error"), str)
+            assert response.json().get("code") in ERROR_CODES, response.body[:300]
         else:
             assert response.body == askrich.NOT_FOUND_TEXT.encode()
 
@@ -276,7 +297,7 @@ def test_a_submit_that_is_not_json_is_415_and_changes_nothing(rt, content_type):
         headers.append(("Content-Type", content_type))
     body = json.dumps({"answers": {"q": {"selected": ["a"]}}}).encode()
     response = exchange(form.port, build("POST", "/api/s/%s/submit" % form.token, headers, body))
-    assert response.status == 415 and response.json() == {"error": "expected application/json"}
+    assert response.status == 415 and response.json() == {"error": "expected application/json", "code": "unsupported-media-type"}
     assert state_of(form)["state"] == "pending"
 
 
@@ -578,7 +599,7 @@ def test_lone_surrogates_in_the_interview_and_the_answers_lose_nothing(rt):
     assert got and got[0]["answers"][0]["notes"] == "n" + odd and got[0]["generalNotes"] == odd
     record = rt.archive.find(form.id)
     assert record["answers"][0]["notes"] == "n" + odd
-    assert rt.log.file is not None, "file logging was turned off"
+    assert rt.log.descriptor is not None, "file logging was turned off"
     with open(os.path.join(rt.config.log_dir, "server.log"), encoding="utf-8") as log:
         assert "interview=%s" % form.id in log.read().split("submitted ")[-1]
 

@@ -242,7 +242,7 @@ def test_a_dns_rebinding_host_gets_403_and_no_form(runtime, context):
     for path in ("/s/%s" % form.token, "/api/s/%s" % form.token, "/api/s/%s/state" % form.token):
         response = page.goto("http://rebind.test:%d%s" % (form.port, path))
         assert response.status == 403
-        assert json.loads(page.inner_text("body")) == {"error": "forbidden host"}
+        assert json.loads(page.inner_text("body")) == {"error": "forbidden host", "code": "forbidden-host"}
         assert SECRET not in page.content()
     assert_untouched(runtime, form)
 

@@ -265,7 +265,7 @@ def test_a_declined_submit_keeps_the_answers_and_settles_as_declined_via_browser
 def test_a_declined_interview_takes_no_second_submit(two_questions):
     assert submit(two_questions.url, {}, declined=True).status == 200
     again = submit(two_questions.url, {})
-    assert again.status == 409 and again.json() == {"error": "interview already declined"}
+    assert again.status == 409 and again.json() == {"error": "interview already declined", "code": "not-pending"}
 
 
 def test_declined_false_is_an_ordinary_submit(runtime, two_questions):

@@ -42,7 +42,9 @@ def error_code(reply):
 
 def test_server_discover_is_answered_at_once_so_modern_clients_stay_modern(server):
     started = time.monotonic()
-    result = server.call("server/discover", {})["result"]
+    result = server.call("server/discover", {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}}})["result"]
     assert result["resultType"] == "complete" and "2026-07-28" in result["supportedVersions"]
     assert time.monotonic() - started < 2
     # A dual-era client may still take the initialize handshake after the probe.
@@ -206,7 +208,7 @@ def test_link_delivery_returns_awaiting_at_once_with_the_link_and_instructions(s
 
 def test_await_returns_the_answers_after_a_submit_with_strictly_increasing_progress(server, runtime):
     server.initialize()
-    runtime.config.progress_ms = 100
+    runtime.config = runtime.config.replace(progress_ms=100)
     structured = ask_link(server)
     request_id = server.request(
         "tools/call",
@@ -452,7 +454,9 @@ def test_every_line_written_is_one_json_message_even_for_newlines_and_u2028(serv
 
 def test_subprocess_speaks_the_protocol_and_exits_zero_at_eof_with_a_wait_in_flight(subprocess_server):
     peer = subprocess_server()
-    assert peer.call("server/discover")["result"]["resultType"] == "complete"
+    assert peer.call("server/discover", {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}}})["result"]["resultType"] == "complete"
     assert peer.initialize()["result"]["serverInfo"]["name"] == "ask-user-rich"
     structured = ask_link(peer)
     peer.request("tools/call", {"name": "await_user_answers", "arguments": {"sessionId": structured["sessionId"]}})
@@ -503,3 +507,38 @@ def test_the_log_never_holds_a_live_token(subprocess_server, tmp_path):
     assert "session-created" in log and "page-view" in log and "submitted" in log
     assert token not in log and token not in "".join(peer.stderr_lines)
     assert token[:4] + "…" in log
+
+
+def test_closing_the_form_server_does_not_wait_out_its_poll_interval(tmp_path, monkeypatch):
+    # A client sends SIGINT and SIGTERM 100 ms later, so closing must not wait until the serve
+    # loop next looks at its stop flag. With every serve loop made to look only every 30 s,
+    # a close that relied on the poll would take 30 s; the bound is generous but far below it.
+    import socketserver
+
+    original = socketserver.BaseServer.serve_forever
+
+    def slow_poll(self, poll_interval=0.5):
+        return original(self, poll_interval=30)
+
+    monkeypatch.setattr(socketserver.BaseServer, "serve_forever", slow_poll)
+    config = askrich.Config(log_dir=str(tmp_path), open_browser=False)
+    runtime = askrich.Runtime(config, askrich.Log(str(tmp_path), stream=io.StringIO()))
+    runtime.open_interview(interview(delivery="link"))
+    thread = runtime.server_thread
+    assert thread.is_alive()
+    closed = threading.Event()
+    closer = threading.Thread(target=lambda: (runtime.close(), closed.set()), daemon=True)
+    closer.start()
+    assert closed.wait(10), "closing waited for the serve loop's poll interval"
+    thread.join(10)
+    assert not thread.is_alive()
+
+
+def test_sigint_alone_ends_the_process_with_the_log_flushed(subprocess_server):
+    peer = subprocess_server()
+    peer.initialize()
+    ask_link(peer)  # the form server is running
+    peer.process.send_signal(signal.SIGINT)
+    assert peer.process.wait(5) == 0  # no SIGTERM needed
+    peer.log.wait_for("http-stopped")
+    peer.log.wait_for("shutdown")

@@ -17,6 +17,7 @@ from modern_support import (
     SERVER_INFO,
     SUPPORTED_VERSIONS,
     assert_fits_the_2026_schema,
+    assert_fits_the_schema,
     assert_modern_result,
     assert_no_server_requests,
     call_modern,
@@ -75,14 +76,47 @@ def test_server_discover_answers_with_every_version_the_tasks_extension_and_the_
         modern, subprocess_server):
     instructions, _ = legacy_instructions_and_tools(subprocess_server)
     result = result_of(call_modern(modern, "server/discover"))
-    # The 2026-07-28 schema also asks for cache hints (ttlMs, cacheScope); the rest is exact.
-    assert without_cache_hints(result) == {
+    assert result == {
         "resultType": "complete",
         "supportedVersions": SUPPORTED_VERSIONS,
-        "capabilities": {"tools": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}},
+        "capabilities": {"tools": {}, "logging": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}},
+        "ttlMs": 3600000,
+        "cacheScope": "public",
         "instructions": instructions,
         "_meta": {"io.modelcontextprotocol/serverInfo": SERVER_INFO},
     }
+
+
+def test_server_discover_fits_the_official_schema_and_the_sdk_strict_validator(modern):
+    result = result_of(call_modern(modern, "server/discover"))
+    assert_fits_the_schema("DiscoverResult", result)  # ttlMs and cacheScope are required there
+    assert_fits_the_2026_schema("server/discover", result)
+
+
+def test_modern_tools_list_may_be_cached_by_anyone_for_an_hour(modern):
+    result = result_of(call_modern(modern, "tools/list"))
+    assert result["cacheScope"] == "public" and result["ttlMs"] > 0
+    assert_fits_the_schema("ListToolsResult", result)
+    assert "nextCursor" not in result  # one page
+
+
+def test_server_discover_without_meta_is_refused_with_32602_saying_what_to_send(modern):
+    for params in ({}, {"_meta": {}}, {"_meta": {"io.modelcontextprotocol/clientCapabilities": {}}}):
+        reply = modern.call("server/discover", params)
+        assert reply["error"]["code"] == -32602, (params, reply)
+        assert KEY_VERSION in reply["error"]["message"]
+        assert_fits_the_schema("JSONRPCErrorResponse", reply)
+    params = {"_meta": {KEY_VERSION: MODERN, "io.modelcontextprotocol/clientInfo": CLIENT_INFO}}
+    assert modern.call("server/discover", params)["error"]["code"] == -32602  # no clientCapabilities
+    assert result_of(call_modern(modern, "server/discover"))["resultType"] == "complete"
+
+
+@pytest.mark.parametrize("cursor", ["bogus", "", 7, {"page": 2}])
+def test_a_tools_list_cursor_we_never_issued_is_refused_with_32602(modern, cursor):
+    reply = modern.call("tools/list", modern_params({"cursor": cursor}))
+    assert reply["error"]["code"] == -32602
+    assert "cursor" in reply["error"]["message"]
+    assert result_of(call_modern(modern, "tools/list"))["tools"]
 
 
 def test_modern_tools_list_serves_the_legacy_tools_unchanged_with_the_modern_envelope(modern, subprocess_server):

@@ -5,6 +5,7 @@ cancel, timeout, update, unknown ids, and a restart of the server on the same lo
 
 from __future__ import annotations
 
+import io
 import re
 import time
 
@@ -12,6 +13,7 @@ import pytest
 
 from delivery_support import FLAT_INTERVIEW, submit_like_a_browser
 from modern_support import (
+    assert_fits_the_schema,
     assert_modern_result,
     assert_no_server_requests,
     call_modern,
@@ -29,7 +31,7 @@ from modern_support import (
     without_envelope,
     written_messages,
 )
-from support import choice, interview
+from support import askrich, choice, interview
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -109,8 +111,9 @@ def test_the_status_message_follows_the_form_and_the_task_completes_with_the_blo
     # No event stream is open (no browser page), so the form reads as closed.
     assert moved["statusMessage"].startswith('Waiting for answers to "Test interview": 1 of 2 answered, form closed (')
     assert moved["lastUpdatedAt"] > task["createdAt"]
-    token = asked["url"].rsplit("/s/", 1)[1]
-    assert token not in task["statusMessage"] and token not in moved["statusMessage"]  # a bearer token
+    # While working, the link ends the message: the one way to the form when no browser opened.
+    assert task["statusMessage"].endswith(" Form: " + asked["url"])
+    assert moved["statusMessage"].endswith(" Form: " + asked["url"])
 
     submit_like_a_browser(asked["url"])
     done = completed(peer, task["taskId"])
@@ -388,3 +391,81 @@ def test_stdin_eof_with_tasks_and_a_blocking_modern_call_in_flight_exits_0_withi
     started = time.monotonic()
     assert peer.close(timeout=5) == 0
     assert time.monotonic() - started < 1.0
+
+
+# -- what a task tells the model and the person ---------------------------------------------
+
+
+def test_a_working_task_names_its_interview_and_ends_with_the_form_link(peer):
+    asked = ask_link(peer)
+    task = await_task(peer, asked["sessionId"])
+    message = task["statusMessage"]
+    assert message.endswith(" Form: " + asked["url"])
+    assert '"%s"' % asked["sessionId"] in message and "await_user_answers" in message
+    assert result_of(get_task(peer, task["taskId"]))["statusMessage"].endswith(" Form: " + asked["url"])
+
+
+def test_a_completed_task_says_the_results_summary_line_not_waiting(peer):
+    asked = ask_link(peer)
+    task = await_task(peer, asked["sessionId"])
+    submit_like_a_browser(asked["url"])
+    done = completed(peer, task["taskId"])
+    summary = done["result"]["structuredContent"]["summary"]
+    assert done["statusMessage"] == summary.split("\n", 1)[0]
+    assert not done["statusMessage"].startswith("Waiting")
+    assert_fits_the_schema("CallToolResult", done["result"])
+
+
+def test_a_cancelled_task_says_so_and_where_the_form_stays_open(peer):
+    asked = ask_link(peer)
+    task = await_task(peer, asked["sessionId"])
+    cancelled = result_of(call_modern(peer, "tasks/cancel", {"taskId": task["taskId"]}, tasks=True))
+    assert cancelled["resultType"] == "complete"
+    shown = result_of(get_task(peer, task["taskId"]))
+    assert shown["status"] == "cancelled"
+    assert shown["statusMessage"] == "Cancelled by the client; the form stays open at " + asked["url"]
+    assert form_state(asked["url"])["state"] == "pending"
+
+
+@pytest.mark.parametrize("tool", ["await_user_answers", "append_questions"])
+def test_a_task_id_given_as_session_id_reaches_its_interview(peer, tool):
+    asked = ask_link(peer)
+    task = await_task(peer, asked["sessionId"])
+    if tool == "append_questions":
+        result = result_of(tool_modern(peer, tool, {"sessionId": task["taskId"],
+                                                    "questions": [choice("more", "a", "b")]}))
+        assert result["structuredContent"]["sessionId"] == asked["sessionId"]
+        assert result["structuredContent"]["total"] == 3
+    else:
+        second = await_task(peer, task["taskId"])
+        assert_created_task(second, asked["sessionId"])
+        submit_like_a_browser(asked["url"])
+        assert completed(peer, second["taskId"])["result"]["structuredContent"]["interviewId"] == asked["sessionId"]
+
+
+def test_the_instructions_say_how_to_get_from_a_task_id_to_its_interview(peer):
+    instructions = result_of(call_modern(peer, "server/discover"))["instructions"]
+    assert '"<sessionId>.<n>" names its interview' in instructions
+
+
+def test_the_poll_interval_is_2s_for_a_minute_then_grows_to_30s_and_resets_when_the_user_acts(tmp_path):
+    config = askrich.Config(log_dir=str(tmp_path), open_browser=False)
+    runtime = askrich.Runtime(config, askrich.Log(str(tmp_path), stream=io.StringIO()))
+    try:
+        now = [1000.0]
+        tasks = askrich.TaskRegistry(runtime.log, runtime.archive, clock=lambda: now[0])
+        interview_ = runtime.open_interview(TWO_QUESTIONS, agent=None)
+        task_id = tasks.create(interview_, "Waiting", askrich.Cancellation())["taskId"]
+
+        def interval(at: float) -> int:
+            now[0] = 1000.0 + at
+            return tasks.get(task_id)["pollIntervalMs"]
+
+        assert [interval(0), interval(30), interval(59)] == [2000, 2000, 2000]
+        grown = [interval(60), interval(120), interval(180), interval(240), interval(3600)]
+        assert grown == sorted(grown) and grown[0] > 2000 and grown[-1] == 30000
+        runtime.hub.record_counts(interview_, {"answered": 1, "deferred": 0, "needsInfo": 0, "open": 1})
+        assert interval(3601) == 2000  # the user did something
+        assert interval(3661) > 2000
+    finally:
+        runtime.close()

@@ -9,7 +9,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+import askrich
 from support import MODULE, ROOT
+from zipapp_support import PYENV_VERSIONS
 
 
 def imported_modules(path):
@@ -30,7 +34,7 @@ def test_askrich_imports_only_the_standard_library():
 
 
 def test_askrich_parses_and_imports_on_the_oldest_supported_python():
-    candidates = sorted(glob.glob("/root/.pyenv/versions/3.8*/bin/python3.8"))
+    candidates = sorted(glob.glob(os.path.join(PYENV_VERSIONS, "3.8*", "bin", "python3.8")))
     interpreter = candidates[0] if candidates else None
     if interpreter is None:
         # The version matrix in test_versions.py reports which interpreters ran; here the
@@ -51,3 +55,28 @@ def test_importing_askrich_starts_nothing_and_writes_nothing(tmp_path):
     )
     env = dict(os.environ, HOME=str(tmp_path), XDG_STATE_HOME="", PYTHONPATH=ROOT)
     subprocess.run([sys.executable, "-S", "-c", code], env=env, check=True, timeout=60)
+
+
+def test_askrich_has_no_global_statement():
+    # Module state lives in the objects that own it (RunningArchive.held, the BuiltOnce server
+    # classes), so that no function rebinds a module name behind the reader's back.
+    tree = ast.parse(open(MODULE, encoding="utf-8").read())
+    assert [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Global)] == []
+
+
+def test_a_config_is_frozen_and_a_changed_one_is_new(tmp_path):
+    config = askrich.Config(log_dir=str(tmp_path), port=0)
+    with pytest.raises(AttributeError):
+        config.port = 1
+    with pytest.raises(AttributeError):
+        config.extra = 1
+    changed = config.replace(port=8123)
+    assert (changed.port, config.port, changed.log_dir) == (8123, 0, str(tmp_path))
+
+
+def test_the_constant_tables_are_read_only():
+    for table in (askrich.ASSET_CONTENT_TYPES, askrich.ANSWER_MODES, askrich.WSL_WINDOWS_PATHS,
+                  askrich.ERROR_CODES, askrich.ATTACHMENT_STATUS):
+        with pytest.raises(TypeError):
+            table["x"] = "y"
+    assert isinstance(askrich.__all__, tuple) and isinstance(askrich.ASSET_FILES, frozenset)

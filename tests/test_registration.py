@@ -126,7 +126,7 @@ def test_python_sdk_client_runs_a_link_interview_on_the_archive(tmp_path, tmp_pa
     mcp = pytest.importorskip("mcp")
     anyio = pytest.importorskip("anyio")
     pyz = zs.lone_copy(zs.shared_pyz(tmp_path_factory), str(tmp_path / "bin"))
-    env = {"ASK_USER_RICH_OPEN": "0", "ASK_USER_RICH_LOG_DIR": str(tmp_path / "logs"),
+    env = {"ASK_USER_RICH_OPEN": "0", "ASK_USER_RICH_INBOX_PORT": "0", "ASK_USER_RICH_LOG_DIR": str(tmp_path / "logs"),
            "XDG_CACHE_HOME": str(tmp_path / "cache")}
     interview = dict(zs.INTERVIEW)
     seen = {}

@@ -30,7 +30,7 @@ ARCHIVE = "/home/me/.local/state/ask-user-rich/answers/2025-11-30T09-21-37-250Z-
 
 def settle(args, raw_answers, general_notes=None, duration=185.0):
     spec, _ = askrich.validate_interview(args)
-    answers = askrich.check_submission(spec, {"answers": raw_answers})
+    answers = askrich.check_submission(spec, {"answers": raw_answers})["answers"]
     return askrich.build_result(
         spec, answers, general_notes, interview_id="0123456789ab", status="submitted",
         via="browser", submitted_at=1764494497.25, duration_seconds=duration, archive_path=ARCHIVE,

@@ -48,7 +48,7 @@ def big_answers(count=300):
 
 def settle(args, raw, general_notes=None, archive_path="/tmp/answers/x.json"):
     spec, _ = askrich.validate_interview(args)
-    answers = askrich.check_submission(spec, {"answers": raw})
+    answers = askrich.check_submission(spec, {"answers": raw})["answers"]
     full = askrich.build_result(
         spec, answers, general_notes, interview_id="0123456789ab", status="submitted",
         via="browser", submitted_at=1764494497.25, duration_seconds=65, archive_path=archive_path)

@@ -64,7 +64,7 @@ def test_an_unknown_path_is_404_for_every_method(path):
         refused = refusal(method, path)
         assert refused.status == 404, (method, path)
         assert "Allow" not in refused.headers
-        assert refused.body == {"error": "not found"}
+        assert refused.body == {"error": "not found", "code": "not-found"}
 
 
 def test_a_good_route_resolves_with_its_parameters():
@@ -104,7 +104,7 @@ def test_a_live_server_answers_405_with_allow_on_the_page_and_api(opened):
 def test_a_live_server_answers_404_without_allow_on_unknown_paths(opened):
     response = http_request(api_url(opened.url, "nope"), "POST")
     assert response.status == 404 and "Allow" not in response.headers
-    assert response.json() == {"error": "not found"}
+    assert response.json() == {"error": "not found", "code": "not-found"}
 
 
 def test_a_foreign_host_is_403_before_any_405(opened):

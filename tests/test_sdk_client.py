@@ -22,6 +22,7 @@ def server_parameters(tmp_path, **env):
         "PATH": os.environ.get("PATH", ""),
         "ASK_USER_RICH_LOG_DIR": str(tmp_path / "logs"),
         "ASK_USER_RICH_OPEN": "0",
+        "ASK_USER_RICH_INBOX_PORT": "0",  # never the user's inbox on its well-known port
         "ASK_USER_RICH_PROGRESS_MS": "200",
         "XDG_CACHE_HOME": str(tmp_path / "cache"),  # never the user's cache folder
     }

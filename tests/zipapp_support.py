@@ -21,7 +21,24 @@ import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILDER = os.path.join(ROOT, "build_zipapp.py")
-PYENV_VERSIONS = os.environ.get("ASK_USER_RICH_TEST_PYENV", "/root/.pyenv/versions")
+
+
+def _pyenv_versions() -> str:
+    """Where pyenv keeps its interpreters: ASK_USER_RICH_TEST_PYENV, else $PYENV_ROOT/versions,
+    else `pyenv root`, else ~/.pyenv."""
+    if os.environ.get("ASK_USER_RICH_TEST_PYENV"):
+        return os.environ["ASK_USER_RICH_TEST_PYENV"]
+    root = os.environ.get("PYENV_ROOT")
+    if not root:
+        try:
+            root = subprocess.run(["pyenv", "root"], capture_output=True, text=True, timeout=10,
+                                  check=True).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            root = ""
+    return os.path.join(root or os.path.expanduser("~/.pyenv"), "versions")
+
+
+PYENV_VERSIONS = _pyenv_versions()
 SUPPORTED = ["3.8", "3.9", "3.10", "3.11", "3.12", "3.13"]
 
 # Hard limits (seconds) for every child process and every wait on one.
@@ -69,6 +86,7 @@ def child_env(tmp, **extra):
             del env[name]
     env["ASK_USER_RICH_LOG_DIR"] = os.path.join(str(tmp), "logs")
     env["ASK_USER_RICH_OPEN"] = "0"
+    env["ASK_USER_RICH_INBOX_PORT"] = "0"  # never the user's inbox on its well-known port
     env["XDG_CACHE_HOME"] = os.path.join(str(tmp), "cache")
     env.update({k: v for k, v in extra.items() if v is not None})
     return env

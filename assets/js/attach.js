@@ -5,6 +5,7 @@
 // Content-Security-Policy (img-src 'self' data:) needs no blob: or other source.
 import { state, api, saveDraft } from "./state.js";
 import { t } from "./i18n.js";
+import { announce as say } from "./dom.js";
 
 const MAX_BYTES = 10 * 1024 * 1024;
 const MAX_COUNT = 20;
@@ -24,12 +25,19 @@ export function sizeText(bytes) {
   return t("attach.sizeMb", { size: number(bytes / (1024 * 1024), 1) });
 }
 
-// The server's refusals in the user's words; its own text only for the unforeseen.
-function refusalText(name, status, error) {
-  if (status === 413 && /10 MiB/.test(error)) return t("attach.tooBig", { name });
-  if (status === 413 && /50 MiB/.test(error)) return t("attach.tooMuch", { name });
-  if (status === 413) return t("attach.tooMany", { name });
-  if (status === 409) return t("attach.closed", { name });
+// The server's refusals in the user's words, told apart by the stable `code` of its JSON error
+// body; its own text only for the unforeseen.
+const REFUSALS = new Map([
+  ["too-large", "attach.tooBig"],
+  ["attachments-too-large", "attach.tooMuch"],
+  ["too-many-files", "attach.tooMany"],
+  ["not-pending", "attach.closed"],
+]);
+
+function refusalText(name, status, body) {
+  const key = REFUSALS.get(body.code);
+  if (key) return t(key, { name });
+  const error = typeof body.error === "string" ? body.error : "";
   return t("attach.refused", { name, error: error || `HTTP ${status}` });
 }
 
@@ -38,22 +46,6 @@ const filesOf = (key) => state.attachments[key] || (state.attachments[key] = [])
 const uploaded = () => Object.values(state.attachments).flat();
 // Uploads started and not answered yet, so that a burst cannot pass the limits.
 const inFlight = { count: 0, bytes: 0 };
-
-// ---- the live region every upload, removal and refusal is announced in ----
-let live = null;
-function say(text) {
-  if (!live) {
-    live = document.createElement("div");
-    live.className = "sr-only";
-    live.setAttribute("aria-live", "polite");
-    live.setAttribute("aria-atomic", "true");
-    live.dataset.attachLive = "";
-    document.body.append(live);
-  }
-  live.textContent = "";
-  // A fresh text node makes screen readers announce a repeated message too.
-  requestAnimationFrame(() => { live.textContent = text; });
-}
 
 // ---- the block under a note ----
 const blocks = new Map(); // key -> {root, list, problem}
@@ -190,7 +182,7 @@ function upload(key, file) {
         finish(null);
         return;
       }
-      finish(refusalText(name, xhr.status, typeof body.error === "string" ? body.error : ""));
+      finish(refusalText(name, xhr.status, body && typeof body === "object" ? body : {}));
     });
     xhr.addEventListener("error", () => finish(t("attach.unreachable", { name })));
     inFlight.count++;

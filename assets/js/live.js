@@ -1,6 +1,6 @@
 // The line to the server while the form is open: state pushed through /events (Server-Sent
 // Events), a /state poll every 2.5 s only when EventSource fails, and debounced /progress posts.
-import { api } from "./state.js";
+import { api, state } from "./state.js";
 
 const POLL_MS = 2500;
 
@@ -67,7 +67,9 @@ export function reportProgress(countsFn, delay = 700) {
   clearTimeout(progressTimer);
   progressTimer = setTimeout(() => {
     const c = countsFn();
-    const body = JSON.stringify({ answered: c.answered, deferred: c.deferred, needsInfo: c.needsInfo, open: c.open });
+    // The follow-ups not shown yet go along, for the inbox's badge.
+    const body = JSON.stringify({ answered: c.answered, deferred: c.deferred, needsInfo: c.needsInfo, open: c.open,
+      followUpsUnseen: state.newIds.size });
     if (body === lastSent) return;
     lastSent = body;
     fetch(api("/progress"), { method: "POST", headers: { "Content-Type": "application/json" }, body })

@@ -6,17 +6,18 @@ import {
   missingTexts, payload, hasRecommendation, isAnswered,
 } from "./state.js";
 import {
-  buildScreens, addQuestionScreens, syncAll, syncQuestion, syncRail, syncReview, syncNav, showScreen,
-  screenEl, endScreen, notice, clearNotice, announce, keepInView, reducedMotion, applyTheme, qviews,
+  buildScreens, addQuestionScreens, syncAll, syncQuestion, syncRail, syncNav, showScreen,
+  screenEl, endScreen, notice, clearNotice, keepInView, reducedMotion, applyTheme, qviews,
   qNumber, ensureBuilt, markSeen, quotedList,
 } from "./view.js";
+import { syncReview } from "./review.js";
+import { $, announce } from "./dom.js";
 import { bindKeys, KEY_TABLE } from "./keys.js";
 import { t, sentences, setLanguage, setAgent, translatePage, fillKeys } from "./i18n.js";
 import { onRankChange, onRankAnnounce, cancelHold, applyRecommended } from "./rank.js";
 import { startLive, reportProgress } from "./live.js";
 import { bindAttachments } from "./attach.js";
 
-const $ = (sel, root = document) => root.querySelector(sel);
 const THEMES = ["auto", "light", "dark"];
 let theme = "auto";
 let stopLive = () => {};
@@ -320,13 +321,15 @@ async function pullSpec() {
   addQuestionScreens(added);
   if (added.length) {
     const text = t("followups.added", { count: added.length });
-    notice("info", text,
-      { markdown: data.note && data.note.text, id: "follow-ups", action: { label: t("followups.go"), run: goNew } });
-    announce(sentences(text, t("followups.pressG")));
+    notice("info", text, {
+      markdown: data.note && data.note.text, id: "follow-ups", action: { label: t("followups.go"), run: goNew },
+      say: sentences(text, t("followups.pressG")),
+    });
   }
   syncAll();
   showScreen(state.screen, 0);
   saveDraft();
+  reportProgress(counts);
   return added;
 }
 
@@ -334,6 +337,7 @@ function onState(s) {
   // The live line's state, readable by the tests as a gate: "open" once the first event came,
   // "waiting" while an agent's call waits for the answers.
   document.body.dataset.live = s.waiting ? "waiting" : "open";
+  syncInboxLink(s.inbox);
   if (state.phase !== "open") return;
   if (s.state === "submitted" || s.state === "declined" || s.state === "cancelled") { finished(s.state); return; }
   if (s.version > state.version) pullSpec();
@@ -342,6 +346,18 @@ function onState(s) {
     notice("info", t("waiting.stopped"), { id: "stopped" });
   }
   state.waiting = s.waiting;
+}
+
+// "2 more waiting" in the header, to the inbox, while other interviews wait anywhere. The server
+// names the inbox only once whoever holds its port proved it is ours.
+function syncInboxLink(inbox) {
+  const link = $("#inbox-more");
+  const count = inbox && typeof inbox.waiting === "number" ? inbox.waiting : 0;
+  const url = inbox && typeof inbox.url === "string" && /^http:\/\/localhost:\d+\/inbox\//.test(inbox.url) ? inbox.url : null;
+  link.hidden = !(count > 0 && url && state.phase === "open");
+  if (link.hidden) return;
+  if (link.getAttribute("href") !== url) link.href = url;
+  link.textContent = t("inbox.moreWaiting", { count });
 }
 
 function serverGone(status) {

@@ -1,8 +1,9 @@
 // Rank questions: the WAI-ARIA rearrangeable listbox. Rows move by mouse drag (the other rows
 // slide aside), by keyboard (pick up / move / drop / cancel, Shift+arrows, digits) and by the
 // visible Move buttons. Nothing counts as an answer until the user moves a row or keeps the order.
-import { state, answerOf, takeRecommendation, clearAnswer } from "./state.js";
+import { state, answerOf, takeRecommendation, clearAnswer, labelOf } from "./state.js";
 import { t } from "./i18n.js";
+import { clone } from "./dom.js";
 
 const views = new Map(); // qid -> {list, rows: Map(optId -> li), status, q}
 let held = null;         // {qid, id, before: [ids]} while a row is picked up from the keyboard
@@ -11,8 +12,6 @@ let say = () => {};
 
 export function onRankChange(fn) { changed = fn; }
 export function onRankAnnounce(fn) { say = fn; }
-
-const clone = (id) => document.getElementById(id).content.firstElementChild.cloneNode(true);
 
 export function buildRank(q, box, n) {
   const help = document.createElement("p");
@@ -135,10 +134,6 @@ function moveTo(q, id, pos, commit) {
 function moveBy(q, id, delta, commit) {
   const a = answerOf(q);
   return moveTo(q, id, a.order.indexOf(id) + delta, commit);
-}
-
-function labelOf(q, id) {
-  return q.options.find((o) => o.id === id)?.label ?? id;
 }
 
 export function keepOrder(q) {

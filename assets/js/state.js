@@ -34,6 +34,10 @@ export function blankAnswer(q) {
   };
 }
 
+// An interview of more than this many questions is long: its question screens are built when
+// first needed and its review list is virtualized (view.js, review.js).
+export const EAGER_SCREENS = 50;
+
 // An index rebuilt whenever the question list changes (mergeSpec swaps in a new array): with
 // 1,000 questions, a scan per lookup made the rail's update at every step quadratic.
 let byId = new Map();
@@ -45,6 +49,11 @@ export function questionById(id) {
     indexed = list;
   }
   return byId.get(id);
+}
+
+// An option's label, or its id when the option is gone.
+export function labelOf(q, id) {
+  return q.options.find((o) => o.id === id)?.label ?? id;
 }
 
 export function answerOf(q) {

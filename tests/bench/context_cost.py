@@ -30,7 +30,7 @@ def served(server):
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
     ]
-    env = dict(os.environ, ASK_USER_RICH_OPEN="0",
+    env = dict(os.environ, ASK_USER_RICH_OPEN="0", ASK_USER_RICH_INBOX_PORT="0",
                ASK_USER_RICH_LOG_DIR=os.path.join(ROOT, "tests", ".artifacts", "context-cost"))
     proc = subprocess.run([sys.executable, server], input="".join(json.dumps(m) + "\n" for m in messages),
                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,

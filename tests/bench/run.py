@@ -117,6 +117,12 @@ FIGURES = [
     ("many_all_results", "{many} at once: submits sent -> every result on stdout", "ms", None),
     ("many_lost", "{many} at once: interviews lost", "count", 0),
     ("many_rss", "{many} at once: VmRSS after", "MB", None),
+    ("inbox_off_cpu", "inbox off, an interview pending: idle CPU per second", "ms", None),
+    ("inbox_holder_cpu", "inbox holder, an interview pending: idle CPU per second", "ms", None),
+    ("inbox_other_cpu", "inbox not held, an interview pending: idle CPU per second", "ms", None),
+    ("inbox_off_rss", "inbox off, an interview pending: VmRSS", "MB", None),
+    ("inbox_holder_rss", "inbox holder, an interview pending: VmRSS", "MB", None),
+    ("inbox_other_rss", "inbox not held, an interview pending: VmRSS", "MB", None),
 ]
 BROWSER_FIGURES = {
     "append_visible", "small_interactive", "big_interactive", "big_step_frame", "big_step_script", "big_review_frame",
@@ -126,9 +132,13 @@ BROWSER_FIGURES = {
 MODES = {
     # spawn: starts per variant; memory: servers per variant; latency: rounds; loads: page loads
     # of the big form; steps: screen changes per load; questions x options; many: interviews.
-    "full": dict(spawn=21, memory=3, latency=21, loads=5, steps=20, questions=1000, options=20, many=50, appends=10),
-    "quick": dict(spawn=9, memory=2, latency=9, loads=2, steps=10, questions=1000, options=20, many=50, appends=5),
-    "tiny": dict(spawn=2, memory=1, latency=2, loads=1, steps=3, questions=30, options=5, many=5, appends=2),
+    # inbox: seconds the inbox's processes are watched idle.
+    "full": dict(spawn=21, memory=3, latency=21, loads=5, steps=20, questions=1000, options=20, many=50, appends=10,
+                 inbox=30),
+    "quick": dict(spawn=9, memory=2, latency=9, loads=2, steps=10, questions=1000, options=20, many=50, appends=5,
+                  inbox=10),
+    "tiny": dict(spawn=2, memory=1, latency=2, loads=1, steps=3, questions=30, options=5, many=5, appends=2,
+                 inbox=1),
 }
 
 
@@ -156,6 +166,7 @@ def server_env(log_dir: str, cache_dir: str | None = None) -> dict:
     env = dict(os.environ)
     env["ASK_USER_RICH_LOG_DIR"] = log_dir
     env["ASK_USER_RICH_OPEN"] = "0"
+    env["ASK_USER_RICH_INBOX_PORT"] = "0"  # a bench that measures the inbox names its own port
     if cache_dir is not None:
         env["XDG_CACHE_HOME"] = cache_dir
     return env
@@ -452,6 +463,74 @@ def bench_memory(mode: dict, pyz: str, work: str, results: dict) -> None:
     results["floor_rss"] = figure(floor)
     for key, values in samples.items():
         results[key] = figure(values)
+
+
+def cpu_ms(pid: int) -> float:
+    """The CPU time a live process's threads used so far, in ms: the scheduler's nanosecond
+    counts of every thread (/proc/PID/stat's clock ticks are 10 ms, too coarse for an idle
+    server), or those ticks where the kernel keeps no such counts."""
+    try:
+        total = 0
+        for task in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/schedstat" % (pid, task)) as handle:
+                total += int(handle.read().split()[0])
+        return total / 1e6
+    except (OSError, ValueError, IndexError):
+        with open("/proc/%d/stat" % pid) as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) * 1000.0 / os.sysconf("SC_CLK_TCK")
+
+
+def bench_inbox(mode: dict, pyz: str, work: str, results: dict) -> None:
+    """Three .pyz servers with one interview pending each and nothing else to do: one with the
+    inbox off, then two on one log folder and one inbox port (the first holds it, the second
+    lists its entry and retries the bind every 5 s). Their CPU over `inbox` idle seconds, and
+    their memory."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log_dir = os.path.join(work, "logs-inbox")
+    off_env = server_env(os.path.join(work, "logs-inbox-off"), os.path.join(work, "cache"))
+    on_env = dict(server_env(log_dir, os.path.join(work, "cache")), ASK_USER_RICH_INBOX_PORT=str(port))
+    clients = []
+    try:
+        for env in (off_env, on_env, on_env):
+            client = Client([PYTHON, pyz], env)
+            clients.append(client)
+            client.initialize()
+            client.tool_result(client.tool("ask_user_rich", small_interview("Inbox bench")))
+            if len(clients) == 2:  # the first with the inbox on: it must hold it before the next starts
+                wait_for_file(os.path.join(log_dir, "inbox", "%d.json" % client.process.pid))
+                with open(os.path.join(log_dir, "inbox.key")) as handle:
+                    key = handle.read().strip()
+                deadline = time.monotonic() + WAIT
+                while askrich.prove_inbox_holder(port, key) != "ours":
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("the first server with the inbox on does not hold it")
+                    time.sleep(0.05)
+        # Every inbox entry written and the holder serving before the watch begins.
+        wait_for_file(os.path.join(log_dir, "inbox", "%d.json" % clients[2].process.pid))
+        time.sleep(IDLE_SECONDS)
+        seconds = mode["inbox"]
+        before = [cpu_ms(c.process.pid) for c in clients]
+        time.sleep(seconds)
+        after = [cpu_ms(c.process.pid) for c in clients]
+        for index, name in enumerate(("off", "holder", "other")):
+            results["inbox_%s_cpu" % name] = figure([(after[index] - before[index]) / seconds])
+            results["inbox_%s_rss" % name] = figure([vm_status(clients[index].process.pid)["VmRSS"]])
+    finally:
+        for client in clients:
+            client.close()
+
+
+def wait_for_file(path: str, timeout: float = WAIT) -> None:
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise RuntimeError("%s never appeared" % path)
+        time.sleep(0.05)
 
 
 def fsync_cost(folder: str, size: int, runs: int) -> list:
@@ -848,11 +927,11 @@ def main(argv=None) -> int:
     group.add_argument("--tiny", action="store_const", dest="mode", const="tiny",
                        help="one or two runs and a 30-question form: proves the benchmark runs")
     parser.add_argument("--json", default=os.path.join(ARTIFACTS, "results.json"), help="where to write the JSON")
-    parser.add_argument("--only", default="", help="comma-separated parts: startup,memory,latency,many,browser")
+    parser.add_argument("--only", default="", help="comma-separated parts: startup,memory,latency,many,browser,inbox")
     args = parser.parse_args(argv)
     mode_name = args.mode or "full"
     mode = MODES[mode_name]
-    parts = [p for p in args.only.split(",") if p] or ["startup", "memory", "latency", "many", "browser"]
+    parts = [p for p in args.only.split(",") if p] or ["startup", "memory", "latency", "many", "browser", "inbox"]
 
     work = os.path.join(ARTIFACTS, "work")
     shutil.rmtree(work, ignore_errors=True)
@@ -876,6 +955,8 @@ def main(argv=None) -> int:
             bench_many(mode, work, results)
         elif part == "browser":
             bench_browser(mode, work, results, notes)
+        elif part == "inbox":
+            bench_inbox(mode, pyz, work, results)
         else:
             parser.error("unknown part %r" % part)
         print("[bench] %s done in %.1fs" % (part, time.monotonic() - started), file=sys.stderr)

@@ -2,6 +2,7 @@
 question or the general notes; thumbnails from our own route under the strict CSP; Remove;
 refusals shown where the file was added; uploads kept across a reload; all from the keyboard."""
 import base64
+import json
 import os
 
 import pytest
@@ -53,13 +54,13 @@ def test_a_picked_png_and_a_pasted_one_show_thumbnails_one_is_removed_and_the_ot
     expect(block.locator(".attach-item .attach-name")).to_have_text(["login.png", "image.png"])
     f.page.wait_for_function(THUMBS_LOADED, arg=2)
     expect(block.locator(".attach-size").first).to_have_text("%d B" % len(PNG))
-    expect(f.page.locator("[data-attach-live]")).to_have_text("Attached image.png (%d B)." % len(PNG))
+    expect(f.page.locator("#announcer")).to_have_text("Attached image.png (%d B)." % len(PNG))
 
     folder = os.path.join(f.rt.config.log_dir, "attachments", f.interview.id)
     assert len(os.listdir(folder)) == 2
     block.locator(".attach-item").first.locator(".attach-remove").click()
     expect(block.locator(".attach-item .attach-name")).to_have_text(["image.png"])
-    expect(f.page.locator("[data-attach-live]")).to_have_text("Removed login.png.")
+    expect(f.page.locator("#announcer")).to_have_text("Removed login.png.")
     # Focus stays where the removed file was: on the Remove of the file that took its place.
     assert f.focused("el => el.getAttribute('aria-label')") == "Remove image.png"
     assert [name.split("-", 1)[1] for name in os.listdir(folder)] == ["image.png"]
@@ -114,8 +115,26 @@ def test_a_refusal_from_the_server_is_shown_where_the_file_was_added(form):
     # The server refused it (the page did not know of the other 20): said in the form's words.
     expect(block.locator(".attach-problem")).to_have_text(
         "one-more.txt is not attached: an interview may have at most 20 files.")
-    expect(f.page.locator("[data-attach-live]")).to_have_text(
+    expect(f.page.locator("#announcer")).to_have_text(
         "one-more.txt is not attached: an interview may have at most 20 files.")
+
+
+@pytest.mark.parametrize("status, code, said", [
+    (413, "too-large", "a file may be at most 10 MiB."),
+    (413, "attachments-too-large", "the files of an interview may be at most 50 MiB in all."),
+    (413, "too-many-files", "an interview may have at most 20 files."),
+    (409, "not-pending", "this interview takes no more answers."),
+])
+def test_the_form_words_a_refusal_by_its_code_not_by_the_servers_text(form, status, code, said):
+    f = form(SPEC)
+    # The server's English may be reworded at any time; the code is what the form reads.
+    f.page.route("**/api/s/*/attachments", lambda route: route.fulfill(
+        status=status, content_type="application/json",
+        body=json.dumps({"error": "reworded, in no language the form knows", "code": code})))
+    f.allow(str(status))
+    block = attach_block(f, "where")
+    block.locator(".attach-input").set_input_files(files=[{"name": "x.txt", "mimeType": "text/plain", "buffer": b"x"}])
+    expect(block.locator(".attach-problem")).to_have_text("x.txt is not attached: " + said)
 
 
 def test_the_attach_button_opens_the_picker_from_the_keyboard(form):

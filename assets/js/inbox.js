@@ -1,0 +1,206 @@
+// The inbox page: every interview waiting for the user, from every agent, live. The listing
+// comes from /api/inbox/<key>/events (Server-Sent Events); the rows are updated in place, so
+// that focus and scrolling stay where they are when one arrives or leaves.
+import { t, setLanguage, translatePage, language } from "./i18n.js";
+import { load, save } from "./state.js";
+
+const $ = (sel, root = document) => root.querySelector(sel);
+const key = (location.pathname.match(/^\/inbox\/([^/]+)/) || [])[1] || "";
+const THEMES = ["auto", "light", "dark"];
+const RETRY_MS = 3000;
+const AGE_REFRESH_MS = 30000;
+
+let theme = "auto";
+let rows = [];
+let known = null; // interview ids already listed: a notification is only for a new one
+let announcedCount = null;
+
+function applyTheme(name) {
+  const root = document.documentElement;
+  if (name === "light" || name === "dark") root.dataset.theme = name;
+  else delete root.dataset.theme;
+  $("#btn-theme").textContent = t(`theme.${name === "light" || name === "dark" ? name : "auto"}`);
+}
+
+function announce(text) {
+  const el = $("#announcer");
+  el.textContent = "";
+  requestAnimationFrame(() => { el.textContent = text; });
+}
+
+const rowKey = (row) => `${row.pid}:${row.interviewId}`;
+
+function folderName(path) {
+  const parts = String(path || "").split(/[\\/]+/).filter(Boolean);
+  return parts.length ? parts[parts.length - 1] : "";
+}
+
+function agentLabel(row) {
+  if (row.agent) return row.agent;
+  const word = t("agent.fallback");
+  return word ? word[0].toLocaleUpperCase(language()) + word.slice(1) : "";
+}
+
+// "asked 5 minutes ago", in the page's language.
+function age(createdAt) {
+  const then = Date.parse(createdAt);
+  if (Number.isNaN(then)) return "";
+  const seconds = Math.max(0, (Date.now() - then) / 1000);
+  if (seconds < 60) return t("inbox.justNow");
+  let when;
+  try {
+    const format = new Intl.RelativeTimeFormat(language(), { numeric: "auto" });
+    if (seconds < 3600) when = format.format(-Math.floor(seconds / 60), "minute");
+    else if (seconds < 86400) when = format.format(-Math.floor(seconds / 3600), "hour");
+    else when = format.format(-Math.floor(seconds / 86400), "day");
+  } catch {
+    when = `${Math.floor(seconds / 60)} min`;
+  }
+  return t("inbox.asked", { when });
+}
+
+function fillRow(li, row) {
+  $(".inbox-agent", li).textContent = agentLabel(row);
+  const project = $(".inbox-project", li);
+  project.textContent = folderName(row.project) || t("inbox.noProject");
+  project.title = row.project || "";
+  const link = $(".inbox-link", li);
+  link.textContent = row.title;
+  if (link.getAttribute("href") !== row.url) link.href = row.url;
+  $(".inbox-progress", li).textContent = t("inbox.answered", { answered: row.answered, total: row.questions });
+  const when = $(".inbox-age", li);
+  when.textContent = age(row.createdAt);
+  when.title = new Date(row.createdAt).toLocaleString(language());
+  const badge = $(".inbox-badge", li);
+  badge.hidden = !row.followUpsUnseen;
+  badge.textContent = row.followUpsUnseen ? t("inbox.followUps", { count: row.followUpsUnseen }) : "";
+  const blocked = $(".inbox-blocked", li);
+  blocked.hidden = !row.waiting;
+  blocked.textContent = row.waiting ? t("inbox.blocked", { agent: agentLabel(row) }) : "";
+}
+
+function render(listing) {
+  rows = Array.isArray(listing.interviews) ? listing.interviews : [];
+  const list = $("#inbox-list");
+  const existing = new Map([...list.children].map((li) => [li.dataset.key, li]));
+  const wanted = new Set(rows.map(rowKey));
+  for (const [k, li] of existing) if (!wanted.has(k)) li.remove();
+  let before = list.firstElementChild;
+  for (const row of rows) {
+    const k = rowKey(row);
+    let li = existing.get(k);
+    if (!li || !li.isConnected) {
+      li = $("#tpl-inbox-row").content.firstElementChild.cloneNode(true);
+      li.dataset.key = k;
+      li.dataset.interview = row.interviewId;
+    }
+    fillRow(li, row);
+    if (li !== before) list.insertBefore(li, before);
+    before = li.nextElementSibling;
+  }
+  const count = rows.length;
+  const heading = $("#inbox-heading");
+  heading.hidden = count === 0;
+  heading.textContent = count ? t("inbox.heading", { count }) : "";
+  $("#inbox-empty").hidden = count !== 0;
+  document.title = count ? `(${count}) ${t("inbox.title")}` : t("inbox.title");
+  if (announcedCount !== null && announcedCount !== count) announce(count ? t("inbox.heading", { count }) : t("inbox.empty"));
+  announcedCount = count;
+  notifyNew();
+}
+
+// A browser notification for each interview that arrived since the last listing, once the
+// user allowed them (asked only from the button, never on its own).
+function notifyNew() {
+  const ids = new Set(rows.map((row) => row.interviewId));
+  const first = known === null;
+  const fresh = first ? [] : rows.filter((row) => !known.has(row.interviewId));
+  known = ids;
+  if (!fresh.length || typeof Notification !== "function" || Notification.permission !== "granted") return;
+  for (const row of fresh) {
+    try {
+      const note = new Notification(t("inbox.notificationTitle"), {
+        body: t("inbox.notification", { agent: agentLabel(row), title: row.title }),
+        tag: row.interviewId,
+      });
+      note.addEventListener("click", () => { window.focus(); note.close(); });
+    } catch { /* a browser that shows notifications only from a service worker */ }
+  }
+}
+
+function syncNotifyButton() {
+  const button = $("#btn-notify");
+  const able = typeof Notification === "function";
+  button.hidden = !able || Notification.permission === "granted";
+  if (!able) return;
+  button.disabled = Notification.permission === "denied";
+  button.textContent = t(Notification.permission === "denied" ? "inbox.notifyBlocked" : "inbox.notify");
+}
+
+function lost(on) {
+  const box = $("#notices");
+  const there = box.querySelector('[data-id="lost"]');
+  if (!on) { if (there) there.remove(); return; }
+  if (there) return;
+  const n = document.createElement("div");
+  n.className = "notice notice-warn";
+  n.dataset.id = "lost";
+  const p = document.createElement("p");
+  p.textContent = t("inbox.lost");
+  n.append(p);
+  box.append(n);
+}
+
+// The stream, reopened when the browser gives up on it: when the process holding the inbox
+// exits, another takes over the same address within seconds.
+function connect() {
+  const es = new EventSource(`/api/inbox/${key}/events`);
+  es.addEventListener("inbox", (ev) => {
+    let listing = null;
+    try { listing = JSON.parse(ev.data); } catch { return; }
+    lost(false);
+    document.body.classList.remove("loading");
+    document.body.classList.add("ready");
+    render(listing);
+  });
+  es.addEventListener("error", () => {
+    lost(true);
+    if (es.readyState === EventSource.CLOSED) {
+      es.close();
+      setTimeout(connect, RETRY_MS);
+    }
+  });
+}
+
+function bind() {
+  $("#btn-theme").addEventListener("click", () => {
+    theme = THEMES[(THEMES.indexOf(theme) + 1) % THEMES.length];
+    save("askrich:theme", theme);
+    applyTheme(theme);
+    announce(t(`theme.announce.${theme}`));
+  });
+  $("#btn-notify").addEventListener("click", async () => {
+    try { await Notification.requestPermission(); } catch { /* dismissed */ }
+    syncNotifyButton();
+  });
+  setInterval(() => {
+    for (const li of $("#inbox-list").children) {
+      const row = rows.find((r) => rowKey(r) === li.dataset.key);
+      if (row) $(".inbox-age", li).textContent = age(row.createdAt);
+    }
+  }, AGE_REFRESH_MS);
+}
+
+async function start() {
+  const stored = load("askrich:theme", "auto");
+  theme = THEMES.includes(stored) ? stored : "auto";
+  await setLanguage(null);
+  translatePage();
+  applyTheme(theme);
+  document.title = t("inbox.title");
+  syncNotifyButton();
+  bind();
+  connect();
+}
+
+start();

@@ -1,0 +1,365 @@
+"""Durability at the edges: nothing acknowledged is lost, and what the server keeps on disk is
+bounded and trustworthy. server.log rotates, even with several processes writing to it; folders
+planted in a shared log dir are refused; tasks are recovered from the archive alone; a submit on
+a full disk says so instead of acknowledging answers it could not keep; an upload that ends
+after the submit is refused; every free-text field has one limit."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+
+import pytest
+
+import askrich
+from support import MODULE, WAIT, choice, http_request, interview, submit
+
+
+def quiet_runtime(log_dir, stream=None) -> askrich.Runtime:
+    config = askrich.Config(log_dir=str(log_dir), open_browser=False)
+    return askrich.Runtime(config, askrich.Log(str(log_dir), stream=stream or io.StringIO()))
+
+
+def unknown(call) -> str:
+    with pytest.raises(askrich.JsonRpcError) as caught:
+        call()
+    assert caught.value.code == -32602
+    return caught.value.message
+
+
+def answer_while_waited_on(runtime, form, answers) -> dict:
+    """Submit through the form while a call waits: what the call got."""
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(runtime.wait_for_result(form.id, WAIT)))
+    waiter.start()
+    askrich_wait = form  # the waiter is counted once it is inside
+    with askrich_wait.changed:
+        assert askrich_wait.changed.wait_for(lambda: form.waiters > 0, WAIT)
+    reply = submit(form.url, answers)
+    waiter.join(WAIT)
+    assert reply.status == 200, reply.body
+    return got[0]
+
+# -- server.log rotation ------------------------------------------------------------------------
+
+WRITER = r"""
+import io, sys
+sys.path.insert(0, sys.argv[1])
+import askrich
+log = askrich.Log(sys.argv[2], stream=io.StringIO())
+name = sys.argv[3]
+sent = 0
+for command in sys.stdin:
+    word, _, count = command.strip().partition(" ")
+    if word == "write":
+        for _ in range(int(count)):
+            sent += 1
+            log.event("writer", name=name, n=sent, padding="p" * 180)
+    elif word == "final":
+        log.event("final", name=name)
+    print("done", flush=True)
+"""
+
+ROTATE_BYTES = 5 * 1024 * 1024
+LINE = re.compile(r"^\S+ \d+ (writer name=(\w) n=(\d+) padding=p{180}|final name=(\w)|prefill \d+ x+)$")
+
+
+def _log_files(log_dir):
+    return {name: os.path.join(log_dir, name) for name in os.listdir(log_dir) if name.startswith("server.log")}
+
+
+def test_server_log_rotates_at_5_mib_keeping_three_with_two_processes_writing(tmp_path):
+    log_dir = str(tmp_path)
+    with open(os.path.join(log_dir, "server.log"), "w") as prefilled:
+        line = 0
+        while prefilled.tell() < ROTATE_BYTES - 64 * 1024:
+            line += 1
+            prefilled.write("2026-01-01T00:00:00.000Z 1 prefill %d %s\n" % (line, "x" * 200))
+    writers = {
+        name: subprocess.Popen([sys.executable, "-c", WRITER, os.path.dirname(MODULE), log_dir, name],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        for name in "AB"
+    }
+
+    def command(name, text):
+        writers[name].stdin.write(text + "\n")
+        writers[name].stdin.flush()
+
+    def done(name):
+        assert writers[name].stdout.readline() == "done\n"
+
+    try:
+        # 2 x 40 rounds of 1,000 lines of ~250 bytes: about 20 MiB after the 5 MiB already
+        # there, so server.log rotates about four times, the two processes taking turns.
+        for _ in range(40):
+            for name in "AB":
+                command(name, "write 1000")
+            for name in "AB":
+                done(name)
+        for name in "AB":  # each must have followed the other's rotations to the new file
+            command(name, "final")
+            done(name)
+    finally:
+        for writer in writers.values():
+            writer.stdin.close()
+            writer.wait(WAIT)
+    files = _log_files(log_dir)
+    assert sorted(files) == ["server.log", "server.log.1", "server.log.2", "server.log.3"], sorted(files)
+    seen = {"A": [], "B": []}
+    for name in ("server.log.3", "server.log.2", "server.log.1", "server.log"):
+        size = os.path.getsize(files[name])
+        assert size <= ROTATE_BYTES + 64 * 1024, (name, size)
+        with open(files[name], encoding="utf-8") as handle:
+            lines = handle.read().split("\n")
+        assert lines[-1] == "", name  # ends with a whole line
+        for text in lines[:-1]:
+            match = LINE.match(text)
+            assert match, "a torn or mixed line in %s: %r" % (name, text[:120])
+            if match.group(2):
+                seen[match.group(2)].append(int(match.group(3)))
+        if name == "server.log":
+            assert lines[-3].endswith("final name=A") and lines[-2].endswith("final name=B")
+    for name, numbers in seen.items():
+        # Nothing lost or repeated since the oldest line kept, and the newest is there.
+        assert numbers == list(range(numbers[0], 40001)), name
+    assert os.stat(files["server.log"]).st_mode & 0o077 == 0
+
+
+# -- tasks recovered from the archive, never from server.log ----------------------------------
+
+
+def _two_tasks_then_restart(log_dir):
+    """An earlier server makes a task on an interview the user answers and one on an interview
+    still pending when it stops; the registry of the server that comes next."""
+    before = quiet_runtime(log_dir)
+    tasks = askrich.TaskRegistry(before.log, before.archive)
+    answered = before.open_interview(interview(choice("q", "a")))
+    lost = before.open_interview(interview(choice("q", "a")))
+    answered_task = tasks.create(answered, "Waiting", askrich.Cancellation())["taskId"]
+    lost_task = tasks.create(lost, "Waiting", askrich.Cancellation())["taskId"]
+    before.hub.submit(answered, {"answers": {"q": {"selected": ["a"]}}})
+    before.close()
+    after = quiet_runtime(log_dir)
+    return after, askrich.TaskRegistry(after.log, after.archive), answered_task, lost_task
+
+
+def test_tasks_are_recovered_with_server_log_a_folder(tmp_path):
+    os.makedirs(str(tmp_path / "server.log"))  # no log file can be written: nothing to scan
+    after, recovered, answered_task, lost_task = _two_tasks_then_restart(tmp_path)
+    try:
+        done = recovered.get(answered_task)
+        assert done["status"] == "completed"
+        assert done["result"]["structuredContent"]["answers"][0]["selected"] == ["a"]
+        assert "tasks" not in done["result"]["structuredContent"]  # the record of tasks stays ours
+        failed = recovered.get(lost_task)
+        assert failed["status"] == "failed" and "restarted" in failed["error"]["message"]
+    finally:
+        after.close()
+
+
+def test_text_in_the_log_that_looks_like_a_task_never_makes_one(tmp_path):
+    """A title and a browser's User-Agent are logged as they are; neither may invent a task."""
+    before = quiet_runtime(tmp_path)
+    answered = before.open_interview(interview(choice("q", "a")))  # never a task
+    spoof = " task-created task=%s.1 interview=%s " % (answered.id, answered.id)
+    before.open_interview(interview(choice("q", "a"), title=spoof))
+    http_request(answered.url, headers={"User-Agent": "Mozilla/5.0" + spoof.replace(".1", ".2")})
+    before.hub.submit(answered, {"answers": {"q": {"selected": ["a"]}}})
+    before.close()
+    with open(str(tmp_path / "server.log"), encoding="utf-8") as log:
+        assert log.read().count("task-created task=%s." % answered.id) == 2  # the bait is there
+    after = quiet_runtime(tmp_path)
+    try:
+        recovered = askrich.TaskRegistry(after.log, after.archive)
+        for task_id in (answered.id + ".1", answered.id + ".2"):
+            assert unknown(lambda: recovered.get(task_id)) == 'unknown task "%s"' % task_id
+    finally:
+        after.close()
+
+
+def test_a_task_on_an_interview_still_pending_here_never_turns_failed(tmp_path):
+    runtime = quiet_runtime(tmp_path)
+    try:
+        tasks = askrich.TaskRegistry(runtime.log, runtime.archive)
+        form = runtime.open_interview(interview(choice("q", "a")))
+        timed_out = tasks.create(form, "Waiting", askrich.Cancellation())["taskId"]
+        tasks.complete(timed_out, {"structuredContent": {"status": "awaiting"}})
+        cancelled = tasks.create(form, "Waiting", askrich.Cancellation())["taskId"]
+        tasks.cancel(cancelled)
+        for task_id in (timed_out, cancelled):  # settled long past the retention time
+            tasks.tasks[task_id].settled_monotonic -= 2 * askrich.SETTLED_RETENTION_SECONDS
+        assert tasks.get(timed_out)["status"] == "completed"
+        assert tasks.get(cancelled)["status"] == "cancelled"
+        runtime.hub.submit(form, {"answers": {"q": {"selected": ["a"]}}})
+        assert tasks.get(timed_out)["result"] == {"structuredContent": {"status": "awaiting"}}
+        # Once the interview too is past retention, the tasks are read back from its archive.
+        with form.changed:
+            form.settled_monotonic -= 2 * askrich.SETTLED_RETENTION_SECONDS
+        again = tasks.get(cancelled)
+        assert again["status"] == "completed", again
+        assert again["result"]["structuredContent"]["answers"][0]["selected"] == ["a"]
+    finally:
+        runtime.close()
+
+
+OTHER_SERVER = r"""
+import io, sys
+sys.path.insert(0, sys.argv[1])
+import askrich
+config = askrich.Config(log_dir=sys.argv[2], open_browser=False)
+runtime = askrich.Runtime(config, askrich.Log(sys.argv[2], stream=io.StringIO()))
+tasks = askrich.TaskRegistry(runtime.log, runtime.archive)
+pending = runtime.open_interview({"title": "T", "questions": [{"id": "q", "header": "Q?"}]})
+answered = runtime.open_interview({"title": "T", "questions": [{"id": "q", "header": "Q?"}]})
+print(tasks.create(pending, "Waiting", askrich.Cancellation())["taskId"])
+print(tasks.create(answered, "Waiting", askrich.Cancellation())["taskId"], flush=True)
+runtime.hub.submit(answered, {"answers": {"q": {"status": "defer"}}})
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_task_of_another_live_process_on_the_same_log_dir_is_unknown_here(tmp_path):
+    other = subprocess.Popen([sys.executable, "-c", OTHER_SERVER, os.path.dirname(MODULE), str(tmp_path)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    runtime = quiet_runtime(tmp_path)
+    try:
+        pending_task = other.stdout.readline().strip()
+        answered_task = other.stdout.readline().strip()
+        assert other.stdout.readline() == "ready\n"
+        tasks = askrich.TaskRegistry(runtime.log, runtime.archive)
+        for task_id in (pending_task, answered_task):
+            assert unknown(lambda: tasks.get(task_id)) == 'unknown task "%s"' % task_id
+        other.stdin.close()
+        assert other.wait(WAIT) == 0
+        # Gone now: a restart, as far as anyone can tell.
+        assert tasks.get(pending_task)["status"] == "failed"
+        assert tasks.get(answered_task)["status"] == "completed"
+    finally:
+        if other.poll() is None:
+            other.kill()
+        runtime.close()
+
+
+# -- a shared log folder ------------------------------------------------------------------------
+
+
+def _record(interview_id: str) -> dict:
+    return {
+        "interviewId": interview_id, "status": "submitted", "via": "browser",
+        "submittedAt": "2026-01-01T00:00:00.000Z", "durationSeconds": 1, "counts": {},
+        "answers": [{"id": "q", "status": "answered", "selected": ["forged"]}], "generalNotes": None,
+        "interview": {"title": "T", "questions": [{"id": "q", "header": "Q?"}]},
+    }
+
+
+def _plant(folder, interview_id: str, mode: int = 0o600) -> str:
+    path = os.path.join(str(folder), "2026-01-01T00-00-00-000Z-%s.json" % interview_id)
+    with open(path, "w") as handle:
+        json.dump(_record(interview_id), handle)
+    os.chmod(path, mode)
+    return path
+
+
+def test_a_planted_symlink_never_redirects_the_archive_and_is_said_once(tmp_path):
+    log_dir, elsewhere = tmp_path / "logs", tmp_path / "elsewhere"
+    log_dir.mkdir()
+    elsewhere.mkdir()
+    os.symlink(str(elsewhere), str(log_dir / "answers"))
+    os.symlink(str(elsewhere), str(log_dir / "tasks"))
+    stderr = io.StringIO()
+    runtime = quiet_runtime(log_dir, stderr)
+    try:
+        tasks = askrich.TaskRegistry(runtime.log, runtime.archive)
+        for _ in range(2):
+            form = runtime.open_interview(interview(choice("q", "a")))
+            tasks.create(form, "Waiting", askrich.Cancellation())
+            result = answer_while_waited_on(runtime, form, {"q": {"selected": ["a"]}})
+            assert result["answers"][0]["selected"] == ["a"]  # the waiting call got them
+            assert result["archivePath"] is None
+        assert os.listdir(str(elsewhere)) == []
+        _plant(elsewhere, "0123456789ab")
+        assert runtime.archive.find("0123456789ab") is None
+    finally:
+        runtime.close()
+    said = [line for line in stderr.getvalue().splitlines() if " folder-refused " in line]
+    assert len(said) == 2, said  # answers/ and tasks/, once each
+    assert all("symlink" in line for line in said)
+
+
+needs_root = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                                reason="planting another user's files needs root (chown)")
+
+
+@needs_root
+def test_a_forged_archive_is_never_served_as_the_users_answers(tmp_path):
+    """Another user of a shared log dir made answers/ (theirs) or slipped a file into ours."""
+    theirs, ours = tmp_path / "theirs", tmp_path / "ours"
+    for log_dir in (theirs, ours):
+        (log_dir / "answers").mkdir(parents=True)
+    _plant(theirs / "answers", "0123456789ab")
+    os.chown(str(theirs / "answers"), 65534, 65534)
+    foreign = _plant(ours / "answers", "0123456789ab")
+    os.chown(foreign, 65534, 65534)
+    _plant(ours / "answers", "ba9876543210", mode=0o644)  # not written by us: we write 0600
+    _plant(ours / "answers", "aaaaaaaaaaaa")  # as we write it: the one that counts
+    for log_dir in (theirs, ours):
+        runtime = quiet_runtime(log_dir)
+        try:
+            assert runtime.archive.find("0123456789ab") is None
+            assert runtime.archive.find("ba9876543210") is None
+            peer = askrich.TaskRegistry(runtime.log, runtime.archive)
+            assert unknown(lambda: peer.get("0123456789ab.1"))
+        finally:
+            runtime.close()
+    runtime = quiet_runtime(ours)
+    try:
+        assert runtime.archive.find("aaaaaaaaaaaa")["answers"][0]["selected"] == ["forged"]
+    finally:
+        runtime.close()
+
+
+def test_a_folder_others_can_write_is_not_used(tmp_path):
+    for name in ("answers", "attachments", "tasks"):
+        (tmp_path / name).mkdir()
+        os.chmod(str(tmp_path / name), 0o777)
+    _plant(tmp_path / "answers", "0123456789ab")
+    runtime = quiet_runtime(tmp_path)
+    try:
+        assert runtime.archive.find("0123456789ab") is None
+        form = runtime.open_interview(interview(choice("q", "a")))
+        reply = http_request(form.url.replace("/s/", "/api/s/") + "/attachments", "POST", b"png",
+                             {"X-Attachment-Name": "a.png", "Content-Type": "image/png"})
+        assert reply.status == 500 and "written by group or others" in reply.json()["error"]
+        assert os.listdir(str(tmp_path / "attachments")) == []
+    finally:
+        runtime.close()
+
+
+# -- an Other where none is taken ---------------------------------------------------------------
+
+
+def test_an_other_on_a_question_that_takes_none_is_ignored_as_the_original_does(tmp_path):
+    runtime = quiet_runtime(tmp_path)
+    try:
+        form = runtime.open_interview(interview(
+            choice("r", "x", "y", kind="rank"),
+            choice("closed", "a", "b", allowOther=False),
+            choice("typed", "a", allowOther=False),
+        ))
+        result = answer_while_waited_on(runtime, form, {
+            "r": {"ranked": ["y", "x"], "other": "the original's own tests send this"},
+            "closed": {"selected": ["b"], "other": "not asked for"},
+            "typed": {"other": 42},  # whatever it is, it is not read
+        })
+        rows = {row["id"]: row for row in result["answers"]}
+        assert rows["r"]["ranked"] == ["y", "x"] and rows["r"]["other"] is None
+        assert rows["closed"]["selected"] == ["b"] and rows["closed"]["other"] is None
+        assert rows["typed"]["status"] == "unanswered"
+    finally:
+        runtime.close()

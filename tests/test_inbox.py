@@ -1,0 +1,522 @@
+"""The inbox (CONTRACT §14): every pending interview of every server process of this user, on
+one page at one address. Real server processes on one log folder, each a different agent in a
+different folder; the tests wait on the inbox's own stream, on log lines and on files."""
+
+from __future__ import annotations
+
+import http.server
+import io
+import os
+import stat
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from inbox_support import Agent, InboxStream, free_port, read_key, titles
+from support import MODULE, WAIT, LogWatch, askrich, http_request, submit
+
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="process and file-mode checks are POSIX")
+
+
+@pytest.fixture
+def agents(tmp_path):
+    started = []
+
+    def start(port, name, folder, title, **kwargs):
+        agent = Agent(tmp_path / "logs", port, name, tmp_path / folder, title, **kwargs)
+        started.append(agent)
+        return agent
+
+    yield start
+    for agent in started:
+        agent.close()
+
+
+def holder_of(log_dir, port):
+    """The inbox's key, once some process holds the port and proved it."""
+    key = read_key(log_dir)
+    assert askrich.prove_inbox_holder(port, key) == "ours"
+    return key
+
+
+def wait_for_file(path, present=True, timeout=WAIT):
+    """Registry files are written by the worker thread at most every 250 ms: wait on them."""
+    deadline = time.monotonic() + timeout
+    while os.path.exists(path) != present:
+        assert time.monotonic() < deadline, "%s never %s" % (path, "appeared" if present else "went")
+        time.sleep(0.02)
+
+
+def test_three_agents_in_three_folders_are_listed_and_an_answer_leaves_within_a_second(tmp_path, agents):
+    port = free_port()
+    logs = tmp_path / "logs"
+    claude = agents(port, "claude-code", "web-app", "Database choice", questions=12)
+    claude.server.log.wait_for("inbox-holding")  # the first one to have something pending holds
+    codex = agents(port, "codex", "api-server", "API versioning", questions=4)
+    gemini = agents(port, "gemini-cli", "docs-site", "Docs layout", questions=2)
+    stream = InboxStream(port, holder_of(logs, port))
+    try:
+        assert stream.status == 200
+        assert stream.headers["Content-Type"].startswith("text/event-stream")
+        listing = stream.wait_for(lambda l: len(l["interviews"]) == 3, what="three interviews")
+        assert listing["holder"] == claude.pid
+        assert titles(listing) == ["Database choice", "API versioning", "Docs layout"]  # oldest first
+        rows = {row["title"]: row for row in listing["interviews"]}
+        for agent, label in ((claude, "Claude Code"), (codex, "Codex"), (gemini, "Gemini CLI")):
+            row = rows[agent.title]
+            assert row["agent"] == label
+            assert row["project"] == agent.folder
+            assert row["pid"] == agent.pid
+            assert row["url"] == agent.url and row["interviewId"] == agent.session
+            assert row["answered"] == 0 and row["followUpsUnseen"] == 0 and row["waiting"] is False
+        assert rows["Database choice"]["questions"] == 12
+
+        # The JSON says the same, and the page is served under the key.
+        key = read_key(logs)
+        assert http_request("http://127.0.0.1:%d/api/inbox/%s" % (port, key)).json() == listing
+        page = http_request("http://localhost:%d/inbox/%s" % (port, key))
+        assert page.status == 200 and b"/assets/js/inbox.js" in page.body
+
+        # Each process keeps its own private file while it has something pending.
+        for agent in (claude, codex, gemini):
+            path = logs / "inbox" / ("%d.json" % agent.pid)
+            assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+        assert stat.S_IMODE(os.stat(logs / "inbox").st_mode) == 0o700
+        assert stat.S_IMODE(os.stat(logs / "inbox.key").st_mode) == 0o600
+
+        # Answering one (a process that does not hold the inbox) removes its row within a second.
+        assert submit(codex.url, {}).status == 200
+        answered = time.monotonic()
+        listing = stream.wait_for(lambda l: "API versioning" not in titles(l), timeout=WAIT, what="the answered one gone")
+        assert time.monotonic() - answered < 1.0
+        assert titles(listing) == ["Database choice", "Docs layout"]
+        wait_for_file(logs / "inbox" / ("%d.json" % codex.pid), present=False)
+    finally:
+        stream.close()
+
+
+def test_killing_the_holder_moves_the_inbox_to_another_process_at_the_same_address(tmp_path, agents):
+    port = free_port()
+    logs = tmp_path / "logs"
+    first = agents(port, "claude-code", "one", "First")
+    first.server.log.wait_for("inbox-holding")
+    second = agents(port, "codex", "two", "Second")
+    third = agents(port, "gemini-cli", "three", "Third")
+    key = holder_of(logs, port)
+    stream = InboxStream(port, key)
+    stream.wait_for(lambda l: len(l["interviews"]) == 3, what="three interviews")
+
+    either = LogWatch()  # the two others' log lines from here on, in one place to wait on
+    second.server.log = third.server.log = either
+    first.kill()
+    stream.wait_ended()  # the page's stream goes with the holder
+    # A retry every 5 s, and a moment to bind.
+    line = either.wait_for("inbox-holding", timeout=5.0 + 1.0)
+    assert "inbox-port-taken" not in either.getvalue()  # the gap was never taken for an impostor
+    stream = InboxStream(port, key)  # the same address, the same key
+    try:
+        listing = stream.wait_for(lambda l: titles(l) == ["Second", "Third"], what="the two left")
+        assert listing["holder"] in (second.pid, third.pid)
+        assert " %d inbox-holding" % listing["holder"] in line
+        # The dead holder's file was dropped by whoever noticed.
+        wait_for_file(logs / "inbox" / ("%d.json" % first.pid), present=False)
+    finally:
+        stream.close()
+
+
+class Impostor:
+    """Something else on the inbox's port: it answers every request, proves nothing, and
+    remembers every request line and header it was sent."""
+
+    def __init__(self, port: int, answer=b'{"proof": "00"}') -> None:
+        self.seen = []
+        seen = self.seen
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                seen.append(self.requestline + "\n" + str(self.headers))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def inbox_command(tmp_path, port, *args, timeout=WAIT):
+    env = dict(os.environ, ASK_USER_RICH_LOG_DIR=str(tmp_path / "logs"), ASK_USER_RICH_OPEN="0",
+               ASK_USER_RICH_INBOX_PORT=str(port))
+    return subprocess.Popen([sys.executable, MODULE, "inbox", *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+
+
+def test_the_inbox_command_refuses_an_impostor_on_the_port_without_revealing_the_key(tmp_path):
+    port = free_port()
+    impostor = Impostor(port)
+    try:
+        done = inbox_command(tmp_path, port, "--link")
+        out, err = done.communicate(timeout=WAIT)
+        key = read_key(tmp_path / "logs")
+        assert done.returncode == 1
+        assert b"cannot prove it is ask-user-rich's inbox" in err
+        assert b"ASK_USER_RICH_INBOX_PORT" in err
+        assert key.encode() not in out + err
+        assert out == b""
+        assert impostor.seen and all(key not in request for request in impostor.seen)
+        assert all(request.startswith("GET /api/inbox/prove?nonce=") for request in impostor.seen)
+    finally:
+        impostor.close()
+
+
+def test_a_server_beside_an_impostor_reports_it_once_and_its_forms_work(tmp_path, agents):
+    port = free_port()
+    impostor = Impostor(port, answer=b"not json")
+    try:
+        agent = agents(port, "claude-code", "proj", "Beside an impostor")
+        agent.server.log.wait_for("inbox-port-taken", "port=%d" % port)
+        state = http_request(agent.url.replace("/s/", "/api/s/") + "/state").json()
+        assert state["state"] == "pending"
+        # The form never learns an address whose holder could not prove the key.
+        assert state["inbox"] == {"waiting": 0, "url": None}
+        assert submit(agent.url, {}).status == 200
+        key = read_key(tmp_path / "logs")
+        assert all(key not in request for request in impostor.seen)
+        assert "".join(agent.server.stderr_lines).count("inbox-port-taken") == 1
+    finally:
+        impostor.close()
+
+
+def test_the_inbox_command_serves_the_inbox_itself_when_nobody_holds_it(tmp_path, agents):
+    port = free_port()
+    command = inbox_command(tmp_path, port, "--link")
+    try:
+        url = link_of(command.stderr)
+        key = read_key(tmp_path / "logs")
+        assert url == "http://localhost:%d/inbox/%s" % (port, key)
+        stream = InboxStream(port, key)
+        try:
+            listing = stream.wait_for(lambda l: True)
+            assert listing == {"interviews": [], "holder": command.pid}
+            # A server started now finds the port taken by an inbox that proves the key: it
+            # lists its interview there and holds nothing itself.
+            agent = agents(port, "codex", "later", "Asked while the command serves")
+            listing = stream.wait_for(lambda l: titles(l) == ["Asked while the command serves"])
+            assert listing["holder"] == command.pid
+            # Another `inbox` command sees the holder proves the key, prints the link, and leaves.
+            other = inbox_command(tmp_path, port, "--link")
+            out, err = other.communicate(timeout=WAIT)
+            assert other.returncode == 0, err
+            assert link_of(iter(err.splitlines(True))) == url and out == b""
+            submit(agent.url, {})
+            stream.wait_for(lambda l: l["interviews"] == [], what="the empty inbox")
+        finally:
+            stream.close()
+    finally:
+        command.send_signal(2)
+        assert command.wait(WAIT) == 0
+    assert askrich.prove_inbox_holder(port, read_key(tmp_path / "logs")) == "free"
+
+
+def link_of(lines) -> str:
+    """The address the inbox command printed on stderr (the line after "The inbox is at:")."""
+    for line in lines if not hasattr(lines, "readline") else iter(lines.readline, b""):
+        if line.startswith(b"  http://"):
+            return line.decode().strip()
+    raise AssertionError("the inbox command printed no address")
+
+
+# -- one process, in-process --------------------------------------------------------------------
+
+
+def inbox_runtime(log_dir, port):
+    log = LogWatch()
+    return askrich.Runtime(askrich.Config(log_dir=str(log_dir), open_browser=False, inbox_port=port),
+                           askrich.Log(str(log_dir), stream=log)), log
+
+
+def inbox_threads():
+    return [t for t in threading.enumerate() if t.name.startswith("ask-user-rich-inbox")]
+
+
+def test_a_process_with_nothing_pending_does_no_inbox_work(tmp_path):
+    port = free_port()
+    logs = tmp_path / "logs"
+    rt, log = inbox_runtime(logs, port)
+    try:
+        assert rt.inbox.worker is None and inbox_threads() == []
+        interview = rt.open_interview({"title": "One", "questions": [{"id": "q", "header": "ok?"}]})
+        log.wait_for("inbox-holding")
+        entry = logs / "inbox" / ("%d.json" % os.getpid())
+        wait_for_file(entry)
+        worker = rt.inbox.worker
+        submit(interview.url, {})
+        worker.join(WAIT)  # the worker ends once nothing is pending: no timer, no port, no file
+        assert not worker.is_alive()
+        log.wait_for("inbox-released")
+        assert not entry.exists()
+        assert inbox_threads() == []
+        assert askrich.prove_inbox_holder(port, read_key(logs)) == "free"
+    finally:
+        rt.close()
+
+
+def test_nothing_of_the_inbox_exists_with_the_port_off(tmp_path):
+    rt, log = inbox_runtime(tmp_path / "logs", 0)
+    try:
+        interview = rt.open_interview({"title": "Off", "questions": [{"id": "q", "header": "ok?"}]})
+        state = http_request(interview.url.replace("/s/", "/api/s/") + "/state").json()
+        assert state == {"state": "pending", "waiting": False, "version": 1}
+        assert inbox_threads() == []
+        assert not (tmp_path / "logs" / "inbox").exists()
+        assert not (tmp_path / "logs" / "inbox.key").exists()
+    finally:
+        rt.close()
+
+
+def test_a_shared_log_folder_gets_no_inbox_and_forms_work(tmp_path):
+    # Modes decide, not who may write: root is refused such a folder too.
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    logs.chmod(0o757)
+    rt, log = inbox_runtime(logs, free_port())
+    try:
+        interview = rt.open_interview({"title": "Shared", "questions": [{"id": "q", "header": "ok?"}]})
+        assert "can be written by group or others" in log.wait_for("inbox-unavailable")
+        assert not (logs / "inbox.key").exists() and not (logs / "inbox").exists()
+        state = http_request(interview.url.replace("/s/", "/api/s/") + "/state").json()
+        assert "inbox" not in state
+        assert submit(interview.url, {}).status == 200
+    finally:
+        rt.close()
+
+
+def test_a_key_file_others_can_read_is_refused(tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir(mode=0o700)
+    (logs / "inbox.key").write_text("A" * 24 + "\n")
+    (logs / "inbox.key").chmod(0o644)
+    with pytest.raises(askrich.InboxUnavailable, match="not private"):
+        askrich.load_inbox_key(str(logs))
+    (logs / "inbox.key").unlink()
+    os.symlink(str(tmp_path / "elsewhere"), str(logs / "inbox.key"))
+    with pytest.raises(askrich.InboxUnavailable):
+        askrich.load_inbox_key(str(logs))
+
+
+def test_the_holder_checks_host_and_origin_and_sends_the_forms_headers(tmp_path):
+    port = free_port()
+    rt, log = inbox_runtime(tmp_path / "logs", port)
+    try:
+        rt.open_interview({"title": "Headers", "questions": [{"id": "q", "header": "ok?"}]})
+        log.wait_for("inbox-holding")
+        key = read_key(tmp_path / "logs")
+        base = "http://127.0.0.1:%d" % port
+        page = http_request(base + "/inbox/" + key)
+        assert page.status == 200
+        assert page.headers["Content-Security-Policy"] == askrich.CONTENT_SECURITY_POLICY
+        for name, value in (("Cache-Control", "no-store"), ("X-Content-Type-Options", "nosniff"),
+                            ("Referrer-Policy", "no-referrer"), ("X-Frame-Options", "DENY")):
+            assert page.headers[name] == value
+        assert http_request(base + "/inbox/" + key[:-1] + "x").status == 404
+        assert http_request(base + "/api/inbox/" + "A" * 24).status == 404
+        assert http_request(base + "/api/inbox/%s/events" % ("B" * 24)).status == 404
+        assert http_request(base + "/inbox/" + key, headers={"Host": "evil.example:%d" % port}).status == 403
+        assert http_request(base + "/api/inbox/" + key, headers={"Origin": "http://evil.example"}).status == 403
+        assert http_request(base + "/api/inbox/" + key, headers={"Origin": "null"}).status == 403
+        assert http_request(base + "/api/inbox/" + key, headers={
+            "Origin": "http://localhost:%d" % port}).status == 200
+        assert http_request(base + "/api/inbox/prove?nonce=xyz").status == 400
+        assert http_request(base + "/api/inbox/" + key, "POST", {}).status == 405
+        # The form's own routes are not served on the inbox's port.
+        assert http_request(base + "/s/" + key).status == 404
+        assert http_request(base + "/assets/js/inbox.js").status == 200
+        nonce = "ab" * 16
+        proof = http_request(base + "/api/inbox/prove?nonce=" + nonce).json()["proof"]
+        assert proof == askrich.inbox_proof(key, nonce)
+    finally:
+        rt.close()
+
+
+def test_a_form_learns_how_many_more_wait_elsewhere_through_its_own_stream(tmp_path, agents):
+    port = free_port()
+    logs = tmp_path / "logs"
+    rt, log = inbox_runtime(logs, port)
+    try:
+        interview = rt.open_interview({"title": "Mine", "questions": [{"id": "q", "header": "ok?"}]})
+        log.wait_for("inbox-holding")
+        state_url = interview.url.replace("/s/", "/api/s/") + "/state"
+        assert http_request(state_url).json()["inbox"]["waiting"] == 0
+        other = agents(port, "codex", "elsewhere", "Theirs")
+        other.ask("Theirs too")
+        events = form_events(interview.url)
+        try:
+            state = events.wait_for(lambda s: s.get("inbox", {}).get("waiting") == 2)
+            assert state["inbox"]["url"] == "http://localhost:%d/inbox/%s" % (port, read_key(logs))
+            assert state["state"] == "pending" and state["version"] == 1
+            submit(other.url, {})
+            events.wait_for(lambda s: s["inbox"]["waiting"] == 1)
+        finally:
+            events.close()
+    finally:
+        rt.close()
+
+
+class FormEvents(InboxStream):
+    """A form's /events stream, read the same way (its events are `state`)."""
+
+    def __init__(self, url: str) -> None:
+        import http.client
+        import json
+        import urllib.parse
+
+        self.listings = []
+        self.ended = False
+        self.changed = threading.Condition()
+        parts = urllib.parse.urlsplit(url)
+        self.connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=WAIT)
+        self.connection.request("GET", parts.path.replace("/s/", "/api/s/") + "/events")
+        self.response = self.connection.getresponse()
+        self.json = json
+        self.thread = threading.Thread(target=self._read_states, daemon=True)
+        self.thread.start()
+
+    def _read_states(self) -> None:
+        try:
+            for line in iter(self.response.fp.readline, b""):
+                line = line.decode("utf-8").rstrip("\n")
+                if line.startswith("data: "):
+                    with self.changed:
+                        self.listings.append(self.json.loads(line[6:]))
+                        self.changed.notify_all()
+        except OSError:
+            pass
+        finally:
+            with self.changed:
+                self.ended = True
+                self.changed.notify_all()
+
+
+def form_events(url):
+    return FormEvents(url)
+
+
+def test_stale_entries_of_dead_processes_are_dropped(tmp_path):
+    port = free_port()
+    logs = tmp_path / "logs"
+    rt, log = inbox_runtime(logs, port)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    folder = logs / "inbox"
+    try:
+        rt.open_interview({"title": "Alive", "questions": [{"id": "q", "header": "ok?"}]})
+        log.wait_for("inbox-holding")
+        stale = folder / ("%d.json" % gone.pid)
+        stale.write_text('{"pid": %d, "startedAt": "", "agent": "Ghost", "project": "/x", "interviews": '
+                         '[{"interviewId": "0123456789ab", "title": "Ghost", "url": "http://localhost:1/s/x", '
+                         '"questions": 1, "answered": 0, "followUpsUnseen": 0, "createdAt": "2020-01-01T00:00:00.000Z", '
+                         '"waiting": false}]}' % gone.pid)
+        stream = InboxStream(port, read_key(logs))
+        try:
+            listing = stream.wait_for(lambda l: True)
+            assert titles(listing) == ["Alive"]
+        finally:
+            stream.close()
+        wait_for_file(stale, present=False)
+    finally:
+        rt.close()
+
+
+def test_a_damaged_or_hostile_registry_file_costs_only_its_own_rows(tmp_path):
+    folder = tmp_path / "inbox"
+    folder.mkdir(mode=0o700)
+    registry = askrich.InboxRegistry(str(tmp_path))
+    me = os.getppid()  # alive, and not this process
+    (folder / ("%d.json" % me)).write_text(
+        '{"pid": %d, "agent": 7, "project": "/p", "interviews": ['
+        '{"interviewId": "a", "title": "Fine", "url": "http://localhost:9/s/t", "createdAt": "2020", "answered": -1},'
+        '{"interviewId": "b", "title": "Script", "url": "javascript:alert(1)", "createdAt": "2020"},'
+        '{"interviewId": "c", "title": 5, "url": "http://localhost:9/s/u", "createdAt": "2020"}]}' % me)
+    _, entries = registry.scan()
+    assert len(entries) == 1
+    assert entries[0]["agent"] is None
+    assert [row["title"] for row in entries[0]["interviews"]] == ["Fine"]
+    assert entries[0]["interviews"][0]["answered"] == 0
+    (folder / ("%d.json" % me)).write_text("{not json")
+    assert registry.scan()[1] == []
+
+
+def test_the_unseen_follow_ups_count_comes_from_the_form_and_grows_with_appends(tmp_path):
+    rt, _ = inbox_runtime(tmp_path / "logs", 0)
+    try:
+        interview = rt.open_interview({"title": "F", "questions": [{"id": "q", "header": "ok?"}]})
+        assert interview.inbox_row()["followUpsUnseen"] == 0
+        rt.append_questions(interview.id, [{"id": "f1", "header": "More?"}])
+        assert interview.inbox_row()["followUpsUnseen"] == 1  # no form said otherwise yet
+        progress = interview.url.replace("/s/", "/api/s/") + "/progress"
+        body = {"answered": 1, "deferred": 0, "needsInfo": 0, "open": 1, "followUpsUnseen": 0}
+        assert http_request(progress, "POST", body).status == 204
+        assert interview.inbox_row()["followUpsUnseen"] == 0
+        assert interview.inbox_row()["answered"] == 1
+        rt.append_questions(interview.id, [{"id": "f2", "header": "And?"}, {"id": "f3", "header": "Also?"}])
+        assert interview.inbox_row()["followUpsUnseen"] == 2
+    finally:
+        rt.close()
+
+
+def test_doctor_reports_who_holds_the_inbox_and_how_many_wait(tmp_path, agents):
+    port = free_port()
+    env = {"ASK_USER_RICH_LOG_DIR": str(tmp_path / "logs"), "ASK_USER_RICH_INBOX_PORT": str(port)}
+    assert "inbox: 127.0.0.1:%d free (no ask-user-rich holds it); 0 waiting" % port in askrich._doctor_inbox(
+        askrich.Config.from_env(env)[0])
+    agent = agents(port, "codex", "p", "Waiting")
+    agent.server.log.wait_for("inbox-holding")
+    line = askrich._doctor_inbox(askrich.Config.from_env(env)[0])
+    assert line == ("inbox: 127.0.0.1:%d held by ask-user-rich pid %d; 1 waiting; open it with: "
+                    "askrich.py inbox" % (port, agent.pid))
+    assert read_key(tmp_path / "logs") not in line
+    off = askrich._doctor_inbox(askrich.Config.from_env(dict(env, ASK_USER_RICH_INBOX_PORT="0"))[0])
+    assert off == "inbox: off (ASK_USER_RICH_INBOX_PORT=0)"
+    out = io.StringIO()
+    askrich.run_doctor(environ=env, facts=None, out=out)
+    assert "held by ask-user-rich pid %d; 1 waiting" % agent.pid in out.getvalue()
+
+
+def test_the_configuration_reads_the_inbox_port():
+    assert askrich.Config.from_env({})[0].inbox_port == 47615
+    assert askrich.Config.from_env({"ASK_USER_RICH_INBOX_PORT": "0"})[0].inbox_port == 0
+    config, warnings = askrich.Config.from_env({"ASK_USER_RICH_INBOX_PORT": "seven"})
+    assert config.inbox_port == 47615 and "ASK_USER_RICH_INBOX_PORT" in warnings[0]
+    assert askrich.Config().inbox_port == 0  # built in code: no inbox unless asked
+
+
+def test_a_form_of_a_process_that_does_not_hold_the_inbox_links_to_it_once_the_holder_proved_the_key(tmp_path, agents):
+    port = free_port()
+    logs = tmp_path / "logs"
+    holder = agents(port, "codex", "elsewhere", "Held there")
+    holder.server.log.wait_for("inbox-holding")
+    rt, log = inbox_runtime(logs, port)
+    try:
+        interview = rt.open_interview({"title": "Mine", "questions": [{"id": "q", "header": "ok?"}]})
+        events = form_events(interview.url)
+        try:
+            state = events.wait_for(lambda s: (s.get("inbox") or {}).get("url") is not None)
+            assert state["inbox"] == {"waiting": 1,
+                                      "url": "http://localhost:%d/inbox/%s" % (port, read_key(logs))}
+            assert rt.inbox.server is None  # it never held the port: the holder proved the key
+        finally:
+            events.close()
+    finally:
+        rt.close()
