@@ -48,7 +48,7 @@ def test_no_smaller_inline_size_covers_the_largest_result_within_the_limits():
     count = 30
     spec, _ = askrich.validate_interview(interview(*[choice("q%d" % i, "a") for i in range(count)]))
     raw = {"q%d" % i: {"other": "o" * 20000, "notes": "n" * 20000} for i in range(count)}
-    answers = askrich.check_submission(spec, {"answers": raw})
+    answers = askrich.check_submission(spec, {"answers": raw})["answers"]
     result = askrich.fit_result(askrich.build_result(
         spec, answers, "g" * 20000, interview_id="0123456789ab", status="submitted", via="browser",
         submitted_at=0.0, duration_seconds=1, archive_path="/x.json"), spec)
