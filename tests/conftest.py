@@ -11,7 +11,7 @@ import pytest
 # that wants an inbox names a free port of its own.
 os.environ["ASK_USER_RICH_INBOX_PORT"] = "0"
 
-from support import InProcessServer, SubprocessServer, askrich  # noqa: E402
+from support import DISCARD, InProcessServer, SubprocessServer, askrich  # noqa: E402
 
 
 @pytest.fixture
@@ -21,7 +21,7 @@ def config(tmp_path):
 
 @pytest.fixture
 def runtime(config):
-    rt = askrich.Runtime(config, askrich.Log(config.log_dir, stream=open(os.devnull, "w")))
+    rt = askrich.Runtime(config, askrich.Log(config.log_dir, stream=DISCARD))
     yield rt
     rt.close()
 

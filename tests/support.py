@@ -32,6 +32,20 @@ MODULE = os.path.join(ROOT, "askrich.py")
 WAIT = 10.0  # seconds any single expected message may take on a loaded CI machine
 
 
+class Discard:
+    """A log stream that keeps nothing: what a test that does not read the server's stderr
+    gives its Log (an open(os.devnull) would be a file handle no one closes)."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+DISCARD = Discard()
+
+
 def choice(qid="q", *options, **extra):
     """A choice question with option ids `options` (labels are the ids upper-cased)."""
     question = {

@@ -12,6 +12,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "tests", "bench", "run.py")
 
@@ -23,6 +25,9 @@ def load_bench():
     return module
 
 
+# It loads a 30-question form in Chromium (when installed), as the browser tests do: `-m "not
+# browser"` leaves it out with them.
+@pytest.mark.browser
 def test_tiny_benchmark_produces_every_figure(tmp_path):
     bench = load_bench()
     out = tmp_path / "results.json"

@@ -11,6 +11,7 @@ import threading
 import anyio
 import pytest
 
+from support import DISCARD
 from delivery_support import (
     CALL_TIMEOUT,
     FLAT_INTERVIEW,
@@ -311,7 +312,7 @@ class Wire:
     def __init__(self, tmp_path, capabilities, **settings):
         settings.setdefault("open_browser", "open_cmd" in settings)
         config = askrich.Config(log_dir=str(tmp_path / "logs"), **settings)
-        self.runtime = askrich.Runtime(config, askrich.Log(config.log_dir, stream=open(os.devnull, "w")))
+        self.runtime = askrich.Runtime(config, askrich.Log(config.log_dir, stream=DISCARD))
         client_read, server_write = os.pipe()
         server_read, client_write = os.pipe()
         self.out = os.fdopen(client_write, "wb")

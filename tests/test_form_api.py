@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import askrich
-from support import api_url, choice, http_request, interview, submit
+from support import DISCARD, api_url, choice, http_request, interview, submit
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -242,7 +242,7 @@ def test_a_failed_bind_is_reported_and_the_next_call_tries_again(tmp_path):
     blocker.listen(1)
     port = blocker.getsockname()[1]
     config = askrich.Config(log_dir=str(tmp_path), open_browser=False, port=port)
-    runtime = askrich.Runtime(config, askrich.Log(str(tmp_path), stream=open(os.devnull, "w")))
+    runtime = askrich.Runtime(config, askrich.Log(str(tmp_path), stream=DISCARD))
     try:
         with pytest.raises(askrich.FormServerUnavailable) as caught:
             runtime.open_interview(interview())

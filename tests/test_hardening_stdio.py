@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 import askrich
 import hypothesis_profiles
 import strategies
-from support import MODULE, InProcessServer, SubprocessServer, choice, interview
+from support import DISCARD, MODULE, InProcessServer, SubprocessServer, choice, interview
 
 FINAL_PING = b'{"jsonrpc":"2.0","id":"final-ping","method":"ping"}'
 
@@ -81,7 +81,7 @@ def run_in_process(lines, timeout: float = 20.0):
     """Feed `lines` to a fresh McpServer until EOF; (stdout bytes, runtime log dir)."""
     log_dir = tempfile.mkdtemp(prefix="askrich-fuzz-")
     config = askrich.Config(log_dir=log_dir, open_browser=False)
-    runtime = askrich.Runtime(config, askrich.Log(log_dir, stream=open(os.devnull, "w")))
+    runtime = askrich.Runtime(config, askrich.Log(log_dir, stream=DISCARD))
     before = set(threading.enumerate())
     writer = io.BytesIO()  # McpServer writes whole lines under its own lock
     reader = io.BytesIO(b"\n".join(lines) + b"\n")

@@ -8,6 +8,7 @@ import sys
 import anyio
 import pytest
 
+from support import DISCARD
 from delivery_support import (
     CALL_TIMEOUT,
     FLAT_INTERVIEW,
@@ -323,7 +324,7 @@ def test_walker_writes_nothing_to_stdout(capfd):
 
 
 def test_open_browser_reason_lists_tries_skips_and_advice_and_logs_no_token(tmp_path):
-    log = askrich.Log(str(tmp_path), stream=open(os.devnull, "w"))
+    log = askrich.Log(str(tmp_path), stream=DISCARD)
     facts = wsl_facts(True, installed={"wslview": None, "explorer.exe": "/nonexistent/explorer.exe",
                                        "cmd.exe": None, "powershell.exe": "false"},
                       windows_root=None)  # no /mnt/c on this machine to run in
@@ -343,7 +344,7 @@ def test_open_browser_reason_lists_tries_skips_and_advice_and_logs_no_token(tmp_
 
 
 def test_open_browser_with_opening_disabled_gives_no_advice(tmp_path):
-    log = askrich.Log(str(tmp_path), stream=open(os.devnull, "w"))
+    log = askrich.Log(str(tmp_path), stream=DISCARD)
     opened, why = open_browser(URL, askrich.Config(log_dir=str(tmp_path)), log, linux_facts(open_enabled=False))
     log.close()
     assert (opened, why) == (False, "opening is disabled (ASK_USER_RICH_OPEN=0)")
