@@ -8,6 +8,8 @@ import sys
 import textwrap
 import urllib.request
 
+from support import api_url  # noqa: F401 (the one spelling; tests import it from here too)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SERVER = os.path.join(ROOT, "askrich.py")
 if ROOT not in sys.path:
@@ -109,11 +111,6 @@ def fetch(url: str, data=None, timeout: float = 10):
             return response.status, dict(response.headers), response.read()
     except urllib.error.HTTPError as error:
         return error.code, dict(error.headers), error.read()
-
-
-def api_url(form_url: str, action: str = "") -> str:
-    base, token = form_url.rsplit("/s/", 1)
-    return "%s/api/s/%s%s" % (base, token, "/" + action if action else "")
 
 
 def answer_everything(spec: dict) -> dict:

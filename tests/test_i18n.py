@@ -309,3 +309,23 @@ def test_the_waiting_call_returns_declined_via_browser(server):
     assert (structured["status"], structured["via"]) == ("declined", "browser")
     assert structured["answers"][0]["selected"] == ["my"] and structured["generalNotes"] == "Busy"
     assert reply["result"]["content"][0]["text"].startswith('"Plan" declined via browser: 1 answered')
+
+
+def test_korean_particles_after_the_agent_do_not_depend_on_its_last_sound():
+    """{agent} is a name the form does not know in advance (or 에이전트): a particle whose form
+    depends on the last syllable (이/가, 은/는, 을/를, 과/와, 으로/로, or a raw 이(가)) would be wrong
+    for half the names, so only the invariant ones (의, 에서, 에게, 도, 만, …) may follow it."""
+    changing = re.compile(r"\{agent\}(?:\(?(?:이|가|은|는|을|를|과|와|으로|로|이랑|랑)(?![가-힣])|\()")
+    found = [(key, text) for key, value in strings("ko").items() for text in variants(value)
+             if changing.search(text)]
+    assert found == []
+    # The check is not vacuous.
+    assert changing.search("{agent}이(가) 추가") and changing.search("{agent}가 추가")
+    assert not changing.search("{agent}에서 추가") and not changing.search("{agent}의 메모")
+
+
+def test_every_language_has_its_footer_position_indicator():
+    for tag in askrich.FORM_LANGUAGES:
+        value = strings(tag)["where.question"]
+        assert set(PLACEHOLDER.findall(value)) == {"n", "total"}, tag
+        assert " " not in value, "%s: the indicator must not break across lines" % tag

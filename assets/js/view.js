@@ -533,7 +533,7 @@ export function syncNav() {
   else if (state.screen === "review") where.textContent = t("where.review");
   else {
     const q = questionById(state.screen.slice(2));
-    where.textContent = q ? `${qNumber(q)} / ${state.spec.questions.length}` : "";
+    where.textContent = q ? t("where.question", { n: qNumber(q), total: state.spec.questions.length }) : "";
   }
   const btn = $("#btn-view");
   btn.setAttribute("aria-pressed", String(state.showAll));

@@ -396,3 +396,16 @@ def test_the_browser_plural_rules_need_exactly_the_categories_the_files_have(for
     found = f.page.evaluate("""(tags) => Object.fromEntries(tags.map((t) =>
         [t, new Intl.PluralRules(t).resolvedOptions().pluralCategories]))""", LANGUAGES)
     assert {tag: set(cats) for tag, cats in found.items()} == PLURAL_CATEGORIES
+
+
+# -- the footer ----------------------------------------------------------
+
+@pytest.mark.parametrize("tag", LANGUAGES)
+def test_the_footer_position_indicator_comes_from_the_language_file(form, tag):
+    f = form(dict(NEUTRAL, language=tag), viewport=PHONE)
+    f.page.locator("#btn-next").click()
+    f.settle()
+    want = strings(tag)["where.question"].replace("{n}", "1").replace("{total}", "4")
+    expect(f.page.locator("#where")).to_have_text(want)
+    # It is one unbreakable group: the number, the word or slash and the total never part.
+    assert " " not in want.replace("\u00a0", "")
