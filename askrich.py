@@ -99,6 +99,10 @@ MAX_TIMEOUT_SECONDS = 604800  # one week
 SETTLED_RETENTION_SECONDS = 30 * 60
 MAX_LINE_BYTES = 16 * 1024 * 1024  # a longer stdin line is refused without being held whole
 MAX_BODY_BYTES = 5 * 1024 * 1024
+# Every free text the user writes (an Other, an option's text, notes, the general notes, a skip
+# reason): no single field can blow up the agent's context. The form (assets/js/state.js) and
+# the elicitation schema hold the same number.
+FREE_TEXT_MAX = 20000
 SSE_PING_SECONDS = 15.0
 STATE_HISTORY = 32  # states an event stream can catch up on after a burst of changes
 PROGRESS_CHANGE_MIN_SECONDS = 1.0  # answered-count changes are reported at most once a second
@@ -321,6 +325,15 @@ class InvalidAnswers(InterviewError):
         super().__init__(text)
         self.text = text
         self.problems = problems
+
+
+class AnswersNotSaved(InterviewError):
+    """The archive could not be written and no call was waiting to take the answers: nothing
+    settled, so that the form keeps them and the user can send them again."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__("could not save the answers: %s" % reason)
+        self.reason = reason
 
 
 class AttachmentRefused(InterviewError):
@@ -978,6 +991,7 @@ def check_submission(spec: dict, payload, uploads=None) -> dict:
     general_notes = payload.get("generalNotes")
     if general_notes is not None and not isinstance(general_notes, str):
         problems.plain("generalNotes must be a string")
+    _check_length(_clean_text(general_notes), "generalNotes", None, problems)
     declined = payload.get("declined", False)
     if not isinstance(declined, bool):
         problems.plain("declined must be true or false, not %s" % describe(declined))
@@ -1057,7 +1071,19 @@ def _answer_text(raw: dict, field: str, path: str, problems: Problems):
     value = raw.get(field)
     if value is not None and not isinstance(value, str):
         problems.add(path, "%s must be a string, not %s" % (field, describe(value)))
-    return _clean_text(value)
+    text = _clean_text(value)
+    _check_length(text, field, path, problems)
+    return text
+
+
+def _check_length(text, what: str, path, problems: Problems) -> None:
+    """A cleaned free text (or None) past FREE_TEXT_MAX is a problem naming the field."""
+    if text is not None and len(text) > FREE_TEXT_MAX:
+        line = "%s %s longer than %d characters" % (what, "are" if what.endswith("notes") else "is", FREE_TEXT_MAX)
+        if path is None:
+            problems.plain(line)
+        else:
+            problems.add(path, line)
 
 
 def _check_selected(question: dict, selected, options: dict, path: str, problems: Problems) -> list:
@@ -1095,6 +1121,7 @@ def _check_option_texts(texts, picked: list, options: dict, path: str, problems:
         if text_input is None:
             continue
         text = _clean_text(texts.get(oid))
+        _check_length(text, "the text of option %s" % quote(oid), path, problems)
         if text is not None:
             option_texts[oid] = text
         elif text_input["required"]:
@@ -1720,8 +1747,9 @@ class Archive:
         stamp = submitted_at.replace(":", "-").replace(".", "-")
         return os.path.abspath(os.path.join(self.directory, "%s-%s.json" % (stamp, interview_id)))
 
-    def save(self, record: dict) -> str | None:
-        """Write atomically (temp file, fsync, rename); the path, or None if it could not be."""
+    def save(self, record: dict) -> str:
+        """Write atomically (temp file, fsync, rename); the path. OSError (logged) when it
+        could not be written: the caller decides whether the answers may settle anyway."""
         path = self.path_for(record["interviewId"], record["submittedAt"])
         try:
             write_private_file(private_folder(self.directory, self.log), os.path.basename(path),
@@ -1730,7 +1758,7 @@ class Archive:
             self.log.event(
                 "archive-failed", "error", interview=record["interviewId"], error=str(error)
             )
-            return None
+            raise
         if record.get("tasks"):
             self._forget_tasks(record["interviewId"])  # the archive names them now
         return path
@@ -1865,8 +1893,11 @@ class AttachmentStore:
         self.reserved_count = 0
         self.reserved_bytes = 0
 
-    def add(self, name: str, media_type: str, length: int, source) -> dict:
-        """Store `length` bytes read from `source`; the upload's public description."""
+    def add(self, name: str, media_type: str, length: int, source, commit=None) -> dict:
+        """Store `length` bytes read from `source`; the upload's public description. With
+        `commit`, the file takes its name and joins the uploads only inside `commit(fn)`, which
+        runs fn if the interview still takes answers and raises otherwise (the file is removed
+        then): an upload that ends after the submit never outlives it unnamed."""
         import secrets
 
         if length > ATTACHMENT_MAX_BYTES:
@@ -1888,8 +1919,17 @@ class AttachmentStore:
             "mimeType": media_type,
             "bytes": length,
         }
+
+        def publish(temporary: str, path: str) -> None:
+            os.replace(temporary, path)
+            entry["path"] = path
+            with self.lock:
+                self.files[attachment_id] = entry
+
+        run = commit if commit is not None else (lambda fn: fn())
         try:
-            entry["path"] = self._write(attachment_id, entry["name"], length, source)
+            self._write(attachment_id, entry["name"], length, source,
+                        lambda temporary, path: run(lambda: publish(temporary, path)))
         except BaseException as error:
             with self.lock:
                 self.reserved_count -= 1
@@ -1899,11 +1939,11 @@ class AttachmentStore:
                     "storage-failed", "the file could not be stored in %s: %s" % (quote(self.folder), error.strerror or error)
                 ) from None
             raise
-        with self.lock:
-            self.files[attachment_id] = entry
         return entry
 
-    def _write(self, attachment_id: str, name: str, length: int, source) -> str:
+    def _write(self, attachment_id: str, name: str, length: int, source, finish) -> None:
+        """The bytes into a temporary file, fsynced; then `finish(temporary, path)` gives it
+        its name (or raises, and the temporary file goes)."""
         folder = self._ensure_folder()
         path = os.path.join(folder, "%s-%s" % (attachment_id, name))
         if os.path.dirname(os.path.abspath(path)) != folder:
@@ -1927,7 +1967,7 @@ class AttachmentStore:
                     left -= len(chunk)
                 handle.flush()
                 os.fsync(handle.fileno())
-            os.replace(temporary, path)
+            finish(temporary, path)
         except BaseException:
             try:
                 os.unlink(temporary)
@@ -1935,7 +1975,6 @@ class AttachmentStore:
                 pass
             raise
         sync_directory(folder)
-        return path
 
     def _ensure_folder(self) -> str:
         """The interview's folder (and attachments/ above it), made 0700 and fsynced into its
@@ -2168,20 +2207,20 @@ class Interview:
     def settle(self, decide, version=None):
         """PENDING -> the result's status, exactly once. With the lock held: InterviewSettled
         unless pending, StaleVersion unless `version` (None: not checked) is the current one,
-        then `decide()` returns (result, outcome) or raises, which leaves the interview
-        pending. The result is recorded and every wait woken; (outcome, delivered), delivered
-        being whether a waiter was there to receive it."""
+        then `decide(delivered)` returns (result, outcome) or raises, which leaves the interview
+        pending; delivered is whether a waiter is there to receive the result. The result is
+        recorded and every wait woken; (outcome, delivered)."""
         with self._lock:
             self._check_pending()
             if version is not None and (
                 isinstance(version, bool) or not isinstance(version, int) or version != self.version
             ):
                 raise StaleVersion(self.version)
-            result, outcome = decide()
+            delivered = self.waiters > 0
+            result, outcome = decide(delivered)
             self.result = result
             self.state = result["status"]
             self.settled_monotonic = time.monotonic()
-            delivered = self.waiters > 0
             self._touch()
         return outcome, delivered
 
@@ -2192,6 +2231,19 @@ class Interview:
             self.task_ids.append(task_id)
             if self.state == PENDING:
                 index(list(self.task_ids))
+
+    def add_attachment(self, name: str, media_type: str, length: int, source) -> dict:
+        """Store an upload (AttachmentRefused, InterviewSettled). The bytes are read and
+        fsynced without the lock; the pending check and the rename that makes the file one of
+        the uploads happen under it, so a submit settles either with this file or before it,
+        and then the file is removed and the upload refused."""
+
+        def commit(publish) -> None:
+            with self._lock:
+                self._check_pending()
+                publish()
+
+        return self.attachments.add(name, media_type, length, source, commit)
 
     def remove_attachment(self, attachment_id) -> None:
         """Remove an upload while pending (InterviewSettled, AttachmentRefused): under the lock,
@@ -2514,9 +2566,11 @@ class SessionHub:
     def submit(self, interview: Interview, payload) -> dict:
         """Check, archive durably, settle, wake every waiter; the reply for the form."""
 
-        def decide():
+        def decide(delivered):
             submission = check_submission(interview.spec, payload, interview.attachments)
-            return self._result(interview, submission, "browser")
+            # Unkept, answers that no call takes would be lost with the process: the form
+            # keeps them instead. Taken by a waiting call, they reached the agent.
+            return self._result(interview, submission, "browser", keep_or_refuse=not delivered)
 
         # The version is judged only once the payload is an object with answers: a body of
         # another shape is refused as such, whatever version it names.
@@ -2532,17 +2586,18 @@ class SessionHub:
         """Settle through another channel (a native elicitation); None if already settled."""
         submission = {"answers": answers, "generalNotes": None, "attachments": None, "status": status}
         try:
-            (result, path), _ = interview.settle(lambda: self._result(interview, submission, via))
+            (result, path), _ = interview.settle(lambda delivered: self._result(interview, submission, via))
         except InterviewSettled:
             return None
         self._log_archived(interview, path)
         self._observe(interview)
         return result
 
-    def _result(self, interview: Interview, submission: dict, via: str):
+    def _result(self, interview: Interview, submission: dict, via: str, keep_or_refuse=False):
         """Runs with the interview's lock held, so the archive is durable before anyone is
         told: (the result, twice: once to settle on, once as the outcome) with the archive's
-        path, or None when it could not be written."""
+        path, or None when it could not be written; with `keep_or_refuse`, AnswersNotSaved
+        instead of None, and nothing settles."""
         now = time.time()
         result = build_result(
             interview.spec,
@@ -2560,7 +2615,12 @@ class SessionHub:
         record["interview"] = interview.spec
         if interview.task_ids:  # what a later process needs to answer tasks/get for them
             record["tasks"] = dict(self.archive.owner, ids=list(interview.task_ids))
-        path = self.archive.save(record)
+        try:
+            path = self.archive.save(record)
+        except OSError as error:
+            if keep_or_refuse:
+                raise AnswersNotSaved(error.strerror or str(error)) from None
+            path = None
         if path != result["archivePath"]:
             result = with_archive_path(result, interview.spec, path)
         result = fit_result(result, interview.spec)
@@ -3022,6 +3082,7 @@ ERROR_CODES = MappingProxyType({
     431: "too-large",
     500: "internal-error",
     501: "not-implemented",
+    507: "not-saved",
 })  # the code each status has unless a refusal names another
 # A refused upload or removal: its status, by the code the attachment store gives.
 ATTACHMENT_STATUS = MappingProxyType({
@@ -3172,8 +3233,10 @@ def route_attachment_upload(request, params: dict):
     name = urllib.parse.unquote(encoded, errors="replace")
     media_type = attachment_media_type(request.headers.get("Content-Type", ""))
     try:
-        entry = interview.attachments.add(name, media_type, length, request.rfile)
-    except AttachmentRefused as error:
+        entry = interview.add_attachment(name, media_type, length, request.rfile)
+    except InterviewError as error:
+        if isinstance(error, InterviewSettled):  # settled while the file arrived: removed, never named
+            hub.log.event("attachment-refused", interview=interview.id, reason="settled during the upload")
         return json_reply(*http_error(error))
     hub.log.event("attachment-stored", interview=interview.id, attachment=entry["id"],
                   bytes=length, mimeType=media_type)
@@ -3445,6 +3508,9 @@ def http_error(error: InterviewError):
         return status, error_body(status, error.text, error.code)
     if isinstance(error, UnknownInterview):
         return 404, error_body(404, NOT_FOUND_TEXT, "not-found")
+    if isinstance(error, AnswersNotSaved):
+        text = "could not save the answers: %s; they are still in this form, try again" % error.reason
+        return 507, error_body(507, text, "not-saved")
     return 500, error_body(500, "internal error", "internal-error")
 
 
@@ -4597,6 +4663,18 @@ ANNOTATIONS = {
     "openWorldHint": False,
 }
 
+# Claude Code keeps a tool result in the conversation up to `anthropic/maxResultSizeChars`
+# characters, at most 500,000, and saves anything larger to a file the model sees only as a
+# 2 KB preview. A submit may carry 5 MiB of answers, so no smaller figure covers every result.
+MAX_RESULT_SIZE_CHARS = 500000
+
+
+def claude_code_hints(search_hint: str) -> dict:
+    """A tool's `_meta` for Claude Code: the words its tool search matches while MCP tools
+    are deferred (whole words: "question" does not find "questions"), and the inline size."""
+    return {"anthropic/searchHint": search_hint, "anthropic/maxResultSizeChars": MAX_RESULT_SIZE_CHARS}
+
+
 TOOLS = (
     {
         "name": "ask_user_rich",
@@ -4634,6 +4712,9 @@ TOOLS = (
         },
         "outputSchema": RESULT_SCHEMA,
         "annotations": ANNOTATIONS,
+        "_meta": claude_code_hints(
+            "ask the user questions and wait for the answers: interview, question, clarify, choose between options, decision, preferences, approval, confirm, feedback, rank, survey, form"
+        ),
     },
     {
         "name": "append_questions",
@@ -4659,6 +4740,9 @@ TOOLS = (
         },
         "outputSchema": APPEND_RESULT_SCHEMA,
         "annotations": ANNOTATIONS,
+        "_meta": claude_code_hints(
+            "add follow-up questions to the interview the user is answering; ask more, another question"
+        ),
     },
     {
         "name": "await_user_answers",
@@ -4679,6 +4763,9 @@ TOOLS = (
         },
         "outputSchema": RESULT_SCHEMA,
         "annotations": ANNOTATIONS,
+        "_meta": claude_code_hints(
+            "wait for the user's answers to an open interview; get the answers, collect the result after a link"
+        ),
     },
 )
 TOOL_NAMES = frozenset(tool["name"] for tool in TOOLS)
@@ -6015,12 +6102,13 @@ def elicitation_schema(questions: list) -> dict:
              "title": option["label"] + (" (recommended)" if option["id"] in recommended else "")}
             for option in question["options"]
         ]
-        field = {"type": "string", "title": question["header"]}
+        field = {"type": "string", "title": question["header"], "maxLength": FREE_TEXT_MAX}
         if choices and question["multiSelect"]:
             field = {"type": "array", "title": question["header"], "items": {"anyOf": choices}}
             if recommended:
                 field["default"] = list(recommended)
         elif choices:
+            del field["maxLength"]
             field["oneOf"] = choices
             if recommended:
                 field["default"] = recommended[0]
@@ -6033,6 +6121,7 @@ def elicitation_schema(questions: list) -> dict:
                 "type": "string",
                 "title": "%s (Other)" % question["header"],
                 "description": "Your own answer, if none of the options fits.",
+                "maxLength": FREE_TEXT_MAX,
             }
     return {"type": "object", "properties": properties}
 
@@ -6087,9 +6176,14 @@ def answers_from_elicitation(questions: list, content):
 
 
 def _elicited_text(value):
-    """(text or None, description of an unusable value or None)."""
+    """(text or None, description of an unusable value or None). A text past FREE_TEXT_MAX,
+    which the schema's maxLength forbids, is cut there (and reported) rather than lost whole:
+    there is no one to ask again."""
     if value is None or isinstance(value, str):
-        return _clean_text(value), None
+        text = _clean_text(value)
+        if text is not None and len(text) > FREE_TEXT_MAX:
+            return text[:FREE_TEXT_MAX], "%d characters, cut to %d" % (len(text), FREE_TEXT_MAX)
+        return text, None
     return None, describe(value)
 
 

@@ -166,6 +166,9 @@ def _answers_reach_the_agent(log_dir) -> str:
         form = ask_link(peer)
         request = peer.request("tools/call", {"name": "await_user_answers",
                                               "arguments": {"sessionId": form["sessionId"]}})
+        # The call must be waiting already: answers that no call takes are refused (507) when
+        # they cannot be archived.
+        wait_for_interview(runtime.hub.get(form["sessionId"]), lambda i: i.waiters > 0, what="the call waiting")
         done = submit(form["url"], {"q": {"selected": ["b"], "notes": "kept"}}, generalNotes="all of it")
         assert done.status == 200, done.body
         result = peer.response(request)["result"]["structuredContent"]
@@ -224,6 +227,7 @@ def test_a_disk_that_fills_up_while_running_degrades_the_log_once_and_keeps_serv
         waiter = []
         thread = threading.Thread(target=lambda: waiter.append(runtime.wait_for_result(form.id, WAIT)))
         thread.start()
+        wait_for_interview(form, lambda i: i.waiters > 0, what="the call waiting")
         assert submit(form.url, {"q": {"selected": ["a"]}}).status == 200
         thread.join(WAIT)
         monkeypatch.setattr(askrich.os, "fsync", real_fsync)
@@ -443,6 +447,7 @@ def test_the_archive_never_writes_through_a_planted_symlink(tmp_path, monkeypatc
         got = []
         waiter = threading.Thread(target=lambda: got.append(runtime.wait_for_result(form.id, WAIT)))
         waiter.start()
+        wait_for_interview(form, lambda i: i.waiters > 0, what="the call waiting")
         assert submit(form.url, {"q": {"selected": ["a"]}}).status == 200
         waiter.join(WAIT)
         assert got and got[0]["answers"][0]["selected"] == ["a"]  # the agent still gets them

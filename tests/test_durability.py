@@ -6,10 +6,13 @@ after the submit is refused; every free-text field has one limit."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -17,7 +20,7 @@ import threading
 import pytest
 
 import askrich
-from support import MODULE, WAIT, choice, http_request, interview, submit
+from support import MODULE, WAIT, choice, http_request, interview, submit, wait_for_interview
 
 
 def quiet_runtime(log_dir, stream=None) -> askrich.Runtime:
@@ -37,9 +40,7 @@ def answer_while_waited_on(runtime, form, answers) -> dict:
     got = []
     waiter = threading.Thread(target=lambda: got.append(runtime.wait_for_result(form.id, WAIT)))
     waiter.start()
-    askrich_wait = form  # the waiter is counted once it is inside
-    with askrich_wait.changed:
-        assert askrich_wait.changed.wait_for(lambda: form.waiters > 0, WAIT)
+    wait_for_interview(form, lambda i: i.waiters > 0, what="the call waiting")
     reply = submit(form.url, answers)
     waiter.join(WAIT)
     assert reply.status == 200, reply.body
@@ -198,8 +199,7 @@ def test_a_task_on_an_interview_still_pending_here_never_turns_failed(tmp_path):
         runtime.hub.submit(form, {"answers": {"q": {"selected": ["a"]}}})
         assert tasks.get(timed_out)["result"] == {"structuredContent": {"status": "awaiting"}}
         # Once the interview too is past retention, the tasks are read back from its archive.
-        with form.changed:
-            form.settled_monotonic -= 2 * askrich.SETTLED_RETENTION_SECONDS
+        form.settled_monotonic -= 2 * askrich.SETTLED_RETENTION_SECONDS
         again = tasks.get(cancelled)
         assert again["status"] == "completed", again
         assert again["result"]["structuredContent"]["answers"][0]["selected"] == ["a"]
@@ -361,5 +361,209 @@ def test_an_other_on_a_question_that_takes_none_is_ignored_as_the_original_does(
         assert rows["r"]["ranked"] == ["y", "x"] and rows["r"]["other"] is None
         assert rows["closed"]["selected"] == ["b"] and rows["closed"]["other"] is None
         assert rows["typed"]["status"] == "unanswered"
+    finally:
+        runtime.close()
+
+
+# -- one limit for every free text --------------------------------------------------------------
+
+LIMIT = 20000
+
+
+@pytest.mark.parametrize("answers, general, field", [
+    ({"q": {"selected": ["a"], "notes": "n" * (LIMIT + 1)}}, None, 'question "q": notes are longer'),
+    ({"q": {"other": "o" * (LIMIT + 1)}}, None, 'question "q": other is longer'),
+    ({"t": {"selected": ["x"], "optionTexts": {"x": "t" * (LIMIT + 1)}}}, None,
+     'question "t": the text of option "x" is longer'),
+    ({"q": {"status": "defer", "notes": "d" * (LIMIT + 1)}}, None, 'question "q": notes are longer'),
+    ({}, "g" * (LIMIT + 1), "generalNotes is longer"),
+], ids=["notes", "other", "option-text", "deferred-notes", "general-notes"])
+def test_a_free_text_past_20000_characters_is_a_422_naming_the_field(tmp_path, answers, general, field):
+    runtime = quiet_runtime(tmp_path)
+    try:
+        form = runtime.open_interview(interview(
+            choice("q", "a"), {"id": "t", "header": "T?", "options": [{"id": "x", "label": "X", "textInput": {}}]}))
+        extra = {} if general is None else {"generalNotes": general}
+        refused = submit(form.url, answers, **extra)
+        assert refused.status == 422 and refused.json()["error"] == field + " than 20000 characters"
+        assert form.state == "pending"
+        # At the limit it is taken whole (whitespace around it does not count).
+        at_limit = json.loads(json.dumps(answers))
+        for row in at_limit.values():
+            for key in ("notes", "other"):
+                if key in row:
+                    row[key] = "  " + row[key][:LIMIT] + "\n"
+            if "optionTexts" in row:
+                row["optionTexts"] = {"x": row["optionTexts"]["x"][:LIMIT]}
+        if general is not None:
+            extra["generalNotes"] = general[:LIMIT]
+        assert submit(form.url, at_limit, **extra).status == 200
+    finally:
+        runtime.close()
+
+
+def test_form_elicitation_holds_the_same_limit():
+    spec, _ = askrich.validate_interview(interview(choice("q", "a"), {"id": "free", "header": "F?"}))
+    schema = askrich.elicitation_schema(spec["questions"])["properties"]
+    assert schema["free"]["maxLength"] == LIMIT and schema["q__other"]["maxLength"] == LIMIT
+    answers, ignored = askrich.answers_from_elicitation(
+        spec["questions"], {"q__other": "o" * (LIMIT + 5), "free": "f" * LIMIT})
+    assert answers["q"]["other"] == "o" * LIMIT and answers["free"]["other"] == "f" * LIMIT
+    assert ignored == ["q__other=%d characters, cut to %d" % (LIMIT + 5, LIMIT)]
+
+
+# -- an upload racing the submit ----------------------------------------------------------------
+
+
+def test_an_upload_whose_body_ends_after_the_submit_is_a_409_and_leaves_no_file(tmp_path, monkeypatch):
+    """Over a raw socket: the upload's headers and half its body, then the submit, then the rest."""
+    import socket
+    import urllib.parse
+
+    runtime = quiet_runtime(tmp_path)
+    reading = threading.Event()
+    real_folder = askrich.AttachmentStore._ensure_folder
+
+    def folder_then_gate(store):
+        folder = real_folder(store)
+        reading.set()  # past the first pending check: the body is being read now
+        return folder
+
+    monkeypatch.setattr(askrich.AttachmentStore, "_ensure_folder", folder_then_gate)
+    try:
+        form = runtime.open_interview(interview(choice("q", "a")))
+        parts = urllib.parse.urlsplit(form.url)
+        body = os.urandom(3 * 1024 * 1024)
+        head = ("POST /api/s/%s/attachments HTTP/1.1\r\nHost: localhost:%d\r\nContent-Type: image/png\r\n"
+                "X-Attachment-Name: screenshot.png\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
+                % (parts.path.rsplit("/", 1)[1], parts.port, len(body))).encode()
+        with socket.create_connection((parts.hostname, parts.port), timeout=WAIT) as sock:
+            sock.sendall(head + body[: len(body) // 2])
+            assert reading.wait(WAIT)
+            done = submit(form.url, {"q": {"selected": ["a"]}})
+            assert done.status == 200, done.body
+            sock.sendall(body[len(body) // 2:])
+            reply = b""
+            while True:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                reply += chunk
+        status_line, _, rest = reply.partition(b"\r\n")
+        assert status_line.split()[1] == b"409", reply[:300]
+        refusal = json.loads(rest.split(b"\r\n\r\n", 1)[1])
+        assert (refusal["error"], refusal["code"]) == ("interview already submitted", "not-pending")
+        assert form.settled_result()["answers"][0]["attachments"] == []
+        folder = os.path.join(str(tmp_path), "attachments", form.id)
+        assert os.listdir(folder) == [], "the late file is still on disk, named by no result"
+    finally:
+        runtime.close()
+
+
+# -- the archive cannot be written ----------------------------------------------------------------
+
+NOT_SAVED = "could not save the answers: %s; they are still in this form, try again"
+
+
+def _full_disk(monkeypatch):
+    def full(folder, name, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(askrich, "write_private_file", full)
+
+
+def test_a_submit_whose_answers_cannot_be_saved_and_that_no_call_takes_is_a_507_and_settles_nothing(tmp_path, monkeypatch):
+    """Injected: runs on every machine. The same with a real full disk is below."""
+    stderr = io.StringIO()
+    runtime = quiet_runtime(tmp_path, stderr)
+    try:
+        form = runtime.open_interview(interview(choice("q", "a")))
+        real = askrich.write_private_file
+        _full_disk(monkeypatch)
+        refused = submit(form.url, {"q": {"selected": ["a"], "notes": "every word"}}, generalNotes="kept")
+        assert refused.status == 507 and refused.json()["error"] == NOT_SAVED % "No space left on device"
+        assert refused.json()["code"] == "not-saved"
+        assert form.state == "pending" and form.settled_result() is None
+        assert "archive-failed" in stderr.getvalue()
+        monkeypatch.setattr(askrich, "write_private_file", real)  # room again: send again
+        again = submit(form.url, {"q": {"selected": ["a"], "notes": "every word"}}, generalNotes="kept")
+        assert again.status == 200 and again.json()["delivered"] is False
+        record = runtime.archive.find(form.id)
+        assert record["answers"][0]["notes"] == "every word" and record["generalNotes"] == "kept"
+    finally:
+        runtime.close()
+
+
+def test_with_a_call_waiting_the_answers_go_to_it_and_the_failed_write_is_logged(tmp_path, monkeypatch):
+    stderr = io.StringIO()
+    runtime = quiet_runtime(tmp_path, stderr)
+    try:
+        form = runtime.open_interview(interview(choice("q", "a")))
+        _full_disk(monkeypatch)
+        result = answer_while_waited_on(runtime, form, {"q": {"selected": ["a"]}})
+        assert result["answers"][0]["selected"] == ["a"] and result["archivePath"] is None
+        assert "archive-failed" in stderr.getvalue() and form.state == "submitted"
+    finally:
+        runtime.close()
+
+
+@contextlib.contextmanager
+def small_tmpfs(path, size_kib: int):
+    """A tmpfs of `size_kib` at `path`; skipped, saying why, where this machine cannot mount."""
+    os.makedirs(str(path), exist_ok=True)
+    if not shutil.which("mount"):
+        pytest.skip("no mount command here, so no small file system to fill")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%dk,mode=0700" % size_kib, "tmpfs", str(path)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here: %s" % (done.stderr.strip() or "mount failed"))
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+def test_on_a_really_full_disk_the_submit_is_a_507_and_goes_through_once_there_is_room(tmp_path):
+    with small_tmpfs(tmp_path / "full", 256) as log_dir:
+        runtime = quiet_runtime(log_dir)
+        try:
+            form = runtime.open_interview(interview(choice("q", "a")))
+            filler = os.path.join(str(log_dir), "filler")
+            with open(filler, "wb", buffering=0) as handle:
+                try:
+                    while True:
+                        handle.write(b"x" * 4096)
+                except OSError as error:
+                    assert error.errno == errno.ENOSPC
+            answers = {"q": {"selected": ["a"], "notes": "n" * 8000}}
+            refused = submit(form.url, answers)
+            assert refused.status == 507, refused.body
+            assert refused.json()["error"] == NOT_SAVED % "No space left on device"
+            assert form.state == "pending"
+            assert [n for n in os.listdir(os.path.join(str(log_dir), "answers")) if n.endswith(".tmp")] == []
+            os.unlink(filler)
+            assert submit(form.url, answers).status == 200
+            assert runtime.archive.find(form.id)["answers"][0]["notes"] == "n" * 8000
+        finally:
+            runtime.close()
+
+
+def test_every_folder_made_is_fsynced_into_its_parent_before_the_reply(tmp_path, monkeypatch):
+    synced = []
+    real = askrich.sync_directory
+    monkeypatch.setattr(askrich, "sync_directory", lambda folder: (synced.append(os.path.abspath(folder)), real(folder)))
+    runtime = quiet_runtime(tmp_path)
+    try:
+        form = runtime.open_interview(interview(choice("q", "a")))
+        root = os.path.abspath(str(tmp_path))
+        reply = http_request(form.url.replace("/s/", "/api/s/") + "/attachments", "POST", b"png",
+                             {"X-Attachment-Name": "a.png", "Content-Type": "image/png"})
+        assert reply.status == 201
+        attachments = os.path.join(root, "attachments")
+        # attachments/ into the log dir, attachments/<id>/ into attachments/, the file into its folder.
+        assert synced[:3] == [root, attachments, os.path.join(attachments, form.id)], synced
+        del synced[:]
+        assert submit(form.url, {"q": {"selected": ["a"]}}).status == 200
+        assert synced[:2] == [root, os.path.join(root, "answers")], synced
     finally:
         runtime.close()

@@ -117,8 +117,8 @@ def test_form_elicitation_schema_follows_the_contract(tmp_path, monkeypatch):
         {"const": "queue", "title": "Queue (recommended)"},
     ]
     assert properties["extras"]["default"] == ["cache", "queue"]
-    assert properties["db__other"]["type"] == "string"
-    assert properties["free"] == {"type": "string", "title": "Anything else?"}
+    assert properties["db__other"]["type"] == "string" and properties["db__other"]["maxLength"] == 20000
+    assert properties["free"] == {"type": "string", "title": "Anything else?", "maxLength": 20000}
 
 
 @pytest.mark.parametrize("action, status", [("decline", "declined"), ("cancel", "cancelled")])

@@ -47,6 +47,30 @@ const uploaded = () => Object.values(state.attachments).flat();
 // Uploads started and not answered yet, so that a burst cannot pass the limits.
 const inFlight = { count: 0, bytes: 0 };
 
+// Files picked, pasted or dropped and not yet uploaded or refused: a submit waits for them, so
+// that no file the user added arrives after the answers that should have named it.
+let queued = 0;
+let failures = 0;
+let idle = [];
+export const uploadsRunning = () => queued;
+
+// Resolves once nothing is queued, with how many of the files added meanwhile were refused.
+export function uploadsSettled() {
+  const before = failures;
+  if (!queued) return Promise.resolve(0);
+  return new Promise((resolve) => idle.push(() => resolve(failures - before)));
+}
+
+function dequeued(problem) {
+  queued--;
+  if (problem) failures++;
+  if (queued === 0) {
+    const waiting = idle;
+    idle = [];
+    for (const wake of waiting) wake();
+  }
+}
+
 // ---- the block under a note ----
 const blocks = new Map(); // key -> {root, list, problem}
 let uid = 0;
@@ -197,6 +221,7 @@ export async function attachFiles(key, files) {
   if (state.phase !== "open" || !blocks.has(key)) return;
   showProblem(key, []);
   const problems = [];
+  queued += files.length;
   for (const file of files) {
     const stored = uploaded();
     const bytes = stored.reduce((n, f) => n + f.bytes, 0) + inFlight.bytes;
@@ -210,6 +235,7 @@ export async function attachFiles(key, files) {
       showProblem(key, problems);
       say(problem);
     }
+    dequeued(problem);
   }
 }
 
@@ -252,7 +278,7 @@ function keyOf(el) {
   const question = el.closest && el.closest("section.question");
   if (question) return question.dataset.qid;
   if (el.closest && el.closest(".review .general")) return "";
-  if (el.id === "general-notes") return "";
+  if (el.id === "general-notes" || el.id === "skip-reason") return "";
   return null;
 }
 
@@ -279,11 +305,22 @@ export function bindAttachments() {
   });
   document.addEventListener("paste", (e) => {
     const field = e.target;
-    if (!field.matches || !field.matches(".note-text, #general-notes")) return;
+    if (!field.matches) return;
+    if (field.matches(LIMITED) && e.clipboardData && !e.clipboardData.files.length) {
+      longPaste(e, field);
+      return;
+    }
+    if (!field.matches(".note-text, #general-notes")) return;
     const files = e.clipboardData ? [...e.clipboardData.files] : [];
     if (!files.length) return; // text pastes as usual
     e.preventDefault();
     attachFiles(keyOf(field), files);
+  });
+  document.addEventListener("focusin", (e) => {
+    if (e.target.matches && e.target.matches(LIMITED)) e.target.maxLength = limitOf(e.target);
+  });
+  document.addEventListener("input", (e) => {
+    if (e.target.matches && e.target.matches(LIMITED)) countDown(e.target);
   });
   // A file dropped anywhere else would make the browser leave the form for the file.
   document.addEventListener("dragover", (e) => {
@@ -308,4 +345,92 @@ export function bindAttachments() {
     for (const el of document.querySelectorAll(".dropping")) el.classList.remove("dropping");
     if (target) attachFiles(keyOf(target), [...e.dataTransfer.files]);
   });
+}
+
+// ---- one limit for every free text (the server's FREE_TEXT_MAX) ----
+export const TEXT_MAX = 20000;
+const COUNTDOWN_FROM = 1000; // characters left from which the field shows how many
+const LIMITED = ".note-text, #general-notes, .other-text, .opt-text-input, #skip-reason";
+const PASTED_NAME = "pasted-text.txt";
+
+// The general notes and the skip reason travel as one text: together they keep the limit.
+function limitOf(field) {
+  if (field.id !== "skip-reason") return TEXT_MAX;
+  const general = state.generalNotes.trim();
+  return Math.max(0, TEXT_MAX - (general ? general.length + 2 : 0));
+}
+
+function number(value) {
+  try { return new Intl.NumberFormat(document.documentElement.lang || "en").format(value); }
+  catch { return String(value); }
+}
+
+// The line under a field that counts down near the limit; read with the field (described by).
+function counterOf(field) {
+  let counter = field.nextElementSibling;
+  if (counter && counter.classList.contains("text-left")) return counter;
+  uid++;
+  counter = document.createElement("span");
+  counter.className = "muted text-left";
+  counter.id = `text-left${uid}`;
+  counter.hidden = true;
+  field.after(counter);
+  const described = field.getAttribute("aria-describedby");
+  field.setAttribute("aria-describedby", described ? `${described} ${counter.id}` : counter.id);
+  return counter;
+}
+
+export function countDown(field) {
+  const left = limitOf(field) - field.value.length;
+  const near = left <= COUNTDOWN_FROM;
+  if (!near && !(field.nextElementSibling && field.nextElementSibling.classList.contains("text-left"))) return;
+  const counter = counterOf(field);
+  const was = counter.hidden ? null : Number(counter.dataset.left);
+  counter.hidden = !near;
+  counter.dataset.left = String(left);
+  counter.textContent = t("text.left", { count: Math.max(0, left), left: number(Math.max(0, left)) });
+  // Spoken when the countdown starts and when the field is full, not at every key.
+  if (near && (was === null || (left <= 0 && was > 0))) say(counter.textContent);
+}
+
+// A paste that would take the field past the limit is held back and offered as a .txt file.
+function longPaste(e, field) {
+  const text = e.clipboardData.getData("text/plain");
+  const start = field.selectionStart ?? field.value.length;
+  const end = field.selectionEnd ?? start;
+  const limit = limitOf(field);
+  if (field.value.length - (end - start) + text.length <= limit) return;
+  e.preventDefault();
+  offerAsFile(field, text, limit);
+}
+
+function offerAsFile(field, text, limit) {
+  const key = keyOf(field);
+  const holder = field.closest(".other, .opt-text, .note, .general, dialog") || field.parentElement;
+  holder.querySelector(":scope > .text-offer")?.remove();
+  const box = document.createElement("div");
+  box.className = "text-offer";
+  box.setAttribute("role", "group");
+  const p = document.createElement("p");
+  p.textContent = t("text.tooLong", { count: text.length, size: number(text.length), limit: number(limit) });
+  box.id = `text-offer${++uid}`;
+  box.setAttribute("aria-label", p.textContent);
+  const attach = document.createElement("button");
+  attach.type = "button";
+  attach.className = "btn small text-offer-attach";
+  attach.textContent = t("text.attach");
+  const dismiss = document.createElement("button");
+  dismiss.type = "button";
+  dismiss.className = "btn small text-offer-dismiss";
+  dismiss.textContent = t("text.dismiss");
+  box.append(p, attach, " ", dismiss);
+  holder.append(box);
+  say(p.textContent);
+  attach.focus();
+  attach.addEventListener("click", () => {
+    box.remove();
+    field.focus();
+    attachFiles(key, [new File([text], PASTED_NAME, { type: "text/plain" })]);
+  });
+  dismiss.addEventListener("click", () => { box.remove(); field.focus(); });
 }

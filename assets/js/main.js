@@ -16,7 +16,7 @@ import { bindKeys, KEY_TABLE } from "./keys.js";
 import { t, sentences, setLanguage, setAgent, translatePage, fillKeys } from "./i18n.js";
 import { onRankChange, onRankAnnounce, cancelHold, applyRecommended } from "./rank.js";
 import { startLive, reportProgress } from "./live.js";
-import { bindAttachments } from "./attach.js";
+import { bindAttachments, uploadsRunning, uploadsSettled } from "./attach.js";
 
 const THEMES = ["auto", "light", "dark"];
 let theme = "auto";
@@ -160,7 +160,8 @@ function openHelp() {
 }
 
 // ---------------------------------------------------------------- submit
-function submitProblem(text, jumps = []) {
+// `again`: a button that sends once more (the server could not keep the answers).
+function submitProblem(text, jumps = [], again = null) {
   const box = $(".review .submit-problem");
   if (!box) return;
   box.replaceChildren();
@@ -176,7 +177,39 @@ function submitProblem(text, jumps = []) {
     b.textContent = t("submit.goTo", { n: qNumber(q) });
     box.append(b, " ");
   }
+  if (again) {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.className = "btn small send-again";
+    b.textContent = t("submit.sendAgain");
+    b.addEventListener("click", () => { submitProblem(""); again(); });
+    box.append(b);
+  }
   box.hidden = false;
+}
+
+// What the submit is waiting for, said while it waits (a status, not a problem).
+function submitStatus(text) {
+  const box = $(".review .submit-status");
+  if (!box) return;
+  box.textContent = text;
+  box.hidden = !text;
+}
+
+// Waits for the files still uploading, so that the answers name them; false (and the reason
+// shown) when one of them did not make it, so the user can see which before sending.
+async function uploadsFinished() {
+  const running = uploadsRunning();
+  if (!running) return true;
+  state.phase = "waiting";
+  document.body.classList.add("busy");
+  submitStatus(t("submit.waitingUploads", { count: running }));
+  const refused = await uploadsSettled();
+  document.body.classList.remove("busy");
+  submitStatus("");
+  state.phase = "open";
+  if (refused) { submitProblem(t("submit.uploadFailed", { count: refused })); return false; }
+  return true;
 }
 
 async function submit() {
@@ -204,6 +237,7 @@ async function submit() {
     return;
   }
   $(".review .confirm").hidden = true;
+  if (!(await uploadsFinished())) return;
   const sent = await send(payload());
   if (!sent) return;
   const { r, body } = sent;
@@ -223,7 +257,7 @@ async function submit() {
     if (!goNew()) go("review");
     return;
   }
-  refused(r, body);
+  refused(r, body, submit);
 }
 
 // Posts the answers; {r, body} once the server answered, null when it could not be reached.
@@ -255,10 +289,17 @@ function done(heading, text, more) {
   endScreen(heading, text, more).focus();
 }
 
-// A submit the server did not take, for a reason other than new questions.
-function refused(r, body) {
+// A submit the server did not take, for a reason other than new questions. 507: it could not
+// keep them (a full disk); nothing settled, and `again` sends the same answers once more.
+function refused(r, body, again) {
   if (r.status === 409) { finished(body.error || "interview already submitted"); return; }
   if (r.status === 404) { expired(); return; }
+  if (body.code === "not-saved" || r.status === 507) {
+    const error = String(body.error || "");
+    const reason = (error.match(/^could not save the answers: (.*); they are still in this form/) || [])[1] || error;
+    submitProblem(t("submit.notSaved", { reason: reason || `HTTP ${r.status}` }), [], again);
+    return;
+  }
   submitProblem(t("submit.rejected", { error: body.error || `HTTP ${r.status}` }));
 }
 
@@ -286,14 +327,20 @@ async function skipInterview() {
   }
   // The reason follows the user's own general notes after a blank line.
   body.generalNotes = [state.generalNotes.trim(), reason].filter(Boolean).join("\n\n");
-  const sent = await send(body);
+  await sendSkip(body);
+}
+
+async function sendSkip(body) {
+  if (uploadsRunning() && state.screen !== "review") go("review"); // where the wait is shown
+  if (!(await uploadsFinished())) return;
+  const sent = await send(Object.assign(body, { attachments: payload().attachments }));
   if (!sent) { if (state.screen !== "review") go("review"); return; }
   if (sent.r.ok) {
     done(t("end.skipped"), t("end.skippedText"), t(sent.body.delivered ? "end.closeTab" : "end.skippedSaved"));
     return;
   }
   if (state.screen !== "review") go("review");
-  refused(sent.r, sent.body);
+  refused(sent.r, sent.body, () => sendSkip(body));
 }
 
 function finished(what) {

@@ -9,7 +9,7 @@ export const state = {
   spec: null,            // {title, intro, questions: [...]}
   version: 1,
   note: null,            // {version, text} | null
-  phase: "loading",      // loading | open | done | submitted | cancelled | expired | error
+  phase: "loading",      // loading | open | waiting (for uploads, to submit) | submitting | done | submitted | cancelled | expired | error
   answers: {},           // qid -> answer (see blankAnswer)
   generalNotes: "",
   attachments: {},       // "" (general notes) or qid -> [{id, name, mimeType, bytes}] uploaded
@@ -239,7 +239,8 @@ function untouched(q, a) {
 }
 
 export function saveDraft() {
-  if (state.phase !== "open") return;
+  // While a submit waits for uploads, each one that lands still goes into the draft.
+  if (state.phase !== "open" && state.phase !== "waiting") return;
   const answers = {};
   for (const q of state.spec.questions) {
     const a = state.answers[q.id];
