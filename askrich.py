@@ -2855,8 +2855,8 @@ class JsonRpcStdio:
             with self.lock:
                 cancellation = self.calls.get(_hashable(params.get("requestId")))
             if cancellation is not None:
+                cancellation.cancel()  # first: no log message reaches a cancelled request
                 self.log.event("call-cancelled", request=str(params.get("requestId")))
-                cancellation.cancel()
             return
         self.handler.handle_notification(method, params)
 
@@ -4663,6 +4663,18 @@ ANNOTATIONS = {
     "openWorldHint": False,
 }
 
+# Claude Code keeps a tool result in the conversation up to `anthropic/maxResultSizeChars`
+# characters, at most 500,000, and saves anything larger to a file the model sees only as a
+# 2 KB preview. A submit may carry 5 MiB of answers, so no smaller figure covers every result.
+MAX_RESULT_SIZE_CHARS = 500000
+
+
+def claude_code_hints(search_hint: str) -> dict:
+    """A tool's `_meta` for Claude Code: the words its tool search matches while MCP tools
+    are deferred (whole words: "question" does not find "questions"), and the inline size."""
+    return {"anthropic/searchHint": search_hint, "anthropic/maxResultSizeChars": MAX_RESULT_SIZE_CHARS}
+
+
 TOOLS = (
     {
         "name": "ask_user_rich",
@@ -4700,6 +4712,9 @@ TOOLS = (
         },
         "outputSchema": RESULT_SCHEMA,
         "annotations": ANNOTATIONS,
+        "_meta": claude_code_hints(
+            "ask the user questions and wait for the answers: interview, question, clarify, choose between options, decision, preferences, approval, confirm, feedback, rank, survey, form"
+        ),
     },
     {
         "name": "append_questions",
@@ -4725,6 +4740,9 @@ TOOLS = (
         },
         "outputSchema": APPEND_RESULT_SCHEMA,
         "annotations": ANNOTATIONS,
+        "_meta": claude_code_hints(
+            "add follow-up questions to the interview the user is answering; ask more, another question"
+        ),
     },
     {
         "name": "await_user_answers",
@@ -4745,6 +4763,9 @@ TOOLS = (
         },
         "outputSchema": RESULT_SCHEMA,
         "annotations": ANNOTATIONS,
+        "_meta": claude_code_hints(
+            "wait for the user's answers to an open interview; get the answers, collect the result after a link"
+        ),
     },
 )
 TOOL_NAMES = frozenset(tool["name"] for tool in TOOLS)
@@ -5313,6 +5334,7 @@ class ModernCall(ToolCall):
         responses = params.get("inputResponses")
         self.input_responses = responses if isinstance(responses, dict) else {}
         self.task_id = None
+        self.interviews: set = set()  # the interviews its log events may name
 
     @property
     def client_info(self) -> dict:
@@ -5343,8 +5365,10 @@ class ModernCall(ToolCall):
         if not self.request.tasks or self.task_id is not None:
             return
         message = progress_message(interview.progress())
+        self.interviews.add(interview.id)
         view = self.server.tasks.create(interview, message, self.cancellation)
         self.task_id = view["taskId"]
+        self.server.end_log_scope(self)
         # Answered: from here on only tasks/cancel stops the call, never a late
         # notifications/cancelled for this request id.
         self.transport.end_call(self.request_id, self.cancellation)
@@ -5399,7 +5423,8 @@ class McpServer:
         self.client_info: dict = {}
         self.protocol_version = None
         self.log_level = None
-        self.call_log_levels: dict = {}  # modern calls in flight that asked for log messages
+        self.modern_calls: dict = {}  # request id -> ModernCall, until its response or task
+        self.worker = threading.local()  # .call: the ToolCall this worker thread runs
         self.log.listener = self.forward_log
 
     @property
@@ -5479,7 +5504,9 @@ class McpServer:
             resumed = self.seal.open(params["requestState"], name, arguments)
         cancellation = self.transport.begin_call(request_id)
         call = ModernCall(self, request_id, request, params, cancellation, resumed)
-        return self.start_tool_call(call, name, arguments, request.log_level)
+        with self.handshake_lock:
+            self.modern_calls[_hashable(request_id)] = call
+        return self.start_tool_call(call, name, arguments)
 
     def modern_list_tools(self, request_id, params: dict, request: ModernRequest) -> dict:
         cursor = params.get("cursor")
@@ -5544,12 +5571,8 @@ class McpServer:
 
     # -- tool calls -----------------------------------------------------------------------
 
-    def start_tool_call(self, call, name: str, arguments: dict, log_level=None):
-        """Run the call on a worker; `log_level`: the level its own `_meta` asked log messages
-        at, for as long as it runs."""
-        if log_level is not None:
-            with self.handshake_lock:
-                self.call_log_levels[_hashable(call.request_id)] = log_level
+    def start_tool_call(self, call, name: str, arguments: dict):
+        """Run the call on a worker of its own."""
         worker = threading.Thread(
             target=self.run_tool_call, args=(call, name, arguments),
             name="ask-user-rich-call", daemon=True,
@@ -5559,6 +5582,7 @@ class McpServer:
 
     def run_tool_call(self, call, name: str, arguments: dict) -> None:
         started = time.monotonic()
+        self.worker.call = call
         self.log.event("call", tool=name, request=str(call.request_id))
         try:
             result = self.tools.call(name, arguments, call)
@@ -5571,26 +5595,52 @@ class McpServer:
             "error" if result.get("isError") else
             result.get("structuredContent", {}).get("status", result.get("resultType", "ok"))
         )
+        self.end_log_scope(call)
         call.finish(result)
-        with self.handshake_lock:
-            self.call_log_levels.pop(_hashable(call.request_id), None)
         # Logged once the response is out: the answers reach the agent before the bookkeeping.
         self.log.event("call-end", tool=name, request=str(call.request_id), outcome=outcome,
                        ms=int((time.monotonic() - started) * 1000))
 
-    def forward_log(self, level: str, event: str, fields: dict) -> None:
-        """Log events at or above the level the client chose (at initialize's logging/setLevel,
-        or in the `_meta` of a 2026-07-28 call in flight), as notifications/message. Queued,
-        never written from the logging thread: that may be a form server thread."""
+    def end_log_scope(self, call) -> None:
+        """No log message for a modern call after this: its response or its task comes next."""
         with self.handshake_lock:
-            chosen = [self.log_level] if self.log_level is not None else []
-            chosen.extend(self.call_log_levels.values())
-        if not chosen or LOG_LEVELS.index(level) < min(LOG_LEVELS.index(name) for name in chosen):
-            return
-        data = {"event": event}
-        data.update((key, value) for key, value in fields.items() if key != "token")
-        self.transport.post_notification("notifications/message",
-                                         {"level": level, "logger": SERVER_NAME, "data": data})
+            if self.modern_calls.get(_hashable(call.request_id)) is call:
+                del self.modern_calls[_hashable(call.request_id)]
+
+    def forward_log(self, level: str, event: str, fields: dict) -> None:
+        """A log event as notifications/message, when someone asked for it. A 2026-07-28 call
+        gets the events that belong to it (logged by its worker, or naming its request, an
+        interview it works on, or its task) at or above the logLevel of its own `_meta`, while
+        it is in flight and not cancelled; the initialize era's logging/setLevel admits every
+        other event, never one of a modern call. Queued, never written from the logging
+        thread: that may be a form server thread."""
+        rank = LOG_LEVELS.index(level)
+        current = getattr(self.worker, "call", None)
+        interview, task, request = fields.get("interview"), fields.get("task"), fields.get("request")
+        with self.handshake_lock:
+            wanted = False
+            modern = isinstance(current, ModernCall)
+            for call in self.modern_calls.values():
+                if call is current and isinstance(interview, str):
+                    call.interviews.add(interview)
+                belongs = (call is current or interview in call.interviews
+                           or (task is not None and task == call.task_id)
+                           or (request is not None and request == str(call.request_id)))
+                modern = modern or belongs
+                level_asked = call.request.log_level
+                if belongs and level_asked is not None and not call.cancellation.is_set \
+                        and rank >= LOG_LEVELS.index(level_asked):
+                    wanted = True
+            if not modern and self.log_level is not None and rank >= LOG_LEVELS.index(self.log_level):
+                wanted = True
+            if not wanted:
+                return
+            data = {"event": event}
+            data.update((key, value) for key, value in fields.items() if key != "token")
+            # Under the lock: once end_log_scope returns, nothing more is queued for that call,
+            # and what was queued goes out before its response.
+            self.transport.post_notification("notifications/message",
+                                             {"level": level, "logger": SERVER_NAME, "data": data})
 
 
 # What each era serves: method name -> McpServer method.

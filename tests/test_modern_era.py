@@ -33,6 +33,7 @@ from modern_support import (
     wait_until_waiting,
     without_cache_hints,
     without_envelope,
+    written_messages,
 )
 from support import api_url, choice, http_request, interview
 
@@ -542,3 +543,78 @@ def test_each_request_is_logged_with_its_method_and_era(subprocess_server, tmp_p
         ("server/discover", "modern"), ("tools/list", "modern"), ("tools/call", "modern"),
         ("initialize", "legacy"), ("tools/list", "legacy"), ("ping", "legacy"),
     ]
+
+
+# -- log notifications scoped to the request that asked -------------------------------------
+
+DEBUG = {"io.modelcontextprotocol/logLevel": "debug"}
+
+
+def log_messages(peer) -> list:
+    return [m["params"] for m in written_messages(peer) if m.get("method") == "notifications/message"]
+
+
+def naming(messages, **fields) -> list:
+    return [m for m in messages if any(m["data"].get(key) == value for key, value in fields.items())]
+
+
+def blocking_await(peer, session_id, **meta):
+    call_id = send_modern(peer, "tools/call", {"name": "await_user_answers",
+                                               "arguments": {"sessionId": session_id}}, **meta)
+    peer.log.wait_for("wait-start", "interview=" + session_id)
+    return call_id
+
+
+def test_a_call_without_log_level_gets_no_log_messages_of_its_own_while_another_call_asked(modern):
+    waited = result_of(tool_modern(modern, "ask_user_rich", interview(delivery="link")))["structuredContent"]
+    listening = blocking_await(modern, waited["sessionId"], **DEBUG)
+    quiet = result_of(tool_modern(modern, "ask_user_rich", interview(delivery="link")))["structuredContent"]
+    assert naming(log_messages(modern), interview=quiet["sessionId"]) == []
+    modern.notify("notifications/cancelled", {"requestId": listening})
+    assert modern.call("ping")["result"] == {}
+
+
+def test_a_legacy_set_level_never_applies_to_modern_requests(modern):
+    modern.initialize()
+    assert modern.call("logging/setLevel", {"level": "debug"})["result"] == {}
+    asked = result_of(tool_modern(modern, "ask_user_rich", interview(delivery="link")))["structuredContent"]
+    modern.call("ping")
+    assert naming(log_messages(modern), interview=asked["sessionId"]) == []
+    # The legacy era keeps its messages.
+    legacy = modern.call("tools/call", {"name": "ask_user_rich", "arguments": interview(delivery="link")})
+    legacy_id = legacy["result"]["structuredContent"]["sessionId"]
+    modern.call("ping")
+    assert naming(log_messages(modern), interview=legacy_id)
+
+
+def test_no_log_message_follows_a_create_task_result(modern):
+    asked = result_of(tool_modern(modern, "ask_user_rich", interview(delivery="link")))["structuredContent"]
+    call_id = send_modern(modern, "tools/call", {"name": "await_user_answers",
+                                                 "arguments": {"sessionId": asked["sessionId"]}},
+                          tasks=True, **DEBUG)
+    task = result_of(modern.response(call_id))
+    assert task["resultType"] == "task"
+    submit_like_a_browser(asked["url"])
+    done = wait_until(lambda: result_of(call_modern(modern, "tasks/get", {"taskId": task["taskId"]}, tasks=True))
+                      ["status"] == "completed", what="the task to complete")
+    assert done
+    messages = written_messages(modern)
+    answered = next(i for i, m in enumerate(messages) if m.get("id") == call_id and "result" in m)
+    after = [m["params"] for m in messages[answered + 1:] if m.get("method") == "notifications/message"]
+    assert naming(after, interview=asked["sessionId"], task=task["taskId"]) == []
+    before = [m["params"] for m in messages[:answered] if m.get("method") == "notifications/message"]
+    assert naming(before, interview=asked["sessionId"])  # it did ask, and got its messages until then
+
+
+def test_no_log_message_follows_the_cancellation_of_the_request(modern, tmp_path):
+    asked = result_of(tool_modern(modern, "ask_user_rich", interview(delivery="link")))["structuredContent"]
+    call_id = blocking_await(modern, asked["sessionId"], **DEBUG)
+    modern.receive(lambda m: m.get("method") == "notifications/message"
+                   and m["params"]["data"].get("interview") == asked["sessionId"])  # it asked, and gets them
+    modern.notify("notifications/cancelled", {"requestId": call_id})
+    modern.log.wait_for("call-end", "request=%s" % call_id)
+    submit_like_a_browser(asked["url"])
+    modern.call("ping")
+    sent = [m["data"]["event"] for m in log_messages(modern)]
+    assert "call-cancelled" not in sent and "call-end" not in sent
+    assert "submit" not in sent and "submitted" not in sent
