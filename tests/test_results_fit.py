@@ -79,8 +79,11 @@ def test_a_result_whose_archive_failed_says_so_and_carries_null():
 
 
 def _at_size(note_length):
-    """A one-question result whose size grows one character per note character."""
-    return settle(interview(choice("q", "a", "b")), {"q": {"selected": ["a"], "notes": "n" * note_length}})
+    """A result whose size grows one character per character of its last note (the first two
+    notes are fixed, as a note may hold at most 20,000 characters)."""
+    raw = {"p": {"selected": ["a"], "notes": "p" * 15000}, "r": {"selected": ["a"], "notes": "r" * 15000},
+           "q": {"selected": ["a"], "notes": "n" * note_length}}
+    return settle(interview(choice("p", "a"), choice("r", "a"), choice("q", "a", "b")), raw)
 
 
 def test_the_compact_form_starts_just_above_40000_characters():
