@@ -160,8 +160,11 @@ def _load_builder(tree):
 
 
 def test_archive_is_small(pyz):
+    # A quarter of a MiB for the whole product: the server, the form and the inbox page, eleven
+    # languages and the vendored marked and DOMPurify (it was 200 KiB before the inbox and the
+    # durability work added a fifth to the module).
     size = os.path.getsize(pyz)
-    assert size < 200 * 1024, "askrich.pyz is %d bytes" % size
+    assert size < 256 * 1024, "askrich.pyz is %d bytes" % size
 
 
 def test_source_date_epoch_sets_every_timestamp_and_nothing_else(tmp_path, tree, pyz):
