@@ -309,7 +309,7 @@ def test_follow_up_notices_name_the_agent_the_client_gave(form, rich_spec):
 @pytest.mark.parametrize("tag, said", [
     ("en", "The agent added 2 follow-up questions."),
     ("de", "Der Agent hat 2 Folgefragen hinzugefügt."),
-    ("ja", "エージェントが追加の質問を2問加えました。"),
+    ("ja", "エージェントから追加の質問が2問届きました。"),
     ("ar", "أضاف الوكيل سؤالَي متابعة."),
 ])
 def test_a_client_without_a_name_is_called_the_agent_in_the_language(form, tag, said):
@@ -409,3 +409,29 @@ def test_the_footer_position_indicator_comes_from_the_language_file(form, tag):
     expect(f.page.locator("#where")).to_have_text(want)
     # It is one unbreakable group: the number, the word or slash and the total never part.
     assert " " not in want.replace("\u00a0", "")
+
+
+# -- the phone header ------------------------------------------------------
+
+TOOL_ROWS = """() => {
+  const tops = [...document.querySelectorAll('#bar .tools .tool')]
+    .filter((el) => el.offsetParent !== null)
+    .map((el) => Math.round(el.getBoundingClientRect().top));
+  return new Set(tops).size;
+}"""
+
+
+@pytest.mark.parametrize("tag", LANGUAGES)
+def test_the_phone_header_keeps_its_tools_on_one_row_in_every_state(form, tag):
+    # The header is the title and one row of tools: with a long word for a theme or a view the
+    # Skip button used to drop to a row of its own, taking a fifth of a phone's screen.
+    f = form(spec_in(tag), viewport=PHONE)
+    expect(f.page.locator("#btn-skip-bar")).to_be_visible()
+    for view in range(2):
+        for theme in range(3):
+            assert f.page.evaluate(TOOL_ROWS) == 1, (tag, view, theme)
+            f.page.locator("#btn-theme").click()
+        f.page.locator("#btn-view").click()
+    # The symbol stands in for the words on screen only: the button is still named by them.
+    name = f.page.locator("#btn-theme").evaluate("(el) => el.textContent")
+    assert name == strings(tag)["theme.auto"]
