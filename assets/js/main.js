@@ -541,6 +541,9 @@ async function start() {
   const data = r && r.ok ? await r.json().catch(() => null) : null;
   await speak(data && data.spec.language, data && data.agent);
   document.body.classList.remove("loading");
+  // A page that got no interview (expired, unreachable, refused) must not go on saying it is
+  // loading one: its header names the product instead.
+  if (!data) $("#title").textContent = "Ask User Rich";
   if (!token || (r && r.status === 404)) { expired(); return; }
   if (!r) {
     state.phase = "error";

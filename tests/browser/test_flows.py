@@ -304,9 +304,12 @@ def test_expired_and_cancelled_interviews_say_so(form, rich_spec):
     f.pretend_state("expired")
     f.page.goto(f.interview.url)
     expect(f.page.locator("section.end h2")).to_have_text("This interview is no longer available")
+    # No interview ever loaded, so the header no longer says one is loading.
+    expect(f.page.locator("#title")).to_have_text("Ask User Rich")
     f.pretend_state("cancelled")
     f.page.reload()
     expect(f.page.locator("section.end h2")).to_have_text("This interview was cancelled")
+    expect(f.page.locator("#title")).to_have_text(rich_spec["title"])
 
 
 def test_server_gone_keeps_the_draft_and_says_so(form, rich_spec):
