@@ -108,20 +108,38 @@ class LogWatch:
         with self._arrived:
             return "".join(line + "\n" for line in self.lines) + self._partial
 
-    def _find(self, event: str, fragments) -> str | None:
+    def _matching(self, events, fragments) -> list:
+        found = []
         for line in self.lines:
             words = line.split(" ", 4)  # "[ask-user-rich] <time> <pid> <event> <fields>"
-            if len(words) > 3 and words[3] == event and all(f in line for f in fragments):
-                return line
-        return None
+            # A fragment ending in a space ("task=ab.1 ") also matches the line's last field.
+            if len(words) > 3 and words[3] in events and all(f in line + " " for f in fragments):
+                found.append(line)
+        return found
 
-    def wait_for(self, event: str, *fragments: str, timeout: float = WAIT) -> str:
-        """The first line of `event` that holds every fragment (`"interview=…"`), waiting for it."""
+    def count(self, event, *fragments: str) -> int:
+        """How many lines of `event` (a name or a tuple of names) hold every fragment so far."""
         with self._arrived:
-            line = self._arrived.wait_for(lambda: self._find(event, fragments), timeout)
-        assert line, "no %s %s in the log within %ss:\n%s" % (event, " ".join(fragments), timeout,
-                                                                self.getvalue()[-4000:])
+            return len(self._matching(_names(event), fragments))
+
+    def wait_for(self, event, *fragments: str, timeout: float = WAIT, nth: int = 1) -> str:
+        """The `nth` line of `event` (a name or a tuple of names) that holds every fragment
+        (`"interview=…"`), waiting for it."""
+        events = _names(event)
+
+        def found():
+            lines = self._matching(events, fragments)
+            return lines[nth - 1] if len(lines) >= nth else None
+
+        with self._arrived:
+            line = self._arrived.wait_for(found, timeout)
+        assert line, "no %s %s (#%d) in the log within %ss:\n%s" % (
+            "/".join(events), " ".join(fragments), nth, timeout, self.getvalue()[-4000:])
         return line
+
+
+def _names(event) -> tuple:
+    return (event,) if isinstance(event, str) else tuple(event)
 
 
 def threads_still_running(before, timeout: float = WAIT) -> list:
