@@ -17,6 +17,7 @@ import http.client
 import json
 import os
 import queue
+import socket
 import subprocess
 import sys
 import threading
@@ -107,20 +108,38 @@ class LogWatch:
         with self._arrived:
             return "".join(line + "\n" for line in self.lines) + self._partial
 
-    def _find(self, event: str, fragments) -> str | None:
+    def _matching(self, events, fragments) -> list:
+        found = []
         for line in self.lines:
             words = line.split(" ", 4)  # "[ask-user-rich] <time> <pid> <event> <fields>"
-            if len(words) > 3 and words[3] == event and all(f in line for f in fragments):
-                return line
-        return None
+            # A fragment ending in a space ("task=ab.1 ") also matches the line's last field.
+            if len(words) > 3 and words[3] in events and all(f in line + " " for f in fragments):
+                found.append(line)
+        return found
 
-    def wait_for(self, event: str, *fragments: str, timeout: float = WAIT) -> str:
-        """The first line of `event` that holds every fragment (`"interview=…"`), waiting for it."""
+    def count(self, event, *fragments: str) -> int:
+        """How many lines of `event` (a name or a tuple of names) hold every fragment so far."""
         with self._arrived:
-            line = self._arrived.wait_for(lambda: self._find(event, fragments), timeout)
-        assert line, "no %s %s in the log within %ss:\n%s" % (event, " ".join(fragments), timeout,
-                                                                self.getvalue()[-4000:])
+            return len(self._matching(_names(event), fragments))
+
+    def wait_for(self, event, *fragments: str, timeout: float = WAIT, nth: int = 1) -> str:
+        """The `nth` line of `event` (a name or a tuple of names) that holds every fragment
+        (`"interview=…"`), waiting for it."""
+        events = _names(event)
+
+        def found():
+            lines = self._matching(events, fragments)
+            return lines[nth - 1] if len(lines) >= nth else None
+
+        with self._arrived:
+            line = self._arrived.wait_for(found, timeout)
+        assert line, "no %s %s (#%d) in the log within %ss:\n%s" % (
+            "/".join(events), " ".join(fragments), nth, timeout, self.getvalue()[-4000:])
         return line
+
+
+def _names(event) -> tuple:
+    return (event,) if isinstance(event, str) else tuple(event)
 
 
 def threads_still_running(before, timeout: float = WAIT) -> list:
@@ -313,10 +332,11 @@ class HttpResponse:
         return json.loads(self.body.decode("utf-8"))
 
 
-def http_request(url, method="GET", body=None, headers=None, timeout=WAIT) -> HttpResponse:
-    """A raw request with full control of Host, Origin and Content-Type."""
+def http_request(url, method="GET", body=None, headers=None, timeout=WAIT, connect_host=None) -> HttpResponse:
+    """A raw request with full control of Host, Origin and Content-Type; a dict or list body is
+    sent as JSON. `connect_host` connects there instead of the URL's host (give the Host header)."""
     parts = urllib.parse.urlsplit(url)
-    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+    connection = http.client.HTTPConnection(connect_host or parts.hostname, parts.port, timeout=timeout)
     try:
         if isinstance(body, (dict, list)):
             body = json.dumps(body).encode()
@@ -326,6 +346,76 @@ def http_request(url, method="GET", body=None, headers=None, timeout=WAIT) -> Ht
         return HttpResponse(response.status, response.headers, response.read())
     finally:
         connection.close()
+
+
+class EventsReader:
+    """A server-sent events route read on a thread: the JSON of every `event` event, in order.
+    Tests wait on the events themselves (`wait_for`), never on a timer."""
+
+    def __init__(self, url: str, event: str, headers=None, connect_host=None) -> None:
+        self.event = event
+        self.listings: list = []
+        self.ended = False
+        self.changed = threading.Condition()
+        parts = urllib.parse.urlsplit(url)
+        self.connection = http.client.HTTPConnection(connect_host or parts.hostname, parts.port, timeout=WAIT)
+        self.connection.request("GET", parts.path, headers=headers or {})
+        self.response = self.connection.getresponse()
+        self.status = self.response.status
+        self.headers = self.response.headers
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        event, data = None, []
+        try:
+            while True:
+                line = self.response.fp.readline()
+                if not line:
+                    break
+                line = line.decode("utf-8").rstrip("\n")
+                if line.startswith("event: "):
+                    event = line[7:]
+                elif line.startswith("data: "):
+                    data.append(line[6:])
+                elif not line and event == self.event:
+                    with self.changed:
+                        self.listings.append(json.loads("\n".join(data)))
+                        self.changed.notify_all()
+                    event, data = None, []
+                elif not line:
+                    event, data = None, []
+        except (OSError, ValueError):
+            pass
+        finally:
+            with self.changed:
+                self.ended = True
+                self.changed.notify_all()
+
+    def wait_for(self, predicate, timeout: float = WAIT, what: str = "") -> dict:
+        """The latest event's JSON once `predicate` accepts it, waiting for new events up to
+        `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        with self.changed:
+            while True:
+                if self.listings and predicate(self.listings[-1]):
+                    return self.listings[-1]
+                left = deadline - time.monotonic()
+                if left <= 0 or self.ended:
+                    raise AssertionError("the %s stream never showed %s; last: %s" % (
+                        self.event, what or "the event wanted", self.listings[-1:] or "nothing"))
+                self.changed.wait(left)
+
+    def wait_ended(self, timeout: float = WAIT) -> None:
+        with self.changed:
+            assert self.changed.wait_for(lambda: self.ended, timeout), "the stream did not end"
+
+    def close(self) -> None:
+        try:
+            self.connection.sock.shutdown(socket.SHUT_RDWR)
+        except (OSError, AttributeError):
+            pass
+        self.connection.close()
 
 
 def api_url(interview_url: str, action: str = "") -> str:

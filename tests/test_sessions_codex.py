@@ -19,7 +19,7 @@ if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 import askrich  # noqa: E402
 import clients_support as cs  # noqa: E402
-from scripted_model import ScriptedModel, Text, ToolCall  # noqa: E402
+from scripted_model import ScriptedModel, Text, ToolUse  # noqa: E402
 from support import MODULE, RecordingOpener, api_url, http_request, submit  # noqa: E402
 
 pytestmark = pytest.mark.sessions
@@ -55,7 +55,7 @@ def codex_policy(model, request):
     if any(item.get("type") == "function_call_output" for item in request.body.get("input") or []):
         return Text("Thanks, noted.")
     if _namespace(request):
-        return ToolCall(TOOL, ARGS, call_id="call_ask_1", namespace=NAMESPACE)
+        return ToolUse(TOOL, ARGS, call_id="call_ask_1", namespace=NAMESPACE)
     return Text("I found no ask_user_rich tool.")
 
 
@@ -115,7 +115,7 @@ def test_codex_exec_round_trip(tmp_path):
             env=env, cwd=str(tmp_path), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, universal_newlines=True)
         try:
-            call = model.wait_for(lambda r: isinstance(r.answer, ToolCall), SESSION_TIMEOUT,
+            call = model.wait_for(lambda r: isinstance(r.answer, ToolUse), SESSION_TIMEOUT,
                                   "the call to ask_user_rich")
             url = opener.wait(timeout=SESSION_TIMEOUT, alive=lambda: process.poll() is None)
             spec = http_request(api_url(url)).json()["spec"]
