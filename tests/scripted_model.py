@@ -24,10 +24,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class ToolUse:
-    def __init__(self, name, arguments, call_id=None):
+    """`namespace`: the tool group the name belongs to, where the API has them (Codex offers an
+    MCP server's tools as one Responses `namespace` tool, and expects calls to name both)."""
+
+    def __init__(self, name, arguments, call_id=None, namespace=None):
         self.name = name
         self.arguments = arguments
         self.call_id = call_id
+        self.namespace = namespace
 
 
 class Text:
@@ -229,6 +233,8 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(answer, ToolUse):
             item = {"type": "function_call", "id": item_id, "call_id": answer.call_id or self.model.next_id("call"),
                     "name": answer.name, "arguments": json.dumps(answer.arguments), "status": "completed"}
+            if answer.namespace:
+                item["namespace"] = answer.namespace
         else:
             item = {"type": "message", "id": item_id, "role": "assistant", "status": "completed",
                     "content": [{"type": "output_text", "text": answer.text, "annotations": []}]}

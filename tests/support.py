@@ -464,3 +464,77 @@ def answer_while_waited_on(runtime, form, answers, timeout: float = WAIT) -> dic
     assert reply.status == 200, reply.body
     assert got, "the waiting call got nothing"
     return got[0]
+
+
+class RecordingOpener:
+    """An ASK_USER_RICH_OPEN_CMD for a server a client CLI starts: it records each URL it is asked
+    to open and reports it to the test over a loopback socket, so `wait()` wakes on the opening
+    itself (a server started by a CLI is not ours to read). `with RecordingOpener(tmp_path) as
+    opener:` then hand `opener.command` to the server's environment."""
+
+    def __init__(self, folder) -> None:
+        import socket
+
+        self.record = os.path.join(str(folder), "opened.txt")
+        self.command = os.path.join(str(folder), "opener.py")
+        self.urls: list = []
+        self._arrived = threading.Condition()
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.bind(("127.0.0.1", 0))
+        self._socket.listen(8)
+        port = self._socket.getsockname()[1]
+        # The opener exits 0 once the URL is recorded: the server then waits on the person, as it
+        # would after a browser opened.
+        with open(self.command, "w", encoding="utf-8") as f:
+            f.write("#!%s\nimport socket, sys\nurl = sys.argv[-1]\n"
+                    "with open(%r, 'a', encoding='utf-8') as f:\n    f.write(url + '\\n')\n"
+                    "with socket.create_connection(('127.0.0.1', %d), 10) as s:\n"
+                    "    s.sendall(url.encode('utf-8') + b'\\n')\n" % (sys.executable, self.record, port))
+        os.chmod(self.command, 0o755)
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self._socket.accept()
+            except OSError:  # closed: the test is over
+                return
+            with connection:
+                data = b""
+                while not data.endswith(b"\n"):
+                    chunk = connection.recv(4096)
+                    if not chunk:
+                        break
+                    data += chunk
+            with self._arrived:
+                self.urls.append(data.decode("utf-8").strip())
+                self._arrived.notify_all()
+
+    def wait(self, count: int = 1, timeout: float = WAIT, alive=None) -> str:
+        """The `count`-th URL opened, waiting for it; `alive()` returning False (the CLI ended)
+        ends the wait early, checked whenever the wait wakes (at least once a second)."""
+        deadline = time.monotonic() + timeout
+        with self._arrived:
+            while len(self.urls) < count:
+                left = deadline - time.monotonic()
+                assert left > 0, "the form was not opened %d time(s) within %ss" % (count, timeout)
+                assert alive is None or alive(), "the client ended before the form opened"
+                self._arrived.wait(min(left, 1.0))
+            return self.urls[count - 1]
+
+    def close(self) -> None:
+        import socket
+
+        try:  # wakes the accept() blocked on the thread (close alone would not)
+            self._socket.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._socket.close()
+        self._thread.join(WAIT)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
