@@ -2635,14 +2635,15 @@ class SessionHub:
         """Block until the interview settles; (result, why) with why one of "settled",
         "timeout", "cancelled", "shutdown". With `report`, a ProgressTicker calls
         `report(facts, first)` meanwhile."""
-        self.log.event(
-            "wait-start",
-            interview=interview.id,
-            timeout=timeout,
-            progressToken="present" if report else "absent",
-        )
         try:
             with interview.waiter(cancellation) as waiter:
+                # Logged once counted in /state's `waiting`: the line means the submit reaches us.
+                self.log.event(
+                    "wait-start",
+                    interview=interview.id,
+                    timeout=timeout,
+                    progressToken="present" if report else "absent",
+                )
                 self._observe(interview)
                 if report is None:
                     why = waiter.wait(timeout)
@@ -5219,9 +5220,11 @@ class TaskRegistry:
     def update(self, task_id: str, message: str) -> None:
         with self.lock:
             task = self.tasks.get(task_id)
-            if task is not None and task.status == "working" and task.message != message:
-                task.message = message
-                task.updated = time.time()
+            if task is None or task.status != "working" or task.message == message:
+                return
+            task.message = message
+            task.updated = time.time()
+        self.log.event("task-updated", "debug", task=task_id)
 
     def complete(self, task_id: str, result: dict) -> None:
         with self.lock:

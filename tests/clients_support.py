@@ -22,6 +22,18 @@ CLIENTS = {
     "gemini": ("@google/gemini-cli", "0.61.0"),
     "codex": ("@openai/codex", "0.169.0"),
 }
+# Older releases for the tests of what those clients did (Claude Code 2.1.197 speaks only the
+# `initialize` era). Each goes into a folder of its own under the cache, since its command has the
+# same name as the current release's.
+LEGACY_CLIENTS = {
+    "claude-2.1.197": ("claude", "@anthropic-ai/claude-code", "2.1.197"),
+}
+# Libraries the tests' own Node drivers import (the TypeScript SDK of the 2026-07-28 era, and its
+# tasks extension), installed next to the CLIs.
+LIBRARIES = (
+    ("@modelcontextprotocol/client", "2.4.0"),
+    ("@modelcontextprotocol/ext-tasks", "0.2.2"),
+)
 INSTALL_TIMEOUT = 1800
 CLI_TIMEOUT = 120
 # A port nothing listens on: a client that tries the network fails fast.
@@ -31,7 +43,8 @@ DEAD_PROXY = "http://127.0.0.1:9"
 def cache_key():
     """The cache folder's name: every pin, so another pin never reuses an old install."""
     parts = ["node-" + NODE[1]]
-    for package, version in CLIENTS.values():
+    pins = list(CLIENTS.values()) + [pin[1:] for pin in LEGACY_CLIENTS.values()] + list(LIBRARIES)
+    for package, version in pins:
         parts.append("%s-%s" % (package.rsplit("/", 1)[-1], version))
     return "_".join(parts)
 
@@ -49,10 +62,38 @@ def bin_dir(folder=None):
     return os.path.join(folder or clients_dir(), "node_modules", ".bin")
 
 
+def legacy_dir(key, folder=None):
+    """The install folder of the older release `key` of LEGACY_CLIENTS."""
+    return os.path.join(folder or clients_dir(), "legacy", key)
+
+
+def modules_dir(folder=None):
+    """The node_modules folder that holds LIBRARIES (a driver script must resolve from it)."""
+    return os.path.join(folder or clients_dir(), "node_modules")
+
+
 def installed(folder=None):
-    """Are node and every client CLI in place?"""
-    found = bin_dir(folder)
-    return all(os.access(os.path.join(found, name), os.X_OK) for name in ["node"] + list(CLIENTS))
+    """Are node, every client CLI, every older release and every library in place?"""
+    commands = [os.path.join(bin_dir(folder), name) for name in ["node"] + list(CLIENTS)]
+    commands += [os.path.join(bin_dir(legacy_dir(key, folder)), command)
+                 for key, (command, _, _) in LEGACY_CLIENTS.items()]
+    libraries = [os.path.join(modules_dir(folder), package, "package.json") for package, _ in LIBRARIES]
+    return (all(os.access(path, os.X_OK) for path in commands)
+            and all(os.path.isfile(path) for path in libraries))
+
+
+def _npm_install(npm, prefix, specs):
+    os.makedirs(prefix, exist_ok=True)
+    with open(os.path.join(prefix, "package.json"), "w") as f:
+        f.write('{"private": true}\n')
+    # No --ignore-scripts: the packages' install scripts put each CLI's native binary in place.
+    proc = subprocess.run(
+        [npm, "install", "--prefix", prefix, "--no-audit", "--no-fund", "--loglevel=error"] + specs,
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        universal_newlines=True, timeout=INSTALL_TIMEOUT)
+    if proc.returncode != 0:
+        raise SystemExit("clients_support: npm install %s failed (exit %d):\n%s"
+                         % (" ".join(specs), proc.returncode, proc.stdout))
 
 
 def install(folder=None):
@@ -68,17 +109,13 @@ def install(folder=None):
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=os.path.basename(folder) + ".partial.", dir=parent)
     try:
-        with open(os.path.join(staging, "package.json"), "w") as f:
-            f.write('{"private": true}\n')
         specs = ["%s@%s" % NODE] + ["%s@%s" % pin for pin in CLIENTS.values()]
-        # No --ignore-scripts: the packages' install scripts put each CLI's native binary in place.
-        proc = subprocess.run(
-            [npm, "install", "--prefix", staging, "--no-audit", "--no-fund", "--loglevel=error"] + specs,
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            universal_newlines=True, timeout=INSTALL_TIMEOUT)
-        if proc.returncode != 0 or not installed(staging):
-            raise SystemExit("clients_support: npm install %s failed (exit %d):\n%s"
-                             % (" ".join(specs), proc.returncode, proc.stdout))
+        _npm_install(npm, staging, specs + ["%s@%s" % pin for pin in LIBRARIES])
+        for key, (_, package, version) in LEGACY_CLIENTS.items():
+            _npm_install(npm, legacy_dir(key, staging), ["%s@%s" % (package, version)])
+        if not installed(staging):
+            raise SystemExit("clients_support: npm installed %s but not every command or library "
+                             "is in place" % staging)
         shutil.rmtree(folder, ignore_errors=True)
         os.replace(staging, folder)
     finally:
@@ -99,6 +136,12 @@ def cli(name):
             pytest.fail(message)
         pytest.skip(message)
     return path
+
+
+def legacy_cli(key):
+    """The path of the older release `key` of LEGACY_CLIENTS; skips or fails as cli() does."""
+    cli(LEGACY_CLIENTS[key][0])
+    return os.path.join(bin_dir(legacy_dir(key)), LEGACY_CLIENTS[key][0])
 
 
 def offline_env(tmp_path, extra_path=()):
