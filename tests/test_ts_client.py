@@ -36,10 +36,9 @@ from modern_support import (  # noqa: E402
     assert_fits_the_schema,
     form_state,
     log_events,
-    wait_until,
     wait_until_waiting,
 )
-from support import WAIT, choice, interview, submit  # noqa: E402
+from support import WAIT, LogWatch, choice, interview, submit  # noqa: E402
 
 DRIVER = os.path.join(_HERE, "ts_client", "driver.mjs")
 MODES = ["auto", MODERN]
@@ -57,16 +56,23 @@ class TsClient:
         folder.mkdir()
         shutil.copy(DRIVER, str(folder / "driver.mjs"))
         os.symlink(cs.modules_dir(), str(folder / "node_modules"))
-        self.stderr_path = tmp_path / "ts-client.stderr"
-        self._stderr = open(str(self.stderr_path), "w")
         self.process = subprocess.Popen(
             [cs.node(), str(folder / "driver.mjs")], cwd=str(folder), stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=self._stderr)
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.lines = []
         self.changed = threading.Condition()
         self.next_id = 0
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
+        # The server's stderr comes through the driver's (the SDK's transport inherits it): the
+        # log lines a test waits on, as they are written.
+        self.log = LogWatch()
+        self.readers = [threading.Thread(target=self._read, daemon=True),
+                        threading.Thread(target=self._read_stderr, daemon=True)]
+        for reader in self.readers:
+            reader.start()
+
+    def _read_stderr(self) -> None:
+        for raw in iter(lambda: self.process.stderr.read1(65536), b""):
+            self.log.write(raw.decode("utf-8", "replace"))
 
     def _read(self) -> None:
         for raw in self.process.stdout:
@@ -117,9 +123,7 @@ class TsClient:
             return [line for line in self.lines if line.get("event") == kind]
 
     def stderr(self) -> str:
-        self._stderr.flush()
-        with open(str(self.stderr_path), encoding="utf-8", errors="replace") as handle:
-            return handle.read()[-4000:]
+        return self.log.getvalue()[-4000:]
 
     def close(self) -> None:
         if self.process.poll() is None:
@@ -129,8 +133,8 @@ class TsClient:
             except (OSError, subprocess.TimeoutExpired):
                 self.process.kill()
                 self.process.wait()
-        self.reader.join(WAIT)
-        self._stderr.close()
+        for reader in self.readers:
+            reader.join(WAIT)
 
     # What the server wrote, held to the spec.
 
@@ -262,7 +266,7 @@ def test_a_blocking_call_reaches_the_ts_progress_handler_and_returns_the_submitt
     url, session_id = asked["structuredContent"]["url"], asked["structuredContent"]["sessionId"]
     waiting = client.send("callTool", name="await_user_answers", arguments={"sessionId": session_id},
                           progress=True)
-    wait_until_waiting(url)
+    wait_until_waiting(client)
     # At least one interval tick after the first message, as a user who takes their time.
     client.wait_for(lambda line: line.get("event") == "progress" and line["progress"]["progress"] >= 2,
                     what="a second progress notification")
