@@ -97,6 +97,23 @@ def declared_elicitation(monkeypatch, capability):
     yield
 
 
+def progress_recorder(progress: list, ticks: int = 2):
+    """(callback, event) for an SDK call: the callback keeps each (value, message) in
+    `progress` and sets the anyio event once `ticks` reports came. The server reports from
+    inside the wait, so the first report proves the call waits and the second that an interval
+    tick followed. Make it inside the event loop."""
+    import anyio
+
+    reported = anyio.Event()
+
+    async def on_progress(value, total, message):
+        progress.append((value, message))
+        if len(progress) >= ticks:
+            reported.set()
+
+    return on_progress, reported
+
+
 def answer_everything(spec: dict) -> dict:
     """A submit body that answers every question: the recommendation, else the first option
     (the full order for rank), else an Other text."""

@@ -14,6 +14,7 @@ state (`wait_for_interview`, woken by the interview's own condition), a log line
 from __future__ import annotations
 
 import http.client
+import io
 import json
 import os
 import queue
@@ -62,6 +63,29 @@ def interview(*questions, **extra):
     args = {"title": "Test interview", "questions": list(questions) or [choice("q", "a", "b")]}
     args.update(extra)
     return args
+
+
+def quiet_runtime(log_dir, stream=None, **settings) -> askrich.Runtime:
+    """A Runtime on `log_dir` that opens no browser and logs into `stream` (a StringIO)."""
+    config = askrich.Config(log_dir=str(log_dir), open_browser=False, **settings)
+    return askrich.Runtime(config, askrich.Log(str(log_dir), stream=stream if stream is not None else io.StringIO()))
+
+
+def two_tasks_then_restart(log_dir):
+    """An earlier server makes a task on an interview the user answers and one on an interview
+    still pending when it stops; then the next server starts on the same folder.
+    (its runtime, its TaskRegistry, the answered task's id, the lost task's id, the answered
+    interview)."""
+    before = quiet_runtime(log_dir)
+    tasks = askrich.TaskRegistry(before.log, before.archive)
+    answered = before.open_interview(interview(choice("q", "a")))
+    lost = before.open_interview(interview(choice("q", "a")))
+    answered_task = tasks.create(answered, "Waiting", askrich.Cancellation())["taskId"]
+    lost_task = tasks.create(lost, "Waiting", askrich.Cancellation())["taskId"]
+    before.hub.submit(answered, {"answers": {"q": {"selected": ["a"]}}})
+    before.close()
+    after = quiet_runtime(log_dir)
+    return after, askrich.TaskRegistry(after.log, after.archive), answered_task, lost_task, answered
 
 
 def wait_for_interview(interview, predicate, timeout: float = WAIT, what: str = "") -> None:
@@ -427,6 +451,19 @@ def submit(interview_url, answers, **extra):
     body = {"answers": answers}
     body.update(extra)
     return http_request(api_url(interview_url, "submit"), "POST", body)
+
+
+def answer_while_waited_on(runtime, form, answers, timeout: float = WAIT) -> dict:
+    """Submit through the form while a call waits: what the call got."""
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(runtime.wait_for_result(form.id, timeout)))
+    waiter.start()
+    wait_for_interview(form, lambda i: i.waiters > 0, what="the call waiting")
+    reply = submit(form.url, answers)
+    waiter.join(timeout)
+    assert reply.status == 200, reply.body
+    assert got, "the waiting call got nothing"
+    return got[0]
 
 
 class RecordingOpener:

@@ -8,7 +8,7 @@ import sys
 import anyio
 import pytest
 
-from delivery_support import CALL_TIMEOUT, FLAT_INTERVIEW, SERVER, server_env, submit_like_a_browser
+from delivery_support import CALL_TIMEOUT, FLAT_INTERVIEW, SERVER, progress_recorder, server_env, submit_like_a_browser
 from modern_support import DECLINED_URL_REASON, MODERN, form_state, log_events
 from support import api_url, choice, http_request, interview, submit
 
@@ -57,7 +57,7 @@ def test_a_modern_sdk_asks_by_link_and_awaits_the_answers_with_progress_while_th
     progress = []
 
     async def scenario():
-        ticked = anyio.Event()
+        on_progress, ticked = progress_recorder(progress)
         async with Client(parameters(tmp_path, ASK_USER_RICH_OPEN="0", ASK_USER_RICH_PROGRESS_MS="200")) as client:
             assert client.protocol_version == MODERN
             asked = await client.call_tool("ask_user_rich", interview(
@@ -69,18 +69,11 @@ def test_a_modern_sdk_asks_by_link_and_awaits_the_answers_with_progress_while_th
             assert appended.structured_content["version"] == 2
 
             async def user_submits():
-                # Reported from inside the wait: the first message proves the call waits, the
-                # second that at least one interval tick followed it.
-                await ticked.wait()
+                await ticked.wait()  # the call waits, and an interval tick followed
                 assert (await anyio.to_thread.run_sync(form_state, awaiting["url"]))["waiting"]
                 response = await anyio.to_thread.run_sync(lambda: submit(awaiting["url"], {
                     "db": {"selected": ["pg"]}, "more": {"status": "defer"}}, specVersion=2))
                 assert response.status == 200
-
-            async def on_progress(value, total, message):
-                progress.append((value, message))
-                if len(progress) >= 2:
-                    ticked.set()
 
             async with anyio.create_task_group() as group:
                 group.start_soon(user_submits)
