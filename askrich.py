@@ -1675,26 +1675,31 @@ def open_private_file(path: str):
     return os.fdopen(descriptor, "rb")
 
 
-def write_private_file(folder: str, name: str, data: bytes) -> str:
-    """`data` as folder/name, whole or not at all: a temporary file (0600, never through a file
-    or symlink planted under its name), flushed, fsynced and renamed, then the folder fsynced."""
-    path = os.path.join(folder, name)
-    temporary = path + ".tmp"
+def write_whole(temporary: str, fill, give_name) -> None:
+    """A file whole or not at all: `fill(handle)` writes a new file at `temporary` (0600, never
+    through a file or symlink planted under that name); it is flushed and fsynced before
+    `give_name(temporary)` renames it, and the folder is fsynced after. If any step fails, the
+    temporary file goes."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
     try:
-        descriptor = os.open(temporary, flags, 0o600)
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
+        with os.fdopen(os.open(temporary, flags, 0o600), "wb") as handle:
+            fill(handle)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(temporary, path)
+        give_name(temporary)
     except BaseException:
         try:
             os.unlink(temporary)
         except OSError:
             pass
         raise
-    sync_directory(folder)
+    sync_directory(os.path.dirname(temporary))
+
+
+def write_private_file(folder: str, name: str, data: bytes) -> str:
+    """`data` as folder/name, whole or not at all (see write_whole)."""
+    path = os.path.join(folder, name)
+    write_whole(path + ".tmp", lambda handle: handle.write(data), lambda temporary: os.replace(temporary, path))
     return path
 
 
@@ -1952,32 +1957,22 @@ class AttachmentStore:
         if os.path.dirname(os.path.abspath(path)) != folder:
             raise AttachmentRefused("bad-file-name", "the file name %s cannot be stored" % quote(name))
         temporary = os.path.join(folder, ".%s.part" % attachment_id)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
-        descriptor = os.open(temporary, flags, 0o600)
-        try:
-            with os.fdopen(descriptor, "wb") as handle:
-                left = length
-                while left:
-                    try:
-                        chunk = source.read(min(left, ATTACHMENT_CHUNK_BYTES))
-                    except OSError:  # the page went away, or stalled past the idle timeout
-                        chunk = b""
-                    if not chunk:
-                        raise AttachmentRefused(
-                            "upload-incomplete", "the upload ended after %d of its %d bytes" % (length - left, length)
-                        )
-                    handle.write(chunk)
-                    left -= len(chunk)
-                handle.flush()
-                os.fsync(handle.fileno())
-            finish(temporary, path)
-        except BaseException:
-            try:
-                os.unlink(temporary)
-            except OSError:
-                pass
-            raise
-        sync_directory(folder)
+
+        def fill(handle) -> None:
+            left = length
+            while left:
+                try:
+                    chunk = source.read(min(left, ATTACHMENT_CHUNK_BYTES))
+                except OSError:  # the page went away, or stalled past the idle timeout
+                    chunk = b""
+                if not chunk:
+                    raise AttachmentRefused(
+                        "upload-incomplete", "the upload ended after %d of its %d bytes" % (length - left, length)
+                    )
+                handle.write(chunk)
+                left -= len(chunk)
+
+        write_whole(temporary, fill, lambda temporary: finish(temporary, path))
 
     def _ensure_folder(self) -> str:
         """The interview's folder (and attachments/ above it), made 0700 and fsynced into its
@@ -2638,14 +2633,15 @@ class SessionHub:
         """Block until the interview settles; (result, why) with why one of "settled",
         "timeout", "cancelled", "shutdown". With `report`, a ProgressTicker calls
         `report(facts, first)` meanwhile."""
-        self.log.event(
-            "wait-start",
-            interview=interview.id,
-            timeout=timeout,
-            progressToken="present" if report else "absent",
-        )
         try:
             with interview.waiter(cancellation) as waiter:
+                # Logged once counted in /state's `waiting`: the line means the submit reaches us.
+                self.log.event(
+                    "wait-start",
+                    interview=interview.id,
+                    timeout=timeout,
+                    progressToken="present" if report else "absent",
+                )
                 self._observe(interview)
                 if report is None:
                     why = waiter.wait(timeout)
@@ -3664,18 +3660,19 @@ class Runtime:
         self.log.close()
 
 
-def stop_serving(server) -> None:
+def stop_serving(server, patience: float | None = 2.0) -> None:
     """End a serve_forever loop now. shutdown() alone waits until the loop next wakes, up to
     its poll interval, and a client that sends SIGINT sends SIGTERM 100 ms later; a connection
-    to the listening socket wakes the loop at once, and it stops without serving it."""
+    to the listening socket wakes the loop at once, and it stops without serving it. Returns
+    once the loop stopped, or after `patience` seconds (None: only once it stopped)."""
     import socket
 
     host, port = server.server_address[:2]
     host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
     stopping = threading.Thread(target=server.shutdown, name="ask-user-rich-http-stop", daemon=True)
     stopping.start()
-    deadline = time.monotonic() + 2.0
-    while stopping.is_alive() and time.monotonic() < deadline:
+    deadline = None if patience is None else time.monotonic() + patience
+    while stopping.is_alive() and (deadline is None or time.monotonic() < deadline):
         try:
             socket.create_connection((host, port), timeout=0.5).close()
         except OSError:
@@ -4335,16 +4332,7 @@ class Inbox:
             server, self.server = self.server, None
             self.changed.notify_all()  # the pages' streams end
         if server is not None:
-            import socket
-
-            stopping = threading.Thread(target=server.shutdown, daemon=True)
-            stopping.start()
-            while stopping.is_alive():
-                try:  # a connection ends the server's wait at once
-                    socket.create_connection((INBOX_HOST, self.port), timeout=1).close()
-                except OSError:
-                    pass
-                stopping.join(0.05)
+            stop_serving(server, patience=None)  # before the socket closes under the loop
             server.server_close()
             self.log.event("inbox-released", port=self.port)
 
@@ -5249,9 +5237,11 @@ class TaskRegistry:
     def update(self, task_id: str, message: str) -> None:
         with self.lock:
             task = self.tasks.get(task_id)
-            if task is not None and task.status == "working" and task.message != message:
-                task.message = message
-                task.updated = time.time()
+            if task is None or task.status != "working" or task.message == message:
+                return
+            task.message = message
+            task.updated = time.time()
+        self.log.event("task-updated", "debug", task=task_id)
 
     def complete(self, task_id: str, result: dict) -> None:
         with self.lock:

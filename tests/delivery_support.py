@@ -2,13 +2,11 @@
 fake browser that answers a form over HTTP, and opener facts for any platform."""
 
 import contextlib
-import json
 import os
 import sys
 import textwrap
-import urllib.request
 
-from support import api_url  # noqa: F401 (the one spelling; tests import it from here too)
+from support import api_url, http_request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SERVER = os.path.join(ROOT, "askrich.py")
@@ -99,18 +97,21 @@ def declared_elicitation(monkeypatch, capability):
     yield
 
 
-def fetch(url: str, data=None, timeout: float = 10):
-    """(status, headers, body bytes) for a GET, or a JSON POST when `data` is given."""
-    import urllib.error
+def progress_recorder(progress: list, ticks: int = 2):
+    """(callback, event) for an SDK call: the callback keeps each (value, message) in
+    `progress` and sets the anyio event once `ticks` reports came. The server reports from
+    inside the wait, so the first report proves the call waits and the second that an interval
+    tick followed. Make it inside the event loop."""
+    import anyio
 
-    headers = {"Content-Type": "application/json"} if data is not None else {}
-    body = json.dumps(data).encode("utf-8") if data is not None else None
-    request = urllib.request.Request(url, data=body, headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, dict(response.headers), response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, dict(error.headers), error.read()
+    reported = anyio.Event()
+
+    async def on_progress(value, total, message):
+        progress.append((value, message))
+        if len(progress) >= ticks:
+            reported.set()
+
+    return on_progress, reported
 
 
 def answer_everything(spec: dict) -> dict:
@@ -131,15 +132,15 @@ def answer_everything(spec: dict) -> dict:
 
 def submit_like_a_browser(form_url: str) -> dict:
     """Load the page, an asset and the interview, then submit answers: what a user does."""
-    status, headers, _ = fetch(form_url)
-    assert status == 200 and headers["Content-Type"].startswith("text/html"), status
-    status, _, body = fetch(api_url(form_url))
-    assert status == 200, status
-    payload = json.loads(body)
+    page = http_request(form_url)
+    assert page.status == 200 and page.headers["Content-Type"].startswith("text/html"), page.status
+    loaded = http_request(api_url(form_url))
+    assert loaded.status == 200, loaded.status
+    payload = loaded.json()
     submit = {"answers": answer_everything(payload["spec"]), "specVersion": payload["version"]}
-    status, _, body = fetch(api_url(form_url, "submit"), submit)
-    assert status == 200, (status, body)
-    return json.loads(body)
+    sent = http_request(api_url(form_url, "submit"), "POST", submit)
+    assert sent.status == 200, (sent.status, sent.body)
+    return sent.json()
 
 
 def write_fake_browser(directory) -> tuple:

@@ -4,14 +4,10 @@ wait on (a gate on the events themselves, never a timer)."""
 
 from __future__ import annotations
 
-import http.client
-import json
 import os
 import socket
-import threading
-import time
 
-from support import WAIT, SubprocessServer
+from support import WAIT, EventsReader, SubprocessServer
 
 
 def free_port() -> int:
@@ -71,71 +67,10 @@ class Agent:
             self.server.close()
 
 
-class InboxStream:
+def inbox_events(port: int, key: str, host: str = "127.0.0.1") -> EventsReader:
     """The inbox's events route read on a thread: every `inbox` event's JSON, kept in order."""
-
-    def __init__(self, port: int, key: str, host: str = "127.0.0.1") -> None:
-        self.listings: list = []
-        self.ended = False
-        self.changed = threading.Condition()
-        self.connection = http.client.HTTPConnection(host, port, timeout=WAIT)
-        self.connection.request("GET", "/api/inbox/%s/events" % key, headers={"Host": "localhost:%d" % port})
-        self.response = self.connection.getresponse()
-        self.status = self.response.status
-        self.headers = self.response.headers
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-
-    def _read(self) -> None:
-        event, data = None, []
-        try:
-            while True:
-                line = self.response.fp.readline()
-                if not line:
-                    break
-                line = line.decode("utf-8").rstrip("\n")
-                if line.startswith("event: "):
-                    event = line[7:]
-                elif line.startswith("data: "):
-                    data.append(line[6:])
-                elif not line and event == "inbox":
-                    with self.changed:
-                        self.listings.append(json.loads("\n".join(data)))
-                        self.changed.notify_all()
-                    event, data = None, []
-                elif not line:
-                    event, data = None, []
-        except (OSError, ValueError):
-            pass
-        finally:
-            with self.changed:
-                self.ended = True
-                self.changed.notify_all()
-
-    def wait_for(self, predicate, timeout: float = WAIT, what: str = "") -> dict:
-        """The first listing (from the latest back) that `predicate` accepts, waiting for new
-        events up to `timeout` seconds."""
-        deadline = time.monotonic() + timeout
-        with self.changed:
-            while True:
-                if self.listings and predicate(self.listings[-1]):
-                    return self.listings[-1]
-                left = deadline - time.monotonic()
-                if left <= 0 or self.ended:
-                    raise AssertionError("the inbox's stream never showed %s; last: %s" % (
-                        what or "the listing wanted", self.listings[-1:] or "nothing"))
-                self.changed.wait(left)
-
-    def wait_ended(self, timeout: float = WAIT) -> None:
-        with self.changed:
-            assert self.changed.wait_for(lambda: self.ended, timeout), "the stream did not end"
-
-    def close(self) -> None:
-        try:
-            self.connection.sock.shutdown(socket.SHUT_RDWR)
-        except (OSError, AttributeError):
-            pass
-        self.connection.close()
+    return EventsReader("http://localhost:%d/api/inbox/%s/events" % (port, key), "inbox",
+                        headers={"Host": "localhost:%d" % port}, connect_host=host)
 
 
 def titles(listing) -> list:

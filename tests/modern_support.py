@@ -1,6 +1,6 @@
 """Helpers for the 2026-07-28 ("modern") era tests: requests that carry their version and
 capabilities in `_meta`, checks every modern result must pass, a fake opener that only
-records the URL, and polling with a deadline (never a sleep) for tasks and form state."""
+records the URL, and waits for tasks and waiters gated on what the server logs (never a sleep)."""
 
 from __future__ import annotations
 
@@ -144,25 +144,15 @@ def assert_no_server_requests(peer) -> None:
     assert "notifications/elicitation/complete" not in methods
 
 
-def wait_until(predicate, timeout: float = WAIT, what: str = "the condition"):
-    """Poll `predicate` until it returns something truthy; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting for %s" % what)
-        time.sleep(0.05)
-
-
 def form_state(url: str) -> dict:
     return http_request(api_url(url, "state")).json()
 
 
-def wait_until_waiting(url: str) -> None:
-    """Until a call (or a task) is waiting on the interview: the submit then reaches it."""
-    wait_until(lambda: form_state(url)["waiting"], what="a waiter on %s" % url)
+def wait_until_waiting(peer, interview_id=None, nth: int = 1) -> None:
+    """Until the `nth` wait on the interview (on any, without an id) has begun: the server logs
+    wait-start once the wait is counted in /state's `waiting`, so the submit then reaches it."""
+    fragments = ("interview=" + interview_id,) if interview_id else ()
+    peer.log.wait_for("wait-start", *fragments, nth=nth)
 
 
 def post_progress(url: str, answered: int, still_open: int) -> None:
@@ -176,19 +166,24 @@ def get_task(peer, task_id: str, tasks: bool = True) -> dict:
     return call_modern(peer, "tasks/get", {"taskId": task_id}, tasks=tasks)
 
 
+TASK_EVENTS = ("task-updated", "task-completed", "task-cancelled")
+
+
 def poll_task(peer, task_id: str, predicate, timeout: float = WAIT, what: str = "the task") -> dict:
-    """tasks/get until `predicate(result)` holds; the last result."""
-    last = {}
-
-    def check():
-        last["result"] = result_of(get_task(peer, task_id))
-        return predicate(last["result"])
-
-    try:
-        wait_until(check, timeout, what)
-    except AssertionError as error:
-        raise AssertionError("%s; last tasks/get: %s" % (error, last.get("result"))) from None
-    return last["result"]
+    """tasks/get until `predicate(result)` holds; the last result. It asks again each time the
+    server logs a change to the task (its status message, its end), never on a timer."""
+    deadline = time.monotonic() + timeout
+    fragment = "task=%s " % task_id
+    while True:
+        changes = peer.log.count(TASK_EVENTS, fragment)
+        result = result_of(get_task(peer, task_id))
+        if predicate(result):
+            return result
+        try:
+            peer.log.wait_for(TASK_EVENTS, fragment, nth=changes + 1,
+                              timeout=max(0.0, deadline - time.monotonic()))
+        except AssertionError as error:
+            raise AssertionError("%s never happened; last tasks/get: %s\n%s" % (what, result, error)) from None
 
 
 def recording_opener(directory) -> tuple:

@@ -2,7 +2,7 @@
 API well enough for a CLI to run its agent loop against it, and records every request.
 
 Each request the CLI sends to the model is handed to `policy(model, request)`, which returns
-what the model says this turn: `ToolCall(name, input)` or `Text(text)`. The policy reads the
+what the model says this turn: `ToolUse(name, input)` or `Text(text)`. The policy reads the
 conversation the CLI sent (tool results included), so a test scripts a session as "search the
 tools, call ask_user_rich, then say done once the result arrived" and asserts afterwards what the
 model received in each request (`model.requests`).
@@ -23,11 +23,15 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
-class ToolCall:
-    def __init__(self, name, arguments, call_id=None):
+class ToolUse:
+    """`namespace`: the tool group the name belongs to, where the API has them (Codex offers an
+    MCP server's tools as one Responses `namespace` tool, and expects calls to name both)."""
+
+    def __init__(self, name, arguments, call_id=None, namespace=None):
         self.name = name
         self.arguments = arguments
         self.call_id = call_id
+        self.namespace = namespace
 
 
 class Text:
@@ -191,7 +195,7 @@ class _Handler(BaseHTTPRequestHandler):
         message_id = self.model.next_id("msg")
         usage = {"input_tokens": 100, "output_tokens": 10, "cache_creation_input_tokens": 0,
                  "cache_read_input_tokens": 0}
-        if isinstance(answer, ToolCall):
+        if isinstance(answer, ToolUse):
             block = {"type": "tool_use", "id": answer.call_id or self.model.next_id("toolu"),
                      "name": answer.name, "input": answer.arguments}
             stop = "tool_use"
@@ -226,9 +230,11 @@ class _Handler(BaseHTTPRequestHandler):
         answer = self._answer(request)
         response_id = self.model.next_id("resp")
         item_id = self.model.next_id("item")
-        if isinstance(answer, ToolCall):
+        if isinstance(answer, ToolUse):
             item = {"type": "function_call", "id": item_id, "call_id": answer.call_id or self.model.next_id("call"),
                     "name": answer.name, "arguments": json.dumps(answer.arguments), "status": "completed"}
+            if answer.namespace:
+                item["namespace"] = answer.namespace
         else:
             item = {"type": "message", "id": item_id, "role": "assistant", "status": "completed",
                     "content": [{"type": "output_text", "text": answer.text, "annotations": []}]}
@@ -254,7 +260,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _gemini(self, request, streaming):
         answer = self._answer(request)
-        if isinstance(answer, ToolCall):
+        if isinstance(answer, ToolUse):
             part = {"functionCall": {"name": answer.name, "args": answer.arguments}}
         else:
             part = {"text": answer.text}

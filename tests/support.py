@@ -14,9 +14,11 @@ state (`wait_for_interview`, woken by the interview's own condition), a log line
 from __future__ import annotations
 
 import http.client
+import io
 import json
 import os
 import queue
+import socket
 import subprocess
 import sys
 import threading
@@ -63,6 +65,29 @@ def interview(*questions, **extra):
     return args
 
 
+def quiet_runtime(log_dir, stream=None, **settings) -> askrich.Runtime:
+    """A Runtime on `log_dir` that opens no browser and logs into `stream` (a StringIO)."""
+    config = askrich.Config(log_dir=str(log_dir), open_browser=False, **settings)
+    return askrich.Runtime(config, askrich.Log(str(log_dir), stream=stream if stream is not None else io.StringIO()))
+
+
+def two_tasks_then_restart(log_dir):
+    """An earlier server makes a task on an interview the user answers and one on an interview
+    still pending when it stops; then the next server starts on the same folder.
+    (its runtime, its TaskRegistry, the answered task's id, the lost task's id, the answered
+    interview)."""
+    before = quiet_runtime(log_dir)
+    tasks = askrich.TaskRegistry(before.log, before.archive)
+    answered = before.open_interview(interview(choice("q", "a")))
+    lost = before.open_interview(interview(choice("q", "a")))
+    answered_task = tasks.create(answered, "Waiting", askrich.Cancellation())["taskId"]
+    lost_task = tasks.create(lost, "Waiting", askrich.Cancellation())["taskId"]
+    before.hub.submit(answered, {"answers": {"q": {"selected": ["a"]}}})
+    before.close()
+    after = quiet_runtime(log_dir)
+    return after, askrich.TaskRegistry(after.log, after.archive), answered_task, lost_task, answered
+
+
 def wait_for_interview(interview, predicate, timeout: float = WAIT, what: str = "") -> None:
     """Block until `predicate(interview)` holds. The interview notifies its condition on every
     change a test can wait for (state, waiters, counts, streams), so this wakes on the change
@@ -107,20 +132,38 @@ class LogWatch:
         with self._arrived:
             return "".join(line + "\n" for line in self.lines) + self._partial
 
-    def _find(self, event: str, fragments) -> str | None:
+    def _matching(self, events, fragments) -> list:
+        found = []
         for line in self.lines:
             words = line.split(" ", 4)  # "[ask-user-rich] <time> <pid> <event> <fields>"
-            if len(words) > 3 and words[3] == event and all(f in line for f in fragments):
-                return line
-        return None
+            # A fragment ending in a space ("task=ab.1 ") also matches the line's last field.
+            if len(words) > 3 and words[3] in events and all(f in line + " " for f in fragments):
+                found.append(line)
+        return found
 
-    def wait_for(self, event: str, *fragments: str, timeout: float = WAIT) -> str:
-        """The first line of `event` that holds every fragment (`"interview=…"`), waiting for it."""
+    def count(self, event, *fragments: str) -> int:
+        """How many lines of `event` (a name or a tuple of names) hold every fragment so far."""
         with self._arrived:
-            line = self._arrived.wait_for(lambda: self._find(event, fragments), timeout)
-        assert line, "no %s %s in the log within %ss:\n%s" % (event, " ".join(fragments), timeout,
-                                                                self.getvalue()[-4000:])
+            return len(self._matching(_names(event), fragments))
+
+    def wait_for(self, event, *fragments: str, timeout: float = WAIT, nth: int = 1) -> str:
+        """The `nth` line of `event` (a name or a tuple of names) that holds every fragment
+        (`"interview=…"`), waiting for it."""
+        events = _names(event)
+
+        def found():
+            lines = self._matching(events, fragments)
+            return lines[nth - 1] if len(lines) >= nth else None
+
+        with self._arrived:
+            line = self._arrived.wait_for(found, timeout)
+        assert line, "no %s %s (#%d) in the log within %ss:\n%s" % (
+            "/".join(events), " ".join(fragments), nth, timeout, self.getvalue()[-4000:])
         return line
+
+
+def _names(event) -> tuple:
+    return (event,) if isinstance(event, str) else tuple(event)
 
 
 def threads_still_running(before, timeout: float = WAIT) -> list:
@@ -313,10 +356,11 @@ class HttpResponse:
         return json.loads(self.body.decode("utf-8"))
 
 
-def http_request(url, method="GET", body=None, headers=None, timeout=WAIT) -> HttpResponse:
-    """A raw request with full control of Host, Origin and Content-Type."""
+def http_request(url, method="GET", body=None, headers=None, timeout=WAIT, connect_host=None) -> HttpResponse:
+    """A raw request with full control of Host, Origin and Content-Type; a dict or list body is
+    sent as JSON. `connect_host` connects there instead of the URL's host (give the Host header)."""
     parts = urllib.parse.urlsplit(url)
-    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+    connection = http.client.HTTPConnection(connect_host or parts.hostname, parts.port, timeout=timeout)
     try:
         if isinstance(body, (dict, list)):
             body = json.dumps(body).encode()
@@ -328,6 +372,76 @@ def http_request(url, method="GET", body=None, headers=None, timeout=WAIT) -> Ht
         connection.close()
 
 
+class EventsReader:
+    """A server-sent events route read on a thread: the JSON of every `event` event, in order.
+    Tests wait on the events themselves (`wait_for`), never on a timer."""
+
+    def __init__(self, url: str, event: str, headers=None, connect_host=None) -> None:
+        self.event = event
+        self.listings: list = []
+        self.ended = False
+        self.changed = threading.Condition()
+        parts = urllib.parse.urlsplit(url)
+        self.connection = http.client.HTTPConnection(connect_host or parts.hostname, parts.port, timeout=WAIT)
+        self.connection.request("GET", parts.path, headers=headers or {})
+        self.response = self.connection.getresponse()
+        self.status = self.response.status
+        self.headers = self.response.headers
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        event, data = None, []
+        try:
+            while True:
+                line = self.response.fp.readline()
+                if not line:
+                    break
+                line = line.decode("utf-8").rstrip("\n")
+                if line.startswith("event: "):
+                    event = line[7:]
+                elif line.startswith("data: "):
+                    data.append(line[6:])
+                elif not line and event == self.event:
+                    with self.changed:
+                        self.listings.append(json.loads("\n".join(data)))
+                        self.changed.notify_all()
+                    event, data = None, []
+                elif not line:
+                    event, data = None, []
+        except (OSError, ValueError):
+            pass
+        finally:
+            with self.changed:
+                self.ended = True
+                self.changed.notify_all()
+
+    def wait_for(self, predicate, timeout: float = WAIT, what: str = "") -> dict:
+        """The latest event's JSON once `predicate` accepts it, waiting for new events up to
+        `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        with self.changed:
+            while True:
+                if self.listings and predicate(self.listings[-1]):
+                    return self.listings[-1]
+                left = deadline - time.monotonic()
+                if left <= 0 or self.ended:
+                    raise AssertionError("the %s stream never showed %s; last: %s" % (
+                        self.event, what or "the event wanted", self.listings[-1:] or "nothing"))
+                self.changed.wait(left)
+
+    def wait_ended(self, timeout: float = WAIT) -> None:
+        with self.changed:
+            assert self.changed.wait_for(lambda: self.ended, timeout), "the stream did not end"
+
+    def close(self) -> None:
+        try:
+            self.connection.sock.shutdown(socket.SHUT_RDWR)
+        except (OSError, AttributeError):
+            pass
+        self.connection.close()
+
+
 def api_url(interview_url: str, action: str = "") -> str:
     base, token = interview_url.split("/s/")
     return "%s/api/s/%s%s" % (base, token, "/" + action if action else "")
@@ -337,3 +451,90 @@ def submit(interview_url, answers, **extra):
     body = {"answers": answers}
     body.update(extra)
     return http_request(api_url(interview_url, "submit"), "POST", body)
+
+
+def answer_while_waited_on(runtime, form, answers, timeout: float = WAIT) -> dict:
+    """Submit through the form while a call waits: what the call got."""
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(runtime.wait_for_result(form.id, timeout)))
+    waiter.start()
+    wait_for_interview(form, lambda i: i.waiters > 0, what="the call waiting")
+    reply = submit(form.url, answers)
+    waiter.join(timeout)
+    assert reply.status == 200, reply.body
+    assert got, "the waiting call got nothing"
+    return got[0]
+
+
+class RecordingOpener:
+    """An ASK_USER_RICH_OPEN_CMD for a server a client CLI starts: it records each URL it is asked
+    to open and reports it to the test over a loopback socket, so `wait()` wakes on the opening
+    itself (a server started by a CLI is not ours to read). `with RecordingOpener(tmp_path) as
+    opener:` then hand `opener.command` to the server's environment."""
+
+    def __init__(self, folder) -> None:
+        import socket
+
+        self.record = os.path.join(str(folder), "opened.txt")
+        self.command = os.path.join(str(folder), "opener.py")
+        self.urls: list = []
+        self._arrived = threading.Condition()
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.bind(("127.0.0.1", 0))
+        self._socket.listen(8)
+        port = self._socket.getsockname()[1]
+        # The opener exits 0 once the URL is recorded: the server then waits on the person, as it
+        # would after a browser opened.
+        with open(self.command, "w", encoding="utf-8") as f:
+            f.write("#!%s\nimport socket, sys\nurl = sys.argv[-1]\n"
+                    "with open(%r, 'a', encoding='utf-8') as f:\n    f.write(url + '\\n')\n"
+                    "with socket.create_connection(('127.0.0.1', %d), 10) as s:\n"
+                    "    s.sendall(url.encode('utf-8') + b'\\n')\n" % (sys.executable, self.record, port))
+        os.chmod(self.command, 0o755)
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self._socket.accept()
+            except OSError:  # closed: the test is over
+                return
+            with connection:
+                data = b""
+                while not data.endswith(b"\n"):
+                    chunk = connection.recv(4096)
+                    if not chunk:
+                        break
+                    data += chunk
+            with self._arrived:
+                self.urls.append(data.decode("utf-8").strip())
+                self._arrived.notify_all()
+
+    def wait(self, count: int = 1, timeout: float = WAIT, alive=None) -> str:
+        """The `count`-th URL opened, waiting for it; `alive()` returning False (the CLI ended)
+        ends the wait early, checked whenever the wait wakes (at least once a second)."""
+        deadline = time.monotonic() + timeout
+        with self._arrived:
+            while len(self.urls) < count:
+                left = deadline - time.monotonic()
+                assert left > 0, "the form was not opened %d time(s) within %ss" % (count, timeout)
+                assert alive is None or alive(), "the client ended before the form opened"
+                self._arrived.wait(min(left, 1.0))
+            return self.urls[count - 1]
+
+    def close(self) -> None:
+        import socket
+
+        try:  # wakes the accept() blocked on the thread (close alone would not)
+            self._socket.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._socket.close()
+        self._thread.join(WAIT)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

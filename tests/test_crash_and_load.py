@@ -30,10 +30,12 @@ import hypothesis_profiles
 from support import (
     InProcessServer,
     SubprocessServer,
+    answer_while_waited_on,
     api_url,
     choice,
     http_request,
     interview,
+    quiet_runtime,
     submit,
     threads_still_running,
     wait_for_interview,
@@ -213,8 +215,7 @@ def test_a_disk_that_fills_up_while_running_degrades_the_log_once_and_keeps_serv
         raise OSError(errno.ENOSPC, "No space left on device")
 
     stderr = io.StringIO()
-    runtime = askrich.Runtime(askrich.Config(log_dir=str(tmp_path), open_browser=False),
-                              askrich.Log(str(tmp_path), stream=stderr))
+    runtime = quiet_runtime(tmp_path, stderr)
     try:
         monkeypatch.setattr(runtime.log, "_append", full_disk)
         real_fsync = os.fsync
@@ -224,14 +225,9 @@ def test_a_disk_that_fills_up_while_running_degrades_the_log_once_and_keeps_serv
 
         monkeypatch.setattr(askrich.os, "fsync", fsync)
         form = runtime.open_interview(interview())
-        waiter = []
-        thread = threading.Thread(target=lambda: waiter.append(runtime.wait_for_result(form.id, WAIT)))
-        thread.start()
-        wait_for_interview(form, lambda i: i.waiters > 0, what="the call waiting")
-        assert submit(form.url, {"q": {"selected": ["a"]}}).status == 200
-        thread.join(WAIT)
+        got = answer_while_waited_on(runtime, form, {"q": {"selected": ["a"]}}, WAIT)
         monkeypatch.setattr(askrich.os, "fsync", real_fsync)
-        assert waiter and waiter[0]["answers"][0]["selected"] == ["a"]
+        assert got["answers"][0]["selected"] == ["a"]
         assert stderr.getvalue().count("log-degraded") == 1
         assert "archive-failed" in stderr.getvalue()
         assert not [n for n in os.listdir(tmp_path / "answers") if n.endswith(".tmp")]
@@ -435,8 +431,7 @@ def test_the_archive_never_writes_through_a_planted_symlink(tmp_path, monkeypatc
     """A log dir in a shared place: a symlink waiting under the temporary name is not followed."""
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")
-    runtime = askrich.Runtime(askrich.Config(log_dir=str(tmp_path / "logs"), open_browser=False),
-                              askrich.Log(str(tmp_path / "logs"), stream=io.StringIO()))
+    runtime = quiet_runtime(tmp_path / "logs")
     try:
         form = runtime.open_interview(interview())
         stamp = "2026-01-01T00-00-00-000Z"
@@ -444,13 +439,8 @@ def test_the_archive_never_writes_through_a_planted_symlink(tmp_path, monkeypatc
         answers = tmp_path / "logs" / "answers"
         answers.mkdir(parents=True, exist_ok=True)
         os.symlink(str(victim), str(answers / ("%s-%s.json.tmp" % (stamp, form.id))))
-        got = []
-        waiter = threading.Thread(target=lambda: got.append(runtime.wait_for_result(form.id, WAIT)))
-        waiter.start()
-        wait_for_interview(form, lambda i: i.waiters > 0, what="the call waiting")
-        assert submit(form.url, {"q": {"selected": ["a"]}}).status == 200
-        waiter.join(WAIT)
-        assert got and got[0]["answers"][0]["selected"] == ["a"]  # the agent still gets them
+        got = answer_while_waited_on(runtime, form, {"q": {"selected": ["a"]}}, WAIT)
+        assert got["answers"][0]["selected"] == ["a"]  # the agent still gets them
         assert victim.read_text() == "precious"
     finally:
         runtime.close()

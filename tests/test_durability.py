@@ -20,12 +20,7 @@ import threading
 import pytest
 
 import askrich
-from support import MODULE, WAIT, choice, http_request, interview, submit, wait_for_interview
-
-
-def quiet_runtime(log_dir, stream=None) -> askrich.Runtime:
-    config = askrich.Config(log_dir=str(log_dir), open_browser=False)
-    return askrich.Runtime(config, askrich.Log(str(log_dir), stream=stream or io.StringIO()))
+from support import (MODULE, WAIT, answer_while_waited_on, choice, http_request, interview, quiet_runtime, submit, two_tasks_then_restart)
 
 
 def unknown(call) -> str:
@@ -34,17 +29,6 @@ def unknown(call) -> str:
     assert caught.value.code == -32602
     return caught.value.message
 
-
-def answer_while_waited_on(runtime, form, answers) -> dict:
-    """Submit through the form while a call waits: what the call got."""
-    got = []
-    waiter = threading.Thread(target=lambda: got.append(runtime.wait_for_result(form.id, WAIT)))
-    waiter.start()
-    wait_for_interview(form, lambda i: i.waiters > 0, what="the call waiting")
-    reply = submit(form.url, answers)
-    waiter.join(WAIT)
-    assert reply.status == 200, reply.body
-    return got[0]
 
 # -- server.log rotation ------------------------------------------------------------------------
 
@@ -134,24 +118,9 @@ def test_server_log_rotates_at_5_mib_keeping_three_with_two_processes_writing(tm
 # -- tasks recovered from the archive, never from server.log ----------------------------------
 
 
-def _two_tasks_then_restart(log_dir):
-    """An earlier server makes a task on an interview the user answers and one on an interview
-    still pending when it stops; the registry of the server that comes next."""
-    before = quiet_runtime(log_dir)
-    tasks = askrich.TaskRegistry(before.log, before.archive)
-    answered = before.open_interview(interview(choice("q", "a")))
-    lost = before.open_interview(interview(choice("q", "a")))
-    answered_task = tasks.create(answered, "Waiting", askrich.Cancellation())["taskId"]
-    lost_task = tasks.create(lost, "Waiting", askrich.Cancellation())["taskId"]
-    before.hub.submit(answered, {"answers": {"q": {"selected": ["a"]}}})
-    before.close()
-    after = quiet_runtime(log_dir)
-    return after, askrich.TaskRegistry(after.log, after.archive), answered_task, lost_task
-
-
 def test_tasks_are_recovered_with_server_log_a_folder(tmp_path):
     os.makedirs(str(tmp_path / "server.log"))  # no log file can be written: nothing to scan
-    after, recovered, answered_task, lost_task = _two_tasks_then_restart(tmp_path)
+    after, recovered, answered_task, lost_task, _ = two_tasks_then_restart(tmp_path)
     try:
         done = recovered.get(answered_task)
         assert done["status"] == "completed"

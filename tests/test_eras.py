@@ -3,25 +3,19 @@
 
 from __future__ import annotations
 
-import io
 import json
 import os
 
 import pytest
 
 import askrich
-from support import InProcessServer, choice, interview
+from support import InProcessServer, choice, interview, quiet_runtime, two_tasks_then_restart
 
 MODERN_META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
     "io.modelcontextprotocol/clientCapabilities": {},
 }
 ARGUMENTS = {"title": "T", "questions": [{"id": "q", "header": "Q?"}]}
-
-
-def quiet_runtime(tmp_path, **settings) -> askrich.Runtime:
-    config = askrich.Config(log_dir=str(tmp_path), open_browser=False, **settings)
-    return askrich.Runtime(config, askrich.Log(str(tmp_path), stream=io.StringIO()))
 
 
 def refusal(call) -> askrich.JsonRpcError:
@@ -164,17 +158,8 @@ def test_a_task_this_server_never_made_is_unknown(runtime, task_id):
 
 
 def test_after_a_restart_a_task_is_completed_from_the_archive_or_failed_when_its_interview_was_lost(tmp_path):
-    before = quiet_runtime(tmp_path)
-    tasks = askrich.TaskRegistry(before.log, before.archive)
-    answered = before.open_interview(interview(choice("q", "a")))
-    lost = before.open_interview(interview(choice("q", "a")))
-    answered_task = tasks.create(answered, "Waiting", askrich.Cancellation())["taskId"]
-    lost_task = tasks.create(lost, "Waiting", askrich.Cancellation())["taskId"]
-    before.hub.submit(answered, {"answers": {"q": {"selected": ["a"]}}})
-    before.close()
-    after = quiet_runtime(tmp_path)
+    after, recovered, answered_task, lost_task, answered = two_tasks_then_restart(tmp_path)
     try:
-        recovered = askrich.TaskRegistry(after.log, after.archive)
         done = recovered.get(answered_task)
         assert done["status"] == "completed"
         assert done["result"]["structuredContent"]["interviewId"] == answered.id

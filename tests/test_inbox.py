@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from inbox_support import Agent, InboxStream, free_port, read_key, titles
-from support import MODULE, WAIT, LogWatch, askrich, http_request, submit
+from inbox_support import Agent, inbox_events, free_port, read_key, titles
+from support import MODULE, WAIT, EventsReader, LogWatch, api_url, askrich, http_request, submit
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="process and file-mode checks are POSIX")
 
@@ -57,7 +57,7 @@ def test_three_agents_in_three_folders_are_listed_and_an_answer_leaves_within_a_
     claude.server.log.wait_for("inbox-holding")  # the first one to have something pending holds
     codex = agents(port, "codex", "api-server", "API versioning", questions=4)
     gemini = agents(port, "gemini-cli", "docs-site", "Docs layout", questions=2)
-    stream = InboxStream(port, holder_of(logs, port))
+    stream = inbox_events(port, holder_of(logs, port))
     try:
         assert stream.status == 200
         assert stream.headers["Content-Type"].startswith("text/event-stream")
@@ -106,7 +106,7 @@ def test_killing_the_holder_moves_the_inbox_to_another_process_at_the_same_addre
     second = agents(port, "codex", "two", "Second")
     third = agents(port, "gemini-cli", "three", "Third")
     key = holder_of(logs, port)
-    stream = InboxStream(port, key)
+    stream = inbox_events(port, key)
     stream.wait_for(lambda l: len(l["interviews"]) == 3, what="three interviews")
 
     either = LogWatch()  # the two others' log lines from here on, in one place to wait on
@@ -116,7 +116,7 @@ def test_killing_the_holder_moves_the_inbox_to_another_process_at_the_same_addre
     # A retry every 5 s, and a moment to bind.
     line = either.wait_for("inbox-holding", timeout=5.0 + 1.0)
     assert "inbox-port-taken" not in either.getvalue()  # the gap was never taken for an impostor
-    stream = InboxStream(port, key)  # the same address, the same key
+    stream = inbox_events(port, key)  # the same address, the same key
     try:
         listing = stream.wait_for(lambda l: titles(l) == ["Second", "Third"], what="the two left")
         assert listing["holder"] in (second.pid, third.pid)
@@ -206,7 +206,7 @@ def test_the_inbox_command_serves_the_inbox_itself_when_nobody_holds_it(tmp_path
         url = link_of(command.stderr)
         key = read_key(tmp_path / "logs")
         assert url == "http://localhost:%d/inbox/%s" % (port, key)
-        stream = InboxStream(port, key)
+        stream = inbox_events(port, key)
         try:
             listing = stream.wait_for(lambda l: True)
             assert listing == {"interviews": [], "holder": command.pid}
@@ -374,43 +374,9 @@ def test_a_form_learns_how_many_more_wait_elsewhere_through_its_own_stream(tmp_p
         rt.close()
 
 
-class FormEvents(InboxStream):
-    """A form's /events stream, read the same way (its events are `state`)."""
-
-    def __init__(self, url: str) -> None:
-        import http.client
-        import json
-        import urllib.parse
-
-        self.listings = []
-        self.ended = False
-        self.changed = threading.Condition()
-        parts = urllib.parse.urlsplit(url)
-        self.connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=WAIT)
-        self.connection.request("GET", parts.path.replace("/s/", "/api/s/") + "/events")
-        self.response = self.connection.getresponse()
-        self.json = json
-        self.thread = threading.Thread(target=self._read_states, daemon=True)
-        self.thread.start()
-
-    def _read_states(self) -> None:
-        try:
-            for line in iter(self.response.fp.readline, b""):
-                line = line.decode("utf-8").rstrip("\n")
-                if line.startswith("data: "):
-                    with self.changed:
-                        self.listings.append(self.json.loads(line[6:]))
-                        self.changed.notify_all()
-        except OSError:
-            pass
-        finally:
-            with self.changed:
-                self.ended = True
-                self.changed.notify_all()
-
-
 def form_events(url):
-    return FormEvents(url)
+    """A form's /events stream, read the same way (its events are `state`)."""
+    return EventsReader(api_url(url, "events"), "state")
 
 
 def test_stale_entries_of_dead_processes_are_dropped(tmp_path):
@@ -428,7 +394,7 @@ def test_stale_entries_of_dead_processes_are_dropped(tmp_path):
                          '[{"interviewId": "0123456789ab", "title": "Ghost", "url": "http://localhost:1/s/x", '
                          '"questions": 1, "answered": 0, "followUpsUnseen": 0, "createdAt": "2020-01-01T00:00:00.000Z", '
                          '"waiting": false}]}' % gone.pid)
-        stream = InboxStream(port, read_key(logs))
+        stream = inbox_events(port, read_key(logs))
         try:
             listing = stream.wait_for(lambda l: True)
             assert titles(listing) == ["Alive"]

@@ -25,11 +25,11 @@ from modern_support import (
     log_events,
     modern_meta,
     modern_params,
+    poll_task,
     result_of,
     send_modern,
     server_requests,
     tool_modern,
-    wait_until,
     wait_until_waiting,
     without_cache_hints,
     without_envelope,
@@ -402,7 +402,7 @@ def test_url_elicitation_asks_to_open_the_form_and_the_accepted_retry_waits_for_
     first_progress = no_opener.receive(lambda m: m.get("method") == "notifications/progress")
     assert first_progress["params"]["progressToken"] == "url-wait"
     assert first_progress["params"]["message"].startswith('Waiting for answers to "Pick a stack": 0 of 3 answered')
-    wait_until_waiting(url)
+    wait_until_waiting(no_opener)
     assert submit_like_a_browser(url)["delivered"] is True
     result = result_of(no_opener.response(call_id))
     assert_modern_result(result)
@@ -452,9 +452,9 @@ def test_an_accepted_url_elicitation_stops_waiting_at_timeout_seconds_with_await
 
 def test_an_accepted_url_elicitation_cancelled_sends_no_response_and_stays_collectable(no_opener):
     url, call_id = accept_url_elicitation(no_opener, FLAT_INTERVIEW)
-    wait_until_waiting(url)
+    wait_until_waiting(no_opener)
     no_opener.notify("notifications/cancelled", {"requestId": call_id})
-    wait_until(lambda: not form_state(url)["waiting"], what="the cancelled retry to stop waiting")
+    no_opener.log.wait_for("wait-end")  # the cancelled retry stopped waiting
     submit_like_a_browser(url)
     assert no_opener.call("ping")["result"] == {}
     assert all(m.get("id") != call_id for m in no_opener.pending)
@@ -502,7 +502,7 @@ def test_a_blocking_modern_call_sends_progress_on_its_token_and_answers_after_th
 def test_a_modern_call_cancelled_by_notification_sends_no_response_and_stays_collectable(modern):
     asked = result_of(tool_modern(modern, "ask_user_rich", interview(delivery="link")))["structuredContent"]
     call_id = send_modern(modern, "tools/call", {"name": "await_user_answers", "arguments": {"sessionId": asked["sessionId"]}})
-    wait_until_waiting(asked["url"])
+    wait_until_waiting(modern, asked["sessionId"])
     modern.notify("notifications/cancelled", {"requestId": call_id})
     assert modern.call("ping")["result"] == {}
     assert form_state(asked["url"])["state"] == "pending"
@@ -595,8 +595,7 @@ def test_no_log_message_follows_a_create_task_result(modern):
     task = result_of(modern.response(call_id))
     assert task["resultType"] == "task"
     submit_like_a_browser(asked["url"])
-    done = wait_until(lambda: result_of(call_modern(modern, "tasks/get", {"taskId": task["taskId"]}, tasks=True))
-                      ["status"] == "completed", what="the task to complete")
+    done = poll_task(modern, task["taskId"], lambda t: t["status"] == "completed", what="the task to complete")
     assert done
     messages = written_messages(modern)
     answered = next(i for i, m in enumerate(messages) if m.get("id") == call_id and "result" in m)

@@ -8,8 +8,8 @@ import sys
 import anyio
 import pytest
 
-from delivery_support import CALL_TIMEOUT, FLAT_INTERVIEW, SERVER, server_env, submit_like_a_browser
-from modern_support import DECLINED_URL_REASON, MODERN, log_events, wait_until_waiting
+from delivery_support import CALL_TIMEOUT, FLAT_INTERVIEW, SERVER, progress_recorder, server_env, submit_like_a_browser
+from modern_support import DECLINED_URL_REASON, MODERN, form_state, log_events
 from support import api_url, choice, http_request, interview, submit
 
 mcp = pytest.importorskip("mcp")
@@ -57,6 +57,7 @@ def test_a_modern_sdk_asks_by_link_and_awaits_the_answers_with_progress_while_th
     progress = []
 
     async def scenario():
+        on_progress, ticked = progress_recorder(progress)
         async with Client(parameters(tmp_path, ASK_USER_RICH_OPEN="0", ASK_USER_RICH_PROGRESS_MS="200")) as client:
             assert client.protocol_version == MODERN
             asked = await client.call_tool("ask_user_rich", interview(
@@ -68,15 +69,11 @@ def test_a_modern_sdk_asks_by_link_and_awaits_the_answers_with_progress_while_th
             assert appended.structured_content["version"] == 2
 
             async def user_submits():
-                await anyio.to_thread.run_sync(wait_until_waiting, awaiting["url"])
-                while len(progress) < 2:  # at least one interval tick after the first message
-                    await anyio.sleep(0.05)
+                await ticked.wait()  # the call waits, and an interval tick followed
+                assert (await anyio.to_thread.run_sync(form_state, awaiting["url"]))["waiting"]
                 response = await anyio.to_thread.run_sync(lambda: submit(awaiting["url"], {
                     "db": {"selected": ["pg"]}, "more": {"status": "defer"}}, specVersion=2))
                 assert response.status == 200
-
-            async def on_progress(value, total, message):
-                progress.append((value, message))
 
             async with anyio.create_task_group() as group:
                 group.start_soon(user_submits)
@@ -164,7 +161,7 @@ def test_the_sdk_loop_accepts_a_url_elicitation_and_the_call_returns_after_the_h
                 group.start_soon(call)
                 await progress.wait()
                 url = seen[0][1]["url"]
-                await anyio.to_thread.run_sync(wait_until_waiting, url)
+                assert (await anyio.to_thread.run_sync(form_state, url))["waiting"]
                 outcome["submit"] = await anyio.to_thread.run_sync(submit_like_a_browser, url)
             return outcome
 

@@ -26,7 +26,6 @@ from modern_support import (
     result_of,
     send_modern,
     tool_modern,
-    wait_until,
     wait_until_waiting,
     without_envelope,
     written_messages,
@@ -156,7 +155,8 @@ def test_ask_in_a_browser_becomes_a_task_once_the_form_is_open(subprocess_server
     assert time.monotonic() - started < 10
     assert_modern_result(task, "task")
     assert set(task) == TASK_FIELDS and task["status"] == "working"
-    (url,) = wait_until(lambda: opened_urls(record), what="the opener to record the URL")
+    peer.log.wait_for("browser-open")  # logged once the opener exited, its record written
+    (url,) = opened_urls(record)
     submit_like_a_browser(url)
     done = completed(peer, task["taskId"])
     structured = done["result"]["structuredContent"]
@@ -238,7 +238,7 @@ def test_without_the_extension_the_call_blocks_until_the_submit(peer):
     asked = ask_link(peer)
     call_id = send_modern(peer, "tools/call", {"name": "await_user_answers",
                                                "arguments": {"sessionId": asked["sessionId"]}})
-    wait_until_waiting(asked["url"])
+    wait_until_waiting(peer, asked["sessionId"])
     submit_like_a_browser(asked["url"])
     result = result_of(peer.response(call_id))  # the first and only response to the call
     assert_modern_result(result)
@@ -249,7 +249,7 @@ def test_an_extension_declared_in_an_earlier_request_makes_no_task(peer):
     asked = ask_link(peer)  # declared the extension
     call_id = send_modern(peer, "tools/call", {"name": "await_user_answers",
                                                "arguments": {"sessionId": asked["sessionId"]}})
-    wait_until_waiting(asked["url"])
+    wait_until_waiting(peer, asked["sessionId"])
     submit_like_a_browser(asked["url"])
     assert result_of(peer.response(call_id))["resultType"] == "complete"
 
@@ -275,7 +275,7 @@ def test_a_legacy_session_never_gets_a_task(peer):
     peer.initialize(capabilities={"extensions": {"io.modelcontextprotocol/tasks": {}}})
     asked = peer.tool("ask_user_rich", interview(delivery="link"))["result"]["structuredContent"]
     call_id = peer.request("tools/call", {"name": "await_user_answers", "arguments": {"sessionId": asked["sessionId"]}})
-    wait_until_waiting(asked["url"])
+    wait_until_waiting(peer, asked["sessionId"])
     submit_like_a_browser(asked["url"])
     result = peer.response(call_id)["result"]
     assert "resultType" not in result and result["structuredContent"]["status"] == "submitted"
@@ -388,7 +388,7 @@ def test_stdin_eof_with_tasks_and_a_blocking_modern_call_in_flight_exits_0_withi
     asked = ask_link(peer)
     await_task(peer, asked["sessionId"])
     send_modern(peer, "tools/call", {"name": "await_user_answers", "arguments": {"sessionId": asked["sessionId"]}})
-    wait_until_waiting(asked["url"])
+    wait_until_waiting(peer, asked["sessionId"], nth=2)  # the task's wait and this call's
     started = time.monotonic()
     assert peer.close(timeout=5) == 0
     assert time.monotonic() - started < 1.0

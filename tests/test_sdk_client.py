@@ -4,13 +4,13 @@ handshake: test_modern_sdk.py drives the same SDK on the 2026-07-28 era."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 
 import anyio
 import pytest
 
+from delivery_support import progress_recorder
 from support import MODULE, api_url, choice, http_request, interview, submit
 
 mcp = pytest.importorskip("mcp")
@@ -58,7 +58,7 @@ def test_sdk_lists_tools_asks_by_link_and_awaits_the_answers_with_progress(tmp_p
                 "note": "One more"})
             assert appended.structured_content["total"] == 3
 
-            ticked = anyio.Event()
+            on_progress, ticked = progress_recorder(progress)
 
             async def user_submits():
                 # The first progress message goes out once the call waits, the next one at the
@@ -72,11 +72,6 @@ def test_sdk_lists_tools_asks_by_link_and_awaits_the_answers_with_progress(tmp_p
                     "more": {"status": "needs-info", "notes": "why?"},
                 }, specVersion=2, generalNotes="thanks"))
                 assert response.status == 200
-
-            async def on_progress(value, total, message):
-                progress.append((value, message))
-                if len(progress) >= 2:
-                    ticked.set()
 
             async with anyio.create_task_group() as group:
                 group.start_soon(user_submits)

@@ -17,7 +17,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 import clients_support as cs  # noqa: E402
-from scripted_model import ScriptedModel, Text, ToolCall  # noqa: E402
+from scripted_model import ScriptedModel, Text, ToolUse  # noqa: E402
 from support import MODULE, submit  # noqa: E402
 
 pytestmark = pytest.mark.sessions
@@ -42,8 +42,8 @@ def claude_policy(model, request):
     if any('\\"status\\":\\"submitted\\"' in json.dumps(result) for result in _tool_results(request.body)):
         return Text("Thanks, noted.")
     if TOOL in names:
-        return ToolCall(TOOL, ARGS)
-    return ToolCall("ToolSearch", {"query": "clarify preferences approval", "max_results": 5})
+        return ToolUse(TOOL, ARGS)
+    return ToolUse("ToolSearch", {"query": "clarify preferences approval", "max_results": 5})
 
 
 def _opener(tmp_path):
@@ -71,7 +71,7 @@ def test_claude_code_print_mode_round_trip(tmp_path):
             env=env, cwd=str(tmp_path), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, universal_newlines=True)
         try:
-            call = model.wait_for(lambda r: isinstance(r.answer, ToolCall) and r.answer.name == TOOL,
+            call = model.wait_for(lambda r: isinstance(r.answer, ToolUse) and r.answer.name == TOOL,
                                   SESSION_TIMEOUT, "the call to ask_user_rich")
             search = model.turns[model.turns.index(call) - 0]
             deadline = time.monotonic() + SESSION_TIMEOUT

@@ -71,7 +71,7 @@ def test_archive_serves_a_link_interview_under(version, python, pyz, tmp_path, m
     full_version, tag = probe.stdout.split()
 
     # Cold: nothing cached, a relative archive path (Python 3.8 keeps it relative).
-    server = zs.McpServer([python, "askrich.pyz"], cwd=folder, env=env)
+    server = zs.StdioChild([python, "askrich.pyz"], cwd=folder, env=env)
     try:
         info, _ = zs.handshake(server)
         served = zs.link_interview_round_trip(server, target)
@@ -83,7 +83,7 @@ def test_archive_serves_a_link_interview_under(version, python, pyz, tmp_path, m
     assert [n for n in cached if n.startswith("askrich-%s-" % tag)], cached
 
     # Warm: the code cache written above, an absolute path.
-    server = zs.McpServer([python, target], cwd=str(tmp_path), env=env)
+    server = zs.StdioChild([python, target], cwd=str(tmp_path), env=env)
     try:
         again, _ = zs.handshake(server)
         assert again == info
@@ -105,7 +105,7 @@ def test_an_idle_checkout_server_still_runs_askrich_py_and_serves_under(version,
         pytest.skip("python%s not installed under %s" % (version, zs.PYENV_VERSIONS))
     env = zs.child_env(tmp_path)
     module = os.path.join(zs.ROOT, "askrich.py")
-    server = zs.McpServer([python, module], cwd=str(tmp_path), env=env)
+    server = zs.StdioChild([python, module], cwd=str(tmp_path), env=env)
     try:
         zs.handshake(server)
         assert server.silent_for(IDLE_SECONDS), server.notifications

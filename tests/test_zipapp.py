@@ -268,7 +268,7 @@ def test_archive_copied_alone_into_an_empty_folder_runs(tmp_path, pyz, how):
     version = zs.run(cmd + ["--version"], cwd=os.path.dirname(target), env=env)
     assert version.returncode == 0, version.stderr
     assert version.stdout.strip() == _version()
-    server = zs.McpServer(cmd, cwd=os.path.dirname(target), env=env)
+    server = zs.StdioChild(cmd, cwd=os.path.dirname(target), env=env)
     try:
         info, _ = zs.handshake(server)
         assert "ask-user-rich %s" % info["version"] == _version()
@@ -383,7 +383,7 @@ def _serve_an_interview_from(python, target, env):
     """Run the archive at `target` as a stdio server started from its own folder by a relative
     path, answer a link interview through its form, and check that the page and every asset it
     references are served, each byte for byte the copy inside `target`."""
-    server = zs.McpServer([python, os.path.basename(target)], cwd=os.path.dirname(target), env=env)
+    server = zs.StdioChild([python, os.path.basename(target)], cwd=os.path.dirname(target), env=env)
     try:
         zs.handshake(server)
         served = zs.link_interview_round_trip(server, target)
@@ -473,7 +473,7 @@ def test_a_running_server_keeps_serving_its_own_form_when_its_archive_is_replace
 
     for change in (install_over, move_away, rewrite_in_place):
         target = zs.lone_copy(pyz, str(tmp_path / change.__name__))
-        server = zs.McpServer([python, target], cwd=str(tmp_path), env=env)
+        server = zs.StdioChild([python, target], cwd=str(tmp_path), env=env)
         try:
             zs.handshake(server)
             url = zs.tool_call(server, "ask_user_rich", zs.INTERVIEW)["url"]
@@ -486,7 +486,7 @@ def test_a_running_server_keeps_serving_its_own_form_when_its_archive_is_replace
 @pytest.mark.skipif(os.name != "posix", reason="a file held open cannot be replaced on Windows")
 def test_an_archive_cut_short_under_a_running_server_gets_404s_and_the_server_serves_on(tmp_path, pyz):
     target = zs.lone_copy(pyz, str(tmp_path / "install"))
-    server = zs.McpServer([sys.executable, target], cwd=str(tmp_path), env=zs.child_env(tmp_path))
+    server = zs.StdioChild([sys.executable, target], cwd=str(tmp_path), env=zs.child_env(tmp_path))
     try:
         zs.handshake(server)
         url = zs.tool_call(server, "ask_user_rich", zs.INTERVIEW)["url"]
@@ -494,7 +494,8 @@ def test_an_archive_cut_short_under_a_running_server_gets_404s_and_the_server_se
             handle.truncate(os.path.getsize(target) // 2)
         base = url.split("/s/")[0]
         for address in (url, base + "/assets/form.css", base + "/assets/js/main.js"):
-            status, _, body = zs.http(address)
+            response = zs.http_request(address, timeout=zs.HTTP_TIMEOUT)
+            status, body = response.status, response.body
             assert (status, body) == (404, b'{"error": "not found", "code": "not-found"}'), (address, status, body[:200])
         assert zs.tool_call(server, "ask_user_rich", zs.INTERVIEW)["status"] == "awaiting"
         assert server.close() == 0, "".join(server.stderr)
@@ -532,7 +533,7 @@ def test_a_cold_stdio_server_starts_over_from_the_cache_it_wrote_once(tmp_path, 
     target = zs.lone_copy(pyz, str(tmp_path / "empty"))
     env = zs.child_env(tmp_path)
     for attempt, restarted in (("cold", True), ("warm", False)):
-        server = zs.McpServer([sys.executable, target], cwd=str(tmp_path), env=env)
+        server = zs.StdioChild([sys.executable, target], cwd=str(tmp_path), env=env)
         try:
             zs.handshake(server)
             with open("/proc/%d/environ" % server.proc.pid, "rb") as handle:

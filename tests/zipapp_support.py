@@ -14,10 +14,10 @@ import shutil
 import subprocess
 import sys
 import threading
-import urllib.error
 import urllib.parse
-import urllib.request
 import zipfile
+
+from support import api_url, http_request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILDER = os.path.join(ROOT, "build_zipapp.py")
@@ -159,7 +159,7 @@ def run(cmd, cwd, env, stdin_data=""):
                           universal_newlines=True, timeout=RUN_TIMEOUT)
 
 
-class McpServer:
+class StdioChild:
     """A stdio MCP server child: one JSON message per line, checked as it arrives."""
 
     def __init__(self, cmd, cwd, env):
@@ -268,19 +268,6 @@ class McpServer:
                 pass
 
 
-_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def http(url, data=None, headers=None):
-    """(status, headers, body bytes) for a GET, or a POST when data is given; never raises on 4xx."""
-    request = urllib.request.Request(url, data=data, headers=headers or {})
-    try:
-        with _NO_PROXY.open(request, timeout=HTTP_TIMEOUT) as response:
-            return response.status, response.headers, response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.headers, error.read()
-
-
 _HTML_REF = re.compile(r"""(?:src|href)\s*=\s*["']([^"']+)["']""", re.I)
 _CSS_REF = re.compile(r"""url\(\s*["']?([^"')]+)["']?\s*\)|@import\s+["']([^"']+)["']""", re.I)
 _JS_REF = re.compile(
@@ -321,8 +308,9 @@ def fetch_page_and_assets(page_url):
         url = pending.pop(0)
         if url in seen:
             continue
-        status, headers, body = http(url)
-        content_type = headers.get("Content-Type", "") if headers else ""
+        response = http_request(url, timeout=HTTP_TIMEOUT)
+        status, body = response.status, response.body
+        content_type = response.headers.get("Content-Type", "")
         seen[url] = (status, content_type, body)
         if status == 200:
             pending.extend(r for r in _references(url, content_type, body) if r not in seen)
@@ -366,10 +354,9 @@ def link_interview_round_trip(server, pyz=None):
     match = re.match(r"^(http://localhost:\d+)/s/([A-Za-z0-9_-]+)$", url)
     assert match, url
     served = check_page_and_assets(url, pyz)
-    body = json.dumps({"answers": {"q": {"status": "answer", "selected": ["a"]}}}).encode()
-    status, _, text = http("%s/api/s/%s/submit" % match.groups(), data=body,
-                           headers={"Content-Type": "application/json"})
-    assert status == 200, (status, text)
+    body = {"answers": {"q": {"status": "answer", "selected": ["a"]}}}
+    response = http_request(api_url(url, "submit"), "POST", body, timeout=HTTP_TIMEOUT)
+    assert response.status == 200, (response.status, response.body)
     done = tool_call(server, "await_user_answers", {"sessionId": awaiting["sessionId"]})
     assert done["status"] == "submitted", done
     answers = done["answers"]

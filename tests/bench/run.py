@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import http.client
 import json
 import os
 import platform
@@ -49,9 +48,11 @@ import urllib.parse
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(HERE))
 
 import askrich  # noqa: E402
 import build_zipapp  # noqa: E402
+from support import api_url, http_request  # noqa: E402
 
 PYTHON = os.path.realpath(sys.executable)
 MODULE = os.path.join(ROOT, "askrich.py")
@@ -359,34 +360,20 @@ class Client:
 
 
 def request(url, method="GET", body=None):
-    """(status, body bytes, ms) of one request on a new connection, as the form makes them."""
-    parts = urllib.parse.urlsplit(url)
+    """(status, body bytes, ms) of one request on a new connection, as the form makes them
+    (to 127.0.0.1 by address, so name resolution is not part of the figure)."""
+    port = urllib.parse.urlsplit(url).port
     started = now_ms()
-    connection = http.client.HTTPConnection("127.0.0.1", parts.port, timeout=WAIT)
-    try:
-        headers = {"Host": "localhost:%d" % parts.port}
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            headers["Content-Type"] = "application/json"
-        connection.request(method, parts.path, data, headers)
-        response = connection.getresponse()
-        payload = response.read()
-        return response.status, payload, now_ms() - started
-    finally:
-        connection.close()
-
-
-def api(url, action="") -> str:
-    base, token = url.split("/s/", 1)
-    return "%s/api/s/%s%s" % (base, token, "/" + action if action else "")
+    response = http_request(url, method, body, headers={"Host": "localhost:%d" % port}, timeout=WAIT,
+                            connect_host="127.0.0.1")
+    return response.status, response.body, now_ms() - started
 
 
 def wait_until_waiting(url, timeout=WAIT) -> None:
     """Until a call waits on the interview (the /state JSON says so)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        status, body, _ = request(api(url, "state"))
+        status, body, _ = request(api_url(url, "state"))
         if status == 200 and json.loads(body)["waiting"]:
             return
         time.sleep(0.002)
@@ -416,10 +403,10 @@ def serve_like_a_browser(url: str) -> None:
     for status, _, _ in [request(url)] + [request("%s/assets/%s" % (base, name)) for name in sorted(askrich.ASSET_FILES)]:
         if status != 200:
             raise RuntimeError("the form server answered %d to an asset" % status)
-    status, _, _ = request(api(url))
+    status, _, _ = request(api_url(url))
     if status != 200:
         raise RuntimeError("/api/s answered %d" % status)
-    request(api(url, "progress"), "POST", {"answered": 1, "deferred": 0, "needsInfo": 0, "open": 2})
+    request(api_url(url, "progress"), "POST", {"answered": 1, "deferred": 0, "needsInfo": 0, "open": 2})
 
 
 # ============================================================================================
@@ -451,7 +438,7 @@ def bench_memory(mode: dict, pyz: str, work: str, results: dict) -> None:
                 waiting = client.tool("await_user_answers", {"sessionId": opened["sessionId"]})
                 serve_like_a_browser(opened["url"])
                 wait_until_waiting(opened["url"])
-                status, body, _ = request(api(opened["url"], "submit"), "POST",
+                status, body, _ = request(api_url(opened["url"], "submit"), "POST",
                                        {"answers": {"db": {"status": "answer", "selected": ["pg"]}}})
                 if status != 200:
                     raise RuntimeError("demo submit answered %d: %s" % (status, body[:200]))
@@ -579,7 +566,7 @@ def latency_round(mode: dict, log_dir: str, results: dict, suffix: str, with_lin
             waiting = client.tool("await_user_answers", {"sessionId": opened["sessionId"]})
             wait_until_waiting(opened["url"])
             sent = now_ms()
-            status, body, _ = request(api(opened["url"], "submit"), "POST", answers_for(interview, "r%d" % round_number))
+            status, body, _ = request(api_url(opened["url"], "submit"), "POST", answers_for(interview, "r%d" % round_number))
             answered = now_ms()
             if status != 200 or not json.loads(body)["delivered"]:
                 raise RuntimeError("submit answered %d: %s" % (status, body[:200]))
@@ -619,7 +606,7 @@ def bench_many(mode: dict, work: str, results: dict) -> None:
             wait_until_waiting(o["url"])
 
         def submit(index):
-            status, body, ms = request(api(opened[index]["url"], "submit"), "POST",
+            status, body, ms = request(api_url(opened[index]["url"], "submit"), "POST",
                                     answers_for(interviews[index], "interview %d" % index))
             return status, json.loads(body), ms
 
@@ -807,7 +794,7 @@ def bench_browser(mode: dict, work: str, results: dict, notes: list) -> None:
         results["big_call"] = figure([stamp - started])
         api_ms, api_size = [], None
         for _ in range(max(3, mode["loads"])):
-            status, body, ms = request(api(opened["url"]))
+            status, body, ms = request(api_url(opened["url"]))
             if status != 200:
                 raise RuntimeError("/api/s answered %d" % status)
             api_ms.append(ms)

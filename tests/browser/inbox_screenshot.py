@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(HERE))
 
 from formkit import CHROMIUM, CHROMIUM_ARGS, PHONE  # noqa: E402
-from inbox_support import Agent, InboxStream, free_port, read_key  # noqa: E402
+from inbox_support import Agent, inbox_events, free_port, read_key  # noqa: E402
 from support import http_request  # noqa: E402
 
 OUT = ROOT / "tests" / ".artifacts" / "screenshots"
@@ -48,7 +48,7 @@ def main() -> int:
                 {"id": "sunset", "header": "When does v1 stop answering?"},
                 {"id": "notice", "header": "How do we tell clients?"}]})
             key = read_key(logs)
-            stream = InboxStream(port, key)
+            stream = inbox_events(port, key)
             stream.wait_for(lambda l: len(l["interviews"]) == 3
                             and l["interviews"][0]["answered"] == 7
                             and l["interviews"][1]["followUpsUnseen"] == 2)
