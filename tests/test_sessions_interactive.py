@@ -32,8 +32,8 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 import clients_support as cs  # noqa: E402
-from scripted_model import ScriptedModel, Text, ToolCall  # noqa: E402
-from support import MODULE, api_url, http_request, submit  # noqa: E402
+from scripted_model import ScriptedModel, Text, ToolUse  # noqa: E402
+from support import MODULE, RecordingOpener, api_url, http_request, submit  # noqa: E402
 
 pytestmark = pytest.mark.sessions
 TOOL = "mcp__ask-user-rich__ask_user_rich"
@@ -171,20 +171,11 @@ def session_policy(model, request):
     if _called(messages):
         return Text("Waiting for the answers.")
     if TOOL in [tool.get("name") for tool in body["tools"]]:
-        return ToolCall(TOOL, ARGS)
-    return ToolCall("ToolSearch", {"query": "clarify preferences approval", "max_results": 5})
+        return ToolUse(TOOL, ARGS)
+    return ToolUse("ToolSearch", {"query": "clarify preferences approval", "max_results": 5})
 
 
 # -- one session ------------------------------------------------------------------------------
-
-def _opener(tmp_path):
-    """ASK_USER_RICH_OPEN_CMD: a script that records the URL it is asked to open."""
-    record = tmp_path / "opened.txt"
-    script = tmp_path / "opener.sh"
-    script.write_text("#!/bin/sh\nprintf '%%s\\n' \"$1\" >> '%s'\n" % record)
-    script.chmod(0o755)
-    return str(script), record
-
 
 def _seed_home(env, work):
     """What a person's first run would ask (theme, the API key, trusting the folder), answered
@@ -213,7 +204,7 @@ class Session:
         self.tmp_path = tmp_path
         self.work = tmp_path / "work"
         self.work.mkdir()
-        self.opener, self.record = _opener(tmp_path)
+        self.opener = RecordingOpener(tmp_path)
         self.wire = tmp_path / "wire.jsonl"
         self.env = cs.offline_env(tmp_path)
         self.env.update({"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": API_KEY,
@@ -230,7 +221,7 @@ class Session:
             "type": "stdio", "command": sys.executable,
             "args": [TAP, str(self.wire), "--", sys.executable, self.module],
             "env": {"ASK_USER_RICH_LOG_DIR": self.env["ASK_USER_RICH_LOG_DIR"], "ASK_USER_RICH_OPEN": "1",
-                    "ASK_USER_RICH_OPEN_CMD": self.opener, "ASK_USER_RICH_PROGRESS_MS": "500",
+                    "ASK_USER_RICH_OPEN_CMD": self.opener.command, "ASK_USER_RICH_PROGRESS_MS": "500",
                     "ASK_USER_RICH_INBOX_PORT": "0"}}}}
         self.terminal = Terminal([cs.cli("claude"), "--mcp-config", json.dumps(config), "--strict-mcp-config",
                                   "--allowedTools", TOOL], self.env, self.work)
@@ -238,9 +229,13 @@ class Session:
 
     def __exit__(self, *exc):
         try:
-            self.terminal.close()
+            if self.terminal is not None:
+                self.terminal.close()
         finally:
-            self._end_server()
+            try:
+                self._end_server()
+            finally:
+                self.opener.close()
 
     def _end_server(self):
         """Our server ends with the CLI's process group; should it have left that group, it is
@@ -280,10 +275,7 @@ class Session:
         return pairs
 
     def opened_url(self):
-        _wait_until("the recording opener to get the form's URL",
-                    lambda: self.record.exists() and self.record.read_text().strip(),
-                    alive=lambda: self.terminal.process.poll() is None)
-        return self.record.read_text().split()[0]
+        return self.opener.wait(timeout=WAIT, alive=lambda: self.terminal.process.poll() is None)
 
     # -- what the person does
 
@@ -321,7 +313,7 @@ def test_interactive_session_makes_a_task_shows_its_link_and_hands_the_answers_t
     with ScriptedModel(session_policy) as model, Session(tmp_path, model) as session:
         terminal = session.terminal
         session.start()
-        call = model.wait_for(lambda r: isinstance(r.answer, ToolCall) and r.answer.name == TOOL, WAIT,
+        call = model.wait_for(lambda r: isinstance(r.answer, ToolUse) and r.answer.name == TOOL, WAIT,
                               "the model's call to ask_user_rich")
         url = session.opened_url()
         # The session declared the tasks extension: our server made the call a task.
