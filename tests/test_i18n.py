@@ -329,3 +329,35 @@ def test_every_language_has_its_footer_position_indicator():
         value = strings(tag)["where.question"]
         assert set(PLACEHOLDER.findall(value)) == {"n", "total"}, tag
         assert " " not in value, "%s: the indicator must not break across lines" % tag
+
+
+# -- direction isolation -------------------------------------------------------------------------
+
+ISOLATES = re.compile("[\u2066-\u2069]")
+# Where a string leaves the page's laid-out text: read out (aria-*), drawn by other code (the
+# tab's title, a system notification). Filled there with isolates, it would show them as boxes.
+NOT_LAID_OUT = re.compile(
+    r"""setAttribute\(\s*["']aria-[\w-]+["']\s*,\s*t\(|document\.title\s*=[^;]*\bt\(|"""
+    r"""new Notification\(\s*t\(|\bbody:\s*t\(""")
+
+
+def test_no_language_file_writes_isolates_itself():
+    """t() puts U+2068 … U+2069 around every inserted value; a translation that wrote its own
+    would nest them or leave one unclosed."""
+    for tag in askrich.FORM_LANGUAGES:
+        assert [key for key, value in strings(tag).items()
+                if any(ISOLATES.search(text) for text in variants(value))] == [], tag
+
+
+def test_text_that_is_not_laid_out_in_the_page_is_filled_without_isolates():
+    found = []
+    for path in sorted((ASSETS / "js").glob("*.js")):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if NOT_LAID_OUT.search(line):
+                found.append("%s:%d: %s" % (path.name, number, line.strip()))
+    assert found == [], "use tPlain() there:\n" + "\n".join(found)
+    # The check is not vacuous.
+    assert NOT_LAID_OUT.search('bar.setAttribute("aria-label", t("attach.progressLabel", { name }));')
+    assert NOT_LAID_OUT.search('document.title = count ? `(${count}) ${t("inbox.title")}` : x;')
+    assert NOT_LAID_OUT.search('body: t("inbox.notification", { agent })')
+    assert not NOT_LAID_OUT.search('bar.setAttribute("aria-label", tPlain("attach.progressLabel"));')

@@ -4,7 +4,7 @@
 // metadata), so a reload shows the same files. Thumbnails come from our own route, so the page's
 // Content-Security-Policy (img-src 'self' data:) needs no blob: or other source.
 import { state, api, saveDraft } from "./state.js";
-import { t } from "./i18n.js";
+import { t, tPlain, figure } from "./i18n.js";
 import { announce as say } from "./dom.js";
 
 const MAX_BYTES = 10 * 1024 * 1024;
@@ -15,14 +15,9 @@ const IMAGE_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp
 
 // In the page's language: 1.5 MB, 1,5 MB, ...
 export function sizeText(bytes) {
-  const number = (value, digits) => {
-    try {
-      return new Intl.NumberFormat(document.documentElement.lang || "en", { maximumFractionDigits: digits }).format(value);
-    } catch { return value.toFixed(digits); }
-  };
-  if (bytes < 1024) return t("attach.sizeBytes", { size: number(bytes, 0) });
-  if (bytes < 1024 * 1024) return t("attach.sizeKb", { size: number(bytes / 1024, bytes < 10 * 1024 ? 1 : 0) });
-  return t("attach.sizeMb", { size: number(bytes / (1024 * 1024), 1) });
+  if (bytes < 1024) return t("attach.sizeBytes", { size: figure(bytes, 0) });
+  if (bytes < 1024 * 1024) return t("attach.sizeKb", { size: figure(bytes / 1024, bytes < 10 * 1024 ? 1 : 0) });
+  return t("attach.sizeMb", { size: figure(bytes / (1024 * 1024), 1) });
 }
 
 // The server's refusals in the user's words, told apart by the stable `code` of its JSON error
@@ -95,7 +90,7 @@ export function mountAttachments(note, key) {
   button.type = "button";
   button.className = "btn small attach-button";
   button.textContent = t("attach.button");
-  button.setAttribute("aria-label", t(key === "" ? "attach.generalLabel" : "attach.buttonLabel"));
+  button.setAttribute("aria-label", tPlain(key === "" ? "attach.generalLabel" : "attach.buttonLabel"));
   const hint = document.createElement("span");
   hint.className = "muted attach-hint";
   hint.id = `attach${uid}-hint`;
@@ -104,7 +99,7 @@ export function mountAttachments(note, key) {
   row.append(button, hint);
   const list = document.createElement("ul");
   list.className = "attach-list";
-  list.setAttribute("aria-label", t("attach.listLabel"));
+  list.setAttribute("aria-label", tPlain("attach.listLabel"));
   const problem = document.createElement("p");
   problem.className = "attach-problem";
   problem.hidden = true;
@@ -144,7 +139,7 @@ function itemEl(file) {
   remove.type = "button";
   remove.className = "link attach-remove";
   remove.textContent = t("attach.remove");
-  remove.setAttribute("aria-label", t("attach.removeLabel", { name: file.name }));
+  remove.setAttribute("aria-label", tPlain("attach.removeLabel", { name: file.name }));
   li.append(name, size, remove);
   return li;
 }
@@ -158,7 +153,7 @@ function pendingEl(name) {
   const bar = document.createElement("progress");
   bar.className = "attach-progress";
   bar.max = 100;
-  bar.setAttribute("aria-label", t("attach.progressLabel", { name }));
+  bar.setAttribute("aria-label", tPlain("attach.progressLabel", { name }));
   li.append(label, bar);
   return li;
 }
@@ -360,10 +355,7 @@ function limitOf(field) {
   return Math.max(0, TEXT_MAX - (general ? general.length + 2 : 0));
 }
 
-function number(value) {
-  try { return new Intl.NumberFormat(document.documentElement.lang || "en").format(value); }
-  catch { return String(value); }
-}
+const number = (value) => figure(value);
 
 // The line under a field that counts down near the limit; read with the field (described by).
 function counterOf(field) {

@@ -83,16 +83,54 @@ function lookup(table, key, count) {
   return null;
 }
 
-// t("key", {count: 2, agent: …}): the string with its {placeholders} filled. {agent} is filled
-// in by itself; a sentence that starts with it starts with a capital when it is the common noun.
-export function t(key, params = {}) {
+// Every inserted value that is not a number is a bidi isolate (U+2068 FIRST STRONG ISOLATE …
+// U+2069 POP DIRECTIONAL ISOLATE): a Latin agent name, label or file name inside Arabic text (or
+// an Arabic one inside English) keeps its own direction instead of pulling the count or the
+// punctuation beside it into its run (in Arabic, a Latin name and the count after it read as one
+// Latin run). Numbers stay bare: digits take the direction around them, and each template
+// already puts them where the language wants them. The isolates are invisible in the page's
+// text; what is not laid out as page text (the tab's title, a system notification, an aria-*
+// attribute) is filled by tPlain() instead, since other code may draw them as boxes or read them.
+export const FSI = "\u2068";
+export const PDI = "\u2069";
+
+// A number already written the language's way ("1,5", "١٫٥"): inserted bare, like a number.
+class Figure {
+  constructor(text) { this.text = text; }
+  toString() { return this.text; }
+}
+
+export function figure(value, digits = 0) {
+  try {
+    return new Figure(new Intl.NumberFormat(lang, { maximumFractionDigits: digits }).format(value));
+  } catch {
+    return new Figure(value.toFixed(digits));
+  }
+}
+
+const bare = (v) => typeof v === "number" || v instanceof Figure;
+const isolated = (v) => (bare(v) ? String(v) : `${FSI}${v}${PDI}`);
+
+function fill(key, params, wrap) {
   const count = typeof params.count === "number" ? params.count : undefined;
   const template = lookup(strings, key, count) ?? lookup(english, key, count) ?? key;
   const values = { agent: agentName || lookup(strings, "agent.fallback") || lookup(english, "agent.fallback") || "", ...params };
-  const out = template.replace(/\{(\w+)\}/g, (m, name) => (name in values ? String(values[name]) : m));
-  if (template.startsWith("{agent}") && !agentName && out) return out[0].toLocaleUpperCase(lang) + out.slice(1);
-  return out;
+  // A sentence that starts with the common noun for the agent starts with a capital (inside the
+  // isolate); the same noun later in the sentence does not.
+  const capital = template.startsWith("{agent}") && !agentName;
+  return template.replace(/\{(\w+)\}/g, (m, name, at) => {
+    if (!(name in values)) return m;
+    const v = values[name];
+    return wrap(capital && at === 0 && v ? v[0].toLocaleUpperCase(lang) + v.slice(1) : v);
+  });
 }
+
+// t("key", {count: 2, agent: …}): the string with its {placeholders} filled, each value that is
+// not a number isolated. {agent} is filled in by itself.
+export const t = (key, params = {}) => fill(key, params, isolated);
+
+// The same words without isolates, for text that is not laid out in the page.
+export const tPlain = (key, params = {}) => fill(key, params, String);
 
 // A list of words the way the language joins them ("a, b" / "a、b" / "a، b").
 export const list = (items) => items.join(t("list.sep"));
@@ -100,15 +138,36 @@ export const list = (items) => items.join(t("list.sep"));
 // Sentences one after the other: with a space, or none after 。 in Chinese and Japanese.
 export const sentences = (...parts) => parts.filter(Boolean).join(t("sentence.sep"));
 
-// Text whose `backticked` parts are keys, shown as <kbd>.
+// Text whose `backticked` parts are keys, shown as <kbd>. A key cap is laid out as one box, and
+// the browser breaks a line on either side of such a box even before a closing mark ("↓ / ，再"),
+// so the marks touching a key are kept on its line with it.
+const OPENING = /[(\[{«“‘（「『【〔〈《]+$/u;
+const CLOSING = /^[)\]}»”’.,:;?!、。，．：；？！）」』】〕〉》]+/u;
 export function fillKeys(el, text) {
-  el.replaceChildren();
-  String(text).split("`").forEach((part, i) => {
-    if (i % 2 === 0) { if (part) el.append(part); return; }
+  const parts = String(text).split("`");
+  const out = [];
+  for (let i = 0; i < parts.length; i++) {
+    if (i % 2 === 0) { if (parts[i]) out.push(parts[i]); continue; }
     const k = document.createElement("kbd");
-    k.textContent = part;
-    el.append(k);
-  });
+    k.textContent = parts[i];
+    const prev = out[out.length - 1];
+    const before = typeof prev === "string" ? prev.match(OPENING) : null;
+    const after = i + 1 < parts.length ? parts[i + 1].match(CLOSING) : null;
+    if (!before && !after) { out.push(k); continue; }
+    const keep = document.createElement("span");
+    keep.className = "keep";
+    if (before) {
+      out[out.length - 1] = prev.slice(0, -before[0].length);
+      keep.append(before[0]);
+    }
+    keep.append(k);
+    if (after) {
+      keep.append(after[0]);
+      parts[i + 1] = parts[i + 1].slice(after[0].length);
+    }
+    out.push(keep);
+  }
+  el.replaceChildren(...out.filter((part) => part !== ""));
 }
 
 // Fills the markup's own words, in the page and in every <template>, from data-i18n (text),
@@ -122,7 +181,8 @@ export function translatePage(root = document) {
         const what = attr.name.slice("data-i18n".length);
         if (what === "") el.textContent = t(attr.value);
         else if (what === "-keys") fillKeys(el, t(attr.value));
-        else el.setAttribute(what.slice(1), t(attr.value));
+        // aria-* is read out, never laid out: it gets no isolates.
+        else el.setAttribute(what.slice(1), (what.startsWith("-aria-") ? tPlain : t)(attr.value));
       }
     }
   }

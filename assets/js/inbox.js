@@ -1,7 +1,7 @@
 // The inbox page: every interview waiting for the user, from every agent, live. The listing
 // comes from /api/inbox/<key>/events (Server-Sent Events); the rows are updated in place, so
 // that focus and scrolling stay where they are when one arrives or leaves.
-import { t, setLanguage, translatePage, language } from "./i18n.js";
+import { t, tPlain, setLanguage, translatePage, language } from "./i18n.js";
 import { load, save } from "./state.js";
 
 const $ = (sel, root = document) => root.querySelector(sel);
@@ -103,7 +103,7 @@ function render(listing) {
   heading.hidden = count === 0;
   heading.textContent = count ? t("inbox.heading", { count }) : "";
   $("#inbox-empty").hidden = count !== 0;
-  document.title = count ? `(${count}) ${t("inbox.title")}` : t("inbox.title");
+  document.title = count ? `(${count}) ${tPlain("inbox.title")}` : tPlain("inbox.title");
   if (announcedCount !== null && announcedCount !== count) announce(count ? t("inbox.heading", { count }) : t("inbox.empty"));
   announcedCount = count;
   notifyNew();
@@ -119,8 +119,8 @@ function notifyNew() {
   if (!fresh.length || typeof Notification !== "function" || Notification.permission !== "granted") return;
   for (const row of fresh) {
     try {
-      const note = new Notification(t("inbox.notificationTitle"), {
-        body: t("inbox.notification", { agent: agentLabel(row), title: row.title }),
+      const note = new Notification(tPlain("inbox.notificationTitle"), {
+        body: tPlain("inbox.notification", { agent: agentLabel(row), title: row.title }),
         tag: row.interviewId,
       });
       note.addEventListener("click", () => { window.focus(); note.close(); });
@@ -197,7 +197,7 @@ async function start() {
   await setLanguage(null);
   translatePage();
   applyTheme(theme);
-  document.title = t("inbox.title");
+  document.title = tPlain("inbox.title");
   syncNotifyButton();
   bind();
   connect();

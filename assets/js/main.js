@@ -246,7 +246,7 @@ async function submit() {
     done(t("end.sent"), t("end.counts", {
       answered: k.answered ?? c.answered, deferred: k.deferred ?? c.deferred,
       needsInfo: k.needsInfo ?? c.needsInfo, unanswered: k.unanswered ?? c.open,
-    }), t(body.delivered ? "end.delivered" : "end.saved"));
+    }), t(body.delivered ? "end.delivered" : "end.saved"), { counts: true });
     return;
   }
   if (r.status === 409 && typeof body.version === "number") {
@@ -283,10 +283,10 @@ async function send(body) {
   return { r, body: reply };
 }
 
-function done(heading, text, more) {
+function done(heading, text, more, how) {
   forget(draftKey());
   stopLive();
-  endScreen(heading, text, more).focus();
+  endScreen(heading, text, more, how).focus();
 }
 
 // A submit the server did not take, for a reason other than new questions. 507: it could not

@@ -2,7 +2,7 @@
 // slide aside), by keyboard (pick up / move / drop / cancel, Shift+arrows, digits) and by the
 // visible Move buttons. Nothing counts as an answer until the user moves a row or keeps the order.
 import { state, answerOf, takeRecommendation, clearAnswer, labelOf } from "./state.js";
-import { t } from "./i18n.js";
+import { t, tPlain } from "./i18n.js";
 import { clone } from "./dom.js";
 
 const views = new Map(); // qid -> {list, rows: Map(optId -> li), status, q}
@@ -106,7 +106,7 @@ export function syncRank(q) {
   a.order.forEach((id, i) => {
     const li = v.rows.get(id);
     li.querySelector(".rank-pos").textContent = String(i + 1);
-    li.setAttribute("aria-label", t("rank.rowLabel", { label: li.querySelector(".rank-label").textContent, pos: i + 1, total: n }));
+    li.setAttribute("aria-label", tPlain("rank.rowLabel", { label: li.querySelector(".rank-label").textContent, pos: i + 1, total: n }));
     li.classList.toggle("held", !!held && held.qid === q.id && held.id === id);
   });
   markActive(q);

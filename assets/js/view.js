@@ -9,9 +9,9 @@ import {
 } from "./state.js";
 import { buildRank, syncRank } from "./rank.js";
 import { reportProgress } from "./live.js";
-import { t, list as joinList } from "./i18n.js";
+import { t, tPlain, list as joinList } from "./i18n.js";
 import { mountAttachments } from "./attach.js";
-import { $, clone, setText, whenIdle, announce } from "./dom.js";
+import { $, clone, setText, setCounts, whenIdle, announce } from "./dom.js";
 import { buildReview, renderReview, reviewFromTop, syncReview, statusText } from "./review.js";
 
 // ---- markdown ----
@@ -428,7 +428,7 @@ export function syncRail() {
   const bar = $("#progress");
   bar.setAttribute("aria-valuemax", String(total));
   bar.setAttribute("aria-valuenow", String(done));
-  bar.setAttribute("aria-valuetext", t("progress.value", { done, total }));
+  bar.setAttribute("aria-valuetext", tPlain("progress.value", { done, total }));
   bar.style.setProperty("--done", String(total ? done / total : 0));
   // Not now: measuring the rail here forced a layout in the middle of every step, and the frame
   // then laid the page out a second time. Nor in the frame that shows the new screen: after a
@@ -578,13 +578,15 @@ export function showScreen(key, dir) {
   return el;
 }
 
-export function endScreen(heading, text, more) {
+// `counts`: the text is a row of counts, kept label by label on one line.
+export function endScreen(heading, text, more, { counts = false } = {}) {
   const main = $("#main");
   main.replaceChildren();
   shownScreens = null;
   const el = clone("tpl-end");
   $(".q-header", el).textContent = heading;
-  $(".end-text", el).textContent = text;
+  if (counts) setCounts($(".end-text", el), text);
+  else $(".end-text", el).textContent = text;
   $(".end-more", el).textContent = more || "";
   main.append(el);
   document.body.classList.add("ended");

@@ -19,6 +19,16 @@ CHROMIUM_ARGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
 DESKTOP = {"width": 1100, "height": 860}
+
+# The bidi isolate the form's t() puts around every value it inserts that is not a number.
+FSI, PDI = "\u2068", "\u2069"
+
+
+def isolated(text):
+    """`text` as the form inserts it into its own words: inside U+2068 … U+2069."""
+    return f"{FSI}{text}{PDI}"
+
+
 PHONE = {"width": 360, "height": 740}
 
 # Collected in the page before any of its scripts run.

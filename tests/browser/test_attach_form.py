@@ -8,7 +8,7 @@ import os
 import pytest
 from playwright.sync_api import expect
 
-from formkit import PHONE, answer_of, choice
+from formkit import PHONE, answer_of, choice, isolated
 from test_screens import clipped, serious_violations
 
 # A 2 x 2 PNG, a real image the browser decodes (a thumbnail that failed would have no width).
@@ -54,13 +54,13 @@ def test_a_picked_png_and_a_pasted_one_show_thumbnails_one_is_removed_and_the_ot
     expect(block.locator(".attach-item .attach-name")).to_have_text(["login.png", "image.png"])
     f.page.wait_for_function(THUMBS_LOADED, arg=2)
     expect(block.locator(".attach-size").first).to_have_text("%d B" % len(PNG))
-    expect(f.page.locator("#announcer")).to_have_text("Attached image.png (%d B)." % len(PNG))
+    expect(f.page.locator("#announcer")).to_have_text("Attached %s (%s)." % (isolated("image.png"), isolated("%d B" % len(PNG))))
 
     folder = os.path.join(f.rt.config.log_dir, "attachments", f.interview.id)
     assert len(os.listdir(folder)) == 2
     block.locator(".attach-item").first.locator(".attach-remove").click()
     expect(block.locator(".attach-item .attach-name")).to_have_text(["image.png"])
-    expect(f.page.locator("#announcer")).to_have_text("Removed login.png.")
+    expect(f.page.locator("#announcer")).to_have_text("Removed %s." % isolated("login.png"))
     # Focus stays where the removed file was: on the Remove of the file that took its place.
     assert f.focused("el => el.getAttribute('aria-label')") == "Remove image.png"
     assert [name.split("-", 1)[1] for name in os.listdir(folder)] == ["image.png"]
@@ -96,7 +96,7 @@ def test_a_file_too_big_is_refused_under_its_note_and_announced_without_an_uploa
       input.dispatchEvent(new Event("change", {bubbles: true}));
     }""")
     expect(block.locator(".attach-item .attach-name")).to_have_text(["small.log"])
-    expect(block.locator(".attach-problem")).to_have_text("huge.log is not attached: a file may be at most 10 MiB.")
+    expect(block.locator(".attach-problem")).to_have_text(isolated("huge.log") + " is not attached: a file may be at most 10 MiB.")
     expect(block.locator(".attach-problem")).to_be_visible()
     # Not an image: a name and a size, no thumbnail.
     assert block.locator("img").count() == 0
@@ -114,9 +114,9 @@ def test_a_refusal_from_the_server_is_shown_where_the_file_was_added(form):
     block.locator(".attach-input").set_input_files(files=[{"name": "one-more.txt", "mimeType": "text/plain", "buffer": b"x"}])
     # The server refused it (the page did not know of the other 20): said in the form's words.
     expect(block.locator(".attach-problem")).to_have_text(
-        "one-more.txt is not attached: an interview may have at most 20 files.")
+        isolated("one-more.txt") + " is not attached: an interview may have at most 20 files.")
     expect(f.page.locator("#announcer")).to_have_text(
-        "one-more.txt is not attached: an interview may have at most 20 files.")
+        isolated("one-more.txt") + " is not attached: an interview may have at most 20 files.")
 
 
 @pytest.mark.parametrize("status, code, said", [
@@ -134,7 +134,7 @@ def test_the_form_words_a_refusal_by_its_code_not_by_the_servers_text(form, stat
     f.allow(str(status))
     block = attach_block(f, "where")
     block.locator(".attach-input").set_input_files(files=[{"name": "x.txt", "mimeType": "text/plain", "buffer": b"x"}])
-    expect(block.locator(".attach-problem")).to_have_text("x.txt is not attached: " + said)
+    expect(block.locator(".attach-problem")).to_have_text(isolated("x.txt") + " is not attached: " + said)
 
 
 def test_the_attach_button_opens_the_picker_from_the_keyboard(form):

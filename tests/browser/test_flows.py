@@ -5,7 +5,7 @@ import time
 
 from playwright.sync_api import expect
 
-from formkit import answer_of, choice
+from formkit import answer_of, choice, isolated
 
 
 def many_questions(n=8):
@@ -73,7 +73,7 @@ def test_review_lists_answers_and_notes_and_a_row_jumps_back(form, rich_spec):
     rows = f.page.locator(".review-row")
     assert rows.count() == 5
     expect(rows.nth(0)).to_contain_text("Postgres")
-    expect(rows.nth(0)).to_contain_text("Note: A note here")
+    expect(rows.nth(0)).to_contain_text("Note: " + isolated("A note here"))
     expect(rows.nth(1)).to_contain_text("Deferred")
     expect(rows.nth(2)).to_contain_text("Not answered yet")
     rows.nth(2).locator("button").click()
@@ -99,7 +99,7 @@ def test_required_text_input_blocks_the_submit_with_a_clear_message(form, rich_s
     f.press("End")
     f.page.locator("#btn-submit").click()
     problem = f.page.locator(".review .submit-problem")
-    expect(problem).to_contain_text('needs the text for "Upgrade"')
+    expect(problem).to_contain_text("needs the text for " + isolated('"%s"' % isolated("Upgrade")))
     assert f.rt.wait_for_result(f.interview.id, timeout=0.3) is None
     problem.locator("button").click()
     assert f.screen == "q:src"
@@ -264,7 +264,7 @@ def test_the_page_says_when_the_agent_stopped_waiting(form, rich_spec):
     waiter.start()
     f.page.wait_for_selector('body[data-live="waiting"]', state="attached")
     waiter.join()
-    expect(f.page.locator("#notices")).to_contain_text("The agent stopped waiting")
+    expect(f.page.locator("#notices")).to_contain_text(isolated("The agent") + " stopped waiting")
     f.press("ArrowRight", "1")
     result = f.submit_and_collect()
     assert answer_of(result, "db")["selected"] == ["pg"]
@@ -274,7 +274,7 @@ def test_done_screen_says_whether_a_call_was_waiting(form, rich_spec):
     f = form(rich_spec)
     result = f.waiting_call()
     f.press("End", "a", "Enter", "Enter")
-    expect(f.page.locator("section.end")).to_contain_text("The agent has your answers now")
+    expect(f.page.locator("section.end")).to_contain_text(isolated("The agent") + " has your answers now")
     assert result()["status"] == "submitted"
 
 

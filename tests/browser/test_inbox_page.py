@@ -6,13 +6,15 @@ from __future__ import annotations
 import io
 import json
 import sys
+import threading
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from axe_playwright_python.sync_playwright import Axe  # noqa: E402
-from formkit import DESKTOP, PHONE, WATCH_CSP, askrich  # noqa: E402
+from formkit import DESKTOP, PHONE, WATCH_CSP, askrich, isolated  # noqa: E402
 from inbox_support import free_port, read_key  # noqa: E402
 from support import LogWatch, submit  # noqa: E402
 
@@ -153,6 +155,28 @@ def test_a_new_interview_is_notified_once_the_user_allowed_it(inbox_page, inbox_
     page.wait_for_function("() => window.__notes.length === 1")
     assert page.evaluate("window.__notes") == [
         {"title": "New interview", "body": "Codex: Docs layout", "tag": fresh.id}]
+    clean(page)
+
+
+def test_the_row_isolates_the_agents_name_and_the_notification_and_tab_title_do_not(inbox_page, inbox_rt):
+    w = words("ar")
+    page = inbox_page(locale="ar", permission="'granted'")
+    fresh = inbox_rt.open_interview(spec("Docs layout"), agent="Codex")
+    waiter = threading.Thread(target=inbox_rt.wait_for_result, args=(fresh.id, 10))
+    waiter.start()
+    try:
+        # In the page, the Latin name inside Arabic text is a bidi isolate...
+        blocked = page.locator('li[data-interview="%s"] .inbox-blocked' % fresh.id)
+        expect(blocked).to_have_text(w["inbox.blocked"].replace("{agent}", isolated("Codex")))
+        # ...in a system notification and in the tab's title, which other code draws, never.
+        page.wait_for_function("() => window.__notes.length === 1")
+        assert page.evaluate("window.__notes") == [{
+            "title": w["inbox.notificationTitle"], "tag": fresh.id,
+            "body": w["inbox.notification"].replace("{agent}", "Codex").replace("{title}", "Docs layout")}]
+        assert page.title() == "(2) " + w["inbox.title"]
+    finally:
+        submit(fresh.url, {})
+        waiter.join()
     clean(page)
 
 

@@ -9,7 +9,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from formkit import PHONE, ROOT, answer_of
+from formkit import PHONE, ROOT, answer_of, isolated
 from test_screens import clipped, serious_violations
 
 LANGUAGES = ["en", "ja", "zh-CN", "zh-TW", "ko", "es", "fr", "de", "pt-BR", "ru", "ar"]
@@ -297,20 +297,20 @@ def test_follow_up_notices_name_the_agent_the_client_gave(form, rich_spec):
     f = form(rich_spec, agent="Gemini CLI")
     follow_up(f)
     notices = f.page.locator("#notices")
-    expect(notices).to_contain_text("Gemini CLI added 1 follow-up question.")
+    expect(notices).to_contain_text(isolated("Gemini CLI") + " added 1 follow-up question.")
     f.press("g")
     expect(f.section("late0").locator(".q-agent-note-head")).to_have_text(
-        "Gemini CLI added this note to the follow-up questions:")
+        isolated("Gemini CLI") + " added this note to the follow-up questions:")
     assert "Claude" not in f.page.evaluate(CHROME_TEXT)
     f.press("?")
-    expect(f.page.locator("#help")).to_contain_text("Go to the follow-up questions Gemini CLI just added")
+    expect(f.page.locator("#help")).to_contain_text("Go to the follow-up questions %s just added" % isolated("Gemini CLI"))
 
 
 @pytest.mark.parametrize("tag, said", [
-    ("en", "The agent added 2 follow-up questions."),
-    ("de", "Der Agent hat 2 Folgefragen hinzugefügt."),
-    ("ja", "エージェントから追加の質問が2問届きました。"),
-    ("ar", "أضاف الوكيل سؤالَي متابعة."),
+    ("en", isolated("The agent") + " added 2 follow-up questions."),
+    ("de", isolated("Der Agent") + " hat 2 Folgefragen hinzugefügt."),
+    ("ja", isolated("エージェント") + "から追加の質問が2問届きました。"),
+    ("ar", "أضاف %s سؤالَي متابعة." % isolated("الوكيل")),
 ])
 def test_a_client_without_a_name_is_called_the_agent_in_the_language(form, tag, said):
     f = form(dict(NEUTRAL, language=tag))
@@ -348,7 +348,7 @@ def test_skipping_sends_the_reason_keeps_the_answers_and_the_waiting_call_gets_d
     f.page.locator("#btn-skip").click()
     dialog = f.page.locator("#skip")
     expect(dialog).to_be_visible()
-    expect(dialog).to_contain_text("The agent is told that you chose not to answer now.")
+    expect(dialog).to_contain_text(isolated("The agent") + " is told that you chose not to answer now.")
     f.page.locator("#skip-cancel").click()
     expect(dialog).to_be_hidden()
     assert f.screen == "review" and f.rt.hub.get(f.interview.id).state == "pending"

@@ -2,7 +2,7 @@
 and the rule that nothing is recorded until the user orders something."""
 from playwright.sync_api import expect
 
-from formkit import answer_of
+from formkit import answer_of, isolated
 
 
 def rank_spec():
@@ -72,7 +72,7 @@ def test_keyboard_pick_up_move_and_drop(form):
     f.press("Space", "ArrowDown", "ArrowDown")
     assert f.rank_order("goals") == ["b", "c", "a", "d"]
     assert f.status("goals") == "open"  # still held: nothing recorded yet
-    expect(f.page.locator("#announcer")).to_contain_text("position 3 of 4")
+    expect(f.page.locator("#announcer")).to_have_text(isolated("Alpha") + ": position 3 of 4.")
     f.press("Space")
     assert f.status("goals") == "answered"
     assert f.focused("el => el.dataset.opt") == "a"
@@ -138,7 +138,7 @@ def test_r_applies_the_recommended_order_and_x_resets(form):
 def test_moves_are_announced_and_rows_carry_their_position(form):
     f = form(rank_spec())
     f.press("ArrowDown", "Shift+ArrowDown")
-    expect(f.page.locator("#announcer")).to_contain_text("position 2 of 4")
+    expect(f.page.locator("#announcer")).to_have_text(isolated("Alpha") + ": position 2 of 4.")
     assert row(f, "a").get_attribute("aria-label") == "Alpha, position 2 of 4"
     assert f.section("goals").locator("[role=listbox]").count() == 1
     assert f.section("goals").locator("[role=option]").count() == 4

@@ -1,0 +1,163 @@
+"""Direction isolation: every value the form inserts into its own words (an agent name, a label,
+a file name, a question header), in every language, is a bidi isolate (U+2068 … U+2069), so a
+Latin name in Arabic text keeps apart from the count beside it; numbers stay bare; and nothing
+that leaves the page's text (the tab title, a notification, an aria-* attribute, the answers sent
+back) carries the isolate characters."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from formkit import FSI, PDI, ROOT, isolated
+
+LANGUAGES = ["en", "ja", "zh-CN", "zh-TW", "ko", "es", "fr", "de", "pt-BR", "ru", "ar"]
+I18N = ROOT / "assets" / "i18n"
+PLACEHOLDER = re.compile(r"\{(\w+)\}")
+
+
+def strings(tag):
+    return json.loads((I18N / f"{tag}.json").read_text(encoding="utf-8"))
+
+
+def spec(language, **kw):
+    return {"title": "Plan", "language": language, "questions": [
+        {"id": "q1", "header": "Database", "options": [
+            {"id": "pg", "label": "Postgres"},
+            {"id": "my", "label": "MySQL"}]},
+        {"id": "r", "kind": "rank", "header": "Goals", "options": [
+            {"id": "a", "label": "Speed"}, {"id": "b", "label": "Cost"}]},
+        {"id": "free", "header": "Anything else?", "options": []},
+    ], **kw}
+
+
+def follow_up(f, n):
+    f.rt.append_questions(f.interview.id, [
+        {"id": f"late{i}", "header": f"Late {i}", "options": [{"id": "y", "label": "Yes"}]}
+        for i in range(n)], note="More")
+    f.page.wait_for_selector(f'#rail li[data-qid="late{n - 1}"]')
+
+
+# Runs the page's own i18n.js over every key of every language: each placeholder filled once with
+# a text (which must come out isolated, and only isolated) and once with a number and a figure
+# (which must come out bare); tPlain() never isolates.
+EVERY_KEY = """async ({tags, tables}) => {
+  const m = await import('/assets/js/i18n.js');
+  const wrong = [];
+  const fill = (names, value) => Object.fromEntries(names.map((p) => [p, value(p)]));
+  for (const tag of tags) {
+    await m.setLanguage(tag);
+    for (const agent of ['Claude Code', null]) {
+      m.setAgent(agent);
+      const fallback = m.tPlain('agent.fallback');
+      for (const [key, value] of Object.entries(tables[tag])) {
+        const variants = typeof value === 'string' ? [[value, undefined]]
+          : Object.keys(value).map((cat) => [value[cat], {zero: 0, one: 1, two: 2, few: 3, many: 11, other: 7}[cat]]);
+        for (const [template, count] of variants) {
+          const names = [...new Set([...template.matchAll(/\\{(\\w+)\\}/g)].map((x) => x[1]))];
+          if (!names.length) continue;
+          const texts = fill(names.filter((p) => p !== 'agent'), (p) => `Zq_${p}_`);
+          if (count !== undefined) texts.count = count;
+          const said = m.t(key, texts);
+          for (const p of names) {
+            if (p === 'count' && count !== undefined) continue;
+            const v = p === 'agent' ? (agent || null) : `Zq_${p}_`;
+            if (v === null) {
+              // The common noun, capitalized or not, inside the isolate.
+              if (!new RegExp('\\u2068(' + fallback + '|' + fallback[0].toLocaleUpperCase(tag) + fallback.slice(1) + ')\\u2069').test(said))
+                wrong.push([tag, key, p, 'fallback not isolated', said]);
+              continue;
+            }
+            const bare = said.split(v).length - 1, wrapped = said.split('\\u2068' + v + '\\u2069').length - 1;
+            if (!wrapped || bare !== wrapped) wrong.push([tag, key, p, 'not isolated', said]);
+          }
+          if (/\\{\\w+\\}/.test(said)) wrong.push([tag, key, '', 'placeholder left', said]);
+          const numbers = m.t(key, fill(names.filter((p) => p !== 'agent'), () => 4321));
+          const figures = m.t(key, fill(names.filter((p) => p !== 'agent'), () => m.figure(4321)));
+          const plain = m.tPlain(key, texts);
+          const outside = (s) => s.replace(/\\u2068[^\\u2068\\u2069]*\\u2069/g, '');
+          if (names.some((p) => p !== 'agent') && !outside(numbers).includes('4321'))
+            wrong.push([tag, key, '', 'number isolated', numbers]);
+          if (names.some((p) => p !== 'agent') && !outside(figures).includes(m.figure(4321).toString()))
+            wrong.push([tag, key, '', 'figure isolated', figures]);
+          if (/[\\u2068\\u2069]/.test(plain)) wrong.push([tag, key, '', 'tPlain isolates', plain]);
+        }
+      }
+    }
+  }
+  return wrong;
+}"""
+
+
+def test_every_placeholder_of_every_language_is_filled_isolated_unless_a_number(form):
+    f = form(spec("en"))
+    tables = {tag: strings(tag) for tag in LANGUAGES}
+    found = f.page.evaluate(EVERY_KEY, {"tags": LANGUAGES, "tables": tables})
+    assert found == []
+    # The check is not vacuous: every language has keys with texts and with counts.
+    for tag in LANGUAGES:
+        assert any("{agent}" in json.dumps(v, ensure_ascii=False) for v in tables[tag].values()), tag
+        assert any(isinstance(v, dict) and "{count}" in json.dumps(v, ensure_ascii=False)
+                   for v in tables[tag].values()), tag
+
+
+def test_a_latin_agent_name_and_the_count_lie_apart_in_arabic(form):
+    f = form(spec("ar"), agent="Claude Code")
+    follow_up(f, 3)
+    p = f.page.locator('#notices [data-id="follow-ups"] > p')
+    expect(p).to_contain_text("Claude Code")
+    # In a right-to-left line the isolated name is one left-to-right island: the count that
+    # follows it in reading order lies to its left, apart. Fused ("Claude Code 3" as one
+    # left-to-right run), the count would sit at the right end of the name.
+    boxes = p.evaluate("""(p) => {
+      const node = [...p.childNodes].find((n) => n.nodeType === 3 && n.data.includes('Claude Code'));
+      const box = (from, length) => {
+        const r = document.createRange();
+        r.setStart(node, from);
+        r.setEnd(node, from + length);
+        return [...r.getClientRects()].map((b) => [b.left, b.right, b.top]);
+      };
+      const name = node.data.indexOf('Claude Code');
+      return {name: box(name, 'Claude Code'.length), count: box(node.data.indexOf('3', name), 1),
+              verb: box(0, node.data.indexOf(' '))};
+    }""")
+    assert len(boxes["name"]) == 1 and len(boxes["count"]) == 1, boxes
+    (name_left, name_right, name_top), = boxes["name"]
+    (count_left, count_right, count_top), = boxes["count"]
+    (verb_left, _, _), = boxes["verb"]
+    assert count_top == name_top  # one line
+    assert count_right < name_left  # to the left of the name, with the space between
+    assert name_right < verb_left  # and the name follows the verb, right to left
+    # Because the name is isolated, and only the name: the count is bare.
+    want = strings("ar")["followups.added"]["few"].replace("{agent}", isolated("Claude Code")).replace("{count}", "3")
+    expect(p).to_have_text(want)
+
+
+def test_the_tab_title_the_aria_texts_and_the_answers_sent_carry_no_isolates(form):
+    f = form(spec("ar"), agent="Claude Code")
+    follow_up(f, 2)
+    # In the page's text the name is isolated...
+    expect(f.page.locator('#notices [data-id="follow-ups"] > p')).to_contain_text(isolated("Claude Code"))
+    # ...but not in the tab's title, nor in what is read out from attributes.
+    expect(f.page).to_have_title("(2) Plan · Ask User Rich")
+    f.press("1", "n")  # no intro: the first question is the first screen
+    f.page.keyboard.type("Version 16")
+    f.press("Escape", "ArrowLeft", "ArrowDown", "Shift+ArrowDown")  # right to left: the left arrow goes on
+    expect(f.page.locator("#announcer")).to_have_text(
+        strings("ar")["rank.moved"].replace("{label}", isolated("Speed")).replace("{pos}", "2").replace("{total}", "2"))
+    row = f.section("r").locator('.rank-row[data-opt="a"]')
+    assert row.get_attribute("aria-label") == strings("ar")["rank.rowLabel"].replace(
+        "{label}", "Speed").replace("{pos}", "2").replace("{total}", "2")
+    attributes = f.page.evaluate("""() => [...document.querySelectorAll('*')].flatMap((el) =>
+        [...el.attributes].filter((a) => a.name.startsWith('aria-')).map((a) => a.value))""")
+    assert [a for a in attributes if FSI in a or PDI in a] == []
+    f.press("Escape", "End")
+    f.page.locator("#general-notes").fill("Claude Code 3")
+    result = f.submit_and_collect()
+    sent = json.dumps(result, ensure_ascii=False)
+    assert FSI not in sent and PDI not in sent
+    q1 = next(a for a in result["answers"] if a["id"] == "q1")
+    assert (q1["selected"], q1["notes"]) == (["pg"], "Version 16")
+    assert result["generalNotes"] == "Claude Code 3"
