@@ -286,3 +286,148 @@ def test_a_blocking_call_reaches_the_ts_progress_handler_and_returns_the_submitt
     assert seen[0]["message"].endswith(". Form: " + url)
     assert all(url not in progress["message"] for progress in seen[1:])
     assert client.assert_every_server_message_fits() >= 3
+
+
+def elicitations(client) -> list:
+    return [line["params"] for line in client.events("elicitation")]
+
+
+def tool_call_results(client) -> list:
+    """The results the server wrote for tools/call, in order."""
+    methods = client.request_methods()
+    return [message["result"] for message in client.server_messages()
+            if "result" in message and methods.get(message.get("id")) == "tools/call"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_form_elicitation_is_answered_by_the_ts_elicitation_handler_and_settles_the_interview(ts_client, mode):
+    answer = {"action": "accept", "content": {"db": "my", "extras": ["cache"], "free": "ok"}}
+    client, _ = ts_client(mode, elicitation={"form": answer})
+    result = client.call("callTool", name="ask_user_rich", arguments=dict(FLAT_INTERVIEW, delivery="elicitation"))
+
+    (params,) = elicitations(client)
+    assert params["mode"] == "form" and params["message"].startswith("Pick a stack")
+    assert list(params["requestedSchema"]["properties"]) == ["db", "db__other", "extras", "extras__other", "free"]
+    structured = result["structuredContent"]
+    assert structured["status"] == "submitted" and structured["via"] == "elicitation"
+    assert [row["selected"] for row in structured["answers"]] == [["my"], ["cache"], []]
+    assert structured["answers"][2]["other"] == "ok"
+    # It came by round trip: input_required, then the retry's complete result.
+    assert [r["resultType"] for r in tool_call_results(client)] == ["input_required", "complete"]
+    assert client.assert_every_server_message_fits() >= 2
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("action, status", [("decline", "declined"), ("cancel", "cancelled")])
+def test_a_form_elicitation_the_ts_handler_refuses_settles_every_answer_unanswered(ts_client, mode, action, status):
+    client, _ = ts_client(mode, elicitation={"form": {"action": action}})
+    result = client.call("callTool", name="ask_user_rich", arguments=dict(FLAT_INTERVIEW, delivery="elicitation"))
+    structured = result["structuredContent"]
+    assert structured["status"] == status and structured["via"] == "elicitation"
+    assert structured["counts"]["unanswered"] == 3
+    assert client.assert_every_server_message_fits() >= 2
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_url_elicitation_accepted_by_the_ts_handler_waits_for_the_submit_with_progress(ts_client, mode):
+    client, _ = ts_client(mode, elicitation={"url": {"action": "accept"}},
+                          ASK_USER_RICH_OPEN_CMD="/bin/false", ASK_USER_RICH_OPEN="1")
+    call = client.send("callTool", name="ask_user_rich", arguments=FLAT_INTERVIEW, progress=True)
+    client.wait_for(lambda line: line.get("event") == "elicitation", what="the URL elicitation")
+    (params,) = elicitations(client)
+    assert params["mode"] == "url" and "/s/" in params["url"] and "Pick a stack" in params["message"]
+    assert "elicitationId" not in params
+    wait_until_waiting(client)
+    assert submit_like_a_browser(params["url"])["delivered"] is True
+    result = client.reply(call)
+
+    structured = result["structuredContent"]
+    assert structured["status"] == "submitted" and structured["via"] == "browser"
+    # The SDK reports its own round ("Fulfilling input required…") to the handler too; ours
+    # are the ones on the wire, and every one of them reached the handler.
+    ours = [m["params"]["message"] for m in client.server_messages() if m.get("method") == "notifications/progress"]
+    handled = [line["progress"]["message"] for line in client.events("progress") if line["call"] == call]
+    assert ours and ours[0].startswith('Waiting for answers to "Pick a stack": ')
+    assert [message for message in handled if message in ours] == ours
+    assert [r["resultType"] for r in tool_call_results(client)] == ["input_required", "complete"]
+    methods = [message.get("method") for message in client.server_messages()]
+    assert "notifications/elicitation/complete" not in methods  # no such thing in this era
+    assert client.assert_every_server_message_fits() >= 3
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_url_elicitation_declined_by_the_ts_handler_returns_awaiting_and_the_form_stays_open(ts_client, mode):
+    client, _ = ts_client(mode, elicitation={"url": {"action": "decline"}},
+                          ASK_USER_RICH_OPEN_CMD="/bin/false", ASK_USER_RICH_OPEN="1")
+    result = client.call("callTool", name="ask_user_rich", arguments=FLAT_INTERVIEW)
+    structured = result["structuredContent"]
+    assert structured["status"] == "awaiting" and structured["reason"] == DECLINED_URL_REASON
+    assert form_state(structured["url"])["state"] == "pending"
+    assert client.assert_every_server_message_fits() >= 2
+
+
+def ask_by_link(client, *questions) -> dict:
+    asked = client.call("callTool", name="ask_user_rich", arguments=interview(*questions, delivery="link"))
+    return asked["structuredContent"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_task_through_ext_tasks_goes_from_creation_to_the_submitted_result(ts_client, tmp_path, mode):
+    client, _ = ts_client(mode)
+    awaiting = ask_by_link(client, choice("db", "pg", "my", recommended="pg"))
+    url, session_id = awaiting["url"], awaiting["sessionId"]
+    started = client.call("taskCall", name="await_user_answers", arguments={"sessionId": session_id})
+    assert started["kind"] == "task", started
+    task_id = started["taskId"]
+    assert task_id.startswith(session_id + ".")
+    assert started["capabilities"]["cancellation"] is True
+
+    settling = client.send("taskSettle", taskId=task_id)
+    working = client.call("taskSnapshot", taskId=task_id)
+    assert working["status"] == "working"
+    assert working["statusMessage"].endswith(" Form: " + url)
+    assert 'sessionId "%s"' % session_id in working["statusMessage"]
+    wait_until_waiting(client)
+    assert submit(url, {"db": {"selected": ["pg"]}}, specVersion=1).status == 200
+    settled = client.reply(settling)
+
+    assert settled["status"] == "completed", settled
+    structured = settled["result"]["structuredContent"]
+    assert structured["status"] == "submitted"
+    assert structured["answers"][0]["selected"] == ["pg"]
+    assert settled["lastTask"]["status"] == "completed"
+    assert settled["lastTask"]["statusMessage"] == settled["result"]["content"][0]["text"].splitlines()[0]
+    created = [message["result"] for message in client.server_messages()
+               if message.get("result", {}).get("resultType") == "task"]
+    assert [task["taskId"] for task in created] == [task_id]
+    assert (created[0]["status"], created[0]["ttlMs"], created[0]["pollIntervalMs"]) == ("working", None, 2000)
+    assert [fields["task"] for fields in log_events(tmp_path / "logs", "task-created")] == [task_id]
+    assert [fields["task"] for fields in log_events(tmp_path / "logs", "task-completed")] == [task_id]
+    assert client.assert_every_server_message_fits() >= 4
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_task_cancelled_through_ext_tasks_says_so_and_its_form_stays_open(ts_client, tmp_path, mode):
+    client, _ = ts_client(mode)
+    awaiting = ask_by_link(client, choice("db", "pg", "my"))
+    url = awaiting["url"]
+    started = client.call("taskCall", name="await_user_answers", arguments={"sessionId": awaiting["sessionId"]})
+    task_id = started["taskId"]
+    settling = client.send("taskSettle", taskId=task_id)
+    client.call("taskCancel", taskId=task_id)
+    settled = client.reply(settling)
+
+    assert settled["status"] == "cancelled", settled
+    cancelled = client.call("taskSnapshot", taskId=task_id)
+    assert cancelled["status"] == "cancelled"
+    assert cancelled["statusMessage"] == "Cancelled by the client; the form stays open at " + url
+    assert form_state(url)["state"] == "pending"
+    assert [fields["task"] for fields in log_events(tmp_path / "logs", "task-cancelled")] == [task_id]
+    assert log_events(tmp_path / "logs", "task-completed") == []
+    methods = client.request_methods()
+    assert "tasks/cancel" in methods.values()
+    # The interview is still there to collect: a later submit reaches a new await.
+    assert submit(url, {"db": {"selected": ["my"]}}, specVersion=1).status == 200
+    collected = client.call("callTool", name="await_user_answers", arguments={"sessionId": awaiting["sessionId"]})
+    assert collected["structuredContent"]["answers"][0]["selected"] == ["my"]
+    assert client.assert_every_server_message_fits() >= 4
