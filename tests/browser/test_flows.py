@@ -433,8 +433,8 @@ def test_a_422_shows_the_servers_error_and_the_interview_stays_open(form, rich_s
 
 
 ONE_QUESTION = {"title": "One", "questions": [choice("db", "Which database?", ["pg", "my"])]}
-NOT_SAVED = ("The answers could not be saved on this computer (No space left on device). Nothing is "
-             "lost: they are still in this form. Send them again once there is room.")
+NOT_SAVED = ("The answers could not be saved on this computer (%s). Nothing is lost: they are still "
+             "in this form. Send them again once there is room." % isolated("No space left on device"))
 
 
 @pytest.mark.parametrize("status, body, settled, said", [
