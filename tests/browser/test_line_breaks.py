@@ -12,6 +12,8 @@ import re
 import pytest
 
 from formkit import PHONE
+from support import submit
+from test_inbox_page import inbox_page, inbox_rt  # noqa: F401  (fixtures)
 from test_languages import LANGUAGES, strings
 
 WIDE = {"width": 1280, "height": 860}
@@ -143,7 +145,7 @@ def kept_together(tag):
         for part in re.split(r"\s*[·・]\s*", table[key]):
             if pattern_of(part.strip()) not in found:
                 found.append(pattern_of(part.strip()))
-    for key in ("where.question", "q.number"):
+    for key in ("where.question", "q.number", "inbox.answered"):
         found.append(pattern_of(table[key]))
     found.append(r"\d+%s?(?:%s)(?![A-Za-zА-я])" % (SPACE, "|".join(sorted(map(re.escape, UNITS), key=len, reverse=True))))
     found.append(r"\S%s?\([A-Z]\)" % SPACE)
@@ -344,3 +346,51 @@ def test_the_line_reader_finds_a_bad_break_when_there_is_one(form):
     kana = [text for where, text in bad_starts(blocks) if where == "p#kana"]
     assert kana and all(text[0] in SMALL_KANA for text in kana), kana
     assert ("p#count", "未回答：1") in split_groups(blocks, "ja")
+
+
+@pytest.mark.parametrize("tag", CJK)
+def test_the_pages_that_end_an_interview_and_the_server_gone_notice_break_right(form, tag):
+    f = form(spec_for(tag), goto=False, viewport=PHONE)
+    f.expect_errors = True  # the browser logs the refused and failed requests itself
+    starts, split = [], []
+
+    def look(where):
+        blocks = f.page.evaluate(LINES)
+        starts.extend((where,) + s for s in bad_starts(blocks))
+        split.extend((where,) + s for s in split_groups(blocks, tag))
+
+    for state in ("expired", "cancelled", "submitted"):
+        f.pretend_state(state)
+        f.page.goto(f.interview.url)
+        f.page.wait_for_selector("section.end")
+        look(state)
+    f.page.unroute("**/api/s/*")
+    f.reload()
+    f.rt.close()
+    f.page.wait_for_selector('#notices [data-id="gone"]', timeout=8000)
+    look("server gone")
+    assert starts == [], "\n".join(map(repr, starts))
+    assert split == [], "\n".join(map(repr, split))
+
+
+# Every language on a phone; Japanese and Chinese on a wide screen too.
+INBOX_CASES = [(tag, PHONE) for tag in LANGUAGES] + [(tag, WIDE) for tag in CJK]
+
+
+@pytest.mark.parametrize("tag, viewport", INBOX_CASES,
+                         ids=["%s-%dpx" % (tag, v["width"]) for tag, v in INBOX_CASES])
+def test_the_inbox_breaks_its_lines_right(inbox_page, inbox_rt, tag, viewport):
+    page = inbox_page(locale=tag, viewport=viewport)
+    w = TEXTS.get(tag, TEXTS["ja"])
+    long = inbox_rt.open_interview(dict(spec_for(tag), title=w["title"] + "：" + w["r"]),
+                                   agent="Claude Code")
+    inbox_rt.open_interview(dict(spec_for(tag), title=w["q1"]), agent=None)
+    inbox_rt.append_questions(long.id, [{"id": "late", "header": w["late"]}])
+    page.wait_for_selector('li[data-interview="%s"] .inbox-badge:not([hidden])' % long.id)
+    assert page.evaluate("document.documentElement.lang") == tag
+    blocks = page.evaluate(LINES)
+    starts = bad_starts(blocks) if tag in CJK else []
+    assert starts == [], "\n".join(map(repr, starts))
+    split = split_groups(blocks, tag)
+    assert split == [], "\n".join(map(repr, split))
+    submit(long.url, {})
