@@ -3509,7 +3509,7 @@ def http_error(error: InterviewError):
         return 404, error_body(404, NOT_FOUND_TEXT, "not-found")
     if isinstance(error, AnswersNotSaved):
         text = "could not save the answers: %s; they are still in this form, try again" % error.reason
-        return 507, error_body(507, text, "not-saved")
+        return 507, error_body(507, text, "not-saved", reason=error.reason)
     return 500, error_body(500, "internal error", "internal-error")
 
 
