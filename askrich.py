@@ -77,6 +77,9 @@ META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 TASK_POLL_MS = 2000
 TASK_POLL_MAX_MS = 30000
+# Claude Code shows a task's statusMessage cut at 200 characters: the form's link, at its end,
+# must fit within them or the person gets a link without its token.
+STATUS_LINE_CHARS = 200
 # discover and tools/list: the same answer for every caller for the life of the process.
 CACHE_HINTS = MappingProxyType({"ttlMs": 3600000, "cacheScope": "public"})
 REQUEST_STATE_SECONDS = 3600  # a multi round-trip retry must come within the hour
@@ -3506,7 +3509,7 @@ def http_error(error: InterviewError):
         return 404, error_body(404, NOT_FOUND_TEXT, "not-found")
     if isinstance(error, AnswersNotSaved):
         text = "could not save the answers: %s; they are still in this form, try again" % error.reason
-        return 507, error_body(507, text, "not-saved")
+        return 507, error_body(507, text, "not-saved", reason=error.reason)
     return 500, error_body(500, "internal error", "internal-error")
 
 
@@ -4845,6 +4848,27 @@ def tool_error_text(error: Exception) -> str:
     return str(error)
 
 
+def shorten_progress(message: str, limit: int) -> str:
+    """A progress message within `limit` characters where it can be: its title loses
+    characters first; any other message, or one whose title has no room left, its end."""
+    if len(message) <= limit:
+        return message
+    prefix, end = "Waiting for answers to ", message.rfind('": ')
+    if message.startswith(prefix + '"') and end > len(prefix):
+        try:
+            title = json.loads(message[len(prefix):end + 1])
+        except ValueError:
+            title = None
+        rest = message[end + 1:]
+        room = limit - len(prefix) - len(rest) - 2
+        while isinstance(title, str) and room >= 8:
+            shown = prefix + quote(cut(title, room)) + rest
+            if len(shown) <= limit:
+                return shown
+            room -= 1  # escapes made the quoted title longer than its characters
+    return cut(message, max(limit, 1))
+
+
 def progress_message(facts: dict) -> str:
     """`Waiting for answers to "T": 3 of 12 answered, form open (1:05 elapsed)`."""
     hours, rest = divmod(facts["elapsedSeconds"], 3600)
@@ -5142,11 +5166,17 @@ class Task:
 
     def status_message(self) -> str:
         """While working: the progress, how to reach the interview, and the form's link last,
-        so that the model and the person can get to the form even when no browser opened."""
+        so that the model and the person can get to the form even when no browser opened.
+        Within STATUS_LINE_CHARS, link whole: a longer one names one tool, then shortens the
+        title (the counts and the time say more)."""
         if self.status != "working" or self.interview is None:
             return self.message
-        return "%s; sessionId %s (append_questions, await_user_answers). Form: %s" % (
-            self.message, quote(self.interview_id), self.interview.url)
+        session, link = quote(self.interview_id), " Form: " + self.interview.url
+        message = "%s; sessionId %s (append_questions, await_user_answers).%s" % (self.message, session, link)
+        if len(message) <= STATUS_LINE_CHARS:
+            return message
+        tail = "; sessionId %s (await_user_answers).%s" % (session, link)
+        return shorten_progress(self.message, STATUS_LINE_CHARS - len(tail)) + tail
 
     def poll_interval(self, now: float) -> int:
         """2 s while the user is busy or the task is young; then longer, up to 30 s, for every

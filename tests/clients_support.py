@@ -144,6 +144,12 @@ def legacy_cli(key):
     return os.path.join(bin_dir(legacy_dir(key)), LEGACY_CLIENTS[key][0])
 
 
+def node():
+    """The pinned node, with LIBRARIES beside it (modules_dir()); skips or fails as cli() does."""
+    cli("claude")
+    return os.path.join(bin_dir(), "node")
+
+
 def offline_env(tmp_path, extra_path=()):
     """An environment for one client run: a fresh HOME under tmp_path, the pinned Node first on
     PATH, no settings of ours or of the developer's clients, and no way out to the network."""

@@ -207,9 +207,15 @@ class McpPeer:
         self.reader = reader
         self.pending: list = []  # messages received while waiting for something else
         self.next_id = 0
+        self.sent: list = []  # every message sent that parsed as JSON: which request an answer is to
 
     def send(self, message) -> None:
         data = message if isinstance(message, bytes) else (json.dumps(message) + "\n").encode()
+        try:
+            value = json.loads(data.decode("utf-8"))
+        except ValueError:
+            value = None
+        self.sent.extend(value if isinstance(value, list) else [value])
         self._write(data)
 
     def request(self, method, params=None, **extra):

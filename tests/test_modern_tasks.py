@@ -406,6 +406,20 @@ def test_a_working_task_names_its_interview_and_ends_with_the_form_link(peer):
     assert result_of(get_task(peer, task["taskId"]))["statusMessage"].endswith(" Form: " + asked["url"])
 
 
+def test_a_working_task_with_a_long_title_keeps_its_whole_link_within_200_characters(peer):
+    # Claude Code shows a task's statusMessage cut at 200 characters: the link at its end
+    # must survive the cut, so the title gives way, never the link or the counts.
+    title = "Which of these storage engines should the new analytics pipeline use for raw events"
+    asked = ask_link(peer, dict(TWO_QUESTIONS, title=title))
+    task = await_task(peer, asked["sessionId"])
+    for shown in (task, result_of(get_task(peer, task["taskId"]))):
+        message = shown["statusMessage"]
+        assert len(message) <= 200 and message.endswith(" Form: " + asked["url"]), message
+        assert message.startswith('Waiting for answers to "Which of') and '…": 0 of 2 answered' in message
+        assert "0 of 2 answered" in message and '"%s"' % asked["sessionId"] in message
+        assert "await_user_answers" in message
+
+
 def test_a_completed_task_says_the_results_summary_line_not_waiting(peer):
     asked = ask_link(peer)
     task = await_task(peer, asked["sessionId"])

@@ -17,9 +17,10 @@ import pytest
 _HERE = os.path.dirname(os.path.abspath(__file__))
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
-import askrich  # noqa: E402
 import clients_support as cs  # noqa: E402
 from scripted_model import ScriptedModel, Text, ToolUse  # noqa: E402
+from sessions_support import (ANSWERS, ARGS, PROMPT, SESSION_TIMEOUT, assert_answers,  # noqa: E402
+                              assert_served_as_sent, ended)
 from support import MODULE, RecordingOpener, api_url, http_request, submit  # noqa: E402
 
 pytestmark = pytest.mark.sessions
@@ -27,15 +28,6 @@ pytestmark = pytest.mark.sessions
 # the server, and routes a call by namespace plus the tool's own name.
 NAMESPACE = "mcp__ask_user_rich"
 TOOL = "ask_user_rich"
-ARGS = {"title": "Pick a database", "questions": [
-    {"id": "db", "header": "Which database?", "body": "We store **orders**; ünïcødé ✓ survives.",
-     "options": [{"id": "pg", "label": "Postgres", "description": "Row store",
-                  "preview": "CREATE TABLE orders (id serial);"},
-                 {"id": "my", "label": "MySQL"}], "recommended": "pg", "rationale": "We run it already."},
-    {"id": "langs", "header": "Which client languages?", "multiSelect": True,
-     "options": [{"id": "py", "label": "Python"}, {"id": "go", "label": "Go"}, {"id": "rs", "label": "Rust"}]}]}
-ANSWERS = {"db": {"selected": ["my"], "notes": "Ops knows MySQL better."}, "langs": {"selected": ["py", "rs"]}}
-SESSION_TIMEOUT = 60
 
 
 def _namespace(request):
@@ -95,14 +87,6 @@ def _events(out):
     return events
 
 
-def _ended(process):
-    """End the CLI (by its own id) if it still runs; what it printed."""
-    if process.poll() is None:
-        process.kill()
-    out, err = process.communicate()
-    return (out or "") + (err or "")
-
-
 def test_codex_exec_round_trip(tmp_path):
     codex = cs.cli("codex")
     env = cs.offline_env(tmp_path)
@@ -111,7 +95,7 @@ def test_codex_exec_round_trip(tmp_path):
     with ScriptedModel(codex_policy) as model, RecordingOpener(tmp_path) as opener:
         _config(model, env, opener)
         process = subprocess.Popen(
-            [codex, "exec", "--skip-git-repo-check", "--ephemeral", "--json", "Ask me which database to use."],
+            [codex, "exec", "--skip-git-repo-check", "--ephemeral", "--json", PROMPT],
             env=env, cwd=str(tmp_path), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, universal_newlines=True)
         try:
@@ -128,18 +112,15 @@ def test_codex_exec_round_trip(tmp_path):
             out, err = process.communicate(timeout=SESSION_TIMEOUT)
         except AssertionError as failure:
             raise AssertionError("%s\n--- codex output:\n%s\n--- server log:\n%s"
-                                 % (failure, _ended(process)[-3000:], cs.server_log(env)[-3000:]))
+                                 % (failure, ended(process)[-3000:], cs.server_log(env)[-3000:]))
         finally:
-            _ended(process)
+            ended(process)
     print("codex 0.169.0 exec: submit to model request %.3f s" % latency)
     assert process.returncode == 0, err[-2000:]
     # The tool was offered to the model, under the server's namespace, with its input schema.
     offered = {tool["name"]: tool for tool in _namespace(call)["tools"]}
     assert TOOL in offered and "questions" in offered[TOOL]["parameters"]["properties"], sorted(offered)
-    # The call's arguments arrived intact: the form serves exactly the interview they describe
-    # (each question also carries the interview version it arrived in).
-    served = dict(spec, questions=[{k: v for k, v in q.items() if k != "version"} for q in spec["questions"]])
-    assert served == askrich.validate_interview(ARGS)[0], spec
+    assert_served_as_sent(spec)
     log = cs.server_log(env)
     assert 'title="Pick a database"' in log and "era=legacy" in log, log
     # The model's next request holds the answers, the note included, as the structured result.
@@ -150,10 +131,7 @@ def test_codex_exec_round_trip(tmp_path):
     header, _, payload = received.partition("\nOutput:\n")
     assert header.startswith("Wall time: ") and header.endswith(" seconds"), received[:200]
     result = json.loads(payload)
-    rows = {row["id"]: row for row in result["answers"]}
-    assert rows["db"]["selected"] == ["my"] and rows["db"]["notes"] == "Ops knows MySQL better."
-    assert rows["langs"]["selected"] == ["py", "rs"]
-    assert result["status"] == "submitted" and result.get("archivePath")
+    assert_answers(result)
     # What the person sees in the session's output: the call, in progress, then completed.
     items = [e["item"] for e in _events(out) if e.get("item", {}).get("type") == "mcp_tool_call"]
     assert [i["status"] for i in items] == ["in_progress", "completed"], items

@@ -245,8 +245,8 @@ async function removeFile(key, id, button) {
     status = r.status;
     if (status !== 204) body = await r.json().catch(() => ({}));
   } catch { /* unreachable: status 0 */ }
-  // 404: the server has it no more, which is what was asked.
-  if (status !== 204 && status !== 404) {
+  // "not-found": the server has it no more, which is what was asked.
+  if (status !== 204 && body.code !== "not-found") {
     button.disabled = false;
     const problem = status ? t("attach.removeFailed", { name: file.name, error: body.error || `HTTP ${status}` })
       : t("attach.removeUnreachable", { name: file.name });

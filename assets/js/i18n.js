@@ -141,15 +141,36 @@ export const list = (items) => items.join(t("list.sep"));
 // Sentences one after the other: with a space, or none after 。 in Chinese and Japanese.
 export const sentences = (...parts) => parts.filter(Boolean).join(t("sentence.sep"));
 
-// Text whose `backticked` parts are keys, shown as <kbd>.
+// Text whose `backticked` parts are keys, shown as <kbd>. A key cap is laid out as one box, and
+// the browser breaks a line on either side of such a box even before a closing mark ("↓ / ，再"),
+// so the marks touching a key are kept on its line with it.
+const OPENING = /[(\[{«“‘（「『【〔〈《]+$/u;
+const CLOSING = /^[)\]}»”’.,:;?!、。，．：；？！）」』】〕〉》]+/u;
 export function fillKeys(el, text) {
-  el.replaceChildren();
-  String(text).split("`").forEach((part, i) => {
-    if (i % 2 === 0) { if (part) el.append(part); return; }
+  const parts = String(text).split("`");
+  const out = [];
+  for (let i = 0; i < parts.length; i++) {
+    if (i % 2 === 0) { if (parts[i]) out.push(parts[i]); continue; }
     const k = document.createElement("kbd");
-    k.textContent = part;
-    el.append(k);
-  });
+    k.textContent = parts[i];
+    const prev = out[out.length - 1];
+    const before = typeof prev === "string" ? prev.match(OPENING) : null;
+    const after = i + 1 < parts.length ? parts[i + 1].match(CLOSING) : null;
+    if (!before && !after) { out.push(k); continue; }
+    const keep = document.createElement("span");
+    keep.className = "keep";
+    if (before) {
+      out[out.length - 1] = prev.slice(0, -before[0].length);
+      keep.append(before[0]);
+    }
+    keep.append(k);
+    if (after) {
+      keep.append(after[0]);
+      parts[i + 1] = parts[i + 1].slice(after[0].length);
+    }
+    out.push(keep);
+  }
+  el.replaceChildren(...out.filter((part) => part !== ""));
 }
 
 // Fills the markup's own words, in the page and in every <template>, from data-i18n (text),

@@ -13,20 +13,25 @@ export function startLive({ onState, onGone, onBack }) {
     if (gone) { gone = false; onBack(); }
     onState(s);
   };
-  const lost = (status) => {
-    // 404: the server is back but no longer knows this interview (it restarted); that is final.
-    if (status === 404) { stop(); onGone(404); return; }
-    if (!gone) { gone = true; onGone(status); }
+  // `code`: the error body's code, or null when the server could not be reached or said none.
+  const lost = (code) => {
+    // "not-found": the server is back but no longer knows this interview (it restarted); that
+    // is final.
+    if (code === "not-found") { stop(); onGone(code); return; }
+    if (!gone) { gone = true; onGone(code); }
   };
   const checkOnce = async () => {
     try {
       const r = await fetch(api("/state"), { cache: "no-store" });
-      if (r.status === 404) { lost(404); return false; }
-      if (!r.ok) { lost(r.status); return false; }
+      if (!r.ok) {
+        const body = await r.json().catch(() => ({}));
+        lost(body && typeof body.code === "string" ? body.code : null);
+        return false;
+      }
       seen(await r.json());
       return true;
     } catch {
-      lost(0);
+      lost(null);
       return false;
     }
   };

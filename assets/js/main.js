@@ -246,10 +246,10 @@ async function submit() {
     done(t("end.sent"), t("end.counts", {
       answered: k.answered ?? c.answered, deferred: k.deferred ?? c.deferred,
       needsInfo: k.needsInfo ?? c.needsInfo, unanswered: k.unanswered ?? c.open,
-    }), t(body.delivered ? "end.delivered" : "end.saved"));
+    }), t(body.delivered ? "end.delivered" : "end.saved"), { counts: true });
     return;
   }
-  if (r.status === 409 && typeof body.version === "number") {
+  if (body.code === "stale-version") {
     await pullSpec();
     state.confirmArmed = false;
     $("#btn-submit").textContent = t("review.submit");
@@ -257,7 +257,7 @@ async function submit() {
     if (!goNew()) go("review");
     return;
   }
-  refused(r, body, submit);
+  await refused(r, body, submit);
 }
 
 // Posts the answers; {r, body} once the server answered, null when it could not be reached.
@@ -283,21 +283,20 @@ async function send(body) {
   return { r, body: reply };
 }
 
-function done(heading, text, more) {
+function done(heading, text, more, how) {
   forget(draftKey());
   stopLive();
-  endScreen(heading, text, more).focus();
+  endScreen(heading, text, more, how).focus();
 }
 
-// A submit the server did not take, for a reason other than new questions. 507: it could not
-// keep them (a full disk); nothing settled, and `again` sends the same answers once more.
-function refused(r, body, again) {
-  if (r.status === 409) { finished(body.error || "interview already submitted"); return; }
-  if (r.status === 404) { expired(); return; }
-  if (body.code === "not-saved" || r.status === 507) {
-    const error = String(body.error || "");
-    const reason = (error.match(/^could not save the answers: (.*); they are still in this form/) || [])[1] || error;
-    submitProblem(t("submit.notSaved", { reason: reason || `HTTP ${r.status}` }), [], again);
+// A submit the server did not take, for a reason other than new questions, told by the body's
+// `code` (its English `error` may be reworded). "not-saved": it could not keep them (a full
+// disk); nothing settled, and `again` sends the same answers once more.
+async function refused(r, body, again) {
+  if (body.code === "not-pending") { finished(await settledState()); return; }
+  if (body.code === "not-found") { expired(); return; }
+  if (body.code === "not-saved") {
+    submitProblem(t("submit.notSaved", { reason: body.reason || body.error || `HTTP ${r.status}` }), [], again);
     return;
   }
   submitProblem(t("submit.rejected", { error: body.error || `HTTP ${r.status}` }));
@@ -340,15 +339,27 @@ async function sendSkip(body) {
     return;
   }
   if (state.screen !== "review") go("review");
-  refused(sent.r, sent.body, () => sendSkip(body));
+  await refused(sent.r, sent.body, () => sendSkip(body));
 }
 
-function finished(what) {
+// Which end the interview came to, from /state: "submitted", "declined", "cancelled" (null when
+// the server cannot say).
+async function settledState() {
+  try {
+    const r = await fetch(api("/state"), { cache: "no-store" });
+    return (await r.json()).state ?? null;
+  } catch {
+    return null;
+  }
+}
+
+// `settled`: the interview's state, "submitted", "declined" or "cancelled".
+function finished(settled) {
   state.phase = "submitted";
   stopLive();
   forget(draftKey());
-  if (/cancel/.test(what)) endScreen(t("end.cancelled"), t("end.cancelledText"), t("end.closeTab"));
-  else if (/declined/.test(what)) endScreen(t("end.declined"), t("end.declinedText"), t("end.closeTab"));
+  if (settled === "cancelled") endScreen(t("end.cancelled"), t("end.cancelledText"), t("end.closeTab"));
+  else if (settled === "declined") endScreen(t("end.declined"), t("end.declinedText"), t("end.closeTab"));
   else endScreen(t("end.already"), t("end.alreadyText"), t("end.closeTab"));
 }
 
@@ -407,8 +418,10 @@ function syncInboxLink(inbox) {
   link.textContent = t("inbox.moreWaiting", { count });
 }
 
-function serverGone(status) {
-  if (status === 404) { expired(); return; }
+// `code`: the error code of the server's last answer; "not-found" once it no longer knows the
+// interview (it restarted), which is final.
+function serverGone(code) {
+  if (code === "not-found") { expired(); return; }
   notice("error", t("server.gone"), { id: "gone" });
 }
 
@@ -538,13 +551,14 @@ async function start() {
   if (token) {
     try { r = await fetch(api(), { cache: "no-store" }); } catch { /* reported below */ }
   }
-  const data = r && r.ok ? await r.json().catch(() => null) : null;
+  const body = r ? await r.json().catch(() => null) : null;
+  const data = r && r.ok ? body : null;
   await speak(data && data.spec.language, data && data.agent);
   document.body.classList.remove("loading");
   // A page that got no interview (expired, unreachable, refused) must not go on saying it is
   // loading one: its header names the product instead.
   if (!data) $("#title").textContent = "Ask User Rich";
-  if (!token || (r && r.status === 404)) { expired(); return; }
+  if (!token || (body && body.code === "not-found")) { expired(); return; }
   if (!r) {
     state.phase = "error";
     endScreen(t("end.unreachable"), t("end.unreachableText"), t("end.unreachableMore"));

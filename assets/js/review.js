@@ -2,7 +2,7 @@
 // submit row. The list of a long interview is virtualized (below).
 import { state, answerOf, statusOf, counts, missingTexts, hasRecommendation, labelOf, EAGER_SCREENS } from "./state.js";
 import { t, isolate, list as joinList } from "./i18n.js";
-import { $, clone, setText, whenIdle } from "./dom.js";
+import { $, clone, setText, setCounts, whenIdle } from "./dom.js";
 import { mountAttachments } from "./attach.js";
 
 export const statusText = (s) => t(`status.${s}`);
@@ -120,7 +120,7 @@ export function renderReview(el) {
     questions.forEach((q, i) => fillRow(q, i, reviewRow(q)));
   }
   const c = counts();
-  setText($(".review-counts", el), t("review.counts", c));
+  setCounts($(".review-counts", el), t("review.counts", c));
   const gn = $("#general-notes");
   if (gn.value !== state.generalNotes) gn.value = state.generalNotes;
   const rest = questions.filter((q) => statusOf(q) === "open" && hasRecommendation(q)).length;

@@ -11,7 +11,7 @@ import { buildRank, syncRank } from "./rank.js";
 import { reportProgress } from "./live.js";
 import { t, tPlain, isolate, list as joinList } from "./i18n.js";
 import { mountAttachments } from "./attach.js";
-import { $, clone, setText, whenIdle, announce } from "./dom.js";
+import { $, clone, setText, setCounts, whenIdle, announce } from "./dom.js";
 import { buildReview, renderReview, reviewFromTop, syncReview, statusText } from "./review.js";
 
 // ---- markdown ----
@@ -578,13 +578,15 @@ export function showScreen(key, dir) {
   return el;
 }
 
-export function endScreen(heading, text, more) {
+// `counts`: the text is a row of counts, kept label by label on one line.
+export function endScreen(heading, text, more, { counts = false } = {}) {
   const main = $("#main");
   main.replaceChildren();
   shownScreens = null;
   const el = clone("tpl-end");
   $(".q-header", el).textContent = heading;
-  $(".end-text", el).textContent = text;
+  if (counts) setCounts($(".end-text", el), text);
+  else $(".end-text", el).textContent = text;
   $(".end-more", el).textContent = more || "";
   main.append(el);
   document.body.classList.add("ended");

@@ -113,7 +113,7 @@ class Form:
         self.page.unroute("**/api/s/*")
         if state == "expired":
             self.page.route("**/api/s/*", lambda route: route.fulfill(
-                status=404, body='{"error": "not found"}', content_type="application/json"))
+                status=404, body='{"error": "not found", "code": "not-found"}', content_type="application/json"))
             return
 
         def rewrite(route):

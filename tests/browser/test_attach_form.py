@@ -137,6 +137,21 @@ def test_the_form_words_a_refusal_by_its_code_not_by_the_servers_text(form, stat
     expect(block.locator(".attach-problem")).to_have_text(isolated("x.txt") + " is not attached: " + said)
 
 
+def test_a_removal_the_server_has_nothing_for_is_read_by_its_code_not_its_status(form):
+    f = form(SPEC)
+    block = attach_block(f, "where")
+    block.locator(".attach-input").set_input_files(files=[{"name": "x.txt", "mimeType": "text/plain", "buffer": b"x"}])
+    expect(block.locator(".attach-item .attach-name")).to_have_text(["x.txt"])
+    # "not-found": the server has it no more, which is what was asked, whatever the status.
+    f.page.route("**/api/s/*/attachments/*", lambda route: route.fulfill(
+        status=410, content_type="application/json",
+        body=json.dumps({"error": "reworded, in no language the form knows", "code": "not-found"})))
+    f.allow("410")
+    block.locator(".attach-item .attach-remove").click()
+    expect(block.locator(".attach-item")).to_have_count(0)
+    expect(block.locator(".attach-problem")).to_be_hidden()
+
+
 def test_the_attach_button_opens_the_picker_from_the_keyboard(form):
     f = form(SPEC)
     block = attach_block(f, "where")

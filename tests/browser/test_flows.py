@@ -1,8 +1,10 @@
 """The form's flows against the real server: submit and confirm, review, textInput, drafts, live
 follow-ups, the 409 race, show-all, and what the page says when things end or break."""
+import json
 import threading
 import time
 
+import pytest
 from playwright.sync_api import expect
 
 from formkit import answer_of, choice, isolated
@@ -428,6 +430,52 @@ def test_a_422_shows_the_servers_error_and_the_interview_stays_open(form, rich_s
     assert f.screen == "review"
     result = f.submit_and_collect()
     assert answer_of(result, "db")["selected"] == ["pg"]
+
+
+ONE_QUESTION = {"title": "One", "questions": [choice("db", "Which database?", ["pg", "my"])]}
+NOT_SAVED = ("The answers could not be saved on this computer (%s). Nothing is lost: they are still "
+             "in this form. Send them again once there is room." % isolated("No space left on device"))
+
+
+@pytest.mark.parametrize("status, body, settled, said", [
+    (409, {"code": "not-pending"}, "declined", ("end", "This interview was skipped")),
+    (409, {"code": "not-pending"}, "cancelled", ("end", "This interview was cancelled")),
+    (410, {"code": "not-found"}, None, ("end", "This interview is no longer available")),
+    (500, {"code": "not-saved", "reason": "No space left on device"}, None, ("problem", NOT_SAVED)),
+    (400, {"code": "stale-version", "version": 1}, None, ("notice", "race")),
+])
+def test_a_refused_submit_is_read_by_its_code_not_by_the_servers_text_or_status(form, status, body, settled, said):
+    f = form(ONE_QUESTION)
+    # The server's English may be reworded and a status may change; the code is what the form reads.
+    reply = dict(body, error="reworded, in no language the form knows")
+    f.page.route("**/submit", lambda route: route.fulfill(
+        status=status, content_type="application/json", body=json.dumps(reply)))
+    if settled:
+        f.page.route("**/api/s/*/state", lambda route: route.fulfill(
+            status=200, content_type="application/json",
+            body=json.dumps({"state": settled, "waiting": False, "version": 1})))
+    f.allow(str(status))
+    f.option("db", "pg").click()
+    f.press("Escape", "End")
+    f.page.locator("#btn-submit").click()
+    where, text = said
+    if where == "end":
+        expect(f.page.locator("section.end h2")).to_have_text(text)
+    elif where == "problem":
+        expect(f.page.locator(".review .submit-problem p")).to_have_text(text)
+    else:
+        expect(f.page.locator('#notices [data-id="%s"]' % text)).to_be_visible()
+    assert f.interview.state == "pending"  # only the page was told otherwise
+
+
+def test_a_page_whose_interview_the_server_no_longer_knows_reads_the_code(form, rich_spec):
+    f = form(rich_spec, goto=False)
+    f.allow("410")
+    f.page.route("**/api/s/*", lambda route: route.fulfill(
+        status=410, content_type="application/json",
+        body=json.dumps({"error": "reworded, in no language the form knows", "code": "not-found"})))
+    f.page.goto(f.interview.url)
+    expect(f.page.locator("section.end h2")).to_have_text("This interview is no longer available")
 
 
 def test_the_agents_note_is_shown_with_its_follow_up_questions(form, rich_spec):

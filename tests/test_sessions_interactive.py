@@ -1,0 +1,367 @@
+"""Interactive Claude Code sessions (marked `sessions`): the pinned Claude Code 2.1.328 runs its
+full-screen UI in a pseudo-terminal against the scripted model (tests/scripted_model.py), in a
+throwaway HOME, offline. The test types the prompt as a person would, reads the screen through
+a terminal emulator (pyte: the UI redraws by cursor moves, so the raw bytes never hold a line of
+text in order), submits the form, and checks what the person saw, what Claude Code got from our
+server (a recording tap, tests/stdio_tap.py) and what reached the model.
+
+What these sessions showed (tests/README.md has the whole picture): an interactive session
+declares the tasks extension, so the call becomes a task that runs in the background at once;
+Claude Code polls tasks/get every 2 s, shows the task's statusMessage in its task view (cut at
+200 characters), and hands the result to the model as a task notification. A call without a
+task runs inline until the auto-background time, then moves to the background the same way."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import signal
+import struct
+import subprocess
+import sys
+import termios
+import threading
+import time
+
+import pyte
+import pytest
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
+import clients_support as cs  # noqa: E402
+from scripted_model import ScriptedModel, Text, ToolUse  # noqa: E402
+from support import MODULE, RecordingOpener, api_url, http_request, submit  # noqa: E402
+
+pytestmark = pytest.mark.sessions
+TOOL = "mcp__ask-user-rich__ask_user_rich"
+ARGS = {"title": "Pick a database", "questions": [
+    {"id": "db", "header": "Which database?", "options": [
+        {"id": "pg", "label": "Postgres"}, {"id": "my", "label": "MySQL"}], "recommended": "pg",
+     "rationale": "We run it already."}]}
+PROMPT = "Ask me which database to use."
+NOTE = "Ops knows MySQL better."
+API_KEY = "sk-ant-scripted-test"
+COLUMNS, ROWS = 120, 40
+WAIT = 60  # seconds for any one thing a session does (start, a model turn, a poll)
+TAP = os.path.join(_HERE, "stdio_tap.py")
+
+
+# -- the person's terminal --------------------------------------------------------------------
+
+class Terminal:
+    """A CLI in a pseudo-terminal, its output rendered as a terminal would show it."""
+
+    def __init__(self, argv, env, cwd, columns=COLUMNS, rows=ROWS):
+        self.screen = pyte.Screen(columns, rows)
+        self.stream = pyte.ByteStream(self.screen)
+        self.changed = threading.Condition()
+        self.ended = False
+        master, slave = os.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+        try:
+            # A session of its own: its process group (the CLI and the servers it starts) ends
+            # by one id, whatever the test did.
+            self.process = subprocess.Popen(argv, env=env, cwd=str(cwd), stdin=slave, stdout=slave,
+                                            stderr=slave, start_new_session=True)
+        except BaseException:
+            os.close(master)
+            raise
+        finally:
+            os.close(slave)
+        self.fd = master
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        while True:
+            try:
+                data = os.read(self.fd, 65536)
+            except OSError:  # EIO: the CLI closed the terminal
+                data = b""
+            with self.changed:
+                if not data:
+                    self.ended = True
+                    self.changed.notify_all()
+                    return
+                self.stream.feed(data)
+                self.changed.notify_all()
+
+    def text(self):
+        """The screen now, one line per row."""
+        with self.changed:
+            return "\n".join(line.rstrip() for line in self.screen.display)
+
+    def flat(self):
+        """The screen's words with all runs of blanks as one space, so that a text the UI
+        wrapped over rows (with its indentation) still reads as one."""
+        return " ".join(self.text().split())
+
+    def wait_for(self, what, found, timeout=WAIT):
+        """Wait until found(flat screen text) is true; return that text. Fails naming `what`
+        and showing the screen, if it does not come within `timeout` or the CLI ended."""
+        deadline = time.monotonic() + timeout
+        with self.changed:
+            while True:
+                flat = " ".join("\n".join(line.rstrip() for line in self.screen.display).split())
+                if found(flat):
+                    return flat
+                left = deadline - time.monotonic()
+                if left <= 0 or self.ended:
+                    raise AssertionError("%s did not appear on the screen within %ss%s; the screen:\n%s" % (
+                        what, timeout, " (the CLI ended)" if self.ended else "",
+                        "\n".join(line.rstrip() for line in self.screen.display)))
+                self.changed.wait(min(left, 1.0))
+
+    def wait_for_text(self, text, timeout=WAIT, what=None):
+        return self.wait_for(what or repr(text), lambda flat: text in flat, timeout)
+
+    def type(self, text):
+        os.write(self.fd, text.encode("utf-8"))
+
+    def close(self):
+        """End the CLI's process group by its id: SIGTERM, then SIGKILL after 5 s."""
+        if self.process.poll() is None:
+            for sig, grace in ((signal.SIGTERM, 5), (signal.SIGKILL, 10)):
+                try:
+                    os.killpg(self.process.pid, sig)
+                except ProcessLookupError:
+                    break
+                try:
+                    self.process.wait(grace)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        else:
+            try:  # the CLI is gone; anything left in its group is not
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        os.close(self.fd)
+        self.reader.join(5)
+
+
+DOWN, ENTER, ESCAPE = "\x1b[B", "\r", "\x1b"
+
+
+# -- the model --------------------------------------------------------------------------------
+
+def _called(messages):
+    return any(block.get("type") == "tool_use" and block.get("name") == TOOL
+               for message in messages if message.get("role") == "assistant"
+               and isinstance(message.get("content"), list) for block in message["content"])
+
+
+def answers_arrived(request):
+    """Whether this request carries our submitted result (as a tool result or a notification)."""
+    return '\\"status\\":\\"submitted\\"' in json.dumps(request.body.get("messages") or [])
+
+
+def session_policy(model, request):
+    """Search the deferred tools by words only our hint has, call ask_user_rich once, say that
+    it waits while the call runs in the background, and thank once the answers arrived."""
+    body = request.body if isinstance(request.body, dict) else {}
+    messages = body.get("messages") or []
+    if not body.get("tools"):  # a side request (a title, a summary): not the agent's turn
+        return Text("Database choice")
+    if answers_arrived(request):
+        return Text("Thanks, noted.")
+    if _called(messages):
+        return Text("Waiting for the answers.")
+    if TOOL in [tool.get("name") for tool in body["tools"]]:
+        return ToolUse(TOOL, ARGS)
+    return ToolUse("ToolSearch", {"query": "clarify preferences approval", "max_results": 5})
+
+
+# -- one session ------------------------------------------------------------------------------
+
+def _seed_home(env, work):
+    """What a person's first run would ask (theme, the API key, trusting the folder), answered
+    beforehand in the throwaway HOME, so that the session starts at its prompt."""
+    with open(os.path.join(env["HOME"], ".claude.json"), "w", encoding="utf-8") as f:
+        json.dump({"hasCompletedOnboarding": True, "theme": "dark", "numStartups": 1,
+                   "customApiKeyResponses": {"approved": [API_KEY[-20:]], "rejected": []},
+                   "projects": {str(work): {"hasTrustDialogAccepted": True, "allowedTools": []}}}, f)
+
+
+def _wait_until(what, condition, timeout=WAIT, alive=None):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if alive is not None and not alive():
+            raise AssertionError("the CLI ended while waiting for %s" % what)
+        if time.monotonic() > deadline:
+            raise AssertionError("%s did not happen within %ss" % (what, timeout))
+        time.sleep(0.05)
+
+
+class Session:
+    """One interactive Claude Code session with our server behind the tap; `with` ends every
+    process it started, by id, however the test ends."""
+
+    def __init__(self, tmp_path, model, extra_env=(), module=MODULE):
+        self.tmp_path = tmp_path
+        self.work = tmp_path / "work"
+        self.work.mkdir()
+        self.opener = RecordingOpener(tmp_path)
+        self.wire = tmp_path / "wire.jsonl"
+        self.env = cs.offline_env(tmp_path)
+        self.env.update({"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": API_KEY,
+                         "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost",
+                         "TERM": "xterm-256color", "COLUMNS": str(COLUMNS), "LINES": str(ROWS)})
+        self.env.update(dict(extra_env))
+        _seed_home(self.env, self.work)
+        self.module = module
+        self.model = model
+        self.terminal = None
+
+    def __enter__(self):
+        config = {"mcpServers": {"ask-user-rich": {
+            "type": "stdio", "command": sys.executable,
+            "args": [TAP, str(self.wire), "--", sys.executable, self.module],
+            "env": {"ASK_USER_RICH_LOG_DIR": self.env["ASK_USER_RICH_LOG_DIR"], "ASK_USER_RICH_OPEN": "1",
+                    "ASK_USER_RICH_OPEN_CMD": self.opener.command, "ASK_USER_RICH_PROGRESS_MS": "500",
+                    "ASK_USER_RICH_INBOX_PORT": "0"}}}}
+        self.terminal = Terminal([cs.cli("claude"), "--mcp-config", json.dumps(config), "--strict-mcp-config",
+                                  "--allowedTools", TOOL], self.env, self.work)
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            if self.terminal is not None:
+                self.terminal.close()
+        finally:
+            try:
+                self._end_server()
+            finally:
+                self.opener.close()
+
+    def _end_server(self):
+        """Our server ends with the CLI's process group; should it have left that group, it is
+        ended here by the pid it logged."""
+        for pid in re.findall(r" start version=\S+ python=\S+ pid=(\d+)", self.log()):
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                continue
+
+    # -- what the session did
+
+    def log(self):
+        return cs.server_log(self.env)
+
+    def wire_messages(self):
+        """Every JSON-RPC message between Claude Code and our server, in order."""
+        try:
+            with open(str(self.wire), encoding="utf-8") as f:
+                return [json.loads(line) for line in f if line.strip()]
+        except FileNotFoundError:
+            return []
+
+    def answers_of(self, method):
+        """(time, request, response) for every request of `method` the server answered."""
+        sent = {}
+        pairs = []
+        for entry in self.wire_messages():
+            message = entry["message"]
+            if not isinstance(message, dict):
+                continue
+            if entry["from"] == "client" and message.get("method") == method and "id" in message:
+                sent[json.dumps(message["id"])] = (entry["t"], message)
+            elif entry["from"] == "server" and "id" in message and json.dumps(message["id"]) in sent:
+                at, request = sent.pop(json.dumps(message["id"]))
+                pairs.append((at, request, message))
+        return pairs
+
+    def opened_url(self):
+        return self.opener.wait(timeout=WAIT, alive=lambda: self.terminal.process.poll() is None)
+
+    # -- what the person does
+
+    def start(self):
+        """Wait for the prompt and our server's tools, then type the request and Enter."""
+        self.terminal.wait_for_text("❯", what="the prompt")
+        _wait_until("Claude Code to list our server's tools", lambda: "method=tools/list" in self.log(),
+                    alive=lambda: self.terminal.process.poll() is None)
+        self.terminal.type(PROMPT)
+        self.terminal.wait_for_text(PROMPT, what="the typed prompt")
+        self.terminal.type(ENTER)
+
+    def open_task_view(self):
+        """The footer's task count, then ↓ and Enter: the task's own view."""
+        self.terminal.wait_for_text("1 MCP task", what="the footer's running task")
+        self.terminal.type(DOWN)
+        self.terminal.wait_for_text("enter to view tasks", what="the footer's task selection")
+        self.terminal.type(ENTER)
+        return self.terminal.wait_for_text("Server task:", what="the task view")
+
+
+def _poll_intervals(session):
+    times = [at for at, _, _ in session.answers_of("tasks/get")]
+    return [round(b - a, 2) for a, b in zip(times, times[1:])]
+
+
+def _median(values):
+    values = sorted(values)
+    return values[len(values) // 2] if values else None
+
+
+# -- the tests --------------------------------------------------------------------------------
+
+def test_interactive_session_makes_a_task_shows_its_link_and_hands_the_answers_to_the_model(tmp_path):
+    with ScriptedModel(session_policy) as model, Session(tmp_path, model) as session:
+        terminal = session.terminal
+        session.start()
+        call = model.wait_for(lambda r: isinstance(r.answer, ToolUse) and r.answer.name == TOOL, WAIT,
+                              "the model's call to ask_user_rich")
+        url = session.opened_url()
+        # The session declared the tasks extension: our server made the call a task.
+        _wait_until("the task in our server's log", lambda: "task-created task=" in session.log())
+        task_id = re.search(r"task-created task=(\S+)", session.log()).group(1)
+        _wait_until("our answer to the tools/call on the wire", lambda: session.answers_of("tools/call"))
+        created = [response for _, request, response in session.answers_of("tools/call")]
+        assert created and created[0]["result"]["resultType"] == "task", created
+        assert "io.modelcontextprotocol/tasks" in json.dumps(
+            [request for _, request, _ in session.answers_of("tools/call")])
+        # What the person sees while it works: the task's status line, with the form's link.
+        working = session.open_task_view()
+        assert "Status: working · Waiting for answers to \"Pick a database\"" in working, working
+        shown = terminal.wait_for("the form's whole link in the task's status line",
+                                  lambda flat: "Form: " + url in flat)
+        status_line = shown[shown.index("Status:"):shown.index("Runtime:")].strip()
+        # Let Claude Code poll a few times, so that the cadence is measured and the status line
+        # is seen following the polls (the elapsed time moves).
+        _wait_until("three tasks/get answered", lambda: len(session.answers_of("tasks/get")) >= 3)
+        terminal.wait_for("the status line following the polls", lambda flat: re.search(
+            r"Status: working · .*\(0:0[2-9] elapsed\).* Form: " + re.escape(url), flat))
+        for _, _, response in session.answers_of("tasks/get"):
+            message = response["result"]["statusMessage"]
+            assert len(message) <= 200 and message.endswith(" Form: " + url), message
+        # The person answers, with a note, through the form's API.
+        submitted = time.monotonic()
+        reply = submit(url, {"db": {"selected": ["my"], "notes": NOTE}})
+        assert reply.status == 200, reply.body
+        after = model.wait_for(lambda r: NOTE in r.text, WAIT, "the answers in the model's next request")
+        latency = after.arrived - submitted
+        done = terminal.wait_for_text("Thanks, noted.", what="the model's reply to the answers")
+        finished = terminal.wait_for_text("Status: completed", what="the task's finished status")
+        polls = _poll_intervals(session)
+        gets = session.answers_of("tasks/get")
+    print("claude-code 2.1.328 interactive, tasks: submit to model request %.3f s; tasks/get every %s s"
+          " (median of %s); status line: %s" % (latency, _median(polls), polls, status_line))
+    assert call.answer.arguments == ARGS
+    # The model got the answers, note included, as the task's result (structuredContent as JSON).
+    received = json.dumps(after.body["messages"][-1])
+    assert "<task-notification>" in received and task_id in received, received[:2000]
+    assert '\\"selected\\":[\\"my\\"]' in received and NOTE in received and "archivePath" in received
+    # The finished task says what happened, not that it is still waiting: its last tasks/get
+    # answer carries the result's summary line as its statusMessage.
+    last = gets[-1][2]["result"]
+    assert last["status"] == "completed", last
+    summary = last["result"]["structuredContent"]["summary"].split("\n", 1)[0]
+    assert last["statusMessage"] == summary and "submitted" in summary, last["statusMessage"]
+    assert "Waiting for answers" not in finished.split("Thanks, noted.")[-1]
+    assert "MCP task %s (ask-user-rich/ask_user_rich) completed." % task_id in done
+    # Claude Code asks every 2 s while the person has not acted for a minute.
+    assert polls and all(1.5 <= interval <= 3.5 for interval in polls), polls
