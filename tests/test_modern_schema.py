@@ -200,3 +200,14 @@ def test_a_message_with_a_value_the_spec_forbids_fails_the_check(captured, kind,
     broken["result"][field] = value
     with pytest.raises(AssertionError):
         assert_modern_message_fits(methods[broken["id"]], broken)
+
+
+def test_a_failed_task_must_carry_its_error(captured):
+    # Our failed tasks come only after a restart (tests/test_modern_tasks.py checks those, and the
+    # fixtures hold them to the schema); here the rule itself, on a captured task.
+    kinds, _peer, _methods = captured
+    failed = copy.deepcopy(kinds["tasks/get cancelled"])
+    failed["result"].update(status="failed", error={"code": -32603, "message": "The server restarted."})
+    assert_modern_message_fits("tasks/get", failed)
+    with pytest.raises(AssertionError):
+        assert_modern_message_fits("tasks/get", planted(failed, ("result", "error")))
