@@ -11,6 +11,7 @@ import pytest
 # that wants an inbox names a free port of its own.
 os.environ["ASK_USER_RICH_INBOX_PORT"] = "0"
 
+from modern_support import assert_every_modern_message_fits  # noqa: E402
 from support import DISCARD, InProcessServer, SubprocessServer, askrich  # noqa: E402
 
 
@@ -31,6 +32,7 @@ def server(runtime):
     peer = InProcessServer(runtime)
     yield peer
     peer.close()
+    assert_every_modern_message_fits(peer)
 
 
 @pytest.fixture
@@ -45,3 +47,6 @@ def subprocess_server(tmp_path):
     yield start
     for peer in peers:
         peer.close()
+    # Whatever a test looked at, every answer to a modern request it made is held to the schema.
+    for peer in peers:
+        assert_every_modern_message_fits(peer)

@@ -80,32 +80,116 @@ def assert_fits_the_2026_schema(method: str, result: dict) -> None:
     methods.validate_server_result(method, MODERN, result)
 
 
-SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schemas", "mcp-2026-07-28.json")
+SCHEMAS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schemas")
+SCHEMA_PATH = os.path.join(SCHEMAS, "mcp-2026-07-28.json")
+# The tasks extension's messages, written for these tests from its specification (the core schema
+# has none); its $refs resolve in the core schema's $defs.
+TASKS_SCHEMA_PATH = os.path.join(SCHEMAS, "tasks-2026-07-28.json")
 _SCHEMA = []
 
 
-def schema_defs() -> dict:
+def _schema() -> dict:
     if not _SCHEMA:
         with open(SCHEMA_PATH, encoding="utf-8") as handle:
-            _SCHEMA.append(json.load(handle))
-    return _SCHEMA[0]["$defs"]
+            schema = json.load(handle)
+        with open(TASKS_SCHEMA_PATH, encoding="utf-8") as handle:
+            tasks = json.load(handle)["$defs"]
+        assert not set(tasks) & set(schema["$defs"]), set(tasks) & set(schema["$defs"])
+        schema["$defs"] = dict(schema["$defs"], **tasks)
+        _SCHEMA.append(schema)
+    return _SCHEMA[0]
+
+
+def schema_defs() -> dict:
+    return _schema()["$defs"]
+
+
+def schema_errors(definition: str, value) -> list:
+    """What keeps `value` from being valid as `$defs[definition]` (empty when it is)."""
+    import jsonschema
+
+    schema = _schema()
+    assert definition in schema["$defs"], definition
+    wrapper = {"$schema": schema.get("$schema"), "$defs": schema["$defs"], "$ref": "#/$defs/" + definition}
+    validator_class = jsonschema.validators.validator_for(wrapper)
+    return sorted(validator_class(wrapper).iter_errors(value), key=lambda error: list(error.path))
 
 
 def assert_fits_the_schema(definition: str, value) -> None:
     """`value` is valid as `$defs[definition]` of the official 2026-07-28 JSON schema (vendored
-    in tests/schemas): every required field present, every enum respected."""
-    import jsonschema
-
-    if not _SCHEMA:
-        with open(SCHEMA_PATH, encoding="utf-8") as handle:
-            _SCHEMA.append(json.load(handle))
-    schema = _SCHEMA[0]
-    assert definition in schema["$defs"], definition
-    wrapper = {"$schema": schema.get("$schema"), "$defs": schema["$defs"], "$ref": "#/$defs/" + definition}
-    validator_class = jsonschema.validators.validator_for(wrapper)
-    errors = sorted(validator_class(wrapper).iter_errors(value), key=lambda error: list(error.path))
+    in tests/schemas), or of the tasks extension's schema beside it: every required field
+    present, every enum respected."""
+    errors = schema_errors(definition, value)
     assert not errors, "%s does not fit %s: %s" % (json.dumps(value)[:600], definition,
                                                    "; ".join(error.message[:300] for error in errors[:5]))
+
+
+TASK_RESULTS = {"tasks/get": "GetTaskResult", "tasks/cancel": "CancelTaskResult", "tasks/update": "UpdateTaskResult"}
+CORE_RESULTS = {"server/discover": "DiscoverResult", "tools/list": "ListToolsResult", "ping": "Result"}
+
+
+def result_definition(method: str, result: dict) -> str:
+    """The schema definition a modern result of `method` must fit, by its resultType."""
+    if method in TASK_RESULTS:
+        return TASK_RESULTS[method]
+    if method == "tools/call":
+        return {"task": "CreateTaskResult", "input_required": "InputRequiredResult"}.get(
+            result.get("resultType"), "CallToolResult")
+    return CORE_RESULTS[method]
+
+
+def assert_modern_message_fits(method, message: dict) -> None:
+    """One message the server wrote: the response to a modern request of `method` (None for a
+    notification) fits the schema, and a complete tool result, listing or discover also passes
+    the Python SDK's own 2026-07-28 validators. A task's `result` is a CallToolResult."""
+    if "method" in message:
+        definition = {"notifications/progress": "ProgressNotification",
+                      "notifications/message": "LoggingMessageNotification",
+                      "notifications/tasks": "TaskStatusNotification"}.get(message["method"])
+        assert definition, "a notification the 2026-07-28 era has no place for: %s" % message
+        assert_fits_the_schema(definition, message)
+        return
+    if "error" in message:
+        assert_fits_the_schema("JSONRPCErrorResponse", message)
+        return
+    assert_fits_the_schema("JSONRPCResultResponse", message)
+    result = message["result"]
+    definition = result_definition(method, result)
+    assert_fits_the_schema(definition, result)
+    if definition == "InputRequiredResult":  # a MUST the schema's types cannot say
+        assert "inputRequests" in result or "requestState" in result, result
+    if definition in ("CallToolResult", "InputRequiredResult", "ListToolsResult", "DiscoverResult"):
+        assert_fits_the_2026_schema(method, result)
+    if definition == "GetTaskResult" and result.get("status") == "completed":
+        assert_fits_the_schema("CallToolResult", result["result"])
+        assert_fits_the_2026_schema("tools/call", result["result"])
+
+
+def modern_requests_sent(peer) -> dict:
+    """{id: method} of every modern request `peer` sent (its `_meta` names the version)."""
+    return {message["id"]: message["method"] for message in getattr(peer, "sent", [])
+            if isinstance(message, dict) and "id" in message and isinstance(message.get("method"), str)
+            and isinstance(message.get("params"), dict) and isinstance(message["params"].get("_meta"), dict)
+            and KEY_VERSION in message["params"]["_meta"]}
+
+
+def assert_every_modern_message_fits(peer) -> int:
+    """Every response the server wrote to a modern request of `peer`, and every progress, log and
+    task notification, fits the 2026-07-28 schema; the number checked. Run on each peer of the
+    modern tests as they end, so that no message they capture escapes the schema."""
+    modern = modern_requests_sent(peer)
+    checked = 0
+    for message in written_messages(peer):
+        if not isinstance(message, dict):
+            continue
+        if "method" in message and "id" not in message:
+            if message["method"] in ("notifications/progress", "notifications/message", "notifications/tasks"):
+                assert_modern_message_fits(None, message)
+                checked += 1
+        elif "method" not in message and message.get("id") in modern:
+            assert_modern_message_fits(modern[message["id"]], message)
+            checked += 1
+    return checked
 
 
 CACHE_HINTS = ("ttlMs", "cacheScope")  # required by the 2026-07-28 schema on discover and tools/list

@@ -5,8 +5,15 @@ submits, and the checks on what arrived where."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
 
 import askrich  # tests/support.py puts the project root on sys.path first
+import clients_support as cs
+from scripted_model import ToolUse
+from support import WAIT, EventsReader, LoopbackReports, api_url, http_request, submit
 
 # Markdown, a preview, non-ASCII text and a multi-select: what a CLI could mangle on the way.
 ARGS = {"title": "Pick a database", "questions": [
@@ -43,3 +50,127 @@ def assert_answers(result):
     assert rows["db"]["selected"] == ["my"] and rows["db"]["notes"] == NOTE, rows["db"]
     assert rows["langs"]["selected"] == ["py", "rs"], rows["langs"]
     assert result["status"] == "submitted" and result.get("archivePath"), result
+
+
+# The tap a CLI starts instead of the server: it starts the server, relays both stdio streams
+# line by line unchanged, and reports each line to the test once relayed (">" client to server,
+# "<" server to client), so a test sees the exact protocol a CLI speaks and waits on a message
+# having reached the CLI. A SIGTERM from the CLI goes on to the server; the tap ends with it.
+TAP = """\
+import json, signal, socket, subprocess, sys, threading
+report = socket.create_connection(("127.0.0.1", int(sys.argv[1])), 10)
+lock = threading.Lock()
+def tell(direction, line):
+    with lock:
+        report.sendall(json.dumps([direction, line.decode("utf-8", "replace")]).encode() + b"\\n")
+server = subprocess.Popen(sys.argv[2:], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+signal.signal(signal.SIGTERM, lambda *_: server.send_signal(signal.SIGTERM))
+def inbound():
+    for line in iter(sys.stdin.buffer.readline, b""):
+        server.stdin.write(line)
+        server.stdin.flush()
+        tell(">", line)
+    server.stdin.close()
+threading.Thread(target=inbound, daemon=True).start()
+for line in iter(server.stdout.readline, b""):
+    sys.stdout.buffer.write(line)
+    sys.stdout.buffer.flush()
+    tell("<", line)
+sys.exit(server.wait())
+"""
+
+
+class StdioTap(LoopbackReports):
+    """`with StdioTap(tmp_path) as tap:`; register `tap.argv` as the server's command line."""
+
+    def __init__(self, folder, server_argv=None) -> None:
+        super().__init__()
+        script = os.path.join(str(folder), "tap.py")
+        with open(script, "w", encoding="utf-8") as f:
+            f.write(TAP)
+        self.argv = [sys.executable, script, str(self.port)] + list(server_argv or [sys.executable, askrich.__file__])
+
+    def messages(self, direction=None) -> list:
+        """Every JSON-RPC message relayed so far, in order (one direction: ">" or "<")."""
+        found = []
+        for line in list(self.lines):
+            way, text = json.loads(line)
+            if direction in (None, way):
+                try:
+                    found.append(json.loads(text))
+                except ValueError:
+                    pass
+        return found
+
+    def wait_message(self, direction, predicate, timeout: float = WAIT, what: str = "the message", alive=None):
+        """The first message relayed in `direction` that `predicate` accepts, waiting for it."""
+        def found():
+            for message in self.messages(direction):
+                if predicate(message):
+                    return message
+            return None
+
+        return self.wait_until(found, timeout, what, alive)
+
+
+class Session:
+    """What one session showed: the model's call, the served spec, the tools/call the server got,
+    the submit-to-model latency, the model's next request, and the CLI's output."""
+
+
+def round_trip(name, argv, env, cwd, model, opener, tap, answered):
+    """Run the CLI `argv` through one interview: wait for the model's call and the form opening,
+    wait until the call waits on the person (the form's own state stream), then (when the client
+    asked for progress) answer one question and wait for that progress notification to reach the
+    CLI, submit ANSWERS, and wait for the model request `answered(request)` accepts. Every
+    process started here is ended by its id."""
+    session = Session()
+    process = subprocess.Popen(argv, env=env, cwd=str(cwd), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, universal_newlines=True)
+    alive = lambda: process.poll() is None  # noqa: E731
+    try:
+        session.call = model.wait_for(lambda r: isinstance(r.answer, ToolUse),
+                                      SESSION_TIMEOUT, "the call to ask_user_rich")
+        url = opener.wait(timeout=SESSION_TIMEOUT, alive=alive)
+        session.spec = http_request(api_url(url)).json()["spec"]
+        state = EventsReader(api_url(url, "events"), "state")
+        try:
+            state.wait_for(lambda s: s["waiting"], SESSION_TIMEOUT, "the call waiting")
+        finally:
+            state.close()
+        session.request = tap.wait_message(">", lambda m: m.get("method") == "tools/call", what="tools/call")
+        meta = session.request["params"].get("_meta") or {}
+        session.progress = None
+        if "progressToken" in meta:
+            body = {"answered": 1, "deferred": 0, "needsInfo": 0, "open": 1}
+            assert http_request(api_url(url, "progress"), "POST", body).status == 204
+            session.progress = tap.wait_message(
+                "<", lambda m: m.get("method") == "notifications/progress"
+                and "1 of 2 answered" in m["params"].get("message", ""),
+                SESSION_TIMEOUT, "the progress notification", alive)
+        submitted = time.monotonic()
+        reply = submit(url, ANSWERS)
+        assert reply.status == 200, reply.body
+        session.after = model.wait_for(answered, SESSION_TIMEOUT, "the answers in the model's next request")
+        session.latency = session.after.arrived - submitted
+        session.out, session.err = process.communicate(timeout=SESSION_TIMEOUT)
+    except AssertionError as failure:
+        raise AssertionError("%s\n--- %s output:\n%s\n--- server log:\n%s"
+                             % (failure, name, ended(process)[-3000:], cs.server_log(env)[-3000:]))
+    finally:
+        ended(process)
+    session.returncode = process.returncode
+    session.log = cs.server_log(env)
+    session.result = next(m for m in tap.messages("<") if m.get("id") == session.request["id"])["result"]
+    return session
+
+
+def json_lines(out):
+    """The JSON objects of a CLI's JSONL output (other lines skipped)."""
+    events = []
+    for line in out.splitlines():
+        try:
+            events.append(json.loads(line))
+        except ValueError:
+            pass
+    return events

@@ -207,9 +207,15 @@ class McpPeer:
         self.reader = reader
         self.pending: list = []  # messages received while waiting for something else
         self.next_id = 0
+        self.sent: list = []  # every message sent that parsed as JSON: which request an answer is to
 
     def send(self, message) -> None:
         data = message if isinstance(message, bytes) else (json.dumps(message) + "\n").encode()
+        try:
+            value = json.loads(data.decode("utf-8"))
+        except ValueError:
+            value = None
+        self.sent.extend(value if isinstance(value, list) else [value])
         self._write(data)
 
     def request(self, method, params=None, **extra):
@@ -466,33 +472,22 @@ def answer_while_waited_on(runtime, form, answers, timeout: float = WAIT) -> dic
     return got[0]
 
 
-class RecordingOpener:
-    """An ASK_USER_RICH_OPEN_CMD for a server a client CLI starts: it records each URL it is asked
-    to open and reports it to the test over a loopback socket, so `wait()` wakes on the opening
-    itself (a server started by a CLI is not ours to read). `with RecordingOpener(tmp_path) as
-    opener:` then hand `opener.command` to the server's environment."""
+class LoopbackReports:
+    """Lines that helper scripts a client CLI runs (an opener, a stdio tap) send to the test over
+    a loopback socket, one connection or many; `wait_for()` wakes on each line's arrival (what
+    those scripts see is not ours to read otherwise: the CLI started them)."""
 
-    def __init__(self, folder) -> None:
+    def __init__(self) -> None:
         import socket
 
-        self.record = os.path.join(str(folder), "opened.txt")
-        self.command = os.path.join(str(folder), "opener.py")
-        self.urls: list = []
+        self.lines: list = []
         self._arrived = threading.Condition()
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._socket.bind(("127.0.0.1", 0))
         self._socket.listen(8)
-        port = self._socket.getsockname()[1]
-        # The opener exits 0 once the URL is recorded: the server then waits on the person, as it
-        # would after a browser opened.
-        with open(self.command, "w", encoding="utf-8") as f:
-            f.write("#!%s\nimport socket, sys\nurl = sys.argv[-1]\n"
-                    "with open(%r, 'a', encoding='utf-8') as f:\n    f.write(url + '\\n')\n"
-                    "with socket.create_connection(('127.0.0.1', %d), 10) as s:\n"
-                    "    s.sendall(url.encode('utf-8') + b'\\n')\n" % (sys.executable, self.record, port))
-        os.chmod(self.command, 0o755)
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-        self._thread.start()
+        self.port = self._socket.getsockname()[1]
+        self._threads = [threading.Thread(target=self._accept, daemon=True)]
+        self._threads[0].start()
 
     def _accept(self) -> None:
         while True:
@@ -500,28 +495,36 @@ class RecordingOpener:
                 connection, _ = self._socket.accept()
             except OSError:  # closed: the test is over
                 return
-            with connection:
-                data = b""
-                while not data.endswith(b"\n"):
-                    chunk = connection.recv(4096)
-                    if not chunk:
-                        break
-                    data += chunk
-            with self._arrived:
-                self.urls.append(data.decode("utf-8").strip())
-                self._arrived.notify_all()
+            thread = threading.Thread(target=self._read, args=(connection,), daemon=True)
+            self._threads.append(thread)
+            thread.start()
 
-    def wait(self, count: int = 1, timeout: float = WAIT, alive=None) -> str:
-        """The `count`-th URL opened, waiting for it; `alive()` returning False (the CLI ended)
-        ends the wait early, checked whenever the wait wakes (at least once a second)."""
+    def _read(self, connection) -> None:
+        with connection, connection.makefile("rb") as stream:
+            for line in iter(stream.readline, b""):
+                with self._arrived:
+                    self.lines.append(line.decode("utf-8").rstrip("\n"))
+                    self._arrived.notify_all()
+
+    def wait_until(self, found, timeout: float = WAIT, what: str = "the report", alive=None):
+        """`found()` (called under the lock; None: not yet) once it holds, waiting for lines;
+        `alive()` returning False (the CLI ended) ends the wait early, checked whenever the wait
+        wakes (at least once a second)."""
         deadline = time.monotonic() + timeout
         with self._arrived:
-            while len(self.urls) < count:
+            while True:
+                value = found()
+                if value is not None:
+                    return value
                 left = deadline - time.monotonic()
-                assert left > 0, "the form was not opened %d time(s) within %ss" % (count, timeout)
-                assert alive is None or alive(), "the client ended before the form opened"
+                assert left > 0, "%s did not arrive within %ss" % (what, timeout)
+                assert alive is None or alive(), "the client ended before %s arrived" % what
                 self._arrived.wait(min(left, 1.0))
-            return self.urls[count - 1]
+
+    def wait_for(self, predicate, timeout: float = WAIT, what: str = "the report", alive=None) -> str:
+        """The first line `predicate` accepts, waiting for it (`alive` as in `wait_until`)."""
+        return self.wait_until(lambda: next((line for line in self.lines if predicate(line)), None),
+                               timeout, what, alive)
 
     def close(self) -> None:
         import socket
@@ -531,10 +534,39 @@ class RecordingOpener:
         except OSError:
             pass
         self._socket.close()
-        self._thread.join(WAIT)
+        self._threads[0].join(WAIT)
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class RecordingOpener(LoopbackReports):
+    """An ASK_USER_RICH_OPEN_CMD for a server a client CLI starts: it records each URL it is asked
+    to open in `record` and reports it to the test, so `wait()` wakes on the opening itself.
+    `with RecordingOpener(tmp_path) as opener:` then hand `opener.command` to the server's
+    environment."""
+
+    def __init__(self, folder) -> None:
+        super().__init__()
+        self.record = os.path.join(str(folder), "opened.txt")
+        self.command = os.path.join(str(folder), "opener.py")
+        # The opener exits 0 once the URL is recorded: the server then waits on the person, as it
+        # would after a browser opened.
+        with open(self.command, "w", encoding="utf-8") as f:
+            f.write("#!%s\nimport socket, sys\nurl = sys.argv[-1]\n"
+                    "with open(%r, 'a', encoding='utf-8') as f:\n    f.write(url + '\\n')\n"
+                    "with socket.create_connection(('127.0.0.1', %d), 10) as s:\n"
+                    "    s.sendall(url.encode('utf-8') + b'\\n')\n" % (sys.executable, self.record, self.port))
+        os.chmod(self.command, 0o755)
+
+    @property
+    def urls(self) -> list:
+        return list(self.lines)
+
+    def wait(self, count: int = 1, timeout: float = WAIT, alive=None) -> str:
+        """The `count`-th URL opened, waiting for it (`alive` as in `wait_until`)."""
+        return self.wait_until(lambda: self.lines[count - 1] if len(self.lines) >= count else None,
+                               timeout, "opening the form %d time(s)" % count, alive)

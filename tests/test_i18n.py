@@ -361,3 +361,36 @@ def test_text_that_is_not_laid_out_in_the_page_is_filled_without_isolates():
     assert NOT_LAID_OUT.search('document.title = count ? `(${count}) ${t("inbox.title")}` : x;')
     assert NOT_LAID_OUT.search('body: t("inbox.notification", { agent })')
     assert not NOT_LAID_OUT.search('bar.setAttribute("aria-label", tPlain("attach.progressLabel"));')
+
+
+# -- where lines may break -----------------------------------------------------------------------
+
+# A plain space where a line must not break: between a number (or {size}) and its unit, before a
+# key hint such as "(A)", inside "3 of 12", before an ellipsis, and in French before : ; ? ! »
+# and after «. The browser test (tests/browser/test_line_breaks.py) sees a break only where the
+# layout happens to put one; this sees every string.
+BREAKABLE = [
+    ("a size and its unit", re.compile(
+        r"(?:\d|\{size\}) (?:MiB|Mio|МиБ|ميبيبايت|KB|MB|B|Ko|Mo|o|КБ|МБ|Б|بايت|كيلوبايت|ميغابايت)(?![A-Za-zА-я])")),
+    ("a word and its key hint", re.compile(r"\S \((?:[A-Z0-9?])\)")),
+    ("a position and its total", re.compile(r"\{\w+\} \S{1,3} \{total\}")),
+    ("an ellipsis", re.compile(r" …")),
+]
+FRENCH = [("French punctuation", re.compile(r" [:;?!»]|« "))]
+# Read out or drawn outside the page (aria-label, a tooltip): not laid out in lines.
+UNBROKEN = {"rank.rowLabel", "rank.moved", "rank.dropped", "rank.picked", "rank.cancelled", "rank.stays",
+            "progress.value", "view.showAllTitle", "help.buttonTitle"}
+
+
+def test_no_string_has_a_breakable_space_where_a_line_must_not_break():
+    found = []
+    for tag in askrich.FORM_LANGUAGES:
+        for key, value in strings(tag).items():
+            if key in UNBROKEN:
+                continue
+            for what, pattern in BREAKABLE + (FRENCH if tag == "fr" else []):
+                for text in variants(value):
+                    for m in pattern.finditer(text):
+                        found.append("%s %s: %s in %r" % (tag, key, what, m.group()))
+    assert found == [], "use U+00A0 (or U+202F in French before ; ? !):\n" + "\n".join(found)
+    assert BREAKABLE[0][1].search("1ファイル10 MiBまで") and not BREAKABLE[0][1].search("10\u00a0MiB")

@@ -10,7 +10,13 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from delivery_support import FLAT_INTERVIEW
-from modern_support import SUPPORTED_VERSIONS, assert_modern_result, modern_params, server_requests
+from modern_support import (
+    SUPPORTED_VERSIONS,
+    assert_every_modern_message_fits,
+    assert_modern_result,
+    modern_params,
+    server_requests,
+)
 from strategies import (
     KEY_CLIENT_CAPABILITIES,
     KEY_PROTOCOL_VERSION,
@@ -38,6 +44,7 @@ def peer(tmp_path_factory):
     yield server
     assert server_requests(server) == []  # not one request of ours on stdout, whatever came in
     assert server.close() == 0
+    assert_every_modern_message_fits(server)  # and every answer to a modern request fits the schema
 
 
 def check_answer(method: str, meta, reply: dict) -> None:

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-import time
 
 import pytest
 
@@ -19,15 +17,16 @@ if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 import clients_support as cs  # noqa: E402
 from scripted_model import ScriptedModel, Text, ToolUse  # noqa: E402
-from sessions_support import (ANSWERS, ARGS, PROMPT, SESSION_TIMEOUT, assert_answers,  # noqa: E402
-                              assert_served_as_sent, ended)
-from support import MODULE, RecordingOpener, api_url, http_request, submit  # noqa: E402
+from sessions_support import (ARGS, PROMPT, StdioTap, assert_answers, assert_served_as_sent,  # noqa: E402
+                              round_trip)
+from support import RecordingOpener  # noqa: E402
 
 pytestmark = pytest.mark.sessions
 # Codex offers each MCP server's tools to the model as one Responses `namespace` tool named after
 # the server, and routes a call by namespace plus the tool's own name.
 NAMESPACE = "mcp__ask_user_rich"
 TOOL = "ask_user_rich"
+CALL_ID = "call_ask_1"
 
 
 def _namespace(request):
@@ -37,9 +36,9 @@ def _namespace(request):
     return None
 
 
-def _outputs(request, call_id):
+def _outputs(request):
     return [item for item in request.body.get("input") or []
-            if item.get("type") == "function_call_output" and item.get("call_id") == call_id]
+            if item.get("type") == "function_call_output" and item.get("call_id") == CALL_ID]
 
 
 def codex_policy(model, request):
@@ -47,13 +46,13 @@ def codex_policy(model, request):
     if any(item.get("type") == "function_call_output" for item in request.body.get("input") or []):
         return Text("Thanks, noted.")
     if _namespace(request):
-        return ToolUse(TOOL, ARGS, call_id="call_ask_1", namespace=NAMESPACE)
+        return ToolUse(TOOL, ARGS, call_id=CALL_ID, namespace=NAMESPACE)
     return Text("I found no ask_user_rich tool.")
 
 
-def _config(model, env, opener):
-    """The throwaway ~/.codex/config.toml: the scripted model as the provider, our server with the
-    tool timeout the README asks for, and the recording opener."""
+def _config(model, env, opener, tap):
+    """The throwaway ~/.codex/config.toml: the scripted model as the provider, our server (through
+    the tap) with the tool timeout the README asks for, and the recording opener."""
     server_env = {"ASK_USER_RICH_LOG_DIR": env["ASK_USER_RICH_LOG_DIR"], "ASK_USER_RICH_OPEN": "1",
                   "ASK_USER_RICH_OPEN_CMD": opener.command, "ASK_USER_RICH_INBOX_PORT": "0",
                   "ASK_USER_RICH_PROGRESS_MS": "500"}
@@ -66,8 +65,8 @@ def _config(model, env, opener):
         'wire_api = "responses"',
         'env_key = "SCRIPTED_API_KEY"',
         "[mcp_servers.ask-user-rich]",
-        "command = %s" % json.dumps(sys.executable),
-        "args = [%s]" % json.dumps(MODULE),
+        "command = %s" % json.dumps(tap.argv[0]),
+        "args = %s" % json.dumps(tap.argv[1:]),
         "tool_timeout_sec = 14400",
         "[mcp_servers.ask-user-rich.env]",
     ] + ["%s = %s" % (name, json.dumps(value)) for name, value in server_env.items()]
@@ -77,62 +76,46 @@ def _config(model, env, opener):
         f.write("\n".join(lines) + "\n")
 
 
-def _events(out):
-    events = []
-    for line in out.splitlines():
-        try:
-            events.append(json.loads(line))
-        except ValueError:
-            pass
-    return events
-
-
 def test_codex_exec_round_trip(tmp_path):
     codex = cs.cli("codex")
     env = cs.offline_env(tmp_path)
     env.update({"SCRIPTED_API_KEY": "sk-scripted-test",
                 "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"})
-    with ScriptedModel(codex_policy) as model, RecordingOpener(tmp_path) as opener:
-        _config(model, env, opener)
-        process = subprocess.Popen(
-            [codex, "exec", "--skip-git-repo-check", "--ephemeral", "--json", PROMPT],
-            env=env, cwd=str(tmp_path), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, universal_newlines=True)
-        try:
-            call = model.wait_for(lambda r: isinstance(r.answer, ToolUse), SESSION_TIMEOUT,
-                                  "the call to ask_user_rich")
-            url = opener.wait(timeout=SESSION_TIMEOUT, alive=lambda: process.poll() is None)
-            spec = http_request(api_url(url)).json()["spec"]
-            submitted = time.monotonic()
-            reply = submit(url, ANSWERS)
-            assert reply.status == 200, reply.body
-            after = model.wait_for(lambda r: _outputs(r, "call_ask_1"), SESSION_TIMEOUT,
-                                   "the answers in the model's next request")
-            latency = after.arrived - submitted
-            out, err = process.communicate(timeout=SESSION_TIMEOUT)
-        except AssertionError as failure:
-            raise AssertionError("%s\n--- codex output:\n%s\n--- server log:\n%s"
-                                 % (failure, ended(process)[-3000:], cs.server_log(env)[-3000:]))
-        finally:
-            ended(process)
-    print("codex 0.169.0 exec: submit to model request %.3f s" % latency)
-    assert process.returncode == 0, err[-2000:]
+    with ScriptedModel(codex_policy) as model, RecordingOpener(tmp_path) as opener, StdioTap(tmp_path) as tap:
+        _config(model, env, opener, tap)
+        session = round_trip("codex", [codex, "exec", "--skip-git-repo-check", "--ephemeral", PROMPT],
+                             env, tmp_path, model, opener, tap, _outputs)
+    print("codex 0.169.0 exec: submit to model request %.3f s" % session.latency)
+    assert session.returncode == 0, session.err[-2000:]
+    # The era: Codex opens with `initialize` at 2025-06-18 and declares no tasks; it asks for
+    # progress (a progressToken), and the notifications reach it.
+    hello = tap.messages(">")[0]
+    progress = [m["params"]["message"] for m in tap.messages("<") if m.get("method") == "notifications/progress"]
+    print("codex 0.169.0: %s %s, capabilities %s; tools/call _meta %s; progress sent %s; shown in output: %s" % (
+        hello["method"], hello["params"].get("protocolVersion"), json.dumps(hello["params"].get("capabilities")),
+        json.dumps(session.request["params"].get("_meta")), progress,
+        [line for line in (session.out + session.err).splitlines() if "Waiting for answers" in line]))
+    assert hello["method"] == "initialize" and "era=legacy" in session.log, hello
+    assert "tasks" not in json.dumps(hello["params"].get("capabilities")) and session.progress, hello
     # The tool was offered to the model, under the server's namespace, with its input schema.
-    offered = {tool["name"]: tool for tool in _namespace(call)["tools"]}
+    offered = {tool["name"]: tool for tool in _namespace(session.call)["tools"]}
     assert TOOL in offered and "questions" in offered[TOOL]["parameters"]["properties"], sorted(offered)
-    assert_served_as_sent(spec)
-    log = cs.server_log(env)
-    assert 'title="Pick a database"' in log and "era=legacy" in log, log
-    # The model's next request holds the answers, the note included, as the structured result.
-    output = _outputs(after, "call_ask_1")[0]["output"]
-    received = output if isinstance(output, str) else json.dumps(output)
+    # The call's arguments arrived intact at the server, and the form serves what they describe.
+    assert session.request["params"]["name"] == TOOL and session.request["params"]["arguments"] == ARGS
+    assert_served_as_sent(session.spec)
+    # The model's next request holds the answers, the note included: Codex hands it the
+    # structuredContent as compact JSON (the text blocks dropped) after its own two-line header.
+    received = _outputs(session.after)[0]["output"]
     print("codex 0.169.0: the model received %s" % received)
-    # Codex hands the model the structured result as compact JSON after its own two-line header.
     header, _, payload = received.partition("\nOutput:\n")
     assert header.startswith("Wall time: ") and header.endswith(" seconds"), received[:200]
-    result = json.loads(payload)
-    assert_answers(result)
-    # What the person sees in the session's output: the call, in progress, then completed.
-    items = [e["item"] for e in _events(out) if e.get("item", {}).get("type") == "mcp_tool_call"]
-    assert [i["status"] for i in items] == ["in_progress", "completed"], items
-    assert items[0]["arguments"] == ARGS and items[0]["server"] == "ask-user-rich"
+    assert json.loads(payload) == session.result["structuredContent"]
+    assert_answers(json.loads(payload))
+    # What the person sees (codex exec's transcript, on stderr): the call starting, then
+    # completed, and nothing between them: the progress notifications (the first one carrying the
+    # form link) are not shown.
+    transcript = session.err.splitlines()
+    started = transcript.index("mcp: ask-user-rich/ask_user_rich started")
+    assert transcript[started + 1] == "mcp: ask-user-rich/ask_user_rich (completed)", transcript[started:]
+    assert "Waiting for answers" not in session.err + session.out
+    assert session.out.strip() == "Thanks, noted."

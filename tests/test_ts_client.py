@@ -32,8 +32,9 @@ from modern_support import (  # noqa: E402
     MODERN,
     SERVER_INFO,
     TASKS,
-    assert_fits_the_2026_schema,
+    KEY_SERVER_INFO,
     assert_fits_the_schema,
+    assert_modern_message_fits,
     form_state,
     log_events,
     wait_until_waiting,
@@ -152,52 +153,35 @@ class TsClient:
         assert verdict["valid"], "%s does not fit %s: %s" % (json.dumps(value)[:600], schema, verdict["issues"])
 
     def assert_every_server_message_fits(self) -> int:
-        """Every message the server wrote passes the 2026-07-28 schema (tasks ones the tasks
-        extension's schemas too), no server-to-client request was sent, and the SDK raised no
-        error of its own; the number of messages checked."""
+        """Every message the server wrote passes the 2026-07-28 schema and the Python SDK's
+        validators (modern_support), the task ones the tasks extension's own Zod schemas too; no
+        server-to-client request was sent, and the SDK raised no error of its own; the number of
+        messages checked."""
         methods = self.request_methods()
         messages = self.server_messages()
         for message in messages:
             assert "method" not in message or "id" not in message, "a request to the client: %s" % message
-            if "method" in message:
-                self.assert_notification_fits(message)
-                continue
-            if "error" in message:
-                assert_fits_the_schema("JSONRPCErrorResponse", message)
-                continue
-            self.assert_result_fits(methods[message["id"]], message["result"])
-            assert_fits_the_schema("JSONRPCResultResponse", message)
+            method = None if "method" in message else methods[message["id"]]
+            assert_modern_message_fits(method, message)
+            assert message.get("result", {}).get("_meta", {}).get(KEY_SERVER_INFO, SERVER_INFO) == SERVER_INFO
+            schema = tasks_schema_of(method, message)
+            if schema:
+                self.assert_fits_the_tasks_schema(schema, message if method is None else message["result"])
         assert self.events("clientError") == []
+        assert self.events("clientWarning") == []
         return len(messages)
 
-    def assert_notification_fits(self, message: dict) -> None:
-        method = message["method"]
-        if method == "notifications/progress":
-            assert_fits_the_schema("ProgressNotification", message)
-        elif method == "notifications/message":
-            assert_fits_the_schema("LoggingMessageNotification", message)
-        elif method == "notifications/tasks/status":
-            self.assert_fits_the_tasks_schema("TaskStatusNotificationV2Schema", message)
-        else:
-            raise AssertionError("a notification the modern era has no place for: %s" % message)
 
-    def assert_result_fits(self, method: str, result: dict) -> None:
-        result_type = result.get("resultType")
-        assert result_type in ("complete", "input_required", "task"), result
-        assert result["_meta"]["io.modelcontextprotocol/serverInfo"] == SERVER_INFO, result
-        if method.startswith("tasks/") or result_type == "task":
-            schema = {"tasks/get": "GetTaskResultV2Schema", "tasks/cancel": "CancelTaskResultV2Schema",
-                      "tasks/update": "UpdateTaskResultV2Schema"}.get(method, "CreateTaskResultV2Schema")
-            self.assert_fits_the_tasks_schema(schema, result)
-            if method == "tasks/get" and result["status"] == "completed":
-                assert_fits_the_schema("CallToolResult", result["result"])
-            return
-        definition = {"tools/list": "ListToolsResult", "server/discover": "DiscoverResult",
-                      "tools/call": "InputRequiredResult" if result_type == "input_required" else "CallToolResult",
-                      "ping": "Result"}[method]
-        assert_fits_the_schema(definition, result)
-        if method != "ping":
-            assert_fits_the_2026_schema(method, result)  # the Python SDK's strict validators
+def tasks_schema_of(method, message):
+    """The tasks extension's Zod schema for a message of the extension (None for others)."""
+    if method is None:
+        return "TaskStatusNotificationV2Schema" if message["method"] == "notifications/tasks" else None
+    if "result" not in message:
+        return None
+    if method == "tools/call":
+        return "CreateTaskResultV2Schema" if message["result"].get("resultType") == "task" else None
+    return {"tasks/get": "GetTaskResultV2Schema", "tasks/cancel": "CancelTaskResultV2Schema",
+            "tasks/update": "UpdateTaskResultV2Schema"}.get(method)
 
 
 @pytest.fixture
@@ -431,3 +415,103 @@ def test_a_task_cancelled_through_ext_tasks_says_so_and_its_form_stays_open(ts_c
     collected = client.call("callTool", name="await_user_answers", arguments={"sessionId": awaiting["sessionId"]})
     assert collected["structuredContent"]["answers"][0]["selected"] == ["my"]
     assert client.assert_every_server_message_fits() >= 4
+
+
+TASK_FIELDS = ["resultType", "taskId", "status", "createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs",
+               "statusMessage", "result"]
+
+
+def test_our_tasks_schema_and_the_tasks_extensions_own_schemas_agree_on_every_task_message(ts_client):
+    """tests/schemas/tasks-2026-07-28.json was written from the extension's text; the package's
+    Zod schemas are generated from its schema. On every task message of a real run, whole and with
+    each field taken out, both must give the same verdict."""
+    client, _ = ts_client(MODERN)
+    done = ask_by_link(client, choice("db", "pg", "my"))
+    finished = client.call("taskCall", name="await_user_answers", arguments={"sessionId": done["sessionId"]})
+    settling = client.send("taskSettle", taskId=finished["taskId"])
+    assert client.call("taskSnapshot", taskId=finished["taskId"])["status"] == "working"
+    wait_until_waiting(client)
+    assert submit(done["url"], {"db": {"selected": ["pg"]}}, specVersion=1).status == 200
+    client.reply(settling)
+    dropped = ask_by_link(client, choice("db", "pg", "my"))
+    cancelled = client.call("taskCall", name="await_user_answers", arguments={"sessionId": dropped["sessionId"]})
+    client.call("taskCancel", taskId=cancelled["taskId"])
+    client.call("taskSnapshot", taskId=cancelled["taskId"])
+
+    methods = client.request_methods()
+    samples = {}
+    for message in client.server_messages():
+        method = methods.get(message.get("id"))
+        schema = tasks_schema_of(method, message) if method else None
+        if schema:
+            kind = (method, message["result"].get("status"))
+            samples.setdefault(kind, (method, schema, message))
+    assert set(samples) >= {("tools/call", "working"), ("tasks/get", "working"), ("tasks/get", "completed"),
+                            ("tasks/get", "cancelled"), ("tasks/cancel", None)}, sorted(map(str, samples))
+    verdicts = []
+    for method, schema, message in samples.values():
+        variants = [("whole", message)]
+        for field in TASK_FIELDS:
+            if field in message["result"]:
+                broken = dict(message, result={k: v for k, v in message["result"].items() if k != field})
+                variants.append((field, broken))
+        for label, variant in variants:
+            ours = not modern_schema_errors(method, variant)
+            theirs = client.call("validate", schema=schema, value=variant["result"])["valid"]
+            verdicts.append((method, message["result"].get("status"), label, ours, theirs))
+    disagreements = [verdict for verdict in verdicts if verdict[3] != verdict[4]]
+    assert disagreements == [], disagreements
+    assert any(not ours for *_, ours, _theirs in verdicts)  # some variants really were refused
+    assert client.assert_every_server_message_fits() >= 8
+
+
+def modern_schema_errors(method, message) -> str:
+    try:
+        assert_modern_message_fits(method, message)
+    except AssertionError as error:
+        return str(error)
+    return ""
+
+
+# A stand-in server whose tool result breaks its own outputSchema: what the TS client must refuse.
+BROKEN_SERVER = r'''
+import json, sys
+META = {"io.modelcontextprotocol/serverInfo": {"name": "broken", "version": "1"}}
+TOOL = {"name": "t", "inputSchema": {"type": "object"},
+        "outputSchema": {"type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]}}
+for raw in sys.stdin:
+    message = json.loads(raw)
+    if "id" not in message:
+        continue
+    method = message["method"]
+    if method == "server/discover":
+        result = {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
+                  "ttlMs": 0, "cacheScope": "public"}
+    elif method == "tools/list":
+        result = {"tools": [TOOL], "ttlMs": 0, "cacheScope": "public"}
+    else:
+        result = {"content": [{"type": "text", "text": "{}"}], "structuredContent": {}}
+    result.update(resultType="complete", _meta=META)
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}) + "\n")
+    sys.stdout.flush()
+'''
+
+
+def test_a_result_the_ts_client_refuses_fails_the_test_harness(tmp_path):
+    """The harness is no formality: a tool result that breaks its declared outputSchema is
+    refused by the TS client's own validation, and the refusal reaches the test as an error."""
+    server = tmp_path / "broken_server.py"
+    server.write_text(BROKEN_SERVER)
+    client = TsClient(tmp_path)
+    try:
+        client.call("connect", mode=MODERN, command=sys.executable, args=[str(server)],
+                    env=server_env(tmp_path / "logs"), cwd=str(tmp_path), elicitation={})
+        client.call("listTools")
+        call = client.send("callTool", name="t", arguments={})
+        refused = client.wait_for(lambda line: line.get("reply") == call, what="the refused call")
+        assert "error" in refused, refused
+        assert "structured content" in refused["error"]["message"].lower() or "schema" in refused["error"]["message"].lower(), refused
+        with pytest.raises(AssertionError, match="the TS client failed"):
+            client.reply(refused["reply"])
+    finally:
+        client.close()

@@ -1,5 +1,5 @@
 // Small DOM helpers every screen module shares, and the page's one live region.
-import { sentences } from "./i18n.js";
+import { sentences, language } from "./i18n.js";
 
 export const $ = (sel, root = document) => root.querySelector(sel);
 
@@ -25,6 +25,32 @@ export function setCounts(el, text) {
     group.textContent = part;
     return group;
   }));
+}
+
+// A heading in Chinese: the browser may break its line between any two characters, splitting a
+// word ("是/否"), and Chinese has no word-break: auto-phrase as Japanese does. So its words (from
+// Intl.Segmenter) are marked with <wbr>, and .phrases lets the line break only there, at spaces
+// and after punctuation, or inside a word too long for a line (form.css). No <wbr> touches a
+// punctuation mark: one would let "？" open a line. Other languages get the text as it is.
+let segmenter = null;
+export function setPhrases(el, text) {
+  text = String(text);
+  const lang = language();
+  if (!lang.startsWith("zh") || typeof Intl.Segmenter !== "function") {
+    if (el.textContent !== text || el.childElementCount) el.textContent = text;
+    return;
+  }
+  if (el.textContent === text && el.classList.contains("phrases")) return;
+  if (!segmenter || segmenter.resolvedOptions().locale !== lang) segmenter = new Intl.Segmenter(lang, { granularity: "word" });
+  const out = [];
+  let before = null;
+  for (const part of segmenter.segment(text)) {
+    if (before && before.isWordLike && part.isWordLike) out.push(document.createElement("wbr"));
+    out.push(part.segment);
+    before = part;
+  }
+  el.replaceChildren(...out);
+  el.classList.add("phrases");
 }
 
 export const whenIdle = (fn) => (window.requestIdleCallback || ((f) => setTimeout(f, 50)))(fn);

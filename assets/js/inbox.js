@@ -3,6 +3,7 @@
 // that focus and scrolling stay where they are when one arrives or leaves.
 import { t, tPlain, setLanguage, translatePage, language } from "./i18n.js";
 import { load, save } from "./state.js";
+import { setPhrases } from "./dom.js";
 
 const $ = (sel, root = document) => root.querySelector(sel);
 const key = (location.pathname.match(/^\/inbox\/([^/]+)/) || [])[1] || "";
@@ -65,7 +66,7 @@ function fillRow(li, row) {
   project.textContent = folderName(row.project) || t("inbox.noProject");
   project.title = row.project || "";
   const link = $(".inbox-link", li);
-  link.textContent = row.title;
+  setPhrases(link, row.title);
   if (link.getAttribute("href") !== row.url) link.href = row.url;
   $(".inbox-progress", li).textContent = t("inbox.answered", { answered: row.answered, total: row.questions });
   const when = $(".inbox-age", li);

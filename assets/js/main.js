@@ -11,7 +11,7 @@ import {
   qNumber, ensureBuilt, markSeen, quotedList,
 } from "./view.js";
 import { syncReview } from "./review.js";
-import { $, announce } from "./dom.js";
+import { $, announce, setPhrases } from "./dom.js";
 import { bindKeys, KEY_TABLE } from "./keys.js";
 import { t, sentences, setLanguage, setAgent, translatePage, fillKeys } from "./i18n.js";
 import { onRankChange, onRankAnnounce, cancelHold, applyRecommended } from "./rank.js";
@@ -570,7 +570,7 @@ async function start() {
     return;
   }
   state.interviewId = data.id;
-  $("#title").textContent = data.spec.title;
+  setPhrases($("#title"), data.spec.title);
   document.title = `${data.spec.title} · Ask User Rich`;
   if (data.state !== "pending") {
     state.phase = "open";

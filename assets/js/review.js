@@ -2,7 +2,7 @@
 // submit row. The list of a long interview is virtualized (below).
 import { state, answerOf, statusOf, counts, missingTexts, hasRecommendation, labelOf, EAGER_SCREENS } from "./state.js";
 import { t, list as joinList } from "./i18n.js";
-import { $, clone, setText, setCounts, whenIdle } from "./dom.js";
+import { $, clone, setText, setCounts, setPhrases, whenIdle } from "./dom.js";
 import { mountAttachments } from "./attach.js";
 
 export const statusText = (s) => t(`status.${s}`);
@@ -85,7 +85,7 @@ function fillRow(q, i, row) {
   const s = statusOf(q);
   if (row.li.dataset.status !== s) row.li.dataset.status = s;
   setText(row.num, `${i + 1}.`);
-  setText(row.header, q.header);
+  setPhrases(row.header, q.header);
   setText(row.answer, answerText(q));
   const notes = answerOf(q).notes.trim();
   setText(row.note, notes ? t("review.note", { text: notes }) : "");

@@ -11,7 +11,7 @@ import { buildRank, syncRank } from "./rank.js";
 import { reportProgress } from "./live.js";
 import { t, tPlain, list as joinList } from "./i18n.js";
 import { mountAttachments } from "./attach.js";
-import { $, clone, setText, setCounts, whenIdle, announce } from "./dom.js";
+import { $, clone, setText, setCounts, setPhrases, whenIdle, announce } from "./dom.js";
 import { buildReview, renderReview, reviewFromTop, syncReview, statusText } from "./review.js";
 
 // ---- markdown ----
@@ -165,7 +165,7 @@ export function buildQuestion(q) {
   el.id = `q${n}`;
   const h = $(".q-header", el);
   h.id = `q${n}-h`;
-  h.textContent = q.header;
+  setPhrases(h, q.header);
   el.setAttribute("aria-labelledby", h.id);
   $(".q-kind", el).textContent = t(q.kind === "rank" ? "kind.rank"
     : q.options.length === 0 ? "kind.free" : q.multiSelect ? "kind.multi" : "kind.single");
@@ -474,7 +474,7 @@ export function buildScreens() {
   shownScreens = null;
   if (state.spec.intro) {
     const intro = clone("tpl-intro");
-    $(".q-header", intro).textContent = state.spec.title;
+    setPhrases($(".q-header", intro), state.spec.title);
     fillMd($(".intro-body", intro), state.spec.intro);
     main.append(intro);
     fixedScreens.intro = intro;
@@ -508,7 +508,7 @@ export function syncTitle() {
 
 export function syncAll() {
   syncTitle();
-  $("#title").textContent = state.spec.title;
+  setPhrases($("#title"), state.spec.title);
   for (const q of state.spec.questions) syncQuestion(q);
   syncRail();
   syncReview();
@@ -584,7 +584,7 @@ export function endScreen(heading, text, more, { counts = false } = {}) {
   main.replaceChildren();
   shownScreens = null;
   const el = clone("tpl-end");
-  $(".q-header", el).textContent = heading;
+  setPhrases($(".q-header", el), heading);
   if (counts) setCounts($(".end-text", el), text);
   else $(".end-text", el).textContent = text;
   $(".end-more", el).textContent = more || "";

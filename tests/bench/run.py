@@ -38,6 +38,7 @@ import os
 import platform
 import queue
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -118,6 +119,8 @@ FIGURES = [
     ("many_all_results", "{many} at once: submits sent -> every result on stdout", "ms", None),
     ("many_lost", "{many} at once: interviews lost", "count", 0),
     ("many_rss", "{many} at once: VmRSS after", "MB", None),
+    ("sigint_exit", "SIGINT -> process exit (a wait in flight, the form server up)", "ms", 100.0),
+    ("sigint_exit_modern", "SIGINT -> process exit (a modern wait with progress, the form server up)", "ms", 100.0),
     ("inbox_off_cpu", "inbox off, an interview pending: idle CPU per second", "ms", None),
     ("inbox_holder_cpu", "inbox holder, an interview pending: idle CPU per second", "ms", None),
     ("inbox_other_cpu", "inbox not held, an interview pending: idle CPU per second", "ms", None),
@@ -133,13 +136,14 @@ BROWSER_FIGURES = {
 MODES = {
     # spawn: starts per variant; memory: servers per variant; latency: rounds; loads: page loads
     # of the big form; steps: screen changes per load; questions x options; many: interviews.
-    # inbox: seconds the inbox's processes are watched idle.
+    # inbox: seconds the inbox's processes are watched idle. shutdown: servers stopped by SIGINT
+    # per variant.
     "full": dict(spawn=21, memory=3, latency=21, loads=5, steps=20, questions=1000, options=20, many=50, appends=10,
-                 inbox=30),
+                 inbox=30, shutdown=21),
     "quick": dict(spawn=9, memory=2, latency=9, loads=2, steps=10, questions=1000, options=20, many=50, appends=5,
-                  inbox=10),
+                  inbox=10, shutdown=9),
     "tiny": dict(spawn=2, memory=1, latency=2, loads=1, steps=3, questions=30, options=5, many=5, appends=2,
-                 inbox=1),
+                 inbox=1, shutdown=2),
 }
 
 
@@ -588,6 +592,48 @@ def latency_round(mode: dict, log_dir: str, results: dict, suffix: str, with_lin
         client.close()
 
 
+def bench_shutdown(mode: dict, work: str, results: dict) -> None:
+    """SIGINT -> exit of a server with a call waiting on the user and the form server up: Claude
+    Code sends SIGINT and, 100 ms later, SIGTERM (logging that SIGINT failed), so the exit must
+    come first. Legacy: await_user_answers after initialize; modern: the same call with a
+    progressToken (its ticker running too). Each run must exit 0, with `shutdown` in server.log."""
+    for key, modern in (("sigint_exit", False), ("sigint_exit_modern", True)):
+        times = []
+        for run in range(mode["shutdown"]):
+            log_dir = os.path.join(work, "logs-shutdown-%s-%d" % (key, run))
+            client = Client([PYTHON, MODULE], server_env(log_dir))
+            try:
+                meta = {}
+                if modern:
+                    meta = {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                                      "io.modelcontextprotocol/clientCapabilities": {},
+                                      "progressToken": "bench"}}
+                else:
+                    client.initialize()
+                opened_id = client.send("tools/call", dict({"name": "ask_user_rich",
+                                                            "arguments": small_interview("Shutdown %d" % run)}, **meta))
+                _, opened = client.tool_result(opened_id)
+                client.send("tools/call", dict({"name": "await_user_answers",
+                                                "arguments": {"sessionId": opened["sessionId"]}}, **meta))
+                wait_until_waiting(opened["url"])
+                watchdog = threading.Timer(WAIT, client.process.kill)
+                watchdog.start()
+                started = now_ms()
+                client.process.send_signal(signal.SIGINT)
+                code = client.process.wait()
+                ended = now_ms()
+                watchdog.cancel()
+                if code != 0:
+                    raise RuntimeError("SIGINT ended the server with exit code %s" % code)
+                with open(os.path.join(log_dir, "server.log"), encoding="utf-8") as handle:
+                    if " shutdown" not in handle.read():
+                        raise RuntimeError("the server exited on SIGINT without logging its shutdown")
+                times.append(ended - started)
+            finally:
+                client.close()
+        results[key] = figure(times)
+
+
 def bench_many(mode: dict, work: str, results: dict) -> None:
     """N interviews open at once, each awaited and answered concurrently; none may be lost."""
     count = mode["many"]
@@ -914,11 +960,12 @@ def main(argv=None) -> int:
     group.add_argument("--tiny", action="store_const", dest="mode", const="tiny",
                        help="one or two runs and a 30-question form: proves the benchmark runs")
     parser.add_argument("--json", default=os.path.join(ARTIFACTS, "results.json"), help="where to write the JSON")
-    parser.add_argument("--only", default="", help="comma-separated parts: startup,memory,latency,many,browser,inbox")
+    parser.add_argument("--only", default="", help="comma-separated parts: startup,memory,latency,many,browser,inbox,shutdown")
     args = parser.parse_args(argv)
     mode_name = args.mode or "full"
     mode = MODES[mode_name]
-    parts = [p for p in args.only.split(",") if p] or ["startup", "memory", "latency", "many", "browser", "inbox"]
+    parts = [p for p in args.only.split(",") if p] or ["startup", "memory", "latency", "many", "browser", "inbox",
+                                                       "shutdown"]
 
     work = os.path.join(ARTIFACTS, "work")
     shutil.rmtree(work, ignore_errors=True)
@@ -944,6 +991,8 @@ def main(argv=None) -> int:
             bench_browser(mode, work, results, notes)
         elif part == "inbox":
             bench_inbox(mode, pyz, work, results)
+        elif part == "shutdown":
+            bench_shutdown(mode, work, results)
         else:
             parser.error("unknown part %r" % part)
         print("[bench] %s done in %.1fs" % (part, time.monotonic() - started), file=sys.stderr)

@@ -1,7 +1,7 @@
 """Where the form's lines break: in Japanese and Chinese no line starts with a small kana or a
-closing mark, and in every language a count stays on the line of its label ("未回答：1",
-"En attente : 1") and a size with its unit ("10 MiB"), on every screen, dialog and page, at a
-phone's 360 px and at 1280 px.
+closing mark, and a Chinese heading breaks between words; in every language a count stays on
+the line of its label ("未回答：1", "En attente : 1") and a size with its unit ("10 MiB"), on
+every screen, dialog and page, at a phone's 360 px and at 1280 px.
 
 The lines are read from the layout itself: every character's box (Range.getClientRects) tells
 which line it is on, so the check holds whatever the markup and the browser's rules are."""
@@ -115,6 +115,29 @@ def line_starts(blocks):
 
 def bad_starts(blocks):
     return [(where, text) for where, ch, text in line_starts(blocks) if ch in SMALL_KANA + CLOSING]
+
+
+# The agent's headings: the title, a question's header (on its screen and in the review) and an
+# inbox row's title.
+HEADING = re.compile(r"^(h1#title|h2\.q-header|h2#[\w-]+\.q-header|span\.review-header|a\.inbox-link)")
+
+
+def split_words(page, blocks, tag):
+    """(where, word) for every word of a Chinese heading cut over two lines, by the words
+    Intl.Segmenter finds (a word too long for any line may be cut)."""
+    headings = [b for b in blocks if HEADING.match(b["where"])]
+    words = page.evaluate("""([texts, tag]) => {
+        const seg = new Intl.Segmenter(tag, {granularity: 'word'});
+        return texts.map((text) => [...seg.segment(text)].filter((s) => s.isWordLike)
+            .map((s) => [s.index, s.segment.length]));
+    }""", [[b["text"] for b in headings], tag])
+    cut = []
+    for b, found in zip(headings, words):
+        for at, n in found:
+            lines = {l for l in b["lines"][at:at + n] if l >= 0}
+            if len(lines) > 1 and n <= 4:
+                cut.append((b["where"], b["text"][at:at + n]))
+    return cut
 
 
 # -- what must stay on one line --------------------------------------------------------------
@@ -249,6 +272,7 @@ class Lines:
         self.tag = tag
         self.starts = []
         self.split = []
+        self.words = []
         self.looked = 0
 
     def look(self, where):
@@ -257,6 +281,8 @@ class Lines:
         self.looked += 1
         if self.tag in CJK:
             self.starts += [(where,) + s for s in bad_starts(blocks)]
+        if self.tag.startswith("zh"):
+            self.words += [(where,) + s for s in split_words(self.f.page, blocks, self.tag)]
         self.split += [(where,) + s for s in split_groups(blocks, self.tag)]
 
     def run(self, end="submit"):
@@ -316,6 +342,8 @@ def test_no_line_starts_with_a_small_kana_or_a_closing_mark(form, tag, viewport,
     shot(f.page, f"lines-{tag}-{viewport['width']}px-sent")
     assert lines.starts == [], "\n".join(map(repr, lines.starts))
     assert lines.split == [], "\n".join(map(repr, lines.split))
+    # A Chinese heading breaks between its words, not inside one ("是/否").
+    assert lines.words == [], "\n".join(map(repr, lines.words))
 
 
 @pytest.mark.parametrize("tag", LANGUAGES)
@@ -393,4 +421,6 @@ def test_the_inbox_breaks_its_lines_right(inbox_page, inbox_rt, tag, viewport):
     assert starts == [], "\n".join(map(repr, starts))
     split = split_groups(blocks, tag)
     assert split == [], "\n".join(map(repr, split))
+    words = split_words(page, blocks, tag) if tag.startswith("zh") else []
+    assert words == [], "\n".join(map(repr, words))
     submit(long.url, {})
