@@ -168,6 +168,7 @@ class TsClient:
             if schema:
                 self.assert_fits_the_tasks_schema(schema, message if method is None else message["result"])
         assert self.events("clientError") == []
+        assert self.events("clientWarning") == []
         return len(messages)
 
 
@@ -470,3 +471,47 @@ def modern_schema_errors(method, message) -> str:
     except AssertionError as error:
         return str(error)
     return ""
+
+
+# A stand-in server whose tool result breaks its own outputSchema: what the TS client must refuse.
+BROKEN_SERVER = r'''
+import json, sys
+META = {"io.modelcontextprotocol/serverInfo": {"name": "broken", "version": "1"}}
+TOOL = {"name": "t", "inputSchema": {"type": "object"},
+        "outputSchema": {"type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]}}
+for raw in sys.stdin:
+    message = json.loads(raw)
+    if "id" not in message:
+        continue
+    method = message["method"]
+    if method == "server/discover":
+        result = {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
+                  "ttlMs": 0, "cacheScope": "public"}
+    elif method == "tools/list":
+        result = {"tools": [TOOL], "ttlMs": 0, "cacheScope": "public"}
+    else:
+        result = {"content": [{"type": "text", "text": "{}"}], "structuredContent": {}}
+    result.update(resultType="complete", _meta=META)
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}) + "\n")
+    sys.stdout.flush()
+'''
+
+
+def test_a_result_the_ts_client_refuses_fails_the_test_harness(tmp_path):
+    """The harness is no formality: a tool result that breaks its declared outputSchema is
+    refused by the TS client's own validation, and the refusal reaches the test as an error."""
+    server = tmp_path / "broken_server.py"
+    server.write_text(BROKEN_SERVER)
+    client = TsClient(tmp_path)
+    try:
+        client.call("connect", mode=MODERN, command=sys.executable, args=[str(server)],
+                    env=server_env(tmp_path / "logs"), cwd=str(tmp_path), elicitation={})
+        client.call("listTools")
+        call = client.send("callTool", name="t", arguments={})
+        refused = client.wait_for(lambda line: line.get("reply") == call, what="the refused call")
+        assert "error" in refused, refused
+        assert "structured content" in refused["error"]["message"].lower() or "schema" in refused["error"]["message"].lower(), refused
+        with pytest.raises(AssertionError, match="the TS client failed"):
+            client.reply(refused["reply"])
+    finally:
+        client.close()

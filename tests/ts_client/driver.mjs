@@ -33,6 +33,12 @@ function errorInfo(error) {
   return info;
 }
 
+// The SDK reports some things it refuses only on the console (a capability the server did not
+// declare, a response it could not match): those are events too, so a test sees them.
+for (const level of ["warn", "error"]) {
+  console[level] = (...args) => emit({ event: "clientWarning", level, text: args.map(String).join(" ") });
+}
+
 const state = {
   client: undefined,
   transport: undefined,
