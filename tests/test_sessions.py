@@ -400,3 +400,26 @@ def test_print_mode_follow_up_after_the_submit_goes_to_a_new_interview(tmp_path)
     assert result["title"] == "One more thing"
     assert (result["answers"][0]["selected"], result["answers"][0]["notes"]) == (["50"], POOL_NOTE)
     report("modern, no tasks, a follow-up after the submit", session, latency, "structuredContent inline")
+
+
+def test_legacy_claude_code_round_trip_with_a_note_reaches_the_model(tmp_path):
+    """Claude Code 2.1.197 (the initialize era): the same round trip as in 2.1.328. It does not
+    defer MCP tools (it has no tool search: our tools are in the model's first request), and it
+    negotiates 2025-11-25 through initialize."""
+    with PrintSession(tmp_path, scripted((ASK, ARGS)), legacy=True) as session:
+        url = session.opened()
+        assert_arrived_intact(session, url, "ask_user_rich", ARGS)
+        after, latency = submit_and_time(session, url, {"db": {"selected": ["my"], "notes": NOTE}}, ASK)
+        assert session.finish() == 0, session.stderr()[-2000:]
+    result = result_of(after, ASK).json()  # structuredContent, as compact JSON, as in 2.1.328
+    assert result["status"] == "submitted" and result["answers"][0]["selected"] == ["my"]
+    assert result["answers"][0]["notes"] == NOTE and result["archivePath"]
+    first = session.model.turns[0]
+    assert ASK in tool_names(first.body) and "ToolSearch" not in tool_names(first.body)
+    assert not any(call.name == "ToolSearch" for call in calls_made(after.body))
+    log = session.log()
+    assert "request method=initialize era=legacy" in log and "server/discover" not in log
+    assert re.search(r" initialize protocol=2025-11-25 requested=2025-11-25 client=claude-code ", log), log
+    assert "progressToken=present" in log and "browser-open opened=true" in log and " shutdown" in log
+    assert [e for e in session.events() if e.get("type") == "result"][0]["result"] == "Thanks, noted."
+    report("legacy (initialize, 2025-11-25), no tasks, browser", session, latency, "structuredContent inline")
