@@ -266,7 +266,7 @@ def assert_found_by_search(session, tool):
 def assert_arrived_intact(session, url, tool, arguments):
     """The call reached our server with exactly the model's arguments, and the form the person
     sees holds them."""
-    assert session.wire_calls(tool)[0] == arguments
+    assert arguments in session.wire_calls(tool)
     spec = http_request(api_url(url)).json()["spec"]
     assert spec["title"] == arguments["title"]
     for sent, shown in zip(arguments["questions"], spec["questions"]):
@@ -308,3 +308,118 @@ def test_print_mode_round_trip_with_a_note_reaches_the_model(tmp_path):
     assert [e for e in session.events() if e.get("type") == "result"][0]["result"] == "Thanks, noted."
     assert "request method=server/discover era=modern" in log and " shutdown" in log
     report("modern (2026-07-28), no tasks, browser", session, latency, "structuredContent inline")
+
+
+def _session_id(made):
+    return made[0].json()["sessionId"]
+
+
+def test_print_mode_link_then_await_user_answers(tmp_path):
+    """`delivery: "link"`: nothing opens, the call returns `awaiting` with the link (which
+    stream-json prints, in the tool result), the model calls await_user_answers with the
+    sessionId it got, and the answers submitted then reach the model through that call."""
+    arguments = dict(ARGS, delivery="link")
+    policy = scripted((ASK, arguments), (AWAIT, lambda made: {"sessionId": _session_id(made)}))
+    with PrintSession(tmp_path, policy) as session:
+        first = turn_after(session.model, ASK)
+        awaiting = result_of(first, ASK).json()
+        assert awaiting["status"] == "awaiting" and awaiting["reason"] == "Browser opening was skipped (delivery=link)."
+        url = awaiting["url"]
+        assert_arrived_intact(session, url, "ask_user_rich", arguments)
+        called(session.model, AWAIT)
+        after, latency = submit_and_time(session, url, {"db": {"selected": ["my"], "notes": NOTE}}, AWAIT)
+        assert session.finish() == 0, session.stderr()[-2000:]
+    assert session.opener.urls == []
+    assert session.wire_calls("await_user_answers") == [{"sessionId": awaiting["sessionId"]}]
+    result = result_of(after, AWAIT).json()
+    assert result["status"] == "submitted" and result["interviewId"] == awaiting["sessionId"]
+    assert result["answers"][0]["selected"] == ["my"] and result["answers"][0]["notes"] == NOTE
+    assert_found_by_search(session, ASK)
+    assert_found_by_search(session, AWAIT)
+    # Where the person can see the link in -p: the tool result line of stream-json (plain -p
+    # prints only the model's last text, so there the model must repeat it).
+    printed = [e for e in session.events() if e.get("type") == "user"]
+    assert any(url in json.dumps(e) for e in printed)
+    report("modern, no tasks, link + await_user_answers", session, latency, "structuredContent inline")
+
+
+FOLLOW_UP = [{"id": "pool", "header": "Connection pool size?", "options": [
+    {"id": "10", "label": "10"}, {"id": "50", "label": "50"}], "recommended": "10"}]
+POOL_NOTE = "We expect bursts."
+
+
+def test_print_mode_follow_up_appended_to_the_open_form(tmp_path):
+    """A follow-up while the form is open: link, append_questions with a note, then
+    await_user_answers; the person sees both questions and the note in one form, and the
+    answers to both (notes included) reach the model."""
+    policy = scripted(
+        (ASK, dict(ARGS, delivery="link")),
+        (APPEND, lambda made: {"sessionId": _session_id(made), "questions": FOLLOW_UP, "note": "One more, sorry."}),
+        (AWAIT, lambda made: {"sessionId": _session_id(made)}))
+    with PrintSession(tmp_path, policy) as session:
+        url = result_of(turn_after(session.model, ASK), ASK).json()["url"]
+        appended = result_of(turn_after(session.model, APPEND), APPEND).json()
+        assert (appended["status"], appended["appended"], appended["total"], appended["version"]) == ("appended", 1, 2, 2)
+        form = http_request(api_url(url)).json()
+        assert [q["id"] for q in form["spec"]["questions"]] == ["db", "pool"]
+        assert form["note"] == {"version": 2, "text": "One more, sorry."}
+        called(session.model, AWAIT)
+        answers = {"db": {"selected": ["my"], "notes": NOTE}, "pool": {"selected": ["50"], "notes": POOL_NOTE}}
+        after, latency = submit_and_time(session, url, answers, AWAIT, specVersion=2)
+        assert session.finish() == 0, session.stderr()[-2000:]
+    assert session.wire_calls("append_questions")[0]["questions"] == FOLLOW_UP
+    result = result_of(after, AWAIT).json()
+    got = {a["id"]: (a["selected"], a["notes"]) for a in result["answers"]}
+    assert got == {"db": (["my"], NOTE), "pool": (["50"], POOL_NOTE)}
+    assert_found_by_search(session, APPEND)
+    report("modern, no tasks, link + append_questions + await", session, latency, "structuredContent inline")
+
+
+def test_print_mode_follow_up_after_the_submit_goes_to_a_new_interview(tmp_path):
+    """After the answers, append_questions is refused with the text that says what to do, the
+    model asks the follow-up in a new ask_user_rich call, a second form opens, and those answers
+    reach the model too."""
+    second = {"title": "One more thing", "questions": FOLLOW_UP}
+    policy = scripted(
+        (ASK, ARGS),
+        (APPEND, lambda made: {"sessionId": made[0].json()["interviewId"], "questions": FOLLOW_UP}),
+        (ASK, second))
+    with PrintSession(tmp_path, policy) as session:
+        url = session.opened()
+        submit_and_time(session, url, {"db": {"selected": ["pg"]}}, ASK)
+        refused = result_of(turn_after(session.model, APPEND), APPEND)
+        url2 = session.opened(2)
+        assert url2 != url
+        assert_arrived_intact(session, url2, "ask_user_rich", second)
+        after, latency = submit_and_time(session, url2, {"pool": {"selected": ["50"], "notes": POOL_NOTE}}, ASK, 2)
+        assert session.finish() == 0, session.stderr()[-2000:]
+    assert refused.result.get("is_error") is True
+    assert "is already submitted, so questions can no longer be appended. Ask the follow-ups in a new " \
+           "ask_user_rich call." in refused.text
+    result = result_of(after, ASK).json()
+    assert result["title"] == "One more thing"
+    assert (result["answers"][0]["selected"], result["answers"][0]["notes"]) == (["50"], POOL_NOTE)
+    report("modern, no tasks, a follow-up after the submit", session, latency, "structuredContent inline")
+
+
+def test_legacy_claude_code_round_trip_with_a_note_reaches_the_model(tmp_path):
+    """Claude Code 2.1.197 (the initialize era): the same round trip as in 2.1.328. It does not
+    defer MCP tools (it has no tool search: our tools are in the model's first request), and it
+    negotiates 2025-11-25 through initialize."""
+    with PrintSession(tmp_path, scripted((ASK, ARGS)), legacy=True) as session:
+        url = session.opened()
+        assert_arrived_intact(session, url, "ask_user_rich", ARGS)
+        after, latency = submit_and_time(session, url, {"db": {"selected": ["my"], "notes": NOTE}}, ASK)
+        assert session.finish() == 0, session.stderr()[-2000:]
+    result = result_of(after, ASK).json()  # structuredContent, as compact JSON, as in 2.1.328
+    assert result["status"] == "submitted" and result["answers"][0]["selected"] == ["my"]
+    assert result["answers"][0]["notes"] == NOTE and result["archivePath"]
+    first = session.model.turns[0]
+    assert ASK in tool_names(first.body) and "ToolSearch" not in tool_names(first.body)
+    assert not any(call.name == "ToolSearch" for call in calls_made(after.body))
+    log = session.log()
+    assert "request method=initialize era=legacy" in log and "server/discover" not in log
+    assert re.search(r" initialize protocol=2025-11-25 requested=2025-11-25 client=claude-code ", log), log
+    assert "progressToken=present" in log and "browser-open opened=true" in log and " shutdown" in log
+    assert [e for e in session.events() if e.get("type") == "result"][0]["result"] == "Thanks, noted."
+    report("legacy (initialize, 2025-11-25), no tasks, browser", session, latency, "structuredContent inline")
