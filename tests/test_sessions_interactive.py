@@ -59,6 +59,7 @@ class Terminal:
         self.stream = pyte.ByteStream(self.screen)
         self.changed = threading.Condition()
         self.ended = False
+        self.frames = []  # every screen shown, flat: a state that lasts a moment is still seen
         master, slave = os.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
         try:
@@ -87,6 +88,9 @@ class Terminal:
                     self.changed.notify_all()
                     return
                 self.stream.feed(data)
+                flat = " ".join("\n".join(line.rstrip() for line in self.screen.display).split())
+                if not self.frames or self.frames[-1] != flat:
+                    self.frames.append(flat)
                 self.changed.notify_all()
 
     def text(self):
@@ -111,6 +115,21 @@ class Terminal:
                 left = deadline - time.monotonic()
                 if left <= 0 or self.ended:
                     raise AssertionError("%s did not appear on the screen within %ss%s; the screen:\n%s" % (
+                        what, timeout, " (the CLI ended)" if self.ended else "",
+                        "\n".join(line.rstrip() for line in self.screen.display)))
+                self.changed.wait(min(left, 1.0))
+
+    def wait_for_shown(self, what, found, timeout=WAIT):
+        """Like wait_for, but true of any screen shown so far, however briefly."""
+        deadline = time.monotonic() + timeout
+        with self.changed:
+            while True:
+                for flat in self.frames:
+                    if found(flat):
+                        return flat
+                left = deadline - time.monotonic()
+                if left <= 0 or self.ended:
+                    raise AssertionError("%s was never shown within %ss%s; the last screen:\n%s" % (
                         what, timeout, " (the CLI ended)" if self.ended else "",
                         "\n".join(line.rstrip() for line in self.screen.display)))
                 self.changed.wait(min(left, 1.0))
@@ -294,7 +313,7 @@ class Session:
         self.terminal.type(DOWN)
         self.terminal.wait_for_text("enter to view tasks", what="the footer's task selection")
         self.terminal.type(ENTER)
-        return self.terminal.wait_for_text("Server task:", what="the task view")
+        return self.terminal.wait_for_text("Runtime:", what="the task view")
 
 
 def _poll_intervals(session):
@@ -309,7 +328,10 @@ def _median(values):
 
 # -- the tests --------------------------------------------------------------------------------
 
-def test_interactive_session_makes_a_task_shows_its_link_and_hands_the_answers_to_the_model(tmp_path):
+def _task_session(tmp_path, answer, label):
+    """One interactive session whose call becomes a task; `answer(url, terminal)` plays the
+    person (it returns the monotonic time of the submit). Checks what the person saw, what
+    Claude Code got from us, and what reached the model."""
     with ScriptedModel(session_policy) as model, Session(tmp_path, model) as session:
         terminal = session.terminal
         session.start()
@@ -338,18 +360,15 @@ def test_interactive_session_makes_a_task_shows_its_link_and_hands_the_answers_t
         for _, _, response in session.answers_of("tasks/get"):
             message = response["result"]["statusMessage"]
             assert len(message) <= 200 and message.endswith(" Form: " + url), message
-        # The person answers, with a note, through the form's API.
-        submitted = time.monotonic()
-        reply = submit(url, {"db": {"selected": ["my"], "notes": NOTE}})
-        assert reply.status == 200, reply.body
+        submitted = answer(url, terminal)
         after = model.wait_for(lambda r: NOTE in r.text, WAIT, "the answers in the model's next request")
         latency = after.arrived - submitted
         done = terminal.wait_for_text("Thanks, noted.", what="the model's reply to the answers")
         finished = terminal.wait_for_text("Status: completed", what="the task's finished status")
         polls = _poll_intervals(session)
         gets = session.answers_of("tasks/get")
-    print("claude-code 2.1.328 interactive, tasks: submit to model request %.3f s; tasks/get every %s s"
-          " (median of %s); status line: %s" % (latency, _median(polls), polls, status_line))
+    print("claude-code 2.1.328 interactive, tasks, %s: submit to model request %.3f s; tasks/get every %s s"
+          " (median of %s); status line: %s" % (label, latency, _median(polls), polls, status_line))
     assert call.answer.arguments == ARGS
     # The model got the answers, note included, as the task's result (structuredContent as JSON).
     received = json.dumps(after.body["messages"][-1])
@@ -365,3 +384,106 @@ def test_interactive_session_makes_a_task_shows_its_link_and_hands_the_answers_t
     assert "MCP task %s (ask-user-rich/ask_user_rich) completed." % task_id in done
     # Claude Code asks every 2 s while the person has not acted for a minute.
     assert polls and all(1.5 <= interval <= 3.5 for interval in polls), polls
+
+
+def test_interactive_session_makes_a_task_shows_its_link_and_hands_the_answers_to_the_model(tmp_path):
+    def through_the_api(url, terminal):
+        submitted = time.monotonic()
+        reply = submit(url, {"db": {"selected": ["my"], "notes": NOTE}})
+        assert reply.status == 200, reply.body
+        return submitted
+
+    _task_session(tmp_path, through_the_api, "form API")
+
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+@pytest.mark.browser
+def test_interactive_session_answered_in_chromium(tmp_path):
+    if not os.path.exists(CHROMIUM):
+        if os.environ.get("ASK_USER_RICH_TESTS_REQUIRE_CHROMIUM") == "1":
+            pytest.fail("%s is missing but ASK_USER_RICH_TESTS_REQUIRE_CHROMIUM=1" % CHROMIUM)
+        pytest.skip("%s is not installed (apt-get install chromium)" % CHROMIUM)
+    from playwright.sync_api import expect, sync_playwright
+
+    def in_the_browser(url, terminal):
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+                "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync"])
+            try:
+                page = browser.new_page()
+                page.goto(url)  # the link the recording opener was given, as a browser would
+                page.wait_for_selector("body.ready")
+                # The page told our server it is open; the task's status line says so at the next poll.
+                terminal.wait_for("the form open in the task's status line",
+                                  lambda flat: "answered, form open (" in flat)
+                question = page.locator('section.question[data-qid="db"]')
+                if not question.is_visible():  # a welcome screen first
+                    page.keyboard.press("ArrowRight")
+                question.locator('li.opt[data-opt="my"] input.opt-input').click()
+                question.locator(".note-text").fill(NOTE)
+                page.keyboard.press("Escape")
+                page.keyboard.press("End")
+                submitted = time.monotonic()
+                page.locator("#btn-submit").click()
+                expect(page.locator("section.end h2")).to_have_text("Answers sent")
+                # The end screen names the agent from the session's clientInfo, and says it has them.
+                expect(page.locator("section.end")).to_contain_text("has your answers now")
+                assert "Claude Code" in page.locator("section.end").inner_text()
+            finally:
+                browser.close()
+        return submitted
+
+    _task_session(tmp_path, in_the_browser, "Chromium")
+
+
+def test_a_call_without_tasks_moves_to_the_background_and_its_answers_still_reach_the_model(tmp_path):
+    extra = {"CLAUDE_CODE_DISABLE_MCP_TASKS": "1", "CLAUDE_CODE_MCP_AUTO_BACKGROUND_MS": "2000"}
+    with ScriptedModel(session_policy) as model, Session(tmp_path, model, extra) as session:
+        terminal = session.terminal
+        session.start()
+        call = model.wait_for(lambda r: isinstance(r.answer, ToolUse) and r.answer.name == TOOL, WAIT,
+                              "the model's call to ask_user_rich")
+        url = session.opened_url()
+        # Inline at first: our first progress notification, link included, under the call.
+        inline = terminal.wait_for_shown("the call's progress with the form's link", lambda flat: (
+            "Calling ask-user-rich… ⎿ Waiting for answers to \"Pick a database\"" in flat
+            and "Form: " + url in flat))
+        # At the auto-background time Claude Code answers the model itself and moves the call on.
+        moved = model.wait_for(lambda r: "was moved to the background" in r.text, WAIT,
+                               "the model told that the call moved to the background")
+        background = terminal.wait_for("the call in the background", lambda flat: (
+            "Called ask-user-rich" in flat and "1 MCP task" in flat and "Calling ask-user-rich…" not in flat))
+        session.open_task_view()
+        # The task view follows our later progress notifications (which carry no link).
+        view = terminal.wait_for("our progress in the background call's task view", lambda flat: (
+            "Status: working · Waiting for answers to \"Pick a database\"" in flat))
+        # Our server still waits on the person, and the form is up: nothing was cancelled.
+        state = http_request(api_url(url))
+        assert state.status == 200 and json.loads(state.body)["state"] == "pending", state.body
+        log = session.log()
+        assert "task-created" not in log and "wait-start" in log and "cancel" not in log, log
+        calls = [request for _, request, _ in session.answers_of("tools/call")]
+        assert not calls  # the call is still open on the wire: no answer sent yet
+        submitted = time.monotonic()
+        reply = submit(url, {"db": {"selected": ["my"], "notes": NOTE}})
+        assert reply.status == 200, reply.body
+        after = model.wait_for(lambda r: NOTE in r.text, WAIT, "the answers in the model's next request")
+        latency = after.arrived - submitted
+        terminal.wait_for_text("Thanks, noted.", what="the model's reply to the answers")
+        done = terminal.wait_for_text("Status: completed", what="the background call's finished status")
+        requests = [request for _, request, _ in session.answers_of("tools/call")]
+    print("claude-code 2.1.328 interactive, no tasks, auto-background at 2 s: submit to model request %.3f s;"
+          " moved %.1f s after the call; task view: %s" % (
+              latency, moved.arrived - call.arrived, view[view.index("Status:"):view.index("Runtime:")].strip()))
+    # Without tasks, the call never declared the extension and never became one.
+    assert requests and "io.modelcontextprotocol/tasks" not in json.dumps(requests)
+    background_note = json.dumps(moved.body["messages"][-1])
+    assert "is still running after 2s" in background_note, background_note
+    assert inline and background
+    received = json.dumps(after.body["messages"][-1])
+    assert "<task-notification>" in received and "<status>completed</status>" in received, received[:2000]
+    assert '\\"selected\\":[\\"my\\"]' in received and NOTE in received and "archivePath" in received
+    assert "(ask-user-rich/ask_user_rich) completed." in done
