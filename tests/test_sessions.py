@@ -266,7 +266,7 @@ def assert_found_by_search(session, tool):
 def assert_arrived_intact(session, url, tool, arguments):
     """The call reached our server with exactly the model's arguments, and the form the person
     sees holds them."""
-    assert session.wire_calls(tool)[0] == arguments
+    assert arguments in session.wire_calls(tool)
     spec = http_request(api_url(url)).json()["spec"]
     assert spec["title"] == arguments["title"]
     for sent, shown in zip(arguments["questions"], spec["questions"]):
@@ -308,3 +308,292 @@ def test_print_mode_round_trip_with_a_note_reaches_the_model(tmp_path):
     assert [e for e in session.events() if e.get("type") == "result"][0]["result"] == "Thanks, noted."
     assert "request method=server/discover era=modern" in log and " shutdown" in log
     report("modern (2026-07-28), no tasks, browser", session, latency, "structuredContent inline")
+
+
+def _session_id(made):
+    return made[0].json()["sessionId"]
+
+
+def test_print_mode_link_then_await_user_answers(tmp_path):
+    """`delivery: "link"`: nothing opens, the call returns `awaiting` with the link (which
+    stream-json prints, in the tool result), the model calls await_user_answers with the
+    sessionId it got, and the answers submitted then reach the model through that call."""
+    arguments = dict(ARGS, delivery="link")
+    policy = scripted((ASK, arguments), (AWAIT, lambda made: {"sessionId": _session_id(made)}))
+    with PrintSession(tmp_path, policy) as session:
+        first = turn_after(session.model, ASK)
+        awaiting = result_of(first, ASK).json()
+        assert awaiting["status"] == "awaiting" and awaiting["reason"] == "Browser opening was skipped (delivery=link)."
+        url = awaiting["url"]
+        assert_arrived_intact(session, url, "ask_user_rich", arguments)
+        called(session.model, AWAIT)
+        after, latency = submit_and_time(session, url, {"db": {"selected": ["my"], "notes": NOTE}}, AWAIT)
+        assert session.finish() == 0, session.stderr()[-2000:]
+    assert session.opener.urls == []
+    assert session.wire_calls("await_user_answers") == [{"sessionId": awaiting["sessionId"]}]
+    result = result_of(after, AWAIT).json()
+    assert result["status"] == "submitted" and result["interviewId"] == awaiting["sessionId"]
+    assert result["answers"][0]["selected"] == ["my"] and result["answers"][0]["notes"] == NOTE
+    assert_found_by_search(session, ASK)
+    assert_found_by_search(session, AWAIT)
+    # Where the person can see the link in -p: the tool result line of stream-json (plain -p
+    # prints only the model's last text, so there the model must repeat it).
+    printed = [e for e in session.events() if e.get("type") == "user"]
+    assert any(url in json.dumps(e) for e in printed)
+    report("modern, no tasks, link + await_user_answers", session, latency, "structuredContent inline")
+
+
+FOLLOW_UP = [{"id": "pool", "header": "Connection pool size?", "options": [
+    {"id": "10", "label": "10"}, {"id": "50", "label": "50"}], "recommended": "10"}]
+POOL_NOTE = "We expect bursts."
+
+
+def test_print_mode_follow_up_appended_to_the_open_form(tmp_path):
+    """A follow-up while the form is open: link, append_questions with a note, then
+    await_user_answers; the person sees both questions and the note in one form, and the
+    answers to both (notes included) reach the model."""
+    policy = scripted(
+        (ASK, dict(ARGS, delivery="link")),
+        (APPEND, lambda made: {"sessionId": _session_id(made), "questions": FOLLOW_UP, "note": "One more, sorry."}),
+        (AWAIT, lambda made: {"sessionId": _session_id(made)}))
+    with PrintSession(tmp_path, policy) as session:
+        url = result_of(turn_after(session.model, ASK), ASK).json()["url"]
+        appended = result_of(turn_after(session.model, APPEND), APPEND).json()
+        assert (appended["status"], appended["appended"], appended["total"], appended["version"]) == ("appended", 1, 2, 2)
+        form = http_request(api_url(url)).json()
+        assert [q["id"] for q in form["spec"]["questions"]] == ["db", "pool"]
+        assert form["note"] == {"version": 2, "text": "One more, sorry."}
+        called(session.model, AWAIT)
+        answers = {"db": {"selected": ["my"], "notes": NOTE}, "pool": {"selected": ["50"], "notes": POOL_NOTE}}
+        after, latency = submit_and_time(session, url, answers, AWAIT, specVersion=2)
+        assert session.finish() == 0, session.stderr()[-2000:]
+    assert session.wire_calls("append_questions")[0]["questions"] == FOLLOW_UP
+    result = result_of(after, AWAIT).json()
+    got = {a["id"]: (a["selected"], a["notes"]) for a in result["answers"]}
+    assert got == {"db": (["my"], NOTE), "pool": (["50"], POOL_NOTE)}
+    assert_found_by_search(session, APPEND)
+    report("modern, no tasks, link + append_questions + await", session, latency, "structuredContent inline")
+
+
+def test_print_mode_follow_up_after_the_submit_goes_to_a_new_interview(tmp_path):
+    """After the answers, append_questions is refused with the text that says what to do, the
+    model asks the follow-up in a new ask_user_rich call, a second form opens, and those answers
+    reach the model too."""
+    second = {"title": "One more thing", "questions": FOLLOW_UP}
+    policy = scripted(
+        (ASK, ARGS),
+        (APPEND, lambda made: {"sessionId": made[0].json()["interviewId"], "questions": FOLLOW_UP}),
+        (ASK, second))
+    with PrintSession(tmp_path, policy) as session:
+        url = session.opened()
+        submit_and_time(session, url, {"db": {"selected": ["pg"]}}, ASK)
+        refused = result_of(turn_after(session.model, APPEND), APPEND)
+        url2 = session.opened(2)
+        assert url2 != url
+        assert_arrived_intact(session, url2, "ask_user_rich", second)
+        after, latency = submit_and_time(session, url2, {"pool": {"selected": ["50"], "notes": POOL_NOTE}}, ASK, 2)
+        assert session.finish() == 0, session.stderr()[-2000:]
+    assert refused.result.get("is_error") is True
+    assert "is already submitted, so questions can no longer be appended. Ask the follow-ups in a new " \
+           "ask_user_rich call." in refused.text
+    result = result_of(after, ASK).json()
+    assert result["title"] == "One more thing"
+    assert (result["answers"][0]["selected"], result["answers"][0]["notes"]) == (["50"], POOL_NOTE)
+    report("modern, no tasks, a follow-up after the submit", session, latency, "structuredContent inline")
+
+
+def test_legacy_claude_code_round_trip_with_a_note_reaches_the_model(tmp_path):
+    """Claude Code 2.1.197 (the initialize era): the same round trip as in 2.1.328. It does not
+    defer MCP tools (it has no tool search: our tools are in the model's first request), and it
+    negotiates 2025-11-25 through initialize."""
+    with PrintSession(tmp_path, scripted((ASK, ARGS)), legacy=True) as session:
+        url = session.opened()
+        assert_arrived_intact(session, url, "ask_user_rich", ARGS)
+        after, latency = submit_and_time(session, url, {"db": {"selected": ["my"], "notes": NOTE}}, ASK)
+        assert session.finish() == 0, session.stderr()[-2000:]
+    result = result_of(after, ASK).json()  # structuredContent, as compact JSON, as in 2.1.328
+    assert result["status"] == "submitted" and result["answers"][0]["selected"] == ["my"]
+    assert result["answers"][0]["notes"] == NOTE and result["archivePath"]
+    first = session.model.turns[0]
+    assert ASK in tool_names(first.body) and "ToolSearch" not in tool_names(first.body)
+    assert not any(call.name == "ToolSearch" for call in calls_made(after.body))
+    log = session.log()
+    assert "request method=initialize era=legacy" in log and "server/discover" not in log
+    assert re.search(r" initialize protocol=2025-11-25 requested=2025-11-25 client=claude-code ", log), log
+    assert "progressToken=present" in log and "browser-open opened=true" in log and " shutdown" in log
+    assert [e for e in session.events() if e.get("type") == "result"][0]["result"] == "Thanks, noted."
+    report("legacy (initialize, 2025-11-25), no tasks, browser", session, latency, "structuredContent inline")
+
+
+# -- a long interview: the result must fit -------------------------------------------------------
+
+CLAUDE_CODE_TOKEN_LIMIT = 25000  # MAX_MCP_OUTPUT_TOKENS' default in 2.1.328
+
+
+def long_interview(count=300):
+    """`count` questions of every kind an agent writes: single and multi choice, rankings,
+    option text fields, free text, previews; long headers, context and rationales."""
+    questions = []
+    for i in range(count):
+        header = "Question %d: how should we handle this part of the design, given what we know?" % i
+        kind = i % 6
+        if kind == 0:
+            question = {"options": [{"id": c, "label": "Option %s" % c.upper(), "description": "What %s means." % c}
+                                    for c in "abc"], "recommended": "b", "rationale": "B is what we run today."}
+        elif kind == 1:
+            question = {"multiSelect": True, "options": [{"id": c, "label": "Feature %s" % c} for c in "abcd"],
+                        "recommended": ["a", "c"]}
+        elif kind == 2:
+            question = {"kind": "rank", "options": [{"id": c, "label": "Goal %s" % c} for c in "xyz"],
+                        "recommended": ["x", "y", "z"]}
+        elif kind == 3:
+            question = {"options": [{"id": "keep", "label": "Keep it"},
+                                    {"id": "up", "label": "Upgrade", "textInput": {"placeholder": "the source URL"}}],
+                        "recommended": "keep"}
+        elif kind == 4:
+            question = {"body": "Anything we missed about **part %d**?" % i}
+        else:
+            question = {"options": [{"id": "a", "label": "Layout A", "preview": "```\n[A] [B]\n```"},
+                                    {"id": "b", "label": "Layout B", "preview": "```\n[B]\n[A]\n```"}],
+                        "recommended": "a"}
+        question.update(id="q%03d" % i, header=header)
+        questions.append(question)
+    return {"title": "The big design review", "questions": questions}
+
+
+def long_answers(questions):
+    """Most as recommended; every third another pick (or Other, or a typed URL, or a reversed
+    order), a note on every fourth, free text typed, and a few deferred, needs-info or left
+    open."""
+    answers = {}
+    for i, question in enumerate(questions):
+        qid, kind = question["id"], i % 6
+        if i % 50 == 27:
+            continue  # unanswered
+        if i % 50 == 7:
+            answers[qid] = {"status": "defer"}
+            continue
+        if i % 50 == 17:
+            answers[qid] = {"status": "needs-info", "notes": "Which region is %s about?" % qid}
+            continue
+        other = i % 3 == 0
+        if kind == 0:
+            answer = {"selected": ["c" if other else "b"]}
+        elif kind == 1:
+            answer = {"selected": ["b", "d"] if other else ["a", "c"]}
+        elif kind == 2:
+            answer = {"ranked": ["z", "y", "x"] if other else ["x", "y", "z"]}
+        elif kind == 3:
+            answer = ({"selected": ["up"], "optionTexts": {"up": "https://example.com/src/%d" % i}} if other
+                      else {"selected": ["keep"]})
+        elif kind == 4:
+            answer = {"other": "Free answer to %s: mind the migration window." % qid}
+        else:
+            answer = {"other": "Neither layout for %s; a third one" % qid} if other else {"selected": ["a"]}
+        if i % 4 == 0:
+            answer["notes"] = "Note on %s: watch the cost of this one." % qid
+        answers[qid] = answer
+    return answers
+
+
+def expected_row(question, answer):
+    """The fields of the result row that `answer` must produce (empty ones left out, as in a
+    compact row)."""
+    if answer is None:
+        return {"status": "unanswered"}
+    status = {"defer": "deferred", "needs-info": "needs-info"}.get(answer.get("status"), "answered")
+    row = {"status": status}
+    for key in ("selected", "ranked", "other", "optionTexts", "notes"):
+        if answer.get(key):
+            row[key] = answer[key]
+    return row
+
+
+def long_session(tmp_path, module=MODULE):
+    """The 300-question session: (session, what the model received, the submit-to-request time,
+    the arguments, the answers submitted)."""
+    arguments = long_interview()
+    answers = long_answers(arguments["questions"])
+    with PrintSession(tmp_path, scripted((ASK, arguments)), prompt="Review the whole design with me.",
+                      module=module) as session:
+        url = session.opened()
+        assert_arrived_intact(session, url, "ask_user_rich", arguments)
+        after, latency = submit_and_time(session, url, answers, ASK, generalNotes="Thanks, the rest is fine.")
+        assert session.finish() == 0, session.stderr()[-2000:]
+    return session, result_of(after, ASK).text, latency, arguments, answers
+
+
+def test_print_mode_300_question_interview_reaches_the_model_inline_and_within_budget(tmp_path):
+    """A 300-question interview answered in the form with many non-default answers and notes:
+    the model's next request holds the result inline (not Claude Code's <persisted-output> file
+    reference and 2 KB preview), within 25,000 tokens, with every answer that is not the
+    recommendation and every note; the archive it names holds every field of every answer."""
+    session, received, latency, arguments, answers = long_session(tmp_path)
+    questions = arguments["questions"]
+    assert "<persisted-output>" not in received and "Output too large" not in received, received[:600]
+    characters = len(received)
+    # Counted as Claude Code estimates a text's tokens: characters / 4. The contract's own figure
+    # (120,000 characters, about 34,000 tokens) is nearer 3.5, so that must fit too.
+    assert characters / 3.5 <= CLAUDE_CODE_TOKEN_LIMIT, characters
+    result = json.loads(received)
+    assert result["compact"] is True and result["status"] == "submitted"
+    assert result["generalNotes"] == "Thanks, the rest is fine."
+    rows = {row["id"]: row for row in result["answers"]}
+    assert list(rows) == [q["id"] for q in questions]
+    for question in questions:
+        expected = expected_row(question, answers.get(question["id"]))
+        row = rows[question["id"]]
+        assert {key: row.get(key) for key in expected} == expected, question["id"]
+        if row.get("followedRecommendation") is not True or "notes" in expected:
+            # the summary the model reads first lists it, note and all
+            line = [text for text in result["summary"].splitlines() if "[%s]" % question["id"] in text]
+            assert line and (expected.get("notes") or "") in line[0], question["id"]
+    # The archive it names holds everything: every row whole, and the questions as asked.
+    with open(result["archivePath"], encoding="utf-8") as f:
+        archive = json.load(f)
+    assert [q["id"] for q in archive["interview"]["questions"]] == [q["id"] for q in questions]
+    assert archive["generalNotes"] == "Thanks, the rest is fine." and "compact" not in archive
+    assert [q["header"] for q in archive["interview"]["questions"]] == [q["header"] for q in questions]
+    for question, row in zip(questions, archive["answers"]):
+        expected = expected_row(question, answers.get(question["id"]))
+        assert row["header"] == question["header"]
+        assert {key: row[key] for key in expected} == expected, question["id"]
+        for key in ("selected", "ranked", "other", "optionTexts", "notes"):
+            if key not in expected:
+                assert row[key] in (None, [], {}), (question["id"], key)
+    non_default = sum(1 for q in questions if rows[q["id"]].get("followedRecommendation") is not True)
+    notes = sum(1 for a in answers.values() if a.get("notes"))
+    print("\n300 questions, %d not as recommended, %d notes: the model got %d characters inline "
+          "(%d tokens at 4 characters a token)" % (non_default, notes, characters, characters // 4))
+    report("modern, no tasks, 300 questions", session, latency, "compact structuredContent inline")
+
+
+def _variant(tmp_path, old, new):
+    """askrich.py with `old` replaced by `new`, beside the real assets."""
+    with open(MODULE, encoding="utf-8") as f:
+        source = f.read()
+    assert old in source, "the variant no longer applies: %r" % old
+    folder = tmp_path / "variant"
+    folder.mkdir()
+    (folder / "askrich.py").write_text(source.replace(old, new), encoding="utf-8")
+    os.symlink(os.path.join(os.path.dirname(MODULE), "assets"), str(folder / "assets"))
+    return str(folder / "askrich.py")
+
+
+def test_without_the_size_hint_claude_code_hands_the_model_only_a_preview(tmp_path):
+    """The same session against a server whose tools lack `anthropic/maxResultSizeChars`: Claude
+    Code saves even the compact result to a file and the model gets a 2 KB preview, so the test
+    above fails on such a server."""
+    module = _variant(tmp_path, ', "anthropic/maxResultSizeChars": MAX_RESULT_SIZE_CHARS}', "}")
+    received = long_session(tmp_path, module)[1]
+    assert received.startswith("<persisted-output>") and "Output too large" in received, received[:300]
+    assert "Preview (first 2KB)" in received and len(received) < 3000
+
+
+def test_without_the_compact_form_the_result_passes_the_budget(tmp_path):
+    """The same session against a server that never goes compact: the result stays inline (the
+    hint) but passes 25,000 tokens, so the test above fails on such a server."""
+    module = _variant(tmp_path, "COMPACT_ABOVE_CHARS = 40000", "COMPACT_ABOVE_CHARS = 10 ** 9")
+    received = long_session(tmp_path, module)[1]
+    assert "<persisted-output>" not in received
+    assert len(received) / 4 > CLAUDE_CODE_TOKEN_LIMIT, len(received)
