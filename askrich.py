@@ -1726,9 +1726,9 @@ def process_alive(pid, started=None) -> bool:
 def process_identity() -> dict:
     """Who writes a record: the pid, when the process started, and a random id of this server
     instance that no other has (a pid alone comes back after a restart in a container)."""
-    import secrets
-
-    return {"pid": os.getpid(), "started": process_start(os.getpid()), "instance": secrets.token_hex(8)}
+    # os.urandom, as secrets.token_hex is, without its import: that pulls in hashlib and OpenSSL,
+    # megabytes of idle memory at every start.
+    return {"pid": os.getpid(), "started": process_start(os.getpid()), "instance": os.urandom(8).hex()}
 
 
 def another_live_server(owner, mine: dict) -> bool:
@@ -2960,6 +2960,12 @@ def bounded_lines(stream, limit: int):
 # The form's files: read from a checkout or from the running askrich.pyz
 # ============================================================================================
 
+# This file's real folder, taken at import: run as a script, CPython drops __main__'s __file__
+# once the script's body returns, and the stdio server serves on after that (run_stdio_server).
+# The real one: askrich.py may be run through a symlink on the PATH.
+MODULE_FOLDER = os.path.dirname(os.path.realpath(__file__))
+
+
 def read_asset(name: str) -> bytes:
     """One file of assets/, read the same way from a checkout and from inside askrich.pyz;
     OSError when it cannot be had."""
@@ -2978,9 +2984,7 @@ def read_asset(name: str) -> bytes:
             raise
         except Exception as error:  # zipimport's, zlib's or zipfile's word for a damaged zip
             raise OSError("cannot read %s from %s: %s" % (name, archive, error)) from error
-    # Beside the real file: askrich.py may be run through a symlink on the PATH.
-    folder = os.path.dirname(os.path.realpath(__file__))
-    with open(os.path.join(folder, "assets", *parts), "rb") as handle:
+    with open(os.path.join(MODULE_FOLDER, "assets", *parts), "rb") as handle:
         return handle.read()
 
 
@@ -6468,10 +6472,12 @@ exit codes: 0 success, 2 usage or bad interview file, 1 anything else
 """
 
 
-def main(argv=None) -> int:
+def main(argv=None, detach: bool = False):
+    """The command line's exit code; None when `detach` put the stdio server on a thread of
+    its own (see run_stdio_server)."""
     args = list(sys.argv[1:] if argv is None else argv)
     if not args:
-        return run_stdio_server()
+        return run_stdio_server(detach)
     if args[0] in ("-h", "--help", "help"):
         sys.stdout.write(USAGE)
         return 0
@@ -6515,7 +6521,28 @@ def read_interview_file(path: str):
         return None
 
 
-def run_stdio_server() -> int:
+START_UP_TRIM_SECONDS = 1.0  # when the client's first requests are served
+
+
+def release_start_up_memory() -> None:
+    """Hand the C heap's free pages back to the system. Run as a script, this file's syntax
+    tree (some 12 MB) is freed once the script's body returns, but glibc keeps the pages
+    resident unless asked, and the server idles for hours. Without glibc or ctypes: nothing."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        trim = ctypes.CDLL(None).malloc_trim
+    except (ImportError, OSError, AttributeError):  # no ctypes, or a C library without it (musl)
+        return
+    trim(0)
+
+
+def run_stdio_server(detach: bool = False):
+    """Serve MCP on stdin and stdout until EOF or a stop signal; 0. With `detach`, the serving
+    goes on a thread of its own and this returns None at once: the interpreter waits for that
+    thread before it exits, and the signals (which only the main thread may take) still stop it."""
     import signal
 
     RunningArchive.hold()
@@ -6536,22 +6563,45 @@ def run_stdio_server() -> int:
     stops = [getattr(signal, name) for name in STOP_SIGNALS if hasattr(signal, name)]
     for signum in stops:
         signal.signal(signum, on_signal)
-    try:
-        server.serve()
-    finally:
-        runtime.log.event("shutdown")
-        runtime.close()
-    if server.reader_thread.is_alive():
-        # Stopped by a signal: the stdin thread still sits in readline() holding stdin's lock,
-        # and interpreter teardown would abort on it ("could not acquire lock for <stdin> at
-        # interpreter shutdown", exit -6). Logs are closed; flush and leave without teardown.
+    trimmer = threading.Timer(START_UP_TRIM_SECONDS, release_start_up_memory)
+    trimmer.name, trimmer.daemon = "ask-user-rich-trim", True
+    trimmer.start()
+
+    def leave(code: int) -> None:
+        """Exit now, without interpreter teardown; logs are closed."""
         for stream in (protocol_out, sys.stderr):
             try:
                 stream.flush()
             except (OSError, ValueError):
                 pass
-        os._exit(0)
-    return 0
+        os._exit(code)
+
+    def serve() -> int:
+        try:
+            server.serve()
+        finally:
+            trimmer.cancel()
+            runtime.log.event("shutdown")
+            runtime.close()
+        if server.reader_thread.is_alive():
+            # Stopped by a signal: the stdin thread still sits in readline() holding stdin's
+            # lock, and interpreter teardown would abort on it ("could not acquire lock for
+            # <stdin> at interpreter shutdown", exit -6).
+            leave(0)
+        return 0
+
+    if not detach:
+        return serve()
+
+    def serve_detached() -> None:
+        try:
+            serve()
+        except BaseException:  # what the main thread would have printed, with its exit code
+            sys.excepthook(*sys.exc_info())
+            leave(1)
+
+    threading.Thread(target=serve_detached, name="ask-user-rich-main").start()
+    return None
 
 
 def run_cli_interview(source: str, open_it: bool) -> int:
@@ -6873,4 +6923,9 @@ def _doctor_self_test(config: Config, line):
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # Run as a script, CPython keeps this file's whole syntax tree until the script's body
+    # returns: the stdio server serves from a thread, and the body returns now. Not on 3.12.0
+    # to 3.12.2, which refuse to start a thread once the main thread has finished.
+    exit_code = main(detach=not (3, 12, 0) <= sys.version_info[:3] < (3, 12, 3))
+    if exit_code is not None:
+        raise SystemExit(exit_code)

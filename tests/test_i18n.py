@@ -338,7 +338,9 @@ ISOLATES = re.compile("[\u2066-\u2069]")
 # tab's title, a system notification). Filled there with isolates, it would show them as boxes.
 NOT_LAID_OUT = re.compile(
     r"""setAttribute\(\s*["']aria-[\w-]+["']\s*,\s*t\(|document\.title\s*=[^;]*\bt\(|"""
-    r"""new Notification\(\s*t\(|\bbody:\s*t\(""")
+    r"""new Notification\(\s*t\(|\bbody:\s*t\(|"""
+    # Laid-out text copied into an attribute brings its isolates along.
+    r"""setAttribute\(\s*["']aria-[\w-]+["']\s*,\s*[\w.]+\.textContent\)""")
 
 
 def test_no_language_file_writes_isolates_itself():
@@ -361,6 +363,7 @@ def test_text_that_is_not_laid_out_in_the_page_is_filled_without_isolates():
     assert NOT_LAID_OUT.search('document.title = count ? `(${count}) ${t("inbox.title")}` : x;')
     assert NOT_LAID_OUT.search('body: t("inbox.notification", { agent })')
     assert not NOT_LAID_OUT.search('bar.setAttribute("aria-label", tPlain("attach.progressLabel"));')
+    assert NOT_LAID_OUT.search('box.setAttribute("aria-label", p.textContent);')
 
 
 # -- where lines may break -----------------------------------------------------------------------

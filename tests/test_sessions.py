@@ -1,14 +1,19 @@
-"""Real agent sessions (marked `sessions`: `bash tests/run.sh -k sessions`): a pinned client CLI
-runs its agent loop against a scripted model on loopback (tests/scripted_model.py), offline, in
-a throwaway HOME, and the model's call reaches our server, opens the form through a recording
-opener, and the answers submitted there reach the model's next request."""
+"""Real agent sessions in Claude Code's print mode (marked `sessions`: `bash tests/run.sh -k
+sessions`): a pinned `claude -p` runs its agent loop against a scripted model on loopback
+(tests/scripted_model.py), offline, in a throwaway HOME, with our server behind a recording tap
+(tests/stdio_tap.py). The model's calls reach our server, the form opens through a recording
+opener, a test answers through the form's HTTP API, and the answers must reach the model's next
+request. The interactive sessions (pseudo-terminal, tasks) are in test_sessions_interactive.py."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -18,85 +23,403 @@ if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 import clients_support as cs  # noqa: E402
 from scripted_model import ScriptedModel, Text, ToolUse  # noqa: E402
-from support import MODULE, submit  # noqa: E402
+from support import MODULE, EventsReader, RecordingOpener, api_url, http_request, submit  # noqa: E402
 
 pytestmark = pytest.mark.sessions
-TOOL = "mcp__ask-user-rich__ask_user_rich"
+PREFIX = "mcp__ask-user-rich__"
+ASK, APPEND, AWAIT = PREFIX + "ask_user_rich", PREFIX + "append_questions", PREFIX + "await_user_answers"
+# What a model would type into Claude Code's tool search for each tool: words of our search hints.
+SEARCH = {ASK: "clarify preferences approval", APPEND: "follow-up ask more",
+          AWAIT: "wait answers open interview link"}
 ARGS = {"title": "Pick a database", "questions": [
     {"id": "db", "header": "Which database?", "options": [
         {"id": "pg", "label": "Postgres"}, {"id": "my", "label": "MySQL"}], "recommended": "pg",
      "rationale": "We run it already."}]}
-SESSION_TIMEOUT = 60
+NOTE = "Ops knows MySQL better."
+API_KEY = "sk-ant-scripted-test"
+WAIT = 60  # seconds for any one thing a session does (start, a model turn, the form opening)
+TAP = os.path.join(_HERE, "stdio_tap.py")
+LEGACY = "claude-2.1.197"
 
 
-def _tool_results(body):
-    messages = body.get("messages") or []
-    if not messages or messages[-1]["role"] != "user" or not isinstance(messages[-1]["content"], list):
-        return []
-    return [block for block in messages[-1]["content"] if block.get("type") == "tool_result"]
+# -- reading the conversation Claude Code sends the model ---------------------------------------
+
+class Call:
+    """One tool use of the model and the result Claude Code handed back for it (None: not yet)."""
+
+    def __init__(self, name, arguments):
+        self.name = name
+        self.arguments = arguments
+        self.result = None  # the tool_result block
+        self.text = None  # its content as the model reads it
+
+    def json(self):
+        return json.loads(self.text)
 
 
-def claude_policy(model, request):
-    """Search the deferred tools by words only our hint has, call ask_user_rich, then end."""
-    names = [tool.get("name") for tool in request.body.get("tools", [])]
-    if any('\\"status\\":\\"submitted\\"' in json.dumps(result) for result in _tool_results(request.body)):
-        return Text("Thanks, noted.")
-    if TOOL in names:
-        return ToolUse(TOOL, ARGS)
-    return ToolUse("ToolSearch", {"query": "clarify preferences approval", "max_results": 5})
+def calls_made(body):
+    """Every tool use in the conversation, in order, with its result."""
+    calls, by_id = [], {}
+    for message in (body or {}).get("messages") or []:
+        if not isinstance(message.get("content"), list):
+            continue
+        for block in message["content"]:
+            if block.get("type") == "tool_use":
+                by_id[block["id"]] = call = Call(block["name"], block.get("input") or {})
+                calls.append(call)
+            elif block.get("type") == "tool_result" and block.get("tool_use_id") in by_id:
+                call = by_id[block["tool_use_id"]]
+                call.result = block
+                content = block.get("content")
+                if isinstance(content, list):
+                    content = "".join(part.get("text", "") for part in content if part.get("type") == "text")
+                call.text = content
+    return calls
 
 
-def _opener(tmp_path):
-    """ASK_USER_RICH_OPEN_CMD: a script that records the URL it is asked to open."""
-    record = tmp_path / "opened.txt"
-    script = tmp_path / "opener.sh"
-    script.write_text("#!/bin/sh\nprintf '%%s\\n' \"$1\" >> '%s'\n" % record)
-    script.chmod(0o755)
-    return str(script), record
+def tool_names(body):
+    return [tool.get("name") for tool in (body or {}).get("tools") or []]
 
 
-def test_claude_code_print_mode_round_trip(tmp_path):
-    claude = cs.cli("claude")
-    opener, record = _opener(tmp_path)
-    env = cs.offline_env(tmp_path)
-    with ScriptedModel(claude_policy) as model:
-        env.update({"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": "sk-ant-scripted-test",
-                    "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"})
-        config = {"mcpServers": {"ask-user-rich": {"type": "stdio", "command": sys.executable, "args": [MODULE],
-                  "env": {"ASK_USER_RICH_LOG_DIR": env["ASK_USER_RICH_LOG_DIR"], "ASK_USER_RICH_OPEN": "1", "ASK_USER_RICH_OPEN_CMD": opener,
-                          "ASK_USER_RICH_PROGRESS_MS": "500"}}}}
-        process = subprocess.Popen(
-            [claude, "-p", "Ask me which database to use.", "--mcp-config", json.dumps(config),
-             "--strict-mcp-config", "--allowedTools", TOOL, "--output-format", "stream-json", "--verbose"],
-            env=env, cwd=str(tmp_path), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, universal_newlines=True)
+def scripted(*steps, done="Thanks, noted."):
+    """A policy that makes the tool calls `steps` in order, then says `done`. A step is
+    `(tool, arguments)`, the arguments a dict or a function of the finished calls so far. While
+    Claude Code keeps a tool deferred (not in the request's tools), the model searches for it
+    first, by words of its search hint, as a model would."""
+
+    def policy(model, request):
+        calls = [call for call in calls_made(request.body) if call.result is not None]
+        made = [call for call in calls if call.name != "ToolSearch"]
+        if len(made) >= len(steps):
+            return Text(done)
+        tool, arguments = steps[len(made)]
+        if tool not in tool_names(request.body):
+            if sum(1 for call in calls if call.name == "ToolSearch" and call.arguments.get("query") == SEARCH[tool]) >= 2:
+                return Text("I could not find %s." % tool)
+            return ToolUse("ToolSearch", {"query": SEARCH[tool], "max_results": 5})
+        return ToolUse(tool, arguments(made) if callable(arguments) else arguments)
+
+    return policy
+
+
+def result_of(request, tool, index=-1):
+    """The text the model received for its `index`-th call of `tool` in this request."""
+    results = [call for call in calls_made(request.body) if call.name == tool and call.result is not None]
+    return results[index] if results else None
+
+
+def turn_after(model, tool, count=1, timeout=WAIT):
+    """The first model turn whose conversation holds `count` finished calls of `tool`."""
+    return model.wait_for(
+        lambda r: sum(1 for c in calls_made(r.body) if c.name == tool and c.result is not None) >= count,
+        timeout, "the model's request after call %d of %s" % (count, tool))
+
+
+def called(model, tool, count=1, timeout=WAIT):
+    """The model turn that made call `count` of `tool`."""
+    seen = []
+
+    def made(request):
+        if isinstance(request.answer, ToolUse) and request.answer.name == tool:
+            if request not in seen:
+                seen.append(request)
+            return len(seen) >= count
+        return False
+
+    return model.wait_for(made, timeout, "call %d of %s" % (count, tool))
+
+
+# -- one print-mode session ---------------------------------------------------------------------
+
+class PrintSession:
+    """`claude -p PROMPT` with our server behind the tap and a recording opener; `with` ends every
+    process it started, by id, however the test ends. stdout and stderr go to files (a big result
+    echoed in stream-json must never fill a pipe nobody reads)."""
+
+    def __init__(self, tmp_path, policy, prompt="Ask me which database to use.", legacy=False,
+                 server_env=(), module=MODULE):
+        self.tmp_path = tmp_path
+        self.claude = cs.legacy_cli(LEGACY) if legacy else cs.cli("claude")
+        self.release = LEGACY.split("-")[1] if legacy else cs.CLIENTS["claude"][1]
+        self.prompt = prompt
+        self.model = ScriptedModel(policy)
+        self.opener = RecordingOpener(tmp_path)
+        self.wire = tmp_path / "wire.jsonl"
+        self.env = cs.offline_env(tmp_path)
+        self.server_env = {"ASK_USER_RICH_LOG_DIR": self.env["ASK_USER_RICH_LOG_DIR"], "ASK_USER_RICH_OPEN": "1",
+                           "ASK_USER_RICH_OPEN_CMD": self.opener.command, "ASK_USER_RICH_PROGRESS_MS": "500",
+                           "ASK_USER_RICH_INBOX_PORT": "0"}
+        self.server_env.update(dict(server_env))
+        self.module = module
+        self.process = None
+        self.ended = threading.Event()
+
+    def __enter__(self):
+        self.model.__enter__()
+        self.env.update({"ANTHROPIC_BASE_URL": self.model.url, "ANTHROPIC_API_KEY": API_KEY,
+                         "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"})
+        config = {"mcpServers": {"ask-user-rich": {
+            "type": "stdio", "command": sys.executable,
+            "args": [TAP, str(self.wire), "--", sys.executable, self.module], "env": self.server_env}}}
+        self.out = open(str(self.tmp_path / "stdout.txt"), "w+", encoding="utf-8")
+        self.err = open(str(self.tmp_path / "stderr.txt"), "w+", encoding="utf-8")
+        # Its own process group, so that ending it by its id ends what it started too.
+        self.process = subprocess.Popen(
+            [self.claude, "-p", self.prompt, "--mcp-config", json.dumps(config), "--strict-mcp-config",
+             "--allowedTools", ",".join((ASK, APPEND, AWAIT)), "--output-format", "stream-json", "--verbose"],
+            env=self.env, cwd=str(self.tmp_path), stdin=subprocess.DEVNULL, stdout=self.out, stderr=self.err,
+            start_new_session=True)
+        threading.Thread(target=self._watch, daemon=True).start()
+        return self
+
+    def _watch(self):
+        self.process.wait()
+        self.ended.set()
+
+    def __exit__(self, *exc):
         try:
-            call = model.wait_for(lambda r: isinstance(r.answer, ToolUse) and r.answer.name == TOOL,
-                                  SESSION_TIMEOUT, "the call to ask_user_rich")
-            search = model.turns[model.turns.index(call) - 0]
-            deadline = time.monotonic() + SESSION_TIMEOUT
-            while not (record.exists() and record.read_text().strip()):
-                assert time.monotonic() < deadline and process.poll() is None, "the form never opened"
-                time.sleep(0.05)
-            url = record.read_text().split()[0]
-            submitted = time.monotonic()
-            reply = submit(url, {"db": {"selected": ["my"], "notes": "Ops knows MySQL better."}})
-            assert reply.status == 200, reply.body
-            after = model.wait_for(lambda r: "Ops knows MySQL better." in r.text, SESSION_TIMEOUT,
-                                   "the answers in the model's next request")
-            latency = after.arrived - submitted
-            out, err = process.communicate(timeout=SESSION_TIMEOUT)
+            if self.process.poll() is None:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+            # Our server ends with the CLI's process group; had it left the group, by the pid it logged.
+            for pid in re.findall(r" start version=\S+ python=\S+ pid=(\d+)", self.log()):
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except ProcessLookupError:
+                    continue
         finally:
-            if process.poll() is None:
-                process.kill()
-                process.communicate()
-    print("claude-code 2.1.328 -p: submit to model request %.3f s" % latency)
-    assert process.returncode == 0, err[-2000:]
-    # The tool was found by the hint: the search result named it.
-    assert any('"tool_reference", "tool_name": "%s"' % TOOL in r.text for r in model.turns), search.path
-    # The call's arguments arrived intact at our server (its own log) and the result holds them.
-    results = [block for block in _tool_results(after.body)]
-    content = json.dumps(results)
-    assert '\\"selected\\":[\\"my\\"]' in content and "Ops knows MySQL better." in content
-    assert "Which database?" in content and "archivePath" in content
-    assert "Pick a database" in cs.server_log(env)
+            self.out.close()
+            self.err.close()
+            self.opener.close()
+            self.model.__exit__(*exc)
+
+    def alive(self):
+        return not self.ended.is_set()
+
+    def opened(self, count=1):
+        """The URL the server opened (the `count`-th), as the person's browser would get it."""
+        return self.opener.wait(count, timeout=WAIT, alive=self.alive)
+
+    def finish(self):
+        """Wait for the CLI to end; its exit code."""
+        assert self.ended.wait(WAIT), "claude -p did not end after the model's last turn"
+        return self.process.returncode
+
+    def stdout(self):
+        with open(self.out.name, encoding="utf-8") as f:
+            return f.read()
+
+    def stderr(self):
+        with open(self.err.name, encoding="utf-8") as f:
+            return f.read()
+
+    def events(self):
+        """The stream-json lines claude -p printed."""
+        return [json.loads(line) for line in self.stdout().splitlines() if line.startswith("{")]
+
+    def log(self):
+        return cs.server_log(self.env)
+
+    def wire_calls(self, tool):
+        """The arguments of every tools/call of `tool` that reached our server, as it got them."""
+        calls = []
+        try:
+            with open(str(self.wire), encoding="utf-8") as f:
+                for line in f:
+                    message = json.loads(line)["message"]
+                    if isinstance(message, dict) and message.get("method") == "tools/call" \
+                            and message["params"].get("name") == tool:
+                        calls.append(message["params"].get("arguments"))
+        except FileNotFoundError:
+            pass
+        return calls
+
+
+def wait_until_waited_on(url):
+    """Block until a call waits on the interview at `url` (the events route says so): a submit
+    then goes straight to that call, so the time to the model's next request is Claude Code's."""
+    events = EventsReader(api_url(url, "events"), "state")
+    try:
+        events.wait_for(lambda state: state["waiting"], WAIT, "a call waiting")
+    finally:
+        events.close()
+
+
+def submit_and_time(session, url, answers, tool, count=1, **extra):
+    """Submit `answers` once a call waits; the model's next request and the seconds from the
+    submit to it."""
+    wait_until_waited_on(url)
+    submitted = time.monotonic()
+    reply = submit(url, answers, **extra)
+    assert reply.status == 200, reply.body
+    after = turn_after(session.model, tool, count)
+    return after, after.arrived - submitted
+
+
+def assert_found_by_search(session, tool):
+    """The tool reached the model through Claude Code's tool search: a search result named it."""
+    reference = '"tool_reference", "tool_name": "%s"' % tool
+    assert any(reference in r.text for r in session.model.turns), \
+        "no tool search result named %s; turns: %s" % (tool, [tool_names(r.body) for r in session.model.turns])
+
+
+def assert_arrived_intact(session, url, tool, arguments):
+    """The call reached our server with exactly the model's arguments, and the form the person
+    sees holds them."""
+    assert arguments in session.wire_calls(tool)
+    spec = http_request(api_url(url)).json()["spec"]
+    assert spec["title"] == arguments["title"]
+    for sent, shown in zip(arguments["questions"], spec["questions"]):
+        for key, value in sent.items():
+            if key == "options":
+                assert [(o["id"], o["label"]) for o in shown["options"]] == [(o["id"], o["label"]) for o in value]
+            elif key == "recommended":  # the spec keeps it as a list of ids
+                assert shown[key] == (value if isinstance(value, list) else [value])
+            else:
+                assert shown[key] == value, key
+
+
+def report(case, session, latency, received):
+    """The measured row for the README's table (shown with pytest -s)."""
+    print("\nclaude-code %s -p | %s | %s | submit to model request %.3f s"
+          % (session.release, case, received, latency))
+
+
+# -- the sessions -------------------------------------------------------------------------------
+
+def test_print_mode_round_trip_with_a_note_reaches_the_model(tmp_path):
+    """`claude -p`: the model finds ask_user_rich through tool search and calls it; the form
+    opens; the person picks the non-recommended option with a note; the model's next request
+    holds the answer and the note, and the session ends cleanly with our server shut down."""
+    with PrintSession(tmp_path, scripted((ASK, ARGS))) as session:
+        url = session.opened()
+        assert_arrived_intact(session, url, "ask_user_rich", ARGS)
+        after, latency = submit_and_time(session, url, {"db": {"selected": ["my"], "notes": NOTE}}, ASK)
+        assert session.finish() == 0, session.stderr()[-2000:]
+    result = result_of(after, ASK).json()  # structuredContent, as compact JSON
+    assert result["status"] == "submitted" and result["answers"][0]["selected"] == ["my"]
+    assert result["answers"][0]["notes"] == NOTE and result["answers"][0]["followedRecommendation"] is False
+    assert result["archivePath"] and result["summary"].endswith("Everything, as JSON: %s" % result["archivePath"])
+    assert_found_by_search(session, ASK)
+    # Claude Code sent a progress token; -p prints no MCP progress in its stream-json output (only
+    # a heartbeat once a call has run 30 s), so what the person sees is the browser opening.
+    log = session.log()
+    assert "progressToken=present" in log and "browser-open opened=true" in log
+    assert [e for e in session.events() if e.get("type") == "result"][0]["result"] == "Thanks, noted."
+    assert "request method=server/discover era=modern" in log and " shutdown" in log
+    report("modern (2026-07-28), no tasks, browser", session, latency, "structuredContent inline")
+
+
+def _session_id(made):
+    return made[0].json()["sessionId"]
+
+
+def test_print_mode_link_then_await_user_answers(tmp_path):
+    """`delivery: "link"`: nothing opens, the call returns `awaiting` with the link (which
+    stream-json prints, in the tool result), the model calls await_user_answers with the
+    sessionId it got, and the answers submitted then reach the model through that call."""
+    arguments = dict(ARGS, delivery="link")
+    policy = scripted((ASK, arguments), (AWAIT, lambda made: {"sessionId": _session_id(made)}))
+    with PrintSession(tmp_path, policy) as session:
+        first = turn_after(session.model, ASK)
+        awaiting = result_of(first, ASK).json()
+        assert awaiting["status"] == "awaiting" and awaiting["reason"] == "Browser opening was skipped (delivery=link)."
+        url = awaiting["url"]
+        assert_arrived_intact(session, url, "ask_user_rich", arguments)
+        called(session.model, AWAIT)
+        after, latency = submit_and_time(session, url, {"db": {"selected": ["my"], "notes": NOTE}}, AWAIT)
+        assert session.finish() == 0, session.stderr()[-2000:]
+    assert session.opener.urls == []
+    assert session.wire_calls("await_user_answers") == [{"sessionId": awaiting["sessionId"]}]
+    result = result_of(after, AWAIT).json()
+    assert result["status"] == "submitted" and result["interviewId"] == awaiting["sessionId"]
+    assert result["answers"][0]["selected"] == ["my"] and result["answers"][0]["notes"] == NOTE
+    assert_found_by_search(session, ASK)
+    assert_found_by_search(session, AWAIT)
+    # Where the person can see the link in -p: the tool result line of stream-json (plain -p
+    # prints only the model's last text, so there the model must repeat it).
+    printed = [e for e in session.events() if e.get("type") == "user"]
+    assert any(url in json.dumps(e) for e in printed)
+    report("modern, no tasks, link + await_user_answers", session, latency, "structuredContent inline")
+
+
+FOLLOW_UP = [{"id": "pool", "header": "Connection pool size?", "options": [
+    {"id": "10", "label": "10"}, {"id": "50", "label": "50"}], "recommended": "10"}]
+POOL_NOTE = "We expect bursts."
+
+
+def test_print_mode_follow_up_appended_to_the_open_form(tmp_path):
+    """A follow-up while the form is open: link, append_questions with a note, then
+    await_user_answers; the person sees both questions and the note in one form, and the
+    answers to both (notes included) reach the model."""
+    policy = scripted(
+        (ASK, dict(ARGS, delivery="link")),
+        (APPEND, lambda made: {"sessionId": _session_id(made), "questions": FOLLOW_UP, "note": "One more, sorry."}),
+        (AWAIT, lambda made: {"sessionId": _session_id(made)}))
+    with PrintSession(tmp_path, policy) as session:
+        url = result_of(turn_after(session.model, ASK), ASK).json()["url"]
+        appended = result_of(turn_after(session.model, APPEND), APPEND).json()
+        assert (appended["status"], appended["appended"], appended["total"], appended["version"]) == ("appended", 1, 2, 2)
+        form = http_request(api_url(url)).json()
+        assert [q["id"] for q in form["spec"]["questions"]] == ["db", "pool"]
+        assert form["note"] == {"version": 2, "text": "One more, sorry."}
+        called(session.model, AWAIT)
+        answers = {"db": {"selected": ["my"], "notes": NOTE}, "pool": {"selected": ["50"], "notes": POOL_NOTE}}
+        after, latency = submit_and_time(session, url, answers, AWAIT, specVersion=2)
+        assert session.finish() == 0, session.stderr()[-2000:]
+    assert session.wire_calls("append_questions")[0]["questions"] == FOLLOW_UP
+    result = result_of(after, AWAIT).json()
+    got = {a["id"]: (a["selected"], a["notes"]) for a in result["answers"]}
+    assert got == {"db": (["my"], NOTE), "pool": (["50"], POOL_NOTE)}
+    assert_found_by_search(session, APPEND)
+    report("modern, no tasks, link + append_questions + await", session, latency, "structuredContent inline")
+
+
+def test_print_mode_follow_up_after_the_submit_goes_to_a_new_interview(tmp_path):
+    """After the answers, append_questions is refused with the text that says what to do, the
+    model asks the follow-up in a new ask_user_rich call, a second form opens, and those answers
+    reach the model too."""
+    second = {"title": "One more thing", "questions": FOLLOW_UP}
+    policy = scripted(
+        (ASK, ARGS),
+        (APPEND, lambda made: {"sessionId": made[0].json()["interviewId"], "questions": FOLLOW_UP}),
+        (ASK, second))
+    with PrintSession(tmp_path, policy) as session:
+        url = session.opened()
+        submit_and_time(session, url, {"db": {"selected": ["pg"]}}, ASK)
+        refused = result_of(turn_after(session.model, APPEND), APPEND)
+        url2 = session.opened(2)
+        assert url2 != url
+        assert_arrived_intact(session, url2, "ask_user_rich", second)
+        after, latency = submit_and_time(session, url2, {"pool": {"selected": ["50"], "notes": POOL_NOTE}}, ASK, 2)
+        assert session.finish() == 0, session.stderr()[-2000:]
+    assert refused.result.get("is_error") is True
+    assert "is already submitted, so questions can no longer be appended. Ask the follow-ups in a new " \
+           "ask_user_rich call." in refused.text
+    result = result_of(after, ASK).json()
+    assert result["title"] == "One more thing"
+    assert (result["answers"][0]["selected"], result["answers"][0]["notes"]) == (["50"], POOL_NOTE)
+    report("modern, no tasks, a follow-up after the submit", session, latency, "structuredContent inline")
+
+
+def test_legacy_claude_code_round_trip_with_a_note_reaches_the_model(tmp_path):
+    """Claude Code 2.1.197 (the initialize era): the same round trip as in 2.1.328. It does not
+    defer MCP tools (it has no tool search: our tools are in the model's first request), and it
+    negotiates 2025-11-25 through initialize."""
+    with PrintSession(tmp_path, scripted((ASK, ARGS)), legacy=True) as session:
+        url = session.opened()
+        assert_arrived_intact(session, url, "ask_user_rich", ARGS)
+        after, latency = submit_and_time(session, url, {"db": {"selected": ["my"], "notes": NOTE}}, ASK)
+        assert session.finish() == 0, session.stderr()[-2000:]
+    result = result_of(after, ASK).json()  # structuredContent, as compact JSON, as in 2.1.328
+    assert result["status"] == "submitted" and result["answers"][0]["selected"] == ["my"]
+    assert result["answers"][0]["notes"] == NOTE and result["archivePath"]
+    first = session.model.turns[0]
+    assert ASK in tool_names(first.body) and "ToolSearch" not in tool_names(first.body)
+    assert not any(call.name == "ToolSearch" for call in calls_made(after.body))
+    log = session.log()
+    assert "request method=initialize era=legacy" in log and "server/discover" not in log
+    assert re.search(r" initialize protocol=2025-11-25 requested=2025-11-25 client=claude-code ", log), log
+    assert "progressToken=present" in log and "browser-open opened=true" in log and " shutdown" in log
+    assert [e for e in session.events() if e.get("type") == "result"][0]["result"] == "Thanks, noted."
+    report("legacy (initialize, 2025-11-25), no tasks, browser", session, latency, "structuredContent inline")

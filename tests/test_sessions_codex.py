@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
+import time
 
 import pytest
 
@@ -17,9 +19,9 @@ if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 import clients_support as cs  # noqa: E402
 from scripted_model import ScriptedModel, Text, ToolUse  # noqa: E402
-from sessions_support import (ARGS, PROMPT, StdioTap, assert_answers, assert_served_as_sent,  # noqa: E402
-                              round_trip)
-from support import RecordingOpener  # noqa: E402
+from sessions_support import (ANSWERS, ARGS, PROMPT, SESSION_TIMEOUT, StdioTap, assert_answers,  # noqa: E402
+                              assert_served_as_sent, ended, round_trip)
+from support import RecordingOpener, api_url, http_request, submit  # noqa: E402
 
 pytestmark = pytest.mark.sessions
 # Codex offers each MCP server's tools to the model as one Responses `namespace` tool named after
@@ -36,9 +38,17 @@ def _namespace(request):
     return None
 
 
-def _outputs(request):
+def _outputs(request, call_id=CALL_ID):
     return [item for item in request.body.get("input") or []
-            if item.get("type") == "function_call_output" and item.get("call_id") == CALL_ID]
+            if item.get("type") == "function_call_output" and item.get("call_id") == call_id]
+
+
+def _payload(output):
+    """The tool result in a function_call_output: Codex puts `Wall time: … seconds` and
+    `Output:` lines before it."""
+    header, _, payload = output.partition("\nOutput:\n")
+    assert header.startswith("Wall time: ") and header.endswith(" seconds"), output[:300]
+    return payload
 
 
 def codex_policy(model, request):
@@ -50,7 +60,7 @@ def codex_policy(model, request):
     return Text("I found no ask_user_rich tool.")
 
 
-def _config(model, env, opener, tap):
+def _config(model, env, opener, tap, tool_timeout=14400):
     """The throwaway ~/.codex/config.toml: the scripted model as the provider, our server (through
     the tap) with the tool timeout the README asks for, and the recording opener."""
     server_env = {"ASK_USER_RICH_LOG_DIR": env["ASK_USER_RICH_LOG_DIR"], "ASK_USER_RICH_OPEN": "1",
@@ -67,7 +77,7 @@ def _config(model, env, opener, tap):
         "[mcp_servers.ask-user-rich]",
         "command = %s" % json.dumps(tap.argv[0]),
         "args = %s" % json.dumps(tap.argv[1:]),
-        "tool_timeout_sec = 14400",
+        "tool_timeout_sec = %s" % tool_timeout,
         "[mcp_servers.ask-user-rich.env]",
     ] + ["%s = %s" % (name, json.dumps(value)) for name, value in server_env.items()]
     folder = os.path.join(env["HOME"], ".codex")
@@ -107,8 +117,7 @@ def test_codex_exec_round_trip(tmp_path):
     # structuredContent as compact JSON (the text blocks dropped) after its own two-line header.
     received = _outputs(session.after)[0]["output"]
     print("codex 0.169.0: the model received %s" % received)
-    header, _, payload = received.partition("\nOutput:\n")
-    assert header.startswith("Wall time: ") and header.endswith(" seconds"), received[:200]
+    payload = _payload(received)
     assert json.loads(payload) == session.result["structuredContent"]
     assert_answers(json.loads(payload))
     # What the person sees (codex exec's transcript, on stderr): the call starting, then
@@ -119,3 +128,81 @@ def test_codex_exec_round_trip(tmp_path):
     assert transcript[started + 1] == "mcp: ask-user-rich/ask_user_rich (completed)", transcript[started:]
     assert "Waiting for answers" not in session.err + session.out
     assert session.out.strip() == "Thanks, noted."
+
+
+def link_policy(model, request):
+    """delivery "link", then await_user_answers with the sessionId it returned, and once more
+    with the same id after Codex cut that wait at its tool timeout; done once answers came."""
+    outputs = [item for item in request.body.get("input") or [] if item.get("type") == "function_call_output"]
+    if not outputs:
+        return ToolUse(TOOL, dict(ARGS, delivery="link"), call_id=CALL_ID, namespace=NAMESPACE)
+    last = outputs[-1]
+    if last["call_id"] == CALL_ID:
+        session_id = json.loads(_payload(last["output"]))["sessionId"]
+        return ToolUse("await_user_answers", {"sessionId": session_id}, call_id="call_await_1", namespace=NAMESPACE)
+    if last["call_id"] == "call_await_1":
+        session_id = json.loads(_payload(outputs[0]["output"]))["sessionId"]
+        return ToolUse("await_user_answers", {"sessionId": session_id}, call_id="call_await_2", namespace=NAMESPACE)
+    return Text("Thanks, noted.")
+
+
+def test_codex_link_then_await_survives_the_tool_timeout(tmp_path):
+    """The Codex flow the README gives for long interviews: delivery "link" returns at once with
+    the link, await_user_answers waits; when Codex cuts that wait at tool_timeout_sec (2 s here;
+    300 s unless configured), the form stays open and the next await_user_answers gets the answers."""
+    codex = cs.cli("codex")
+    env = cs.offline_env(tmp_path)
+    env.update({"SCRIPTED_API_KEY": "sk-scripted-test",
+                "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"})
+    with ScriptedModel(link_policy) as model, RecordingOpener(tmp_path) as opener, StdioTap(tmp_path) as tap:
+        _config(model, env, opener, tap, tool_timeout=2)
+        process = subprocess.Popen([codex, "exec", "--skip-git-repo-check", "--ephemeral", PROMPT], env=env,
+                                   cwd=str(tmp_path), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, universal_newlines=True)
+        try:
+            linked = model.wait_for(_outputs, SESSION_TIMEOUT, "the link in the model's request")
+            awaiting = json.loads(_payload(_outputs(linked)[0]["output"]))
+            cut = model.wait_for(lambda r: _outputs(r, "call_await_1"), SESSION_TIMEOUT, "the cut wait")
+            second = tap.wait_message(">", lambda m: m.get("method") == "tools/call"
+                                      and m["params"]["name"] == "await_user_answers"
+                                      and m["params"]["_meta"].get("callId") == "call_await_2",
+                                      SESSION_TIMEOUT, "the second await_user_answers")
+            state = http_request(api_url(awaiting["url"], "state")).json()
+            submitted = time.monotonic()
+            reply = submit(awaiting["url"], ANSWERS)
+            assert reply.status == 200, reply.body
+            after = model.wait_for(lambda r: _outputs(r, "call_await_2"), SESSION_TIMEOUT,
+                                   "the answers in the model's next request")
+            latency = after.arrived - submitted
+            out, err = process.communicate(timeout=SESSION_TIMEOUT)
+        except AssertionError as failure:
+            raise AssertionError("%s\n--- codex output:\n%s\n--- server log:\n%s"
+                                 % (failure, ended(process)[-3000:], cs.server_log(env)[-3000:]))
+        finally:
+            ended(process)
+    print("codex 0.169.0 exec, link then await: submit to model request %.3f s" % latency)
+    assert process.returncode == 0, err[-2000:]
+    # The link came back at once, and nothing was opened.
+    assert awaiting["status"] == "awaiting" and awaiting["url"].startswith("http://localhost:"), awaiting
+    assert opener.urls == []
+    # Codex cut the first wait at its timeout: what the model got, and what the server was told.
+    cut_output = _outputs(cut, "call_await_1")[0]["output"]
+    first = tap.wait_message(">", lambda m: m.get("method") == "tools/call"
+                             and m["params"]["_meta"].get("callId") == "call_await_1")
+    cancels = [m["params"] for m in tap.messages(">") if m.get("method") == "notifications/cancelled"]
+    print("codex 0.169.0: the cut wait gave the model %r; then sent %s" % (cut_output, cancels))
+    texts = " ".join(part["text"] for part in cut_output)
+    assert "timed out awaiting tools/call after 2s" in texts and "Ops knows" not in texts, cut_output
+    assert [c["requestId"] for c in cancels] == [first["id"]], cancels
+    # The form outlived the cut: still pending when the second wait began.
+    assert state["state"] == "pending", state
+    # The second wait, on the same sessionId, got every answer.
+    assert second["params"]["arguments"] == {"sessionId": awaiting["sessionId"]}
+    assert_answers(json.loads(_payload(_outputs(after, "call_await_2")[0]["output"])))
+    # The person's transcript shows the cut as a failed call, then the second wait completing.
+    transcript = [line for line in err.splitlines() if line.startswith("mcp: ")]
+    assert transcript == ["mcp: ask-user-rich/ask_user_rich started", "mcp: ask-user-rich/ask_user_rich (completed)",
+                          "mcp: ask-user-rich/await_user_answers started", "mcp: ask-user-rich/await_user_answers (failed)",
+                          "mcp: ask-user-rich/await_user_answers started",
+                          "mcp: ask-user-rich/await_user_answers (completed)"], transcript
+    assert awaiting["url"] not in err + out  # the link reaches the person only through the model

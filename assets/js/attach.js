@@ -404,9 +404,10 @@ function offerAsFile(field, text, limit) {
   box.className = "text-offer";
   box.setAttribute("role", "group");
   const p = document.createElement("p");
-  p.textContent = t("text.tooLong", { count: text.length, size: number(text.length), limit: number(limit) });
+  const said = { count: text.length, size: number(text.length), limit: number(limit) };
+  p.textContent = t("text.tooLong", said);
   box.id = `text-offer${++uid}`;
-  box.setAttribute("aria-label", p.textContent);
+  box.setAttribute("aria-label", tPlain("text.tooLong", said));
   const attach = document.createElement("button");
   attach.type = "button";
   attach.className = "btn small text-offer-attach";

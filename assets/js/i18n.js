@@ -109,7 +109,10 @@ export function figure(value, digits = 0) {
 }
 
 const bare = (v) => typeof v === "number" || v instanceof Figure;
-const isolated = (v) => (bare(v) ? String(v) : `${FSI}${v}${PDI}`);
+
+// One value as t() inserts it; also for the interview's own words the form strings together
+// itself (the labels of a ranked order or of the options picked).
+export const isolate = (v) => (bare(v) ? String(v) : `${FSI}${v}${PDI}`);
 
 function fill(key, params, wrap) {
   const count = typeof params.count === "number" ? params.count : undefined;
@@ -127,7 +130,7 @@ function fill(key, params, wrap) {
 
 // t("key", {count: 2, agent: …}): the string with its {placeholders} filled, each value that is
 // not a number isolated. {agent} is filled in by itself.
-export const t = (key, params = {}) => fill(key, params, isolated);
+export const t = (key, params = {}) => fill(key, params, isolate);
 
 // The same words without isolates, for text that is not laid out in the page.
 export const tPlain = (key, params = {}) => fill(key, params, String);

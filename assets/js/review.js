@@ -1,7 +1,7 @@
 // The review screen: every question's answer in one list, the counts, the general notes and the
 // submit row. The list of a long interview is virtualized (below).
 import { state, answerOf, statusOf, counts, missingTexts, hasRecommendation, labelOf, EAGER_SCREENS } from "./state.js";
-import { t, list as joinList } from "./i18n.js";
+import { t, isolate, list as joinList } from "./i18n.js";
 import { $, clone, setText, setCounts, setPhrases, whenIdle } from "./dom.js";
 import { mountAttachments } from "./attach.js";
 
@@ -27,10 +27,12 @@ export function answerText(q) {
   if (s === "deferred") return t("answer.deferred");
   if (s === "needs-info") return t("answer.needsInfo");
   if (s === "open") return t("answer.open");
-  if (q.kind === "rank") return a.order.map((id) => labelOf(q, id)).join(" > ");
+  // Each label (and the text typed for it) is isolated like a value t() inserts: in a right-to-
+  // left page a ranked order of Latin labels then reads from the right, first to last.
+  if (q.kind === "rank") return a.order.map((id) => isolate(labelOf(q, id))).join(" > ");
   const parts = a.selected.map((id) => {
     const t = (a.optionTexts[id] || "").trim();
-    return t ? `${labelOf(q, id)} [${t}]` : labelOf(q, id);
+    return t ? `${isolate(labelOf(q, id))} [${isolate(t)}]` : isolate(labelOf(q, id));
   });
   if (a.otherOn && a.other.trim()) {
     const text = t("quote", { text: a.other.trim() });

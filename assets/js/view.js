@@ -9,7 +9,7 @@ import {
 } from "./state.js";
 import { buildRank, syncRank } from "./rank.js";
 import { reportProgress } from "./live.js";
-import { t, tPlain, list as joinList } from "./i18n.js";
+import { t, tPlain, isolate, list as joinList } from "./i18n.js";
 import { mountAttachments } from "./attach.js";
 import { $, clone, setText, setCounts, setPhrases, whenIdle, announce } from "./dom.js";
 import { buildReview, renderReview, reviewFromTop, syncReview, statusText } from "./review.js";
@@ -148,8 +148,8 @@ function buildNeighboursWhenIdle() {
 }
 
 function summaryOfRecommendation(q) {
-  if (q.kind === "rank") return q.recommended.map((id) => labelOf(q, id)).join(" > ");
-  return q.recommended.map((id) => labelOf(q, id)).join(", ");
+  if (q.kind === "rank") return q.recommended.map((id) => isolate(labelOf(q, id))).join(" > ");
+  return joinList(q.recommended.map((id) => isolate(labelOf(q, id))));
 }
 
 // Interview words quoted the language's way, as a list: “a”, “b” / 「a」、「b」.

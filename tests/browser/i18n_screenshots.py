@@ -1,4 +1,5 @@
-"""Screenshots of the form in Japanese, Arabic and German, for a person to look at.
+"""Screenshots of the form in Japanese, Chinese (simplified and traditional), Arabic and German,
+for a person to look at.
 
     python3 tests/browser/i18n_screenshots.py [OUT_DIR]
 
@@ -62,6 +63,24 @@ SPECS = {
         "نحن نشغّلها بالفعل، وجدول المهام يحتاج إلى أقفال على مستوى الصفوف.",
         "ما الإضافات التي تنتمي إلى الإصدار الأول؟", ["إعادة المحاولة تلقائيًا", "صفحة الحالة", "تصدير CSV"],
         "هل نحدّث محلّل الجداول الزمنية؟", "تحديث", "الإبقاء على الحالي", "رابط ملاحظات الإصدار"),
+    "zh-CN": interview(
+        "zh-CN", "同步服务的存储", "同步服务应当使用哪种数据库？",
+        "这个服务要保存**约 2 GB** 的任务状态，并且需要事务。",
+        ["平台团队已经在运行它，备份也已配置好。",
+         "服务旁边只有一个文件，不需要运行服务器。",
+         "托管服务，但对这个团队来说是新的依赖。"],
+        "我们已经在运行它，而且任务表需要行级锁。",
+        "第一个版本应当包含哪些功能？", ["自动重试", "状态页", "CSV 导出"],
+        "要更新计划任务的解析器吗？", "更新", "保持现状", "发布说明的链接"),
+    "zh-TW": interview(
+        "zh-TW", "同步服務的儲存空間", "同步服務應該使用哪一種資料庫？",
+        "這個服務要保存**約 2 GB** 的工作狀態，而且需要交易。",
+        ["平台團隊已經在執行它，備份也已設定好。",
+         "服務旁邊只有一個檔案，不需要執行伺服器。",
+         "代管服務，但對這個團隊來說是新的相依項目。"],
+        "我們已經在執行它，而且工作表需要列級鎖定。",
+        "第一個版本應該包含哪些功能？", ["自動重試", "狀態頁", "CSV 匯出"],
+        "要更新排程的剖析器嗎？", "更新", "維持現狀", "版本資訊的連結"),
     "de": interview(
         "de", "Speicher für den Sync-Dienst", "Welche Datenbank soll der Sync-Dienst verwenden?",
         "Der Dienst speichert **etwa 2 GB** Auftragsstatus und braucht Transaktionen.",

@@ -28,7 +28,7 @@ def spec(language, **kw):
             {"id": "pg", "label": "Postgres"},
             {"id": "my", "label": "MySQL"}]},
         {"id": "r", "kind": "rank", "header": "Goals", "options": [
-            {"id": "a", "label": "Speed"}, {"id": "b", "label": "Cost"}]},
+            {"id": "a", "label": "Speed"}, {"id": "b", "label": "Cost"}], "recommended": ["a", "b"]},
         {"id": "free", "header": "Anything else?", "options": []},
     ], **kw}
 
@@ -133,6 +133,27 @@ def test_a_latin_agent_name_and_the_count_lie_apart_in_arabic(form):
     # Because the name is isolated, and only the name: the count is bare.
     want = strings("ar")["followups.added"]["few"].replace("{agent}", isolated("Claude Code")).replace("{count}", "3")
     expect(p).to_have_text(want)
+
+
+def test_a_ranked_order_of_latin_labels_reads_from_the_right_in_arabic(form):
+    f = form(spec("ar"))
+    f.press("End", "a")  # the review, and every recommendation taken
+    answer = f.page.locator('.review-row[data-qid="r"] .review-answer')
+    expect(answer).to_contain_text("Cost")
+    # Each label an island of its own in the right-to-left line: the first one ranked is the
+    # rightmost. Not isolated, "Speed > Cost" would be one left-to-right run, Speed at its left.
+    left = answer.evaluate("""(el) => {
+      const node = el.firstChild;
+      const box = (word) => {
+        const r = document.createRange();
+        r.setStart(node, node.data.indexOf(word));
+        r.setEnd(node, node.data.indexOf(word) + word.length);
+        return r.getBoundingClientRect().left;
+      };
+      return {speed: box('Speed'), cost: box('Cost')};
+    }""")
+    assert left["speed"] > left["cost"], left
+    expect(answer).to_have_text(isolated("Speed") + " > " + isolated("Cost"))
 
 
 def test_the_tab_title_the_aria_texts_and_the_answers_sent_carry_no_isolates(form):
