@@ -423,3 +423,177 @@ def test_legacy_claude_code_round_trip_with_a_note_reaches_the_model(tmp_path):
     assert "progressToken=present" in log and "browser-open opened=true" in log and " shutdown" in log
     assert [e for e in session.events() if e.get("type") == "result"][0]["result"] == "Thanks, noted."
     report("legacy (initialize, 2025-11-25), no tasks, browser", session, latency, "structuredContent inline")
+
+
+# -- a long interview: the result must fit -------------------------------------------------------
+
+CLAUDE_CODE_TOKEN_LIMIT = 25000  # MAX_MCP_OUTPUT_TOKENS' default in 2.1.328
+
+
+def long_interview(count=300):
+    """`count` questions of every kind an agent writes: single and multi choice, rankings,
+    option text fields, free text, previews; long headers, context and rationales."""
+    questions = []
+    for i in range(count):
+        header = "Question %d: how should we handle this part of the design, given what we know?" % i
+        kind = i % 6
+        if kind == 0:
+            question = {"options": [{"id": c, "label": "Option %s" % c.upper(), "description": "What %s means." % c}
+                                    for c in "abc"], "recommended": "b", "rationale": "B is what we run today."}
+        elif kind == 1:
+            question = {"multiSelect": True, "options": [{"id": c, "label": "Feature %s" % c} for c in "abcd"],
+                        "recommended": ["a", "c"]}
+        elif kind == 2:
+            question = {"kind": "rank", "options": [{"id": c, "label": "Goal %s" % c} for c in "xyz"],
+                        "recommended": ["x", "y", "z"]}
+        elif kind == 3:
+            question = {"options": [{"id": "keep", "label": "Keep it"},
+                                    {"id": "up", "label": "Upgrade", "textInput": {"placeholder": "the source URL"}}],
+                        "recommended": "keep"}
+        elif kind == 4:
+            question = {"body": "Anything we missed about **part %d**?" % i}
+        else:
+            question = {"options": [{"id": "a", "label": "Layout A", "preview": "```\n[A] [B]\n```"},
+                                    {"id": "b", "label": "Layout B", "preview": "```\n[B]\n[A]\n```"}],
+                        "recommended": "a"}
+        question.update(id="q%03d" % i, header=header)
+        questions.append(question)
+    return {"title": "The big design review", "questions": questions}
+
+
+def long_answers(questions):
+    """Most as recommended; every third another pick (or Other, or a typed URL, or a reversed
+    order), a note on every fourth, free text typed, and a few deferred, needs-info or left
+    open."""
+    answers = {}
+    for i, question in enumerate(questions):
+        qid, kind = question["id"], i % 6
+        if i % 50 == 27:
+            continue  # unanswered
+        if i % 50 == 7:
+            answers[qid] = {"status": "defer"}
+            continue
+        if i % 50 == 17:
+            answers[qid] = {"status": "needs-info", "notes": "Which region is %s about?" % qid}
+            continue
+        other = i % 3 == 0
+        if kind == 0:
+            answer = {"selected": ["c" if other else "b"]}
+        elif kind == 1:
+            answer = {"selected": ["b", "d"] if other else ["a", "c"]}
+        elif kind == 2:
+            answer = {"ranked": ["z", "y", "x"] if other else ["x", "y", "z"]}
+        elif kind == 3:
+            answer = ({"selected": ["up"], "optionTexts": {"up": "https://example.com/src/%d" % i}} if other
+                      else {"selected": ["keep"]})
+        elif kind == 4:
+            answer = {"other": "Free answer to %s: mind the migration window." % qid}
+        else:
+            answer = {"other": "Neither layout for %s; a third one" % qid} if other else {"selected": ["a"]}
+        if i % 4 == 0:
+            answer["notes"] = "Note on %s: watch the cost of this one." % qid
+        answers[qid] = answer
+    return answers
+
+
+def expected_row(question, answer):
+    """The fields of the result row that `answer` must produce (empty ones left out, as in a
+    compact row)."""
+    if answer is None:
+        return {"status": "unanswered"}
+    status = {"defer": "deferred", "needs-info": "needs-info"}.get(answer.get("status"), "answered")
+    row = {"status": status}
+    for key in ("selected", "ranked", "other", "optionTexts", "notes"):
+        if answer.get(key):
+            row[key] = answer[key]
+    return row
+
+
+def long_session(tmp_path, module=MODULE):
+    """The 300-question session: (session, what the model received, the submit-to-request time,
+    the arguments, the answers submitted)."""
+    arguments = long_interview()
+    answers = long_answers(arguments["questions"])
+    with PrintSession(tmp_path, scripted((ASK, arguments)), prompt="Review the whole design with me.",
+                      module=module) as session:
+        url = session.opened()
+        assert_arrived_intact(session, url, "ask_user_rich", arguments)
+        after, latency = submit_and_time(session, url, answers, ASK, generalNotes="Thanks, the rest is fine.")
+        assert session.finish() == 0, session.stderr()[-2000:]
+    return session, result_of(after, ASK).text, latency, arguments, answers
+
+
+def test_print_mode_300_question_interview_reaches_the_model_inline_and_within_budget(tmp_path):
+    """A 300-question interview answered in the form with many non-default answers and notes:
+    the model's next request holds the result inline (not Claude Code's <persisted-output> file
+    reference and 2 KB preview), within 25,000 tokens, with every answer that is not the
+    recommendation and every note; the archive it names holds every field of every answer."""
+    session, received, latency, arguments, answers = long_session(tmp_path)
+    questions = arguments["questions"]
+    assert "<persisted-output>" not in received and "Output too large" not in received, received[:600]
+    characters = len(received)
+    # Counted as Claude Code estimates a text's tokens: characters / 4. The contract's own figure
+    # (120,000 characters, about 34,000 tokens) is nearer 3.5, so that must fit too.
+    assert characters / 3.5 <= CLAUDE_CODE_TOKEN_LIMIT, characters
+    result = json.loads(received)
+    assert result["compact"] is True and result["status"] == "submitted"
+    assert result["generalNotes"] == "Thanks, the rest is fine."
+    rows = {row["id"]: row for row in result["answers"]}
+    assert list(rows) == [q["id"] for q in questions]
+    for question in questions:
+        expected = expected_row(question, answers.get(question["id"]))
+        row = rows[question["id"]]
+        assert {key: row.get(key) for key in expected} == expected, question["id"]
+        if row.get("followedRecommendation") is not True or "notes" in expected:
+            # the summary the model reads first lists it, note and all
+            line = [text for text in result["summary"].splitlines() if "[%s]" % question["id"] in text]
+            assert line and (expected.get("notes") or "") in line[0], question["id"]
+    # The archive it names holds everything: every row whole, and the questions as asked.
+    with open(result["archivePath"], encoding="utf-8") as f:
+        archive = json.load(f)
+    assert [q["id"] for q in archive["interview"]["questions"]] == [q["id"] for q in questions]
+    assert archive["generalNotes"] == "Thanks, the rest is fine." and "compact" not in archive
+    assert [q["header"] for q in archive["interview"]["questions"]] == [q["header"] for q in questions]
+    for question, row in zip(questions, archive["answers"]):
+        expected = expected_row(question, answers.get(question["id"]))
+        assert row["header"] == question["header"]
+        assert {key: row[key] for key in expected} == expected, question["id"]
+        for key in ("selected", "ranked", "other", "optionTexts", "notes"):
+            if key not in expected:
+                assert row[key] in (None, [], {}), (question["id"], key)
+    non_default = sum(1 for q in questions if rows[q["id"]].get("followedRecommendation") is not True)
+    notes = sum(1 for a in answers.values() if a.get("notes"))
+    print("\n300 questions, %d not as recommended, %d notes: the model got %d characters inline "
+          "(%d tokens at 4 characters a token)" % (non_default, notes, characters, characters // 4))
+    report("modern, no tasks, 300 questions", session, latency, "compact structuredContent inline")
+
+
+def _variant(tmp_path, old, new):
+    """askrich.py with `old` replaced by `new`, beside the real assets."""
+    with open(MODULE, encoding="utf-8") as f:
+        source = f.read()
+    assert old in source, "the variant no longer applies: %r" % old
+    folder = tmp_path / "variant"
+    folder.mkdir()
+    (folder / "askrich.py").write_text(source.replace(old, new), encoding="utf-8")
+    os.symlink(os.path.join(os.path.dirname(MODULE), "assets"), str(folder / "assets"))
+    return str(folder / "askrich.py")
+
+
+def test_without_the_size_hint_claude_code_hands_the_model_only_a_preview(tmp_path):
+    """The same session against a server whose tools lack `anthropic/maxResultSizeChars`: Claude
+    Code saves even the compact result to a file and the model gets a 2 KB preview, so the test
+    above fails on such a server."""
+    module = _variant(tmp_path, ', "anthropic/maxResultSizeChars": MAX_RESULT_SIZE_CHARS}', "}")
+    received = long_session(tmp_path, module)[1]
+    assert received.startswith("<persisted-output>") and "Output too large" in received, received[:300]
+    assert "Preview (first 2KB)" in received and len(received) < 3000
+
+
+def test_without_the_compact_form_the_result_passes_the_budget(tmp_path):
+    """The same session against a server that never goes compact: the result stays inline (the
+    hint) but passes 25,000 tokens, so the test above fails on such a server."""
+    module = _variant(tmp_path, "COMPACT_ABOVE_CHARS = 40000", "COMPACT_ABOVE_CHARS = 10 ** 9")
+    received = long_session(tmp_path, module)[1]
+    assert "<persisted-output>" not in received
+    assert len(received) / 4 > CLAUDE_CODE_TOKEN_LIMIT, len(received)
