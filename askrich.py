@@ -6563,45 +6563,49 @@ def run_stdio_server(detach: bool = False):
     stops = [getattr(signal, name) for name in STOP_SIGNALS if hasattr(signal, name)]
     for signum in stops:
         signal.signal(signum, on_signal)
+    if not detach:
+        return serve_stdio(server, runtime, protocol_out)
+    threading.Thread(target=serve_stdio_detached, args=(server, runtime, protocol_out),
+                     name="ask-user-rich-main").start()
+    return None
+
+
+def serve_stdio(server, runtime: Runtime, protocol_out) -> int:
+    """run_stdio_server's serving, until EOF or a stop signal; 0."""
     trimmer = threading.Timer(START_UP_TRIM_SECONDS, release_start_up_memory)
     trimmer.name, trimmer.daemon = "ask-user-rich-trim", True
     trimmer.start()
+    try:
+        server.serve()
+    finally:
+        trimmer.cancel()
+        runtime.log.event("shutdown")
+        runtime.close()
+    if server.reader_thread.is_alive():
+        # Stopped by a signal: the stdin thread still sits in readline() holding stdin's lock,
+        # and interpreter teardown would abort on it ("could not acquire lock for <stdin> at
+        # interpreter shutdown", exit -6).
+        leave_now(0, protocol_out)
+    return 0
 
-    def leave(code: int) -> None:
-        """Exit now, without interpreter teardown; logs are closed."""
-        for stream in (protocol_out, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-        os._exit(code)
 
-    def serve() -> int:
+def serve_stdio_detached(server, runtime: Runtime, protocol_out) -> None:
+    try:
+        serve_stdio(server, runtime, protocol_out)
+    except BaseException:  # what the main thread would have printed, with its exit code
+        sys.excepthook(*sys.exc_info())
+        leave_now(1, protocol_out)
+
+
+def leave_now(code: int, protocol_out) -> None:
+    """Exit at once, without interpreter teardown, once stdout and stderr are flushed (the logs
+    are closed by then)."""
+    for stream in (protocol_out, sys.stderr):
         try:
-            server.serve()
-        finally:
-            trimmer.cancel()
-            runtime.log.event("shutdown")
-            runtime.close()
-        if server.reader_thread.is_alive():
-            # Stopped by a signal: the stdin thread still sits in readline() holding stdin's
-            # lock, and interpreter teardown would abort on it ("could not acquire lock for
-            # <stdin> at interpreter shutdown", exit -6).
-            leave(0)
-        return 0
-
-    if not detach:
-        return serve()
-
-    def serve_detached() -> None:
-        try:
-            serve()
-        except BaseException:  # what the main thread would have printed, with its exit code
-            sys.excepthook(*sys.exc_info())
-            leave(1)
-
-    threading.Thread(target=serve_detached, name="ask-user-rich-main").start()
-    return None
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 def run_cli_interview(source: str, open_it: bool) -> int:

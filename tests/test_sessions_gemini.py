@@ -18,8 +18,8 @@ if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 import clients_support as cs  # noqa: E402
 from scripted_model import ScriptedModel, Text, ToolUse  # noqa: E402
-from sessions_support import (ARGS, PROMPT, StdioTap, assert_answers, assert_served_as_sent,  # noqa: E402
-                              json_lines, round_trip)
+from sessions_support import (ARGS, BIG_ANSWERS, BIG_ARGS, PROMPT, StdioTap, assert_answers,  # noqa: E402
+                              assert_big_answers, assert_served_as_sent, json_lines, round_trip)
 from support import RecordingOpener  # noqa: E402
 
 pytestmark = pytest.mark.sessions
@@ -40,13 +40,16 @@ def _responses(request):
             for part in content.get("parts") or [] if "functionResponse" in part]
 
 
-def gemini_policy(model, request):
-    """Call ask_user_rich once it is declared; say done once its response came back."""
-    if _responses(request):
-        return Text("Thanks, noted.")
-    if TOOL in _declarations(request):
-        return ToolUse(TOOL, ARGS)
-    return Text("I found no ask_user_rich tool.")
+def gemini_policy(args):
+    """Call ask_user_rich with `args` once it is declared; say done once its response came back."""
+    def policy(model, request):
+        if _responses(request):
+            return Text("Thanks, noted.")
+        if TOOL in _declarations(request):
+            return ToolUse(TOOL, args)
+        return Text("I found no ask_user_rich tool.")
+
+    return policy
 
 
 def _settings(env, opener, tap):
@@ -68,12 +71,12 @@ def _settings(env, opener, tap):
     return folder
 
 
-def test_gemini_cli_prompt_mode_round_trip(tmp_path):
+def _session(tmp_path, args, answers):
     gemini = cs.cli("gemini")
     env = cs.offline_env(tmp_path)
     project = tmp_path / "project"
     project.mkdir()
-    with ScriptedModel(gemini_policy) as model, RecordingOpener(tmp_path) as opener, StdioTap(tmp_path) as tap:
+    with ScriptedModel(gemini_policy(args)) as model, RecordingOpener(tmp_path) as opener, StdioTap(tmp_path) as tap:
         folder = _settings(env, opener, tap)
         # Gemini CLI starts MCP servers only in a folder the user trusts.
         with open(os.path.join(folder, "trustedFolders.json"), "w", encoding="utf-8") as f:
@@ -81,7 +84,30 @@ def test_gemini_cli_prompt_mode_round_trip(tmp_path):
         env.update({"GEMINI_API_KEY": "scripted-test-key", "GOOGLE_GEMINI_BASE_URL": model.url,
                     "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"})
         session = round_trip("gemini", [gemini, "-p", PROMPT, "-m", MODEL, "--output-format", "stream-json"],
-                             env, project, model, opener, tap, _responses)
+                             env, project, model, opener, tap, _responses, answers)
+    session.tap = tap
+    return session
+
+
+def test_gemini_cli_300_question_interview_reaches_the_model_whole(tmp_path):
+    session = _session(tmp_path, BIG_ARGS, BIG_ANSWERS)
+    assert session.returncode == 0, (session.out + session.err)[-2000:]
+    sent = session.result
+    output = _responses(session.after)[0]["response"]["output"]
+    blocks = re.findall(r"<untrusted_context>\n(.*?)\n</untrusted_context>", output, re.S)
+    print("gemini-cli 0.61.0, 300 questions: the server sent text blocks of %s characters (compact: %s), "
+          "the model received %d characters; submit to model request %.3f s"
+          % ([len(b["text"]) for b in sent["content"]], sent["structuredContent"].get("compact"), len(output),
+             session.latency))
+    assert blocks == [block["text"] for block in sent["content"]]
+    result = json.loads(blocks[1])
+    assert_big_answers(result)
+    assert result["archivePath"] == sent["structuredContent"]["archivePath"]
+
+
+def test_gemini_cli_prompt_mode_round_trip(tmp_path):
+    session = _session(tmp_path, ARGS, None)
+    tap = session.tap
     print("gemini-cli 0.61.0 -p: submit to model request %.3f s" % session.latency)
     assert session.returncode == 0, (session.out + session.err)[-2000:]
     hello = tap.messages(">")[0]
