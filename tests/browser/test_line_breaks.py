@@ -285,6 +285,16 @@ def spec_for(tag):
     }
 
 
+# Made in the page: 10 MiB through Playwright's wire would take longer than the test.
+ATTACH_TWO = """(input) => {
+  const data = new DataTransfer();
+  data.items.add(new File([new Uint8Array(10 * 1024 * 1024 + 1)], "huge.log", {type: "text/plain"}));
+  data.items.add(new File([new Uint8Array(1536)], "small.log", {type: "text/plain"}));
+  input.files = data.files;
+  input.dispatchEvent(new Event("change", {bubbles: true}));
+}"""
+
+
 class Lines:
     """Walks one page through every screen, dialog and message, reading where its lines break."""
 
@@ -318,7 +328,11 @@ class Lines:
         page.locator("#btn-next").click()
         self.look("multi-select")
         page.locator("#btn-next").click()
-        self.look("free text")
+        # A file attached (its size and unit) and one refused for its size, under the note.
+        f.section("f").locator(".attach-input").evaluate(ATTACH_TWO)
+        page.wait_for_selector('section[data-qid="f"] .attach-item:not(.pending) .attach-size')
+        page.wait_for_selector('section[data-qid="f"] .attach-problem:not([hidden])')
+        self.look("free text, a file attached and one refused")
         page.locator("#btn-next").click()
         page.locator("#btn-submit").click()
         self.look("review, a text missing")
