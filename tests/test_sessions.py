@@ -1,7 +1,7 @@
 """Real agent sessions in Claude Code's print mode (marked `sessions`: `bash tests/run.sh -k
 sessions`): a pinned `claude -p` runs its agent loop against a scripted model on loopback
-(tests/scripted_model.py), offline, in a throwaway HOME, with our server behind a recording tap
-(tests/stdio_tap.py). The model's calls reach our server, the form opens through a recording
+(tests/scripted_model.py), offline, in a throwaway HOME, with our server behind the recording
+tap of tests/sessions_support.py. The model's calls reach our server, the form opens through a recording
 opener, a test answers through the form's HTTP API, and the answers must reach the model's next
 request. The interactive sessions (pseudo-terminal, tasks) are in test_sessions_interactive.py."""
 
@@ -23,6 +23,7 @@ if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 import clients_support as cs  # noqa: E402
 from scripted_model import ScriptedModel, Text, ToolUse  # noqa: E402
+from sessions_support import StdioTap  # noqa: E402
 from support import MODULE, EventsReader, RecordingOpener, api_url, http_request, submit  # noqa: E402
 
 pytestmark = pytest.mark.sessions
@@ -38,7 +39,6 @@ ARGS = {"title": "Pick a database", "questions": [
 NOTE = "Ops knows MySQL better."
 API_KEY = "sk-ant-scripted-test"
 WAIT = 60  # seconds for any one thing a session does (start, a model turn, the form opening)
-TAP = os.path.join(_HERE, "stdio_tap.py")
 LEGACY = "claude-2.1.197"
 
 
@@ -144,7 +144,6 @@ class PrintSession:
         self.prompt = prompt
         self.model = ScriptedModel(policy)
         self.opener = RecordingOpener(tmp_path)
-        self.wire = tmp_path / "wire.jsonl"
         self.env = cs.offline_env(tmp_path)
         self.server_env = {"ASK_USER_RICH_LOG_DIR": self.env["ASK_USER_RICH_LOG_DIR"], "ASK_USER_RICH_OPEN": "1",
                            "ASK_USER_RICH_OPEN_CMD": self.opener.command, "ASK_USER_RICH_PROGRESS_MS": "500",
@@ -152,7 +151,7 @@ class PrintSession:
         self.server_env.update(dict(server_env))
         self.env.update(dict(client_env))
         self.server_config = dict(server_config)
-        self.module = module
+        self.tap = StdioTap(tmp_path, [sys.executable, module])
         self.process = None
         self.ended = threading.Event()
 
@@ -161,8 +160,7 @@ class PrintSession:
         self.env.update({"ANTHROPIC_BASE_URL": self.model.url, "ANTHROPIC_API_KEY": API_KEY,
                          "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"})
         config = {"mcpServers": {"ask-user-rich": {
-            "type": "stdio", "command": sys.executable,
-            "args": [TAP, str(self.wire), "--", sys.executable, self.module], "env": self.server_env,
+            "type": "stdio", "command": self.tap.argv[0], "args": self.tap.argv[1:], "env": self.server_env,
             **self.server_config}}}
         self.out = open(str(self.tmp_path / "stdout.txt"), "w+", encoding="utf-8")
         self.err = open(str(self.tmp_path / "stderr.txt"), "w+", encoding="utf-8")
@@ -194,6 +192,7 @@ class PrintSession:
             self.out.close()
             self.err.close()
             self.opener.close()
+            self.tap.close()
             self.model.__exit__(*exc)
 
     def alive(self):
@@ -225,17 +224,8 @@ class PrintSession:
 
     def wire_calls(self, tool):
         """The arguments of every tools/call of `tool` that reached our server, as it got them."""
-        calls = []
-        try:
-            with open(str(self.wire), encoding="utf-8") as f:
-                for line in f:
-                    message = json.loads(line)["message"]
-                    if isinstance(message, dict) and message.get("method") == "tools/call" \
-                            and message["params"].get("name") == tool:
-                        calls.append(message["params"].get("arguments"))
-        except FileNotFoundError:
-            pass
-        return calls
+        return [message["params"].get("arguments") for message in self.tap.messages(">")
+                if message.get("method") == "tools/call" and message["params"].get("name") == tool]
 
 
 def wait_until_waited_on(url):
@@ -269,7 +259,8 @@ def assert_found_by_search(session, tool):
 def assert_arrived_intact(session, url, tool, arguments):
     """The call reached our server with exactly the model's arguments, and the form the person
     sees holds them."""
-    assert arguments in session.wire_calls(tool)
+    session.tap.wait_until(lambda: True if arguments in session.wire_calls(tool) else None, WAIT,
+                           "the tools/call of %s with the model's arguments, on the tap" % tool)
     spec = http_request(api_url(url)).json()["spec"]
     assert spec["title"] == arguments["title"]
     for sent, shown in zip(arguments["questions"], spec["questions"]):
@@ -485,7 +476,7 @@ def test_print_mode_auto_background_ends_the_session_with_the_form_open(tmp_path
     assert progress and all(e["summary"].startswith('Waiting for answers to "Pick a database": 0 of 1 answered')
                             for e in progress), progress
     log = session.log()
-    assert "stdin-closed" in log and "outcome=cancelled" in log and "submitted interview=" not in log
+    assert "stdin-closed" in log and " shutdown" in log and "submitted interview=" not in log
     print("\nclaude-code %s -p auto-background: -p ended %.1f s after the model's last turn"
           % (session.release, ended - session.model.turns[-1].arrived))
 
