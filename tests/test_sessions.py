@@ -1,7 +1,7 @@
 """Real agent sessions in Claude Code's print mode (marked `sessions`: `bash tests/run.sh -k
 sessions`): a pinned `claude -p` runs its agent loop against a scripted model on loopback
-(tests/scripted_model.py), offline, in a throwaway HOME, with our server behind a recording tap
-(tests/stdio_tap.py). The model's calls reach our server, the form opens through a recording
+(tests/scripted_model.py), offline, in a throwaway HOME, with our server behind the recording
+tap of tests/sessions_support.py. The model's calls reach our server, the form opens through a recording
 opener, a test answers through the form's HTTP API, and the answers must reach the model's next
 request. The interactive sessions (pseudo-terminal, tasks) are in test_sessions_interactive.py."""
 
@@ -23,6 +23,7 @@ if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 import clients_support as cs  # noqa: E402
 from scripted_model import ScriptedModel, Text, ToolUse  # noqa: E402
+from sessions_support import StdioTap  # noqa: E402
 from support import MODULE, EventsReader, RecordingOpener, api_url, http_request, submit  # noqa: E402
 
 pytestmark = pytest.mark.sessions
@@ -38,7 +39,6 @@ ARGS = {"title": "Pick a database", "questions": [
 NOTE = "Ops knows MySQL better."
 API_KEY = "sk-ant-scripted-test"
 WAIT = 60  # seconds for any one thing a session does (start, a model turn, the form opening)
-TAP = os.path.join(_HERE, "stdio_tap.py")
 LEGACY = "claude-2.1.197"
 
 
@@ -137,20 +137,21 @@ class PrintSession:
     echoed in stream-json must never fill a pipe nobody reads)."""
 
     def __init__(self, tmp_path, policy, prompt="Ask me which database to use.", legacy=False,
-                 server_env=(), module=MODULE):
+                 server_env=(), module=MODULE, client_env=(), server_config=()):
         self.tmp_path = tmp_path
         self.claude = cs.legacy_cli(LEGACY) if legacy else cs.cli("claude")
         self.release = LEGACY.split("-")[1] if legacy else cs.CLIENTS["claude"][1]
         self.prompt = prompt
         self.model = ScriptedModel(policy)
         self.opener = RecordingOpener(tmp_path)
-        self.wire = tmp_path / "wire.jsonl"
         self.env = cs.offline_env(tmp_path)
         self.server_env = {"ASK_USER_RICH_LOG_DIR": self.env["ASK_USER_RICH_LOG_DIR"], "ASK_USER_RICH_OPEN": "1",
                            "ASK_USER_RICH_OPEN_CMD": self.opener.command, "ASK_USER_RICH_PROGRESS_MS": "500",
                            "ASK_USER_RICH_INBOX_PORT": "0"}
         self.server_env.update(dict(server_env))
-        self.module = module
+        self.env.update(dict(client_env))
+        self.server_config = dict(server_config)
+        self.tap = StdioTap(tmp_path, [sys.executable, module])
         self.process = None
         self.ended = threading.Event()
 
@@ -159,8 +160,8 @@ class PrintSession:
         self.env.update({"ANTHROPIC_BASE_URL": self.model.url, "ANTHROPIC_API_KEY": API_KEY,
                          "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"})
         config = {"mcpServers": {"ask-user-rich": {
-            "type": "stdio", "command": sys.executable,
-            "args": [TAP, str(self.wire), "--", sys.executable, self.module], "env": self.server_env}}}
+            "type": "stdio", "command": self.tap.argv[0], "args": self.tap.argv[1:], "env": self.server_env,
+            **self.server_config}}}
         self.out = open(str(self.tmp_path / "stdout.txt"), "w+", encoding="utf-8")
         self.err = open(str(self.tmp_path / "stderr.txt"), "w+", encoding="utf-8")
         # Its own process group, so that ending it by its id ends what it started too.
@@ -191,6 +192,7 @@ class PrintSession:
             self.out.close()
             self.err.close()
             self.opener.close()
+            self.tap.close()
             self.model.__exit__(*exc)
 
     def alive(self):
@@ -222,17 +224,8 @@ class PrintSession:
 
     def wire_calls(self, tool):
         """The arguments of every tools/call of `tool` that reached our server, as it got them."""
-        calls = []
-        try:
-            with open(str(self.wire), encoding="utf-8") as f:
-                for line in f:
-                    message = json.loads(line)["message"]
-                    if isinstance(message, dict) and message.get("method") == "tools/call" \
-                            and message["params"].get("name") == tool:
-                        calls.append(message["params"].get("arguments"))
-        except FileNotFoundError:
-            pass
-        return calls
+        return [message["params"].get("arguments") for message in self.tap.messages(">")
+                if message.get("method") == "tools/call" and message["params"].get("name") == tool]
 
 
 def wait_until_waited_on(url):
@@ -266,7 +259,8 @@ def assert_found_by_search(session, tool):
 def assert_arrived_intact(session, url, tool, arguments):
     """The call reached our server with exactly the model's arguments, and the form the person
     sees holds them."""
-    assert arguments in session.wire_calls(tool)
+    session.tap.wait_until(lambda: True if arguments in session.wire_calls(tool) else None, WAIT,
+                           "the tools/call of %s with the model's arguments, on the tap" % tool)
     spec = http_request(api_url(url)).json()["spec"]
     assert spec["title"] == arguments["title"]
     for sent, shown in zip(arguments["questions"], spec["questions"]):
@@ -423,6 +417,68 @@ def test_legacy_claude_code_round_trip_with_a_note_reaches_the_model(tmp_path):
     assert "progressToken=present" in log and "browser-open opened=true" in log and " shutdown" in log
     assert [e for e in session.events() if e.get("type") == "result"][0]["result"] == "Thanks, noted."
     report("legacy (initialize, 2025-11-25), no tasks, browser", session, latency, "structuredContent inline")
+
+
+# -- a long wait in print mode ------------------------------------------------------------------
+
+def test_print_mode_mcp_tool_timeout_ends_the_call_with_an_error_the_model_sees(tmp_path):
+    """`claude -p` waits on the call for as long as MCP_TOOL_TIMEOUT allows (a hard wall-clock
+    limit: progress does not extend it). When it passes, the model gets Claude Code's error (no
+    sessionId in it, so no way to await the form), and as -p then ends, the form goes with our
+    server."""
+    with PrintSession(tmp_path, scripted((ASK, ARGS)), client_env={"MCP_TOOL_TIMEOUT": "3000"}) as session:
+        wait_until_waited_on(session.opened())
+        after = turn_after(session.model, ASK)
+        assert session.finish() == 0, session.stderr()[-2000:]
+    received = result_of(after, ASK)
+    assert received.result.get("is_error") is True
+    assert received.text == 'MCP server "ask-user-rich" tool "ask_user_rich" timed out after 3s'
+    log = session.log()
+    # Cancelled by Claude Code's notification or by -p closing our stdin, whichever came first.
+    assert "outcome=cancelled" in log and " shutdown" in log and "submitted interview=" not in log
+
+
+def test_print_mode_per_server_timeout_outlasts_mcp_tool_timeout(tmp_path):
+    """A `timeout` on our server's entry (milliseconds) overrides MCP_TOOL_TIMEOUT for it: the
+    call outlives the 3 s MCP_TOOL_TIMEOUT and ends on its own timeoutSeconds instead, with
+    `awaiting`; the model then calls await_user_answers and gets the answers."""
+    arguments = dict(ARGS, timeoutSeconds=5)
+    policy = scripted((ASK, arguments), (AWAIT, lambda made: {"sessionId": _session_id(made)}))
+    with PrintSession(tmp_path, policy, client_env={"MCP_TOOL_TIMEOUT": "3000"},
+                      server_config={"timeout": 120000}) as session:
+        url = session.opened()
+        awaiting = result_of(turn_after(session.model, ASK), ASK)
+        assert awaiting.result.get("is_error") is not True, awaiting.text
+        assert awaiting.json()["reason"] == "Stopped waiting after 5s (timeoutSeconds)."
+        called(session.model, AWAIT)
+        after, latency = submit_and_time(session, url, {"db": {"selected": ["my"], "notes": NOTE}}, AWAIT)
+        assert session.finish() == 0, session.stderr()[-2000:]
+    result = result_of(after, AWAIT).json()
+    assert result["status"] == "submitted" and result["answers"][0]["notes"] == NOTE
+    report("modern, no tasks, timeoutSeconds then await (per-server timeout)", session, latency,
+           "structuredContent inline")
+
+
+def test_print_mode_auto_background_ends_the_session_with_the_form_open(tmp_path):
+    """With CLAUDE_AUTO_BACKGROUND_TASKS=1, -p moves a call that runs past
+    CLAUDE_CODE_MCP_AUTO_BACKGROUND_MS to the background: the model is told so, our progress
+    shows as task_progress lines, and -p then ends on its own a few seconds after the model's
+    turn, closing our server with the form still unanswered. The answers can never arrive."""
+    env = {"CLAUDE_AUTO_BACKGROUND_TASKS": "1", "CLAUDE_CODE_MCP_AUTO_BACKGROUND_MS": "2000"}
+    with PrintSession(tmp_path, scripted((ASK, ARGS)), client_env=env) as session:
+        wait_until_waited_on(session.opened())
+        after = turn_after(session.model, ASK)
+        assert session.finish() == 0, session.stderr()[-2000:]
+        ended = time.monotonic()
+    received = result_of(after, ASK).text
+    assert "is still running after 2s. It was moved to the background as task" in received, received
+    progress = [e for e in session.events() if e.get("subtype") == "task_progress"]
+    assert progress and all(e["summary"].startswith('Waiting for answers to "Pick a database": 0 of 1 answered')
+                            for e in progress), progress
+    log = session.log()
+    assert "stdin-closed" in log and " shutdown" in log and "submitted interview=" not in log
+    print("\nclaude-code %s -p auto-background: -p ended %.1f s after the model's last turn"
+          % (session.release, ended - session.model.turns[-1].arrived))
 
 
 # -- a long interview: the result must fit -------------------------------------------------------
