@@ -111,6 +111,7 @@ STATE_HISTORY = 32  # states an event stream can catch up on after a burst of ch
 PROGRESS_CHANGE_MIN_SECONDS = 1.0  # answered-count changes are reported at most once a second
 OPENER_GRACE_SECONDS = 5.0  # an opener still running after this long is a foreground launcher
 HTTP_IDLE_TIMEOUT_SECONDS = 30  # a client that trickles its request in loses its thread
+REPLY_DRAIN_SECONDS = 1.0  # how long closing waits for replies still being written
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
 INBOX_PORT = 47615  # the inbox's one stable address, on 127.0.0.1
 
@@ -3332,6 +3333,30 @@ def resolve_route(method: str, path: str, routes=ROUTES):
     raise HttpRefusal(404, "not found")
 
 
+class RepliesInFlight:
+    """The replies a form server is still working on. Closing waits for them briefly: a submit
+    settles its interview before its reply is written, and demo/ask print the result and exit
+    as soon as it settles, so without the wait the page was told the server had gone for
+    answers that had been delivered."""
+
+    def __init__(self):
+        self._count = 0
+        self._changed = threading.Condition()
+
+    def __enter__(self):
+        with self._changed:
+            self._count += 1
+
+    def __exit__(self, *exc_info):
+        with self._changed:
+            self._count -= 1
+            self._changed.notify_all()
+
+    def wait_done(self, patience: float) -> bool:
+        with self._changed:
+            return self._changed.wait_for(lambda: self._count == 0, patience)
+
+
 class FormRequestPlumbing:
     """The request handler's own work, mixed into http.server's BaseHTTPRequestHandler when the
     form server is first built: the two checks, body reading, sending, the event stream."""
@@ -3376,17 +3401,19 @@ class FormRequestPlumbing:
 
     def handle_routed(self):
         """Every method the base class knows comes here: the two checks, then the route."""
-        try:
-            self.check_host_and_origin()
-            route, params = resolve_route(self.command, self.path, self.server.routes)
-            reply = route(self, params)
-        except HttpRefusal as refusal:
-            reply = refusal.reply()
+        with self.server.replies:
+            try:
+                self.check_host_and_origin()
+                route, params = resolve_route(self.command, self.path, self.server.routes)
+                reply = route(self, params)
+            except HttpRefusal as refusal:
+                reply = refusal.reply()
+            if not isinstance(reply, (EventStream, InboxStream)):
+                return self.send_reply(reply)
+        # A stream is not a reply being written: it lasts until the page or the hub goes.
         if isinstance(reply, EventStream):
             return self.stream_events(reply.interview)
-        if isinstance(reply, InboxStream):
-            return reply.inbox.stream(self)
-        self.send_reply(reply)
+        return reply.inbox.stream(self)
 
     do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = handle_routed
     do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = handle_routed
@@ -3551,6 +3578,7 @@ def _build_form_server_class():
 
         def __init__(self, runtime, address):
             self.runtime = runtime
+            self.replies = RepliesInFlight()
             super().__init__(address, FormRequestHandler)
             port = self.server_address[1]
             config = runtime.config
@@ -3659,6 +3687,7 @@ class Runtime:
             server, self.form_server = self.form_server, None
         if server is not None:
             stop_serving(server)
+            server.replies.wait_done(REPLY_DRAIN_SECONDS)
             server.server_close()
             self.log.event("http-stopped")
         self.log.close()

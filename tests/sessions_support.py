@@ -118,11 +118,11 @@ class Session:
     the submit-to-model latency, the model's next request, and the CLI's output."""
 
 
-def round_trip(name, argv, env, cwd, model, opener, tap, answered, answers=None):
+def round_trip(name, argv, env, cwd, model, opener, tap, answered, answers=None, before_submit=None):
     """Run the CLI `argv` through one interview: wait for the model's call and the form opening,
     wait until the call waits on the person (the form's own state stream), then (when the client
     asked for progress) answer one question and wait for that progress notification to reach the
-    CLI, submit `answers` (ANSWERS), and wait for the model request `answered(request)` accepts. Every
+    CLI, call `before_submit()`, submit `answers` (ANSWERS), and wait for the model request `answered(request)` accepts. Every
     process started here is ended by its id."""
     session = Session()
     process = subprocess.Popen(argv, env=env, cwd=str(cwd), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -148,6 +148,8 @@ def round_trip(name, argv, env, cwd, model, opener, tap, answered, answers=None)
                 "<", lambda m: m.get("method") == "notifications/progress"
                 and "1 of %d answered" % len(session.spec["questions"]) in m["params"].get("message", ""),
                 SESSION_TIMEOUT, "the progress notification", alive)
+        if before_submit:
+            before_submit()
         submitted = time.monotonic()
         reply = submit(url, answers or ANSWERS)
         assert reply.status == 200, reply.body
