@@ -300,6 +300,7 @@ def test_print_mode_round_trip_with_a_note_reaches_the_model(tmp_path):
     log = session.log()
     assert "progressToken=present" in log and "browser-open opened=true" in log
     assert [e for e in session.events() if e.get("type") == "result"][0]["result"] == "Thanks, noted."
+    assert not [e for e in session.events() if e.get("type") == "tool_progress" or e.get("subtype") == "task_progress"]
     assert "request method=server/discover era=modern" in log and " shutdown" in log
     report("modern (2026-07-28), no tasks, browser", session, latency, "structuredContent inline")
 
@@ -565,13 +566,13 @@ def expected_row(question, answer):
     return row
 
 
-def long_session(tmp_path, module=MODULE):
+def long_session(tmp_path, module=MODULE, legacy=False):
     """The 300-question session: (session, what the model received, the submit-to-request time,
     the arguments, the answers submitted)."""
     arguments = long_interview()
     answers = long_answers(arguments["questions"])
     with PrintSession(tmp_path, scripted((ASK, arguments)), prompt="Review the whole design with me.",
-                      module=module) as session:
+                      module=module, legacy=legacy) as session:
         url = session.opened()
         assert_arrived_intact(session, url, "ask_user_rich", arguments)
         after, latency = submit_and_time(session, url, answers, ASK, generalNotes="Thanks, the rest is fine.")
@@ -579,12 +580,16 @@ def long_session(tmp_path, module=MODULE):
     return session, result_of(after, ASK).text, latency, arguments, answers
 
 
-def test_print_mode_300_question_interview_reaches_the_model_inline_and_within_budget(tmp_path):
+RELEASES = pytest.mark.parametrize("legacy", [False, True], ids=["2.1.328", "2.1.197"])
+
+
+@RELEASES
+def test_print_mode_300_question_interview_reaches_the_model_inline_and_within_budget(tmp_path, legacy):
     """A 300-question interview answered in the form with many non-default answers and notes:
     the model's next request holds the result inline (not Claude Code's <persisted-output> file
     reference and 2 KB preview), within 25,000 tokens, with every answer that is not the
     recommendation and every note; the archive it names holds every field of every answer."""
-    session, received, latency, arguments, answers = long_session(tmp_path)
+    session, received, latency, arguments, answers = long_session(tmp_path, legacy=legacy)
     questions = arguments["questions"]
     assert "<persisted-output>" not in received and "Output too large" not in received, received[:600]
     characters = len(received)
@@ -621,7 +626,8 @@ def test_print_mode_300_question_interview_reaches_the_model_inline_and_within_b
     notes = sum(1 for a in answers.values() if a.get("notes"))
     print("\n300 questions, %d not as recommended, %d notes: the model got %d characters inline "
           "(%d tokens at 4 characters a token)" % (non_default, notes, characters, characters // 4))
-    report("modern, no tasks, 300 questions", session, latency, "compact structuredContent inline")
+    report("%s, no tasks, 300 questions" % ("legacy" if legacy else "modern"), session, latency,
+           "compact structuredContent inline")
 
 
 def _variant(tmp_path, old, new):
@@ -636,12 +642,13 @@ def _variant(tmp_path, old, new):
     return str(folder / "askrich.py")
 
 
-def test_without_the_size_hint_claude_code_hands_the_model_only_a_preview(tmp_path):
+@RELEASES
+def test_without_the_size_hint_claude_code_hands_the_model_only_a_preview(tmp_path, legacy):
     """The same session against a server whose tools lack `anthropic/maxResultSizeChars`: Claude
     Code saves even the compact result to a file and the model gets a 2 KB preview, so the test
     above fails on such a server."""
     module = _variant(tmp_path, ', "anthropic/maxResultSizeChars": MAX_RESULT_SIZE_CHARS}', "}")
-    received = long_session(tmp_path, module)[1]
+    received = long_session(tmp_path, module, legacy)[1]
     assert received.startswith("<persisted-output>") and "Output too large" in received, received[:300]
     assert "Preview (first 2KB)" in received and len(received) < 3000
 

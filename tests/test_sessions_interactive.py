@@ -254,9 +254,12 @@ class Session:
         """Our server ends with the CLI's process group; should it have left that group, it is
         ended here by the pid it logged."""
         for pid in re.findall(r" start version=\S+ python=\S+ pid=(\d+)", self.log()):
-            try:
+            try:  # only while that pid is still our server, never a process that reused it
+                with open("/proc/%s/cmdline" % pid, "rb") as f:
+                    if self.module.encode() not in f.read():
+                        continue
                 os.kill(int(pid), signal.SIGKILL)
-            except ProcessLookupError:
+            except (FileNotFoundError, ProcessLookupError):
                 continue
 
     # -- what the session did
