@@ -151,6 +151,7 @@ class PrintSession:
         self.server_env.update(dict(server_env))
         self.env.update(dict(client_env))
         self.server_config = dict(server_config)
+        self.module = module
         self.tap = StdioTap(tmp_path, [sys.executable, module])
         self.process = None
         self.ended = threading.Event()
@@ -184,9 +185,12 @@ class PrintSession:
                 self.process.wait()
             # Our server ends with the CLI's process group; had it left the group, by the pid it logged.
             for pid in re.findall(r" start version=\S+ python=\S+ pid=(\d+)", self.log()):
-                try:
+                try:  # only while that pid is still our server, never a process that reused it
+                    with open("/proc/%s/cmdline" % pid, "rb") as f:
+                        if self.module.encode() not in f.read():
+                            continue
                     os.kill(int(pid), signal.SIGKILL)
-                except ProcessLookupError:
+                except (FileNotFoundError, ProcessLookupError):
                     continue
         finally:
             self.out.close()
