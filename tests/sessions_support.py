@@ -118,12 +118,14 @@ class Session:
     the submit-to-model latency, the model's next request, and the CLI's output."""
 
 
-def round_trip(name, argv, env, cwd, model, opener, tap, answered, answers=None, before_submit=None):
-    """Run the CLI `argv` through one interview: wait for the model's call and the form opening,
-    wait until the call waits on the person (the form's own state stream), then (when the client
-    asked for progress) answer one question and wait for that progress notification to reach the
-    CLI, call `before_submit()`, submit `answers` (ANSWERS), and wait for the model request `answered(request)` accepts. Every
-    process started here is ended by its id."""
+def round_trip(name, argv, env, cwd, model, opener, tap, answered, answers=None, before_submit=None,
+               find_url=None):
+    """Run the CLI `argv` through one interview: wait for the model's call and the form opening
+    (or `find_url()`, for a link the opener never sees), wait until the call waits on the person
+    (the form's own state stream), then (when the client asked for progress) answer one question
+    and wait for that progress notification to reach the CLI, call `before_submit()`, submit
+    `answers` (ANSWERS), and wait for the model request `answered(request)` accepts. Every process
+    started here is ended by its id."""
     session = Session()
     process = subprocess.Popen(argv, env=env, cwd=str(cwd), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, universal_newlines=True)
@@ -131,7 +133,7 @@ def round_trip(name, argv, env, cwd, model, opener, tap, answered, answers=None,
     try:
         session.call = model.wait_for(lambda r: isinstance(r.answer, ToolUse),
                                       SESSION_TIMEOUT, "the call to ask_user_rich")
-        url = opener.wait(timeout=SESSION_TIMEOUT, alive=alive)
+        url = find_url() if find_url else opener.wait(timeout=SESSION_TIMEOUT, alive=alive)
         session.spec = http_request(api_url(url)).json()["spec"]
         state = EventsReader(api_url(url, "events"), "state")
         try:
