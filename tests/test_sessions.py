@@ -137,7 +137,7 @@ class PrintSession:
     echoed in stream-json must never fill a pipe nobody reads)."""
 
     def __init__(self, tmp_path, policy, prompt="Ask me which database to use.", legacy=False,
-                 server_env=(), module=MODULE, client_env=(), server_config=()):
+                 server_env=(), module=MODULE, client_env=(), server_config=(), output_format="stream-json"):
         self.tmp_path = tmp_path
         self.claude = cs.legacy_cli(LEGACY) if legacy else cs.cli("claude")
         self.release = LEGACY.split("-")[1] if legacy else cs.CLIENTS["claude"][1]
@@ -152,6 +152,8 @@ class PrintSession:
         self.env.update(dict(client_env))
         self.server_config = dict(server_config)
         self.module = module
+        self.output = ["--output-format", "stream-json", "--verbose"] if output_format == "stream-json" else \
+            ["--output-format", output_format]
         self.tap = StdioTap(tmp_path, [sys.executable, module])
         self.process = None
         self.ended = threading.Event()
@@ -168,7 +170,7 @@ class PrintSession:
         # Its own process group, so that ending it by its id ends what it started too.
         self.process = subprocess.Popen(
             [self.claude, "-p", self.prompt, "--mcp-config", json.dumps(config), "--strict-mcp-config",
-             "--allowedTools", ",".join((ASK, APPEND, AWAIT)), "--output-format", "stream-json", "--verbose"],
+             "--allowedTools", ",".join((ASK, APPEND, AWAIT))] + self.output,
             env=self.env, cwd=str(self.tmp_path), stdin=subprocess.DEVNULL, stdout=self.out, stderr=self.err,
             start_new_session=True)
         threading.Thread(target=self._watch, daemon=True).start()
@@ -340,6 +342,22 @@ def test_print_mode_link_then_await_user_answers(tmp_path):
     printed = [e for e in session.events() if e.get("type") == "user"]
     assert any(url in json.dumps(e) for e in printed)
     report("modern, no tasks, link + await_user_answers", session, latency, "structuredContent inline")
+
+
+def test_plain_print_mode_shows_the_person_nothing_while_the_call_waits(tmp_path):
+    """Plain `claude -p` (text output) prints only the session's result, the model's last text:
+    while await_user_answers waits after `delivery: "link"`, nothing is on stdout or stderr, the
+    link included. In -p, the browser opening is what the person sees of the call."""
+    arguments = dict(ARGS, delivery="link")
+    policy = scripted((ASK, arguments), (AWAIT, lambda made: {"sessionId": _session_id(made)}))
+    with PrintSession(tmp_path, policy, output_format="text") as session:
+        url = result_of(turn_after(session.model, ASK), ASK).json()["url"]
+        called(session.model, AWAIT)
+        wait_until_waited_on(url)
+        assert (session.stdout(), url in session.stderr()) == ("", False)
+        submit_and_time(session, url, {"db": {"selected": ["my"], "notes": NOTE}}, AWAIT)
+        assert session.finish() == 0, session.stderr()[-2000:]
+    assert session.stdout() == "Thanks, noted.\n" and url not in session.stderr()
 
 
 FOLLOW_UP = [{"id": "pool", "header": "Connection pool size?", "options": [
