@@ -111,6 +111,7 @@ STATE_HISTORY = 32  # states an event stream can catch up on after a burst of ch
 PROGRESS_CHANGE_MIN_SECONDS = 1.0  # answered-count changes are reported at most once a second
 OPENER_GRACE_SECONDS = 5.0  # an opener still running after this long is a foreground launcher
 HTTP_IDLE_TIMEOUT_SECONDS = 30  # a client that trickles its request in loses its thread
+REPLY_DRAIN_SECONDS = 1.0  # how long closing waits for replies still being written
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
 INBOX_PORT = 47615  # the inbox's one stable address, on 127.0.0.1
 
@@ -1726,9 +1727,9 @@ def process_alive(pid, started=None) -> bool:
 def process_identity() -> dict:
     """Who writes a record: the pid, when the process started, and a random id of this server
     instance that no other has (a pid alone comes back after a restart in a container)."""
-    import secrets
-
-    return {"pid": os.getpid(), "started": process_start(os.getpid()), "instance": secrets.token_hex(8)}
+    # os.urandom, as secrets.token_hex is, without its import: that pulls in hashlib and OpenSSL,
+    # megabytes of idle memory at every start.
+    return {"pid": os.getpid(), "started": process_start(os.getpid()), "instance": os.urandom(8).hex()}
 
 
 def another_live_server(owner, mine: dict) -> bool:
@@ -2960,6 +2961,12 @@ def bounded_lines(stream, limit: int):
 # The form's files: read from a checkout or from the running askrich.pyz
 # ============================================================================================
 
+# This file's real folder, taken at import: run as a script, CPython drops __main__'s __file__
+# once the script's body returns, and the stdio server serves on after that (run_stdio_server).
+# The real one: askrich.py may be run through a symlink on the PATH.
+MODULE_FOLDER = os.path.dirname(os.path.realpath(__file__))
+
+
 def read_asset(name: str) -> bytes:
     """One file of assets/, read the same way from a checkout and from inside askrich.pyz;
     OSError when it cannot be had."""
@@ -2978,9 +2985,7 @@ def read_asset(name: str) -> bytes:
             raise
         except Exception as error:  # zipimport's, zlib's or zipfile's word for a damaged zip
             raise OSError("cannot read %s from %s: %s" % (name, archive, error)) from error
-    # Beside the real file: askrich.py may be run through a symlink on the PATH.
-    folder = os.path.dirname(os.path.realpath(__file__))
-    with open(os.path.join(folder, "assets", *parts), "rb") as handle:
+    with open(os.path.join(MODULE_FOLDER, "assets", *parts), "rb") as handle:
         return handle.read()
 
 
@@ -3328,6 +3333,30 @@ def resolve_route(method: str, path: str, routes=ROUTES):
     raise HttpRefusal(404, "not found")
 
 
+class RepliesInFlight:
+    """The replies a form server is still working on. Closing waits for them briefly: a submit
+    settles its interview before its reply is written, and demo/ask print the result and exit
+    as soon as it settles, so without the wait the page was told the server had gone for
+    answers that had been delivered."""
+
+    def __init__(self):
+        self._count = 0
+        self._changed = threading.Condition()
+
+    def __enter__(self):
+        with self._changed:
+            self._count += 1
+
+    def __exit__(self, *exc_info):
+        with self._changed:
+            self._count -= 1
+            self._changed.notify_all()
+
+    def wait_done(self, patience: float) -> bool:
+        with self._changed:
+            return self._changed.wait_for(lambda: self._count == 0, patience)
+
+
 class FormRequestPlumbing:
     """The request handler's own work, mixed into http.server's BaseHTTPRequestHandler when the
     form server is first built: the two checks, body reading, sending, the event stream."""
@@ -3372,17 +3401,19 @@ class FormRequestPlumbing:
 
     def handle_routed(self):
         """Every method the base class knows comes here: the two checks, then the route."""
-        try:
-            self.check_host_and_origin()
-            route, params = resolve_route(self.command, self.path, self.server.routes)
-            reply = route(self, params)
-        except HttpRefusal as refusal:
-            reply = refusal.reply()
+        with self.server.replies:
+            try:
+                self.check_host_and_origin()
+                route, params = resolve_route(self.command, self.path, self.server.routes)
+                reply = route(self, params)
+            except HttpRefusal as refusal:
+                reply = refusal.reply()
+            if not isinstance(reply, (EventStream, InboxStream)):
+                return self.send_reply(reply)
+        # A stream is not a reply being written: it lasts until the page or the hub goes.
         if isinstance(reply, EventStream):
             return self.stream_events(reply.interview)
-        if isinstance(reply, InboxStream):
-            return reply.inbox.stream(self)
-        self.send_reply(reply)
+        return reply.inbox.stream(self)
 
     do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = handle_routed
     do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = handle_routed
@@ -3547,6 +3578,7 @@ def _build_form_server_class():
 
         def __init__(self, runtime, address):
             self.runtime = runtime
+            self.replies = RepliesInFlight()
             super().__init__(address, FormRequestHandler)
             port = self.server_address[1]
             config = runtime.config
@@ -3655,6 +3687,7 @@ class Runtime:
             server, self.form_server = self.form_server, None
         if server is not None:
             stop_serving(server)
+            server.replies.wait_done(REPLY_DRAIN_SECONDS)
             server.server_close()
             self.log.event("http-stopped")
         self.log.close()
@@ -6468,10 +6501,12 @@ exit codes: 0 success, 2 usage or bad interview file, 1 anything else
 """
 
 
-def main(argv=None) -> int:
+def main(argv=None, detach: bool = False):
+    """The command line's exit code; None when `detach` put the stdio server on a thread of
+    its own (see run_stdio_server)."""
     args = list(sys.argv[1:] if argv is None else argv)
     if not args:
-        return run_stdio_server()
+        return run_stdio_server(detach)
     if args[0] in ("-h", "--help", "help"):
         sys.stdout.write(USAGE)
         return 0
@@ -6515,7 +6550,28 @@ def read_interview_file(path: str):
         return None
 
 
-def run_stdio_server() -> int:
+START_UP_TRIM_SECONDS = 1.0  # when the client's first requests are served
+
+
+def release_start_up_memory() -> None:
+    """Hand the C heap's free pages back to the system. Run as a script, this file's syntax
+    tree (some 12 MB) is freed once the script's body returns, but glibc keeps the pages
+    resident unless asked, and the server idles for hours. Without glibc or ctypes: nothing."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        trim = ctypes.CDLL(None).malloc_trim
+    except (ImportError, OSError, AttributeError):  # no ctypes, or a C library without it (musl)
+        return
+    trim(0)
+
+
+def run_stdio_server(detach: bool = False):
+    """Serve MCP on stdin and stdout until EOF or a stop signal; 0. With `detach`, the serving
+    goes on a thread of its own and this returns None at once: the interpreter waits for that
+    thread before it exits, and the signals (which only the main thread may take) still stop it."""
     import signal
 
     RunningArchive.hold()
@@ -6536,22 +6592,49 @@ def run_stdio_server() -> int:
     stops = [getattr(signal, name) for name in STOP_SIGNALS if hasattr(signal, name)]
     for signum in stops:
         signal.signal(signum, on_signal)
+    if not detach:
+        return serve_stdio(server, runtime, protocol_out)
+    threading.Thread(target=serve_stdio_detached, args=(server, runtime, protocol_out),
+                     name="ask-user-rich-main").start()
+    return None
+
+
+def serve_stdio(server, runtime: Runtime, protocol_out) -> int:
+    """run_stdio_server's serving, until EOF or a stop signal; 0."""
+    trimmer = threading.Timer(START_UP_TRIM_SECONDS, release_start_up_memory)
+    trimmer.name, trimmer.daemon = "ask-user-rich-trim", True
+    trimmer.start()
     try:
         server.serve()
     finally:
+        trimmer.cancel()
         runtime.log.event("shutdown")
         runtime.close()
     if server.reader_thread.is_alive():
         # Stopped by a signal: the stdin thread still sits in readline() holding stdin's lock,
         # and interpreter teardown would abort on it ("could not acquire lock for <stdin> at
-        # interpreter shutdown", exit -6). Logs are closed; flush and leave without teardown.
-        for stream in (protocol_out, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-        os._exit(0)
+        # interpreter shutdown", exit -6).
+        leave_now(0, protocol_out)
     return 0
+
+
+def serve_stdio_detached(server, runtime: Runtime, protocol_out) -> None:
+    try:
+        serve_stdio(server, runtime, protocol_out)
+    except BaseException:  # what the main thread would have printed, with its exit code
+        sys.excepthook(*sys.exc_info())
+        leave_now(1, protocol_out)
+
+
+def leave_now(code: int, protocol_out) -> None:
+    """Exit at once, without interpreter teardown, once stdout and stderr are flushed (the logs
+    are closed by then)."""
+    for stream in (protocol_out, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 def run_cli_interview(source: str, open_it: bool) -> int:
@@ -6873,4 +6956,9 @@ def _doctor_self_test(config: Config, line):
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # Run as a script, CPython keeps this file's whole syntax tree until the script's body
+    # returns: the stdio server serves from a thread, and the body returns now. Not on 3.12.0
+    # to 3.12.2, which refuse to start a thread once the main thread has finished.
+    exit_code = main(detach=not (3, 12, 0) <= sys.version_info[:3] < (3, 12, 3))
+    if exit_code is not None:
+        raise SystemExit(exit_code)

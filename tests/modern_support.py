@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import sys
-import textwrap
 import time
 
 from support import WAIT, api_url, askrich, http_request
@@ -268,30 +266,6 @@ def poll_task(peer, task_id: str, predicate, timeout: float = WAIT, what: str = 
                               timeout=max(0.0, deadline - time.monotonic()))
         except AssertionError as error:
             raise AssertionError("%s never happened; last tasks/get: %s\n%s" % (what, result, error)) from None
-
-
-def recording_opener(directory) -> tuple:
-    """An ASK_USER_RICH_OPEN_CMD that 'opens' the form by writing its URL to a file and
-    exiting 0, so the call blocks like after a real browser open. (command, record path)."""
-    record = os.path.join(str(directory), "opened-url.txt")
-    script = os.path.join(str(directory), "record_url.py")
-    with open(script, "w", encoding="utf-8") as handle:
-        handle.write(textwrap.dedent(
-            """\
-            import sys
-            with open(%r, "a") as handle:
-                handle.write(sys.argv[1] + "\\n")
-            """
-        ) % record)
-    return "%s %s" % (shlex.quote(sys.executable), shlex.quote(script)), record
-
-
-def opened_urls(record: str) -> list:
-    try:
-        with open(record, encoding="utf-8") as handle:
-            return handle.read().split()
-    except FileNotFoundError:
-        return []
 
 
 def log_events(log_dir, event: str) -> list:

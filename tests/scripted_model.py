@@ -25,13 +25,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 class ToolUse:
     """`namespace`: the tool group the name belongs to, where the API has them (Codex offers an
-    MCP server's tools as one Responses `namespace` tool, and expects calls to name both)."""
+    MCP server's tools as one Responses `namespace` tool, and expects calls to name both).
+    `custom`: a Responses custom tool, whose input is free text (`arguments` a string), such as
+    the JavaScript Codex's `exec` tool runs."""
 
-    def __init__(self, name, arguments, call_id=None, namespace=None):
+    def __init__(self, name, arguments, call_id=None, namespace=None, custom=False):
         self.name = name
         self.arguments = arguments
         self.call_id = call_id
         self.namespace = namespace
+        self.custom = custom
 
 
 class Text:
@@ -230,7 +233,12 @@ class _Handler(BaseHTTPRequestHandler):
         answer = self._answer(request)
         response_id = self.model.next_id("resp")
         item_id = self.model.next_id("item")
-        if isinstance(answer, ToolUse):
+        if isinstance(answer, ToolUse) and answer.custom:
+            item = {"type": "custom_tool_call", "id": item_id, "call_id": answer.call_id or self.model.next_id("call"),
+                    "name": answer.name, "input": answer.arguments, "status": "completed"}
+            if answer.namespace:
+                item["namespace"] = answer.namespace
+        elif isinstance(answer, ToolUse):
             item = {"type": "function_call", "id": item_id, "call_id": answer.call_id or self.model.next_id("call"),
                     "name": answer.name, "arguments": json.dumps(answer.arguments), "status": "completed"}
             if answer.namespace:

@@ -118,12 +118,14 @@ class Session:
     the submit-to-model latency, the model's next request, and the CLI's output."""
 
 
-def round_trip(name, argv, env, cwd, model, opener, tap, answered):
-    """Run the CLI `argv` through one interview: wait for the model's call and the form opening,
-    wait until the call waits on the person (the form's own state stream), then (when the client
-    asked for progress) answer one question and wait for that progress notification to reach the
-    CLI, submit ANSWERS, and wait for the model request `answered(request)` accepts. Every
-    process started here is ended by its id."""
+def round_trip(name, argv, env, cwd, model, opener, tap, answered, answers=None, before_submit=None,
+               find_url=None):
+    """Run the CLI `argv` through one interview: wait for the model's call and the form opening
+    (or `find_url()`, for a link the opener never sees), wait until the call waits on the person
+    (the form's own state stream), then (when the client asked for progress) answer one question
+    and wait for that progress notification to reach the CLI, call `before_submit()`, submit
+    `answers` (ANSWERS), and wait for the model request `answered(request)` accepts. Every process
+    started here is ended by its id."""
     session = Session()
     process = subprocess.Popen(argv, env=env, cwd=str(cwd), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, universal_newlines=True)
@@ -131,7 +133,7 @@ def round_trip(name, argv, env, cwd, model, opener, tap, answered):
     try:
         session.call = model.wait_for(lambda r: isinstance(r.answer, ToolUse),
                                       SESSION_TIMEOUT, "the call to ask_user_rich")
-        url = opener.wait(timeout=SESSION_TIMEOUT, alive=alive)
+        url = find_url() if find_url else opener.wait(timeout=SESSION_TIMEOUT, alive=alive)
         session.spec = http_request(api_url(url)).json()["spec"]
         state = EventsReader(api_url(url, "events"), "state")
         try:
@@ -142,14 +144,16 @@ def round_trip(name, argv, env, cwd, model, opener, tap, answered):
         meta = session.request["params"].get("_meta") or {}
         session.progress = None
         if "progressToken" in meta:
-            body = {"answered": 1, "deferred": 0, "needsInfo": 0, "open": 1}
+            body = {"answered": 1, "deferred": 0, "needsInfo": 0, "open": len(session.spec["questions"]) - 1}
             assert http_request(api_url(url, "progress"), "POST", body).status == 204
             session.progress = tap.wait_message(
                 "<", lambda m: m.get("method") == "notifications/progress"
-                and "1 of 2 answered" in m["params"].get("message", ""),
+                and "1 of %d answered" % len(session.spec["questions"]) in m["params"].get("message", ""),
                 SESSION_TIMEOUT, "the progress notification", alive)
+        if before_submit:
+            before_submit()
         submitted = time.monotonic()
-        reply = submit(url, ANSWERS)
+        reply = submit(url, answers or ANSWERS)
         assert reply.status == 200, reply.body
         session.after = model.wait_for(answered, SESSION_TIMEOUT, "the answers in the model's next request")
         session.latency = session.after.arrived - submitted
@@ -174,3 +178,24 @@ def json_lines(out):
         except ValueError:
             pass
     return events
+
+
+# A long interview whose result is above the compact threshold: 300 questions, every one answered
+# against the recommendation, every tenth with a note, so that every row needs the agent's eye.
+BIG_COUNT = 300
+BIG_ARGS = {"title": "Storage for every table", "questions": [
+    {"id": "t%03d" % n, "header": "Which storage engine for table t%03d, which holds part %d of the orders?" % (n, n),
+     "options": [{"id": "row", "label": "Row store"}, {"id": "col", "label": "Column store"},
+                 {"id": "kv", "label": "Key-value"}], "recommended": "row"} for n in range(BIG_COUNT)]}
+BIG_ANSWERS = {"t%03d" % n: dict({"selected": ["col"]}, **({"notes": "Table %d is scanned nightly." % n}
+                                                           if n % 10 == 0 else {}))
+               for n in range(BIG_COUNT)}
+
+
+def assert_big_answers(result):
+    """Every answer and note of BIG_ANSWERS, in a result however compact."""
+    rows = {row["id"]: row for row in result["answers"]}
+    assert len(rows) == BIG_COUNT, len(rows)
+    for qid, answer in BIG_ANSWERS.items():
+        assert rows[qid]["selected"] == ["col"], rows[qid]
+        assert rows[qid].get("notes") == answer.get("notes"), rows[qid]

@@ -10,7 +10,7 @@ import sys
 import threading
 
 import askrich
-from support import MODULE, api_url, http_request, submit
+from support import MODULE, WAIT, api_url, http_request, interview, quiet_runtime, submit
 
 
 def test_version_prints_the_version_and_help_names_every_command_and_option(capsys):
@@ -80,6 +80,47 @@ def test_demo_asks_the_built_in_interview_and_prints_the_result(tmp_path):
     assert result["status"] == "submitted" and result["title"].startswith("Demo")
     assert result["counts"]["answered"] == 3
     assert result["answers"][3]["optionTexts"] == {"upgrade": "https://example.com/1"}
+
+
+def test_closing_waits_for_the_reply_of_the_submit_that_settled_the_interview(tmp_path, monkeypatch):
+    # demo and ask print the result and exit the moment the interview settles, and the submit's
+    # reply is written after that: closing must wait for it, or the page hears that the server
+    # went away although its answers were delivered. The reply is held until the server stopped
+    # serving, and then until close() returned (at most a second): a close that does not wait
+    # for it returns first.
+    monkeypatch.setattr(askrich, "REPLY_DRAIN_SECONDS", WAIT, raising=False)
+    runtime = quiet_runtime(tmp_path / "logs")
+    form = runtime.open_interview(interview())
+    stopped, closed = threading.Event(), threading.Event()
+    order = []
+    send_reply, stop_serving = askrich.FormRequestPlumbing.send_reply, askrich.stop_serving
+
+    def held_reply(handler, reply):
+        if handler.path.endswith("/submit"):
+            assert stopped.wait(WAIT), "the server never stopped serving"
+            closed.wait(1.0)
+        send_reply(handler, reply)
+        order.append("reply sent")
+
+    def stop_then_tell(server, *args, **kwargs):
+        stop_serving(server, *args, **kwargs)
+        stopped.set()
+
+    monkeypatch.setattr(askrich.FormRequestPlumbing, "send_reply", held_reply)
+    monkeypatch.setattr(askrich, "stop_serving", stop_then_tell)
+    replies = []
+    poster = threading.Thread(target=lambda: replies.append(submit(form.url, {"q": {"selected": ["a"]}})))
+    poster.start()
+    try:
+        assert runtime.wait_for_result(form.id, WAIT)["status"] == "submitted"
+        runtime.close()
+        order.append("closed")
+    finally:
+        stopped.set()
+        closed.set()
+        poster.join(WAIT)
+    assert replies and replies[0].status == 200, replies
+    assert order == ["reply sent", "closed"]
 
 
 def test_ask_reads_an_interview_from_stdin(tmp_path):

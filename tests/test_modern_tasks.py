@@ -19,10 +19,8 @@ from modern_support import (
     call_modern,
     form_state,
     get_task,
-    opened_urls,
     poll_task,
     post_progress,
-    recording_opener,
     result_of,
     send_modern,
     tool_modern,
@@ -30,7 +28,7 @@ from modern_support import (
     without_envelope,
     written_messages,
 )
-from support import askrich, choice, interview
+from support import RecordingOpener, askrich, choice, interview
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -148,15 +146,16 @@ def test_the_status_message_counts_questions_appended_after_the_task_began(subpr
 
 
 def test_ask_in_a_browser_becomes_a_task_once_the_form_is_open(subprocess_server, tmp_path):
-    command, record = recording_opener(tmp_path)
-    peer = subprocess_server(env={"ASK_USER_RICH_OPEN": "1", "ASK_USER_RICH_OPEN_CMD": command})
-    started = time.monotonic()
-    task = result_of(tool_modern(peer, "ask_user_rich", FLAT_INTERVIEW, tasks=True))
-    assert time.monotonic() - started < 10
-    assert_modern_result(task, "task")
-    assert set(task) == TASK_FIELDS and task["status"] == "working"
-    peer.log.wait_for("browser-open")  # logged once the opener exited, its record written
-    (url,) = opened_urls(record)
+    with RecordingOpener(tmp_path) as opener:
+        peer = subprocess_server(env={"ASK_USER_RICH_OPEN": "1", "ASK_USER_RICH_OPEN_CMD": opener.command})
+        started = time.monotonic()
+        task = result_of(tool_modern(peer, "ask_user_rich", FLAT_INTERVIEW, tasks=True))
+        assert time.monotonic() - started < 10
+        assert_modern_result(task, "task")
+        assert set(task) == TASK_FIELDS and task["status"] == "working"
+        url = opener.wait()
+        peer.log.wait_for("browser-open")  # logged once the opener exited
+        assert opener.urls == [url]
     submit_like_a_browser(url)
     done = completed(peer, task["taskId"])
     structured = done["result"]["structuredContent"]

@@ -1,7 +1,7 @@
 """Real agent sessions in Claude Code's print mode (marked `sessions`: `bash tests/run.sh -k
 sessions`): a pinned `claude -p` runs its agent loop against a scripted model on loopback
-(tests/scripted_model.py), offline, in a throwaway HOME, with our server behind a recording tap
-(tests/stdio_tap.py). The model's calls reach our server, the form opens through a recording
+(tests/scripted_model.py), offline, in a throwaway HOME, with our server behind the recording
+tap of tests/sessions_support.py. The model's calls reach our server, the form opens through a recording
 opener, a test answers through the form's HTTP API, and the answers must reach the model's next
 request. The interactive sessions (pseudo-terminal, tasks) are in test_sessions_interactive.py."""
 
@@ -23,6 +23,7 @@ if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 import clients_support as cs  # noqa: E402
 from scripted_model import ScriptedModel, Text, ToolUse  # noqa: E402
+from sessions_support import StdioTap  # noqa: E402
 from support import MODULE, EventsReader, RecordingOpener, api_url, http_request, submit  # noqa: E402
 
 pytestmark = pytest.mark.sessions
@@ -38,7 +39,6 @@ ARGS = {"title": "Pick a database", "questions": [
 NOTE = "Ops knows MySQL better."
 API_KEY = "sk-ant-scripted-test"
 WAIT = 60  # seconds for any one thing a session does (start, a model turn, the form opening)
-TAP = os.path.join(_HERE, "stdio_tap.py")
 LEGACY = "claude-2.1.197"
 
 
@@ -137,20 +137,24 @@ class PrintSession:
     echoed in stream-json must never fill a pipe nobody reads)."""
 
     def __init__(self, tmp_path, policy, prompt="Ask me which database to use.", legacy=False,
-                 server_env=(), module=MODULE):
+                 server_env=(), module=MODULE, client_env=(), server_config=(), output_format="stream-json"):
         self.tmp_path = tmp_path
         self.claude = cs.legacy_cli(LEGACY) if legacy else cs.cli("claude")
         self.release = LEGACY.split("-")[1] if legacy else cs.CLIENTS["claude"][1]
         self.prompt = prompt
         self.model = ScriptedModel(policy)
         self.opener = RecordingOpener(tmp_path)
-        self.wire = tmp_path / "wire.jsonl"
         self.env = cs.offline_env(tmp_path)
         self.server_env = {"ASK_USER_RICH_LOG_DIR": self.env["ASK_USER_RICH_LOG_DIR"], "ASK_USER_RICH_OPEN": "1",
                            "ASK_USER_RICH_OPEN_CMD": self.opener.command, "ASK_USER_RICH_PROGRESS_MS": "500",
                            "ASK_USER_RICH_INBOX_PORT": "0"}
         self.server_env.update(dict(server_env))
+        self.env.update(dict(client_env))
+        self.server_config = dict(server_config)
         self.module = module
+        self.output = ["--output-format", "stream-json", "--verbose"] if output_format == "stream-json" else \
+            ["--output-format", output_format]
+        self.tap = StdioTap(tmp_path, [sys.executable, module])
         self.process = None
         self.ended = threading.Event()
 
@@ -159,14 +163,14 @@ class PrintSession:
         self.env.update({"ANTHROPIC_BASE_URL": self.model.url, "ANTHROPIC_API_KEY": API_KEY,
                          "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"})
         config = {"mcpServers": {"ask-user-rich": {
-            "type": "stdio", "command": sys.executable,
-            "args": [TAP, str(self.wire), "--", sys.executable, self.module], "env": self.server_env}}}
+            "type": "stdio", "command": self.tap.argv[0], "args": self.tap.argv[1:], "env": self.server_env,
+            **self.server_config}}}
         self.out = open(str(self.tmp_path / "stdout.txt"), "w+", encoding="utf-8")
         self.err = open(str(self.tmp_path / "stderr.txt"), "w+", encoding="utf-8")
         # Its own process group, so that ending it by its id ends what it started too.
         self.process = subprocess.Popen(
             [self.claude, "-p", self.prompt, "--mcp-config", json.dumps(config), "--strict-mcp-config",
-             "--allowedTools", ",".join((ASK, APPEND, AWAIT)), "--output-format", "stream-json", "--verbose"],
+             "--allowedTools", ",".join((ASK, APPEND, AWAIT))] + self.output,
             env=self.env, cwd=str(self.tmp_path), stdin=subprocess.DEVNULL, stdout=self.out, stderr=self.err,
             start_new_session=True)
         threading.Thread(target=self._watch, daemon=True).start()
@@ -183,14 +187,18 @@ class PrintSession:
                 self.process.wait()
             # Our server ends with the CLI's process group; had it left the group, by the pid it logged.
             for pid in re.findall(r" start version=\S+ python=\S+ pid=(\d+)", self.log()):
-                try:
+                try:  # only while that pid is still our server, never a process that reused it
+                    with open("/proc/%s/cmdline" % pid, "rb") as f:
+                        if self.module.encode() not in f.read():
+                            continue
                     os.kill(int(pid), signal.SIGKILL)
-                except ProcessLookupError:
+                except (FileNotFoundError, ProcessLookupError):
                     continue
         finally:
             self.out.close()
             self.err.close()
             self.opener.close()
+            self.tap.close()
             self.model.__exit__(*exc)
 
     def alive(self):
@@ -222,17 +230,8 @@ class PrintSession:
 
     def wire_calls(self, tool):
         """The arguments of every tools/call of `tool` that reached our server, as it got them."""
-        calls = []
-        try:
-            with open(str(self.wire), encoding="utf-8") as f:
-                for line in f:
-                    message = json.loads(line)["message"]
-                    if isinstance(message, dict) and message.get("method") == "tools/call" \
-                            and message["params"].get("name") == tool:
-                        calls.append(message["params"].get("arguments"))
-        except FileNotFoundError:
-            pass
-        return calls
+        return [message["params"].get("arguments") for message in self.tap.messages(">")
+                if message.get("method") == "tools/call" and message["params"].get("name") == tool]
 
 
 def wait_until_waited_on(url):
@@ -266,7 +265,8 @@ def assert_found_by_search(session, tool):
 def assert_arrived_intact(session, url, tool, arguments):
     """The call reached our server with exactly the model's arguments, and the form the person
     sees holds them."""
-    assert arguments in session.wire_calls(tool)
+    session.tap.wait_until(lambda: True if arguments in session.wire_calls(tool) else None, WAIT,
+                           "the tools/call of %s with the model's arguments, on the tap" % tool)
     spec = http_request(api_url(url)).json()["spec"]
     assert spec["title"] == arguments["title"]
     for sent, shown in zip(arguments["questions"], spec["questions"]):
@@ -306,6 +306,7 @@ def test_print_mode_round_trip_with_a_note_reaches_the_model(tmp_path):
     log = session.log()
     assert "progressToken=present" in log and "browser-open opened=true" in log
     assert [e for e in session.events() if e.get("type") == "result"][0]["result"] == "Thanks, noted."
+    assert not [e for e in session.events() if e.get("type") == "tool_progress" or e.get("subtype") == "task_progress"]
     assert "request method=server/discover era=modern" in log and " shutdown" in log
     report("modern (2026-07-28), no tasks, browser", session, latency, "structuredContent inline")
 
@@ -341,6 +342,22 @@ def test_print_mode_link_then_await_user_answers(tmp_path):
     printed = [e for e in session.events() if e.get("type") == "user"]
     assert any(url in json.dumps(e) for e in printed)
     report("modern, no tasks, link + await_user_answers", session, latency, "structuredContent inline")
+
+
+def test_plain_print_mode_shows_the_person_nothing_while_the_call_waits(tmp_path):
+    """Plain `claude -p` (text output) prints only the session's result, the model's last text:
+    while await_user_answers waits after `delivery: "link"`, nothing is on stdout or stderr, the
+    link included. In -p, the browser opening is what the person sees of the call."""
+    arguments = dict(ARGS, delivery="link")
+    policy = scripted((ASK, arguments), (AWAIT, lambda made: {"sessionId": _session_id(made)}))
+    with PrintSession(tmp_path, policy, output_format="text") as session:
+        url = result_of(turn_after(session.model, ASK), ASK).json()["url"]
+        called(session.model, AWAIT)
+        wait_until_waited_on(url)
+        assert (session.stdout(), url in session.stderr()) == ("", False)
+        submit_and_time(session, url, {"db": {"selected": ["my"], "notes": NOTE}}, AWAIT)
+        assert session.finish() == 0, session.stderr()[-2000:]
+    assert session.stdout() == "Thanks, noted.\n" and url not in session.stderr()
 
 
 FOLLOW_UP = [{"id": "pool", "header": "Connection pool size?", "options": [
@@ -423,3 +440,245 @@ def test_legacy_claude_code_round_trip_with_a_note_reaches_the_model(tmp_path):
     assert "progressToken=present" in log and "browser-open opened=true" in log and " shutdown" in log
     assert [e for e in session.events() if e.get("type") == "result"][0]["result"] == "Thanks, noted."
     report("legacy (initialize, 2025-11-25), no tasks, browser", session, latency, "structuredContent inline")
+
+
+# -- a long wait in print mode ------------------------------------------------------------------
+
+def test_print_mode_mcp_tool_timeout_ends_the_call_with_an_error_the_model_sees(tmp_path):
+    """`claude -p` waits on the call for as long as MCP_TOOL_TIMEOUT allows (a hard wall-clock
+    limit: progress does not extend it). When it passes, the model gets Claude Code's error (no
+    sessionId in it, so no way to await the form), and as -p then ends, the form goes with our
+    server."""
+    with PrintSession(tmp_path, scripted((ASK, ARGS)), client_env={"MCP_TOOL_TIMEOUT": "3000"}) as session:
+        wait_until_waited_on(session.opened())
+        after = turn_after(session.model, ASK)
+        assert session.finish() == 0, session.stderr()[-2000:]
+    received = result_of(after, ASK)
+    assert received.result.get("is_error") is True
+    assert received.text == 'MCP server "ask-user-rich" tool "ask_user_rich" timed out after 3s'
+    log = session.log()
+    # Cancelled by Claude Code's notification or by -p closing our stdin, whichever came first.
+    assert "outcome=cancelled" in log and " shutdown" in log and "submitted interview=" not in log
+
+
+def test_print_mode_per_server_timeout_outlasts_mcp_tool_timeout(tmp_path):
+    """A `timeout` on our server's entry (milliseconds) overrides MCP_TOOL_TIMEOUT for it: the
+    call outlives the 3 s MCP_TOOL_TIMEOUT and ends on its own timeoutSeconds instead, with
+    `awaiting`; the model then calls await_user_answers and gets the answers."""
+    arguments = dict(ARGS, timeoutSeconds=5)
+    policy = scripted((ASK, arguments), (AWAIT, lambda made: {"sessionId": _session_id(made)}))
+    with PrintSession(tmp_path, policy, client_env={"MCP_TOOL_TIMEOUT": "3000"},
+                      server_config={"timeout": 120000}) as session:
+        url = session.opened()
+        awaiting = result_of(turn_after(session.model, ASK), ASK)
+        assert awaiting.result.get("is_error") is not True, awaiting.text
+        assert awaiting.json()["reason"] == "Stopped waiting after 5s (timeoutSeconds)."
+        called(session.model, AWAIT)
+        after, latency = submit_and_time(session, url, {"db": {"selected": ["my"], "notes": NOTE}}, AWAIT)
+        assert session.finish() == 0, session.stderr()[-2000:]
+    result = result_of(after, AWAIT).json()
+    assert result["status"] == "submitted" and result["answers"][0]["notes"] == NOTE
+    report("modern, no tasks, timeoutSeconds then await (per-server timeout)", session, latency,
+           "structuredContent inline")
+
+
+def test_print_mode_auto_background_ends_the_session_with_the_form_open(tmp_path):
+    """With CLAUDE_AUTO_BACKGROUND_TASKS=1, -p moves a call that runs past
+    CLAUDE_CODE_MCP_AUTO_BACKGROUND_MS to the background: the model is told so, our progress
+    shows as task_progress lines, and -p then ends on its own a few seconds after the model's
+    turn, closing our server with the form still unanswered. The answers can never arrive."""
+    env = {"CLAUDE_AUTO_BACKGROUND_TASKS": "1", "CLAUDE_CODE_MCP_AUTO_BACKGROUND_MS": "2000"}
+    with PrintSession(tmp_path, scripted((ASK, ARGS)), client_env=env) as session:
+        wait_until_waited_on(session.opened())
+        after = turn_after(session.model, ASK)
+        assert session.finish() == 0, session.stderr()[-2000:]
+        ended = time.monotonic()
+    received = result_of(after, ASK).text
+    assert "is still running after 2s. It was moved to the background as task" in received, received
+    progress = [e for e in session.events() if e.get("subtype") == "task_progress"]
+    assert progress and all(e["summary"].startswith('Waiting for answers to "Pick a database": 0 of 1 answered')
+                            for e in progress), progress
+    log = session.log()
+    assert "stdin-closed" in log and " shutdown" in log and "submitted interview=" not in log
+    print("\nclaude-code %s -p auto-background: -p ended %.1f s after the model's last turn"
+          % (session.release, ended - session.model.turns[-1].arrived))
+
+
+# -- a long interview: the result must fit -------------------------------------------------------
+
+CLAUDE_CODE_TOKEN_LIMIT = 25000  # MAX_MCP_OUTPUT_TOKENS' default in 2.1.328
+
+
+def long_interview(count=300):
+    """`count` questions of every kind an agent writes: single and multi choice, rankings,
+    option text fields, free text, previews; long headers, context and rationales."""
+    questions = []
+    for i in range(count):
+        header = "Question %d: how should we handle this part of the design, given what we know?" % i
+        kind = i % 6
+        if kind == 0:
+            question = {"options": [{"id": c, "label": "Option %s" % c.upper(), "description": "What %s means." % c}
+                                    for c in "abc"], "recommended": "b", "rationale": "B is what we run today."}
+        elif kind == 1:
+            question = {"multiSelect": True, "options": [{"id": c, "label": "Feature %s" % c} for c in "abcd"],
+                        "recommended": ["a", "c"]}
+        elif kind == 2:
+            question = {"kind": "rank", "options": [{"id": c, "label": "Goal %s" % c} for c in "xyz"],
+                        "recommended": ["x", "y", "z"]}
+        elif kind == 3:
+            question = {"options": [{"id": "keep", "label": "Keep it"},
+                                    {"id": "up", "label": "Upgrade", "textInput": {"placeholder": "the source URL"}}],
+                        "recommended": "keep"}
+        elif kind == 4:
+            question = {"body": "Anything we missed about **part %d**?" % i}
+        else:
+            question = {"options": [{"id": "a", "label": "Layout A", "preview": "```\n[A] [B]\n```"},
+                                    {"id": "b", "label": "Layout B", "preview": "```\n[B]\n[A]\n```"}],
+                        "recommended": "a"}
+        question.update(id="q%03d" % i, header=header)
+        questions.append(question)
+    return {"title": "The big design review", "questions": questions}
+
+
+def long_answers(questions):
+    """Most as recommended; every third another pick (or Other, or a typed URL, or a reversed
+    order), a note on every fourth, free text typed, and a few deferred, needs-info or left
+    open."""
+    answers = {}
+    for i, question in enumerate(questions):
+        qid, kind = question["id"], i % 6
+        if i % 50 == 27:
+            continue  # unanswered
+        if i % 50 == 7:
+            answers[qid] = {"status": "defer"}
+            continue
+        if i % 50 == 17:
+            answers[qid] = {"status": "needs-info", "notes": "Which region is %s about?" % qid}
+            continue
+        other = i % 3 == 0
+        if kind == 0:
+            answer = {"selected": ["c" if other else "b"]}
+        elif kind == 1:
+            answer = {"selected": ["b", "d"] if other else ["a", "c"]}
+        elif kind == 2:
+            answer = {"ranked": ["z", "y", "x"] if other else ["x", "y", "z"]}
+        elif kind == 3:
+            answer = ({"selected": ["up"], "optionTexts": {"up": "https://example.com/src/%d" % i}} if other
+                      else {"selected": ["keep"]})
+        elif kind == 4:
+            answer = {"other": "Free answer to %s: mind the migration window." % qid}
+        else:
+            answer = {"other": "Neither layout for %s; a third one" % qid} if other else {"selected": ["a"]}
+        if i % 4 == 0:
+            answer["notes"] = "Note on %s: watch the cost of this one." % qid
+        answers[qid] = answer
+    return answers
+
+
+def expected_row(question, answer):
+    """The fields of the result row that `answer` must produce (empty ones left out, as in a
+    compact row)."""
+    if answer is None:
+        return {"status": "unanswered"}
+    status = {"defer": "deferred", "needs-info": "needs-info"}.get(answer.get("status"), "answered")
+    row = {"status": status}
+    for key in ("selected", "ranked", "other", "optionTexts", "notes"):
+        if answer.get(key):
+            row[key] = answer[key]
+    return row
+
+
+def long_session(tmp_path, module=MODULE, legacy=False):
+    """The 300-question session: (session, what the model received, the submit-to-request time,
+    the arguments, the answers submitted)."""
+    arguments = long_interview()
+    answers = long_answers(arguments["questions"])
+    with PrintSession(tmp_path, scripted((ASK, arguments)), prompt="Review the whole design with me.",
+                      module=module, legacy=legacy) as session:
+        url = session.opened()
+        assert_arrived_intact(session, url, "ask_user_rich", arguments)
+        after, latency = submit_and_time(session, url, answers, ASK, generalNotes="Thanks, the rest is fine.")
+        assert session.finish() == 0, session.stderr()[-2000:]
+    return session, result_of(after, ASK).text, latency, arguments, answers
+
+
+RELEASES = pytest.mark.parametrize("legacy", [False, True], ids=["2.1.328", "2.1.197"])
+
+
+@RELEASES
+def test_print_mode_300_question_interview_reaches_the_model_inline_and_within_budget(tmp_path, legacy):
+    """A 300-question interview answered in the form with many non-default answers and notes:
+    the model's next request holds the result inline (not Claude Code's <persisted-output> file
+    reference and 2 KB preview), within 25,000 tokens, with every answer that is not the
+    recommendation and every note; the archive it names holds every field of every answer."""
+    session, received, latency, arguments, answers = long_session(tmp_path, legacy=legacy)
+    questions = arguments["questions"]
+    assert "<persisted-output>" not in received and "Output too large" not in received, received[:600]
+    characters = len(received)
+    # Counted as Claude Code estimates a text's tokens: characters / 4. The contract's own figure
+    # (120,000 characters, about 34,000 tokens) is nearer 3.5, so that must fit too.
+    assert characters / 3.5 <= CLAUDE_CODE_TOKEN_LIMIT, characters
+    result = json.loads(received)
+    assert result["compact"] is True and result["status"] == "submitted"
+    assert result["generalNotes"] == "Thanks, the rest is fine."
+    rows = {row["id"]: row for row in result["answers"]}
+    assert list(rows) == [q["id"] for q in questions]
+    for question in questions:
+        expected = expected_row(question, answers.get(question["id"]))
+        row = rows[question["id"]]
+        assert {key: row.get(key) for key in expected} == expected, question["id"]
+        if row.get("followedRecommendation") is not True or "notes" in expected:
+            # the summary the model reads first lists it, note and all
+            line = [text for text in result["summary"].splitlines() if "[%s]" % question["id"] in text]
+            assert line and (expected.get("notes") or "") in line[0], question["id"]
+    # The archive it names holds everything: every row whole, and the questions as asked.
+    with open(result["archivePath"], encoding="utf-8") as f:
+        archive = json.load(f)
+    assert [q["id"] for q in archive["interview"]["questions"]] == [q["id"] for q in questions]
+    assert archive["generalNotes"] == "Thanks, the rest is fine." and "compact" not in archive
+    assert [q["header"] for q in archive["interview"]["questions"]] == [q["header"] for q in questions]
+    for question, row in zip(questions, archive["answers"]):
+        expected = expected_row(question, answers.get(question["id"]))
+        assert row["header"] == question["header"]
+        assert {key: row[key] for key in expected} == expected, question["id"]
+        for key in ("selected", "ranked", "other", "optionTexts", "notes"):
+            if key not in expected:
+                assert row[key] in (None, [], {}), (question["id"], key)
+    non_default = sum(1 for q in questions if rows[q["id"]].get("followedRecommendation") is not True)
+    notes = sum(1 for a in answers.values() if a.get("notes"))
+    print("\n300 questions, %d not as recommended, %d notes: the model got %d characters inline "
+          "(%d tokens at 4 characters a token)" % (non_default, notes, characters, characters // 4))
+    report("%s, no tasks, 300 questions" % ("legacy" if legacy else "modern"), session, latency,
+           "compact structuredContent inline")
+
+
+def _variant(tmp_path, old, new):
+    """askrich.py with `old` replaced by `new`, beside the real assets."""
+    with open(MODULE, encoding="utf-8") as f:
+        source = f.read()
+    assert old in source, "the variant no longer applies: %r" % old
+    folder = tmp_path / "variant"
+    folder.mkdir()
+    (folder / "askrich.py").write_text(source.replace(old, new), encoding="utf-8")
+    os.symlink(os.path.join(os.path.dirname(MODULE), "assets"), str(folder / "assets"))
+    return str(folder / "askrich.py")
+
+
+@RELEASES
+def test_without_the_size_hint_claude_code_hands_the_model_only_a_preview(tmp_path, legacy):
+    """The same session against a server whose tools lack `anthropic/maxResultSizeChars`: Claude
+    Code saves even the compact result to a file and the model gets a 2 KB preview, so the test
+    above fails on such a server."""
+    module = _variant(tmp_path, ', "anthropic/maxResultSizeChars": MAX_RESULT_SIZE_CHARS}', "}")
+    received = long_session(tmp_path, module, legacy)[1]
+    assert received.startswith("<persisted-output>") and "Output too large" in received, received[:300]
+    assert "Preview (first 2KB)" in received and len(received) < 3000
+
+
+def test_without_the_compact_form_the_result_passes_the_budget(tmp_path):
+    """The same session against a server that never goes compact: the result stays inline (the
+    hint) but passes 25,000 tokens, so the test above fails on such a server."""
+    module = _variant(tmp_path, "COMPACT_ABOVE_CHARS = 40000", "COMPACT_ABOVE_CHARS = 10 ** 9")
+    received = long_session(tmp_path, module)[1]
+    assert "<persisted-output>" not in received
+    assert len(received) / 4 > CLAUDE_CODE_TOKEN_LIMIT, len(received)

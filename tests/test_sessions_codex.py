@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -19,8 +20,9 @@ if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 import clients_support as cs  # noqa: E402
 from scripted_model import ScriptedModel, Text, ToolUse  # noqa: E402
-from sessions_support import (ANSWERS, ARGS, PROMPT, SESSION_TIMEOUT, StdioTap, assert_answers,  # noqa: E402
-                              assert_served_as_sent, ended, round_trip)
+from sessions_support import (ANSWERS, ARGS, BIG_ANSWERS, BIG_ARGS, BIG_COUNT, NOTE, PROMPT, SESSION_TIMEOUT,  # noqa: E402
+                              StdioTap, assert_answers, assert_big_answers, assert_served_as_sent, ended,
+                              round_trip)
 from support import RecordingOpener, api_url, http_request, submit  # noqa: E402
 
 pytestmark = pytest.mark.sessions
@@ -51,16 +53,19 @@ def _payload(output):
     return payload
 
 
-def codex_policy(model, request):
-    """Call ask_user_rich once it is offered; say done once its output came back."""
-    if any(item.get("type") == "function_call_output" for item in request.body.get("input") or []):
-        return Text("Thanks, noted.")
-    if _namespace(request):
-        return ToolUse(TOOL, ARGS, call_id=CALL_ID, namespace=NAMESPACE)
-    return Text("I found no ask_user_rich tool.")
+def codex_policy(args):
+    """Call ask_user_rich with `args` once it is offered; say done once its output came back."""
+    def policy(model, request):
+        if any(item.get("type") == "function_call_output" for item in request.body.get("input") or []):
+            return Text("Thanks, noted.")
+        if _namespace(request):
+            return ToolUse(TOOL, args, call_id=CALL_ID, namespace=NAMESPACE)
+        return Text("I found no ask_user_rich tool.")
+
+    return policy
 
 
-def _config(model, env, opener, tap, tool_timeout=14400):
+def _config(model, env, opener, tap, tool_timeout=14400, extra=()):
     """The throwaway ~/.codex/config.toml: the scripted model as the provider, our server (through
     the tap) with the tool timeout the README asks for, and the recording opener."""
     server_env = {"ASK_USER_RICH_LOG_DIR": env["ASK_USER_RICH_LOG_DIR"], "ASK_USER_RICH_OPEN": "1",
@@ -69,6 +74,7 @@ def _config(model, env, opener, tap, tool_timeout=14400):
     lines = [
         'model = "%s"' % model.model_name,
         'model_provider = "scripted"',
+    ] + list(extra) + [
         "[model_providers.scripted]",
         'name = "Scripted model"',
         "base_url = %s" % json.dumps(model.url + "/v1"),
@@ -91,7 +97,7 @@ def test_codex_exec_round_trip(tmp_path):
     env = cs.offline_env(tmp_path)
     env.update({"SCRIPTED_API_KEY": "sk-scripted-test",
                 "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"})
-    with ScriptedModel(codex_policy) as model, RecordingOpener(tmp_path) as opener, StdioTap(tmp_path) as tap:
+    with ScriptedModel(codex_policy(ARGS)) as model, RecordingOpener(tmp_path) as opener, StdioTap(tmp_path) as tap:
         _config(model, env, opener, tap)
         session = round_trip("codex", [codex, "exec", "--skip-git-repo-check", "--ephemeral", PROMPT],
                              env, tmp_path, model, opener, tap, _outputs)
@@ -128,6 +134,39 @@ def test_codex_exec_round_trip(tmp_path):
     assert transcript[started + 1] == "mcp: ask-user-rich/ask_user_rich (completed)", transcript[started:]
     assert "Waiting for answers" not in session.err + session.out
     assert session.out.strip() == "Thanks, noted."
+
+
+@pytest.mark.parametrize("limit", [None, 40000])
+def test_codex_300_question_interview_reaches_the_model_with_its_output_limit_raised(tmp_path, limit):
+    """A 300-question result, compact, is about 77,000 characters. Codex cuts the middle out of a
+    tool output above its `tool_output_token_limit` (a default of about 12,000 characters here:
+    the head of the summary and the last rows, `…N tokens truncated…` between, the archive path
+    lost); with `tool_output_token_limit = 40000` in config.toml every answer and note arrives."""
+    codex = cs.cli("codex")
+    env = cs.offline_env(tmp_path)
+    env.update({"SCRIPTED_API_KEY": "sk-scripted-test",
+                "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"})
+    extra = () if limit is None else ("tool_output_token_limit = %d" % limit,)
+    with ScriptedModel(codex_policy(BIG_ARGS)) as model, RecordingOpener(tmp_path) as opener, \
+            StdioTap(tmp_path) as tap:
+        _config(model, env, opener, tap, extra=extra)
+        session = round_trip("codex", [codex, "exec", "--skip-git-repo-check", "--ephemeral", PROMPT],
+                             env, tmp_path, model, opener, tap, _outputs, BIG_ANSWERS)
+    assert session.returncode == 0, session.err[-2000:]
+    sent = session.result["structuredContent"]
+    received = _outputs(session.after)[0]["output"]
+    rows = len(re.findall(r'\{"id":"t\d{3}"', received))
+    print("codex 0.169.0, 300 questions, tool_output_token_limit %s: the server sent %d characters "
+          "(compact: %s), the model received %d with %d rows; submit to model request %.3f s"
+          % (limit, len(json.dumps(sent, separators=(",", ":"))), sent.get("compact"), len(received), rows,
+             session.latency))
+    assert sent.get("compact") is True
+    if limit is None:
+        assert re.search(r"…\d+ tokens truncated…", received) and rows < BIG_COUNT, received[:300]
+    else:
+        result = json.loads(_payload(received))
+        assert_big_answers(result)
+        assert result["archivePath"] == sent["archivePath"]
 
 
 def link_policy(model, request):
@@ -206,3 +245,75 @@ def test_codex_link_then_await_survives_the_tool_timeout(tmp_path):
                           "mcp: ask-user-rich/await_user_answers started",
                           "mcp: ask-user-rich/await_user_answers (completed)"], transcript
     assert awaiting["url"] not in err + out  # the link reaches the person only through the model
+
+
+# Codex's own current model: with it Codex runs in "code mode", which a made-up model name does not
+# get. MCP tools are deferred (named in a developer message, not in `tools`), and the model calls
+# them from JavaScript it hands to the `exec` custom tool (`await tools.mcp__<server>__<tool>(…)`);
+# a script still running after its `yield_time_ms` (30 s unless the script asks otherwise)
+# yields "Script running with cell ID …" and the model resumes it with `wait`.
+CODE_MODE_MODEL = "gpt-6.1-sol"
+SCRIPT = '// @exec: {"yield_time_ms": 1000}\nconst r = await tools.mcp__ask_user_rich__ask_user_rich(%s);\ntext(r.structuredContent);\n'
+
+
+def _code_outputs(request):
+    return [item for item in request.body.get("input") or []
+            if item.get("type") in ("custom_tool_call_output", "function_call_output")]
+
+
+def _output_text(item):
+    output = item["output"]
+    return output if isinstance(output, str) else "".join(part.get("text", "") for part in output)
+
+
+def _yield_output(request):
+    return [o for o in _code_outputs(request) if "Script running with cell ID" in _output_text(o)]
+
+
+def code_mode_policy(model, request):
+    outputs = _code_outputs(request)
+    if not outputs:
+        return ToolUse("exec", SCRIPT % json.dumps(ARGS), call_id="call_exec_1", namespace="functions", custom=True)
+    last = _output_text(outputs[-1])
+    running = re.search(r"Script running with cell ID (\S+)", last)
+    if running:
+        return ToolUse("wait", {"cell_id": running.group(1), "yield_time_ms": 30000},
+                       call_id="call_wait_%d" % len(outputs), namespace="functions")
+    return Text("Thanks, noted.")
+
+
+def test_codex_code_mode_calls_the_tool_from_a_script_that_outlives_its_yield(tmp_path):
+    codex = cs.cli("codex")
+    env = cs.offline_env(tmp_path)
+    env.update({"SCRIPTED_API_KEY": "sk-scripted-test",
+                "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"})
+    with ScriptedModel(code_mode_policy, model_name=CODE_MODE_MODEL) as model, RecordingOpener(tmp_path) as opener, \
+            StdioTap(tmp_path) as tap:
+        _config(model, env, opener, tap)
+        yielded = lambda: model.wait_for(_yield_output, SESSION_TIMEOUT, "the script yielding")  # noqa: E731
+        session = round_trip("codex", [codex, "exec", "--skip-git-repo-check", "--ephemeral", PROMPT],
+                             env, tmp_path, model, opener, tap, lambda r: NOTE in r.text, before_submit=yielded)
+    print("codex 0.169.0 exec, code mode (%s): submit to model request %.3f s" % (CODE_MODE_MODEL, session.latency))
+    assert session.returncode == 0, session.err[-2000:]
+    first = model.turns[0]
+    # The tool is deferred: not among the model's tools, only named in a developer message, and
+    # reachable through `exec`.
+    assert not [t for t in first.body.get("tools") or [] if t.get("name") == NAMESPACE]
+    developer = "".join(part.get("text", "") for item in first.body["input"] if item.get("role") == "developer"
+                        for part in item.get("content") or [])
+    assert "Deferred tool namespaces:\n- mcp__ask_user_rich: ask-user-rich asks the user" in developer
+    extra = [tool for item in first.body["input"] if item.get("type") == "additional_tools" for tool in item["tools"]]
+    assert "exec" in [t.get("name") for group in extra for t in group.get("tools") or []], extra
+    # The call's arguments arrived intact at the server.
+    assert session.request["params"]["name"] == TOOL and session.request["params"]["arguments"] == ARGS
+    assert_served_as_sent(session.spec)
+    # The script yielded while the person answered; `wait` got the rest: what the script wrote.
+    final = _output_text(_code_outputs(session.after)[-1])
+    print("codex 0.169.0 code mode: the model received %r; tools/call _meta keys %s; the yield said %r; transcript %s"
+          % (final[:200], sorted(session.request["params"].get("_meta") or {}), _output_text(_code_outputs(
+              model.wait_for(_yield_output, 1))[-1])[:200],
+             [line for line in session.err.splitlines() if line.startswith(("mcp", "exec", "wait"))]))
+    assert final.startswith("Script completed"), final[:300]
+    result = json.loads(final[final.index("{"):])
+    assert result == session.result["structuredContent"]
+    assert_answers(result)

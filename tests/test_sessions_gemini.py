@@ -18,8 +18,8 @@ if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 import clients_support as cs  # noqa: E402
 from scripted_model import ScriptedModel, Text, ToolUse  # noqa: E402
-from sessions_support import (ARGS, PROMPT, StdioTap, assert_answers, assert_served_as_sent,  # noqa: E402
-                              json_lines, round_trip)
+from sessions_support import (ARGS, BIG_ANSWERS, BIG_ARGS, NOTE, PROMPT, StdioTap, assert_answers,  # noqa: E402
+                              assert_big_answers, assert_served_as_sent, json_lines, round_trip)
 from support import RecordingOpener  # noqa: E402
 
 pytestmark = pytest.mark.sessions
@@ -40,16 +40,19 @@ def _responses(request):
             for part in content.get("parts") or [] if "functionResponse" in part]
 
 
-def gemini_policy(model, request):
-    """Call ask_user_rich once it is declared; say done once its response came back."""
-    if _responses(request):
-        return Text("Thanks, noted.")
-    if TOOL in _declarations(request):
-        return ToolUse(TOOL, ARGS)
-    return Text("I found no ask_user_rich tool.")
+def gemini_policy(args):
+    """Call ask_user_rich with `args` once it is declared; say done once its response came back."""
+    def policy(model, request):
+        if _responses(request):
+            return Text("Thanks, noted.")
+        if TOOL in _declarations(request):
+            return ToolUse(TOOL, args)
+        return Text("I found no ask_user_rich tool.")
+
+    return policy
 
 
-def _settings(env, opener, tap):
+def _settings(env, opener, tap, timeout_ms=14400000):
     """The throwaway ~/.gemini/settings.json: an API key's auth, our server (through the tap)
     trusted (a -p session cannot ask for confirmation) with the README's timeout, and the
     recording opener."""
@@ -58,7 +61,7 @@ def _settings(env, opener, tap):
                   "ASK_USER_RICH_PROGRESS_MS": "500"}
     settings = {
         "security": {"auth": {"selectedType": "gemini-api-key"}},
-        "mcpServers": {"ask-user-rich": {"command": tap.argv[0], "args": tap.argv[1:], "timeout": 14400000,
+        "mcpServers": {"ask-user-rich": {"command": tap.argv[0], "args": tap.argv[1:], "timeout": timeout_ms,
                                          "trust": True, "env": server_env}},
     }
     folder = os.path.join(env["HOME"], ".gemini")
@@ -68,20 +71,48 @@ def _settings(env, opener, tap):
     return folder
 
 
-def test_gemini_cli_prompt_mode_round_trip(tmp_path):
+def _session(tmp_path, args, answers, policy=None, timeout_ms=14400000, answered=None, before_submit=None,
+             find_url=None):
     gemini = cs.cli("gemini")
     env = cs.offline_env(tmp_path)
     project = tmp_path / "project"
     project.mkdir()
-    with ScriptedModel(gemini_policy) as model, RecordingOpener(tmp_path) as opener, StdioTap(tmp_path) as tap:
-        folder = _settings(env, opener, tap)
+    with ScriptedModel(policy or gemini_policy(args)) as model, RecordingOpener(tmp_path) as opener, \
+            StdioTap(tmp_path) as tap:
+        folder = _settings(env, opener, tap, timeout_ms)
         # Gemini CLI starts MCP servers only in a folder the user trusts.
         with open(os.path.join(folder, "trustedFolders.json"), "w", encoding="utf-8") as f:
             json.dump({str(project): "TRUST_FOLDER"}, f)
         env.update({"GEMINI_API_KEY": "scripted-test-key", "GOOGLE_GEMINI_BASE_URL": model.url,
                     "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"})
         session = round_trip("gemini", [gemini, "-p", PROMPT, "-m", MODEL, "--output-format", "stream-json"],
-                             env, project, model, opener, tap, _responses)
+                             env, project, model, opener, tap, answered or _responses, answers,
+                             (lambda: before_submit(model, tap)) if before_submit else None,
+                             (lambda: find_url(tap)) if find_url else None)
+    session.tap = tap
+    session.model = model
+    return session
+
+
+def test_gemini_cli_300_question_interview_reaches_the_model_whole(tmp_path):
+    session = _session(tmp_path, BIG_ARGS, BIG_ANSWERS)
+    assert session.returncode == 0, (session.out + session.err)[-2000:]
+    sent = session.result
+    output = _responses(session.after)[0]["response"]["output"]
+    blocks = re.findall(r"<untrusted_context>\n(.*?)\n</untrusted_context>", output, re.S)
+    print("gemini-cli 0.61.0, 300 questions: the server sent text blocks of %s characters (compact: %s), "
+          "the model received %d characters; submit to model request %.3f s"
+          % ([len(b["text"]) for b in sent["content"]], sent["structuredContent"].get("compact"), len(output),
+             session.latency))
+    assert blocks == [block["text"] for block in sent["content"]]
+    result = json.loads(blocks[1])
+    assert_big_answers(result)
+    assert result["archivePath"] == sent["structuredContent"]["archivePath"]
+
+
+def test_gemini_cli_prompt_mode_round_trip(tmp_path):
+    session = _session(tmp_path, ARGS, None)
+    tap = session.tap
     print("gemini-cli 0.61.0 -p: submit to model request %.3f s" % session.latency)
     assert session.returncode == 0, (session.out + session.err)[-2000:]
     hello = tap.messages(">")[0]
@@ -117,3 +148,46 @@ def test_gemini_cli_prompt_mode_round_trip(tmp_path):
     assert len(uses) == 1 and uses[0]["tool_name"] == TOOL and uses[0]["parameters"] == ARGS, uses
     assert len(results) == 1 and results[0]["status"] == "success", results
     assert "Waiting for answers" not in session.out + session.err
+
+
+AWAIT = "mcp_ask-user-rich_await_user_answers"
+
+
+def link_policy(model, request):
+    """delivery "link", then await_user_answers with the sessionId it returned, and once more
+    after Gemini CLI cut that wait at the server's timeout; done once the answers came."""
+    responses = _responses(request)
+    if not responses:
+        return ToolUse(TOOL, dict(ARGS, delivery="link"))
+    session_id = re.search(r'sessionId "([^"]+)"', json.dumps(responses[0]["response"]).replace('\\"', '"')).group(1)
+    if len(responses) < 3:
+        return ToolUse(AWAIT, {"sessionId": session_id})
+    return Text("Thanks, noted.")
+
+
+def test_gemini_cli_link_then_await_survives_the_timeout(tmp_path):
+    """Gemini CLI cuts a call at the server entry's `timeout` (2 s here; the README sets 4 hours):
+    the form stays open and the next await_user_answers on the same sessionId gets the answers."""
+    def second_await(model, tap):
+        model.wait_for(lambda r: len(_responses(r)) == 2, 60, "the cut wait in the model's request")
+        tap.wait_message(">", lambda m: m.get("method") == "tools/call" and m["params"]["name"] == "await_user_answers"
+                         and len([c for c in tap.messages(">") if c.get("method") == "tools/call"]) == 3,
+                         60, "the second await_user_answers")
+
+    def link(tap):
+        first = tap.wait_message(">", lambda m: m.get("method") == "tools/call", 60, "the call")
+        return tap.wait_message("<", lambda m: m.get("id") == first["id"], 60, "the link")["result"]["structuredContent"]["url"]
+
+    session = _session(tmp_path, ARGS, None, link_policy, 2000, lambda r: NOTE in r.text, second_await, link)
+    assert session.returncode == 0, (session.out + session.err)[-2000:]
+    cut = _responses(session.model.wait_for(lambda r: len(_responses(r)) == 2, 1))[1]
+    calls = [m for m in session.tap.messages(">") if m.get("method") == "tools/call"]
+    cancels = [m["params"] for m in session.tap.messages(">") if m.get("method") == "notifications/cancelled"]
+    print("gemini-cli 0.61.0: the cut wait gave the model %s; then sent %s; submit to model request %.3f s"
+          % (json.dumps(cut["response"])[:600], cancels, session.latency))
+    assert [c["params"]["name"] for c in calls] == ["ask_user_rich", "await_user_answers", "await_user_answers"]
+    assert "MCP error -32001: Request timed out" in cut["response"]["error"] and "Ops knows" not in json.dumps(cut)
+    assert [c["requestId"] for c in cancels] == [calls[1]["id"]], cancels
+    final = _responses(session.after)[2]["response"]["output"]
+    blocks = re.findall(r"<untrusted_context>\n(.*?)\n</untrusted_context>", final, re.S)
+    assert_answers(json.loads(blocks[1]))

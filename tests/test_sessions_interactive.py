@@ -3,7 +3,7 @@ full-screen UI in a pseudo-terminal against the scripted model (tests/scripted_m
 throwaway HOME, offline. The test types the prompt as a person would, reads the screen through
 a terminal emulator (pyte: the UI redraws by cursor moves, so the raw bytes never hold a line of
 text in order), submits the form, and checks what the person saw, what Claude Code got from our
-server (a recording tap, tests/stdio_tap.py) and what reached the model.
+server (sessions_support.StdioTap) and what reached the model.
 
 What these sessions showed (tests/README.md has the whole picture): an interactive session
 declares the tasks extension, so the call becomes a task that runs in the background at once;
@@ -33,10 +33,12 @@ if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 import clients_support as cs  # noqa: E402
 from scripted_model import ScriptedModel, Text, ToolUse  # noqa: E402
+from sessions_support import StdioTap  # noqa: E402
 from support import MODULE, RecordingOpener, api_url, http_request, submit  # noqa: E402
 
 pytestmark = pytest.mark.sessions
 TOOL = "mcp__ask-user-rich__ask_user_rich"
+BACKGROUND_MS = 5000  # CLAUDE_CODE_MCP_AUTO_BACKGROUND_MS for the call without a task
 ARGS = {"title": "Pick a database", "questions": [
     {"id": "db", "header": "Which database?", "options": [
         {"id": "pg", "label": "Postgres"}, {"id": "my", "label": "MySQL"}], "recommended": "pg",
@@ -46,7 +48,6 @@ NOTE = "Ops knows MySQL better."
 API_KEY = "sk-ant-scripted-test"
 COLUMNS, ROWS = 120, 40
 WAIT = 60  # seconds for any one thing a session does (start, a model turn, a poll)
-TAP = os.path.join(_HERE, "stdio_tap.py")
 
 
 # -- the person's terminal --------------------------------------------------------------------
@@ -205,16 +206,6 @@ def _seed_home(env, work):
                    "projects": {str(work): {"hasTrustDialogAccepted": True, "allowedTools": []}}}, f)
 
 
-def _wait_until(what, condition, timeout=WAIT, alive=None):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if alive is not None and not alive():
-            raise AssertionError("the CLI ended while waiting for %s" % what)
-        if time.monotonic() > deadline:
-            raise AssertionError("%s did not happen within %ss" % (what, timeout))
-        time.sleep(0.05)
-
-
 class Session:
     """One interactive Claude Code session with our server behind the tap; `with` ends every
     process it started, by id, however the test ends."""
@@ -224,7 +215,7 @@ class Session:
         self.work = tmp_path / "work"
         self.work.mkdir()
         self.opener = RecordingOpener(tmp_path)
-        self.wire = tmp_path / "wire.jsonl"
+        self.tap = StdioTap(tmp_path, [sys.executable, module])
         self.env = cs.offline_env(tmp_path)
         self.env.update({"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": API_KEY,
                          "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost",
@@ -237,8 +228,7 @@ class Session:
 
     def __enter__(self):
         config = {"mcpServers": {"ask-user-rich": {
-            "type": "stdio", "command": sys.executable,
-            "args": [TAP, str(self.wire), "--", sys.executable, self.module],
+            "type": "stdio", "command": self.tap.argv[0], "args": self.tap.argv[1:],
             "env": {"ASK_USER_RICH_LOG_DIR": self.env["ASK_USER_RICH_LOG_DIR"], "ASK_USER_RICH_OPEN": "1",
                     "ASK_USER_RICH_OPEN_CMD": self.opener.command, "ASK_USER_RICH_PROGRESS_MS": "500",
                     "ASK_USER_RICH_INBOX_PORT": "0"}}}}
@@ -255,14 +245,21 @@ class Session:
                 self._end_server()
             finally:
                 self.opener.close()
+                # What was relayed stays beside the session's log, for a failure's reader.
+                with open(str(self.tmp_path / "relayed.jsonl"), "w", encoding="utf-8") as f:
+                    f.write("\n".join(self.tap.lines) + "\n")
+                self.tap.close()
 
     def _end_server(self):
         """Our server ends with the CLI's process group; should it have left that group, it is
         ended here by the pid it logged."""
         for pid in re.findall(r" start version=\S+ python=\S+ pid=(\d+)", self.log()):
-            try:
+            try:  # only while that pid is still our server, never a process that reused it
+                with open("/proc/%s/cmdline" % pid, "rb") as f:
+                    if self.module.encode() not in f.read():
+                        continue
                 os.kill(int(pid), signal.SIGKILL)
-            except ProcessLookupError:
+            except (FileNotFoundError, ProcessLookupError):
                 continue
 
     # -- what the session did
@@ -270,28 +267,30 @@ class Session:
     def log(self):
         return cs.server_log(self.env)
 
-    def wire_messages(self):
-        """Every JSON-RPC message between Claude Code and our server, in order."""
-        try:
-            with open(str(self.wire), encoding="utf-8") as f:
-                return [json.loads(line) for line in f if line.strip()]
-        except FileNotFoundError:
-            return []
-
     def answers_of(self, method):
-        """(time, request, response) for every request of `method` the server answered."""
-        sent = {}
-        pairs = []
-        for entry in self.wire_messages():
-            message = entry["message"]
-            if not isinstance(message, dict):
+        """(request, response) for every request of `method` our server answered. Paired by id
+        whatever the order relayed: the tap reports a request once it is written to the server,
+        so a quick answer may be reported first."""
+        requests, responses = [], {}
+        for message in self.tap.messages():
+            if not isinstance(message, dict) or "id" not in message:
                 continue
-            if entry["from"] == "client" and message.get("method") == method and "id" in message:
-                sent[json.dumps(message["id"])] = (entry["t"], message)
-            elif entry["from"] == "server" and "id" in message and json.dumps(message["id"]) in sent:
-                at, request = sent.pop(json.dumps(message["id"]))
-                pairs.append((at, request, message))
-        return pairs
+            if message.get("method") == method:
+                requests.append(message)
+            elif "method" not in message:
+                responses[json.dumps(message["id"])] = message
+        return [(request, responses[json.dumps(request["id"])]) for request in requests
+                if json.dumps(request["id"]) in responses]
+
+    def wait_answers(self, method, count, what):
+        """The first `count` answers to `method`, waiting for them on the tap."""
+        alive = lambda: self.terminal.process.poll() is None  # noqa: E731
+        try:
+            return self.tap.wait_until(lambda: self.answers_of(method)[:count]
+                                       if len(self.answers_of(method)) >= count else None, WAIT, what, alive)
+        except AssertionError as error:
+            raise AssertionError("%s; relayed: %s; our log:\n%s\nthe screen:\n%s" % (
+                error, self.tap.lines[-6:], self.log()[-1500:], self.terminal.text())) from None
 
     def opened_url(self):
         return self.opener.wait(timeout=WAIT, alive=lambda: self.terminal.process.poll() is None)
@@ -301,8 +300,7 @@ class Session:
     def start(self):
         """Wait for the prompt and our server's tools, then type the request and Enter."""
         self.terminal.wait_for_text("❯", what="the prompt")
-        _wait_until("Claude Code to list our server's tools", lambda: "method=tools/list" in self.log(),
-                    alive=lambda: self.terminal.process.poll() is None)
+        self.wait_answers("tools/list", 1, "our tools listed to Claude Code")
         self.terminal.type(PROMPT)
         self.terminal.wait_for_text(PROMPT, what="the typed prompt")
         self.terminal.type(ENTER)
@@ -317,7 +315,11 @@ class Session:
 
 
 def _poll_intervals(session):
-    times = [at for at, _, _ in session.answers_of("tasks/get")]
+    """Seconds between the tasks/get requests, from our server's log (times in ms)."""
+    times = []
+    for stamp in re.findall(r"^\S+T(\d\d):(\d\d):(\d\d\.\d+)Z \d+ request method=tasks/get ", session.log(), re.M):
+        hours, minutes, seconds = stamp
+        times.append(int(hours) * 3600 + int(minutes) * 60 + float(seconds))
     return [round(b - a, 2) for a, b in zip(times, times[1:])]
 
 
@@ -338,14 +340,13 @@ def _task_session(tmp_path, answer, label):
         call = model.wait_for(lambda r: isinstance(r.answer, ToolUse) and r.answer.name == TOOL, WAIT,
                               "the model's call to ask_user_rich")
         url = session.opened_url()
-        # The session declared the tasks extension: our server made the call a task.
-        _wait_until("the task in our server's log", lambda: "task-created task=" in session.log())
-        task_id = re.search(r"task-created task=(\S+)", session.log()).group(1)
-        _wait_until("our answer to the tools/call on the wire", lambda: session.answers_of("tools/call"))
-        created = [response for _, request, response in session.answers_of("tools/call")]
-        assert created and created[0]["result"]["resultType"] == "task", created
-        assert "io.modelcontextprotocol/tasks" in json.dumps(
-            [request for _, request, _ in session.answers_of("tools/call")])
+        # The session declared the tasks extension, so our server made the call a task (its log
+        # says so, and so does its answer on the wire).
+        [(request, created)] = session.wait_answers("tools/call", 1, "our answer to the tools/call")
+        assert "io.modelcontextprotocol/tasks" in json.dumps(request["params"].get("_meta")), request
+        assert created["result"]["resultType"] == "task", created
+        task_id = created["result"]["taskId"]
+        assert "task-created task=%s " % task_id in session.log()
         # What the person sees while it works: the task's status line, with the form's link.
         working = session.open_task_view()
         assert "Status: working · Waiting for answers to \"Pick a database\"" in working, working
@@ -354,10 +355,10 @@ def _task_session(tmp_path, answer, label):
         status_line = shown[shown.index("Status:"):shown.index("Runtime:")].strip()
         # Let Claude Code poll a few times, so that the cadence is measured and the status line
         # is seen following the polls (the elapsed time moves).
-        _wait_until("three tasks/get answered", lambda: len(session.answers_of("tasks/get")) >= 3)
+        session.wait_answers("tasks/get", 3, "three tasks/get answered")
         terminal.wait_for("the status line following the polls", lambda flat: re.search(
             r"Status: working · .*\(0:0[2-9] elapsed\).* Form: " + re.escape(url), flat))
-        for _, _, response in session.answers_of("tasks/get"):
+        for _, response in session.answers_of("tasks/get"):
             message = response["result"]["statusMessage"]
             assert len(message) <= 200 and message.endswith(" Form: " + url), message
         submitted = answer(url, terminal)
@@ -366,7 +367,9 @@ def _task_session(tmp_path, answer, label):
         done = terminal.wait_for_text("Thanks, noted.", what="the model's reply to the answers")
         finished = terminal.wait_for_text("Status: completed", what="the task's finished status")
         polls = _poll_intervals(session)
-        gets = session.answers_of("tasks/get")
+        last = session.tap.wait_until(lambda: next((response["result"] for _, response in session.answers_of("tasks/get")
+                                                    if response["result"]["status"] != "working"), None),
+                                      WAIT, "the finished task's tasks/get answer on the tap")
     print("claude-code 2.1.328 interactive, tasks, %s: submit to model request %.3f s; tasks/get every %s s"
           " (median of %s); status line: %s" % (label, latency, _median(polls), polls, status_line))
     assert call.answer.arguments == ARGS
@@ -376,7 +379,6 @@ def _task_session(tmp_path, answer, label):
     assert '\\"selected\\":[\\"my\\"]' in received and NOTE in received and "archivePath" in received
     # The finished task says what happened, not that it is still waiting: its last tasks/get
     # answer carries the result's summary line as its statusMessage.
-    last = gets[-1][2]["result"]
     assert last["status"] == "completed", last
     summary = last["result"]["structuredContent"]["summary"].split("\n", 1)[0]
     assert last["statusMessage"] == summary and "submitted" in summary, last["statusMessage"]
@@ -440,14 +442,20 @@ def test_interactive_session_answered_in_chromium(tmp_path):
 
 
 def test_a_call_without_tasks_moves_to_the_background_and_its_answers_still_reach_the_model(tmp_path):
-    extra = {"CLAUDE_CODE_DISABLE_MCP_TASKS": "1", "CLAUDE_CODE_MCP_AUTO_BACKGROUND_MS": "2000"}
+    # The inline state lasts until Claude Code's own timer, which no gate of ours can hold: 5 s
+    # leaves a loaded machine time to start the opener and draw our first progress before it.
+    extra = {"CLAUDE_CODE_DISABLE_MCP_TASKS": "1", "CLAUDE_CODE_MCP_AUTO_BACKGROUND_MS": str(BACKGROUND_MS)}
     with ScriptedModel(session_policy) as model, Session(tmp_path, model, extra) as session:
         terminal = session.terminal
         session.start()
         call = model.wait_for(lambda r: isinstance(r.answer, ToolUse) and r.answer.name == TOOL, WAIT,
                               "the model's call to ask_user_rich")
         url = session.opened_url()
-        # Inline at first: our first progress notification, link included, under the call.
+        # Inline at first: our first progress notification, link included, reaches Claude Code
+        # and is drawn under the call.
+        tapped = session.tap.wait_message("<", lambda m: m.get("method") == "notifications/progress"
+                                          and ("Form: " + url) in m["params"].get("message", ""),
+                                          WAIT, "our first progress, with the link")
         inline = terminal.wait_for_shown("the call's progress with the form's link", lambda flat: (
             "Calling ask-user-rich… ⎿ Waiting for answers to \"Pick a database\"" in flat
             and "Form: " + url in flat))
@@ -465,8 +473,7 @@ def test_a_call_without_tasks_moves_to_the_background_and_its_answers_still_reac
         assert state.status == 200 and json.loads(state.body)["state"] == "pending", state.body
         log = session.log()
         assert "task-created" not in log and "wait-start" in log and "cancel" not in log, log
-        calls = [request for _, request, _ in session.answers_of("tools/call")]
-        assert not calls  # the call is still open on the wire: no answer sent yet
+        assert not session.answers_of("tools/call")  # the call still open: not answered yet
         submitted = time.monotonic()
         reply = submit(url, {"db": {"selected": ["my"], "notes": NOTE}})
         assert reply.status == 200, reply.body
@@ -474,15 +481,15 @@ def test_a_call_without_tasks_moves_to_the_background_and_its_answers_still_reac
         latency = after.arrived - submitted
         terminal.wait_for_text("Thanks, noted.", what="the model's reply to the answers")
         done = terminal.wait_for_text("Status: completed", what="the background call's finished status")
-        requests = [request for _, request, _ in session.answers_of("tools/call")]
-    print("claude-code 2.1.328 interactive, no tasks, auto-background at 2 s: submit to model request %.3f s;"
+        requests = [request for request, _ in session.wait_answers("tools/call", 1, "our answer to the call")]
+    print("claude-code 2.1.328 interactive, no tasks, auto-background at %d ms: submit to model request %.3f s;"
           " moved %.1f s after the call; task view: %s" % (
-              latency, moved.arrived - call.arrived, view[view.index("Status:"):view.index("Runtime:")].strip()))
+              BACKGROUND_MS, latency, moved.arrived - call.arrived, view[view.index("Status:"):view.index("Runtime:")].strip()))
     # Without tasks, the call never declared the extension and never became one.
     assert requests and "io.modelcontextprotocol/tasks" not in json.dumps(requests)
     background_note = json.dumps(moved.body["messages"][-1])
-    assert "is still running after 2s" in background_note, background_note
-    assert inline and background
+    assert "is still running after %ds" % (BACKGROUND_MS // 1000) in background_note, background_note
+    assert inline and background and tapped
     received = json.dumps(after.body["messages"][-1])
     assert "<task-notification>" in received and "<status>completed</status>" in received, received[:2000]
     assert '\\"selected\\":[\\"my\\"]' in received and NOTE in received and "archivePath" in received

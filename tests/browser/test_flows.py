@@ -478,6 +478,20 @@ def test_a_page_whose_interview_the_server_no_longer_knows_reads_the_code(form, 
     expect(f.page.locator("section.end h2")).to_have_text("This interview is no longer available")
 
 
+def test_a_live_line_the_server_no_longer_knows_reads_the_code(form, rich_spec):
+    f = form(rich_spec, goto=False)
+    f.allow("410")
+    f.allow("500")
+    # The stream fails at once, so the page asks /state, which answers with a status of its own
+    # and the code the server gives an interview it does not know.
+    f.page.route("**/api/s/*/events", lambda route: route.fulfill(status=500, body=""))
+    f.page.route("**/api/s/*/state", lambda route: route.fulfill(
+        status=410, content_type="application/json",
+        body=json.dumps({"error": "reworded, in no language the form knows", "code": "not-found"})))
+    f.page.goto(f.interview.url)
+    expect(f.page.locator("section.end h2")).to_have_text("This interview is no longer available")
+
+
 def test_the_agents_note_is_shown_with_its_follow_up_questions(form, rich_spec):
     f = form(rich_spec)
     f.rt.append_questions(f.interview.id, [choice("n1", "Follow-up", ["a", "b"])], note="Because of **your** answer")

@@ -241,12 +241,33 @@ TEXTS = {
         "late": "追加問題：每次部署時都要做快取預熱嗎？",
         "yes": "是", "no": "否", "note": "關於快取，還想再確認一件事。",
     },
+    # Korean breaks between words (keep-all): a run of Japanese in a Korean form is one word to
+    # it, cut anywhere when it does not fit; a Korean agent writes Korean.
+    "ko": {
+        "title": "동기화 서비스의 저장소와 키보드 단축키 설계 검토",
+        "intro": "이 인터뷰에서는 동기화 서비스의 데이터베이스, 캐시, 백업, 키보드 단축키에 대해 몇 가지를 정합니다.",
+        "q1": "동기화 서비스의 작업 상태를 저장할 데이터베이스로 플랫폼 팀이 이미 운영 중인 것을 사용할까요?",
+        "q1body": "작업 테이블에는 행 잠금이 필요하고, 백업과 복원 절차도 확인해야 합니다. "
+                  "파일 하나짜리 데이터베이스라면 서버가 필요 없지만 복제는 할 수 없습니다.",
+        "a": "PostgreSQL(이미 운영 중인 클러스터)",
+        "adesc": "플랫폼 팀이 이미 운영하고 있으며, 백업도 확인했습니다.",
+        "b": "파일 하나짜리 데이터베이스",
+        "why": "이미 운영 경험이 있고, 작업 테이블에는 행 잠금이 필요하기 때문입니다. 단축키도 그대로 쓸 수 있습니다.",
+        "r": "출시 전까지 할 일을 중요한 것부터 순서대로 정렬하세요(끌어서 옮기거나 키보드 단축키로)",
+        "x": "캐시 예열", "y": "작업 재시도와 백오프", "z": "상태 페이지 디자인",
+        "m": "첫 번째 출시에 넣을 기능은 무엇인가요? 해당하는 것을 모두 선택하세요",
+        "c": "자동 재시도(지수 백오프 포함)", "d": "CSV 내보내기",
+        "f": "그 밖에 알아야 할 것(결제 흐름이나 캐시 등)이 있나요?",
+        "late": "추가 질문: 배포할 때마다 캐시를 예열할까요?",
+        "yes": "예", "no": "아니요", "note": "캐시에 대해 한 가지만 더 확인하겠습니다.",
+    },
 }
 
 
 def spec_for(tag):
-    """An interview written in the language (for ja, zh-CN and zh-TW; the others get the
-    Japanese one, whose own text is then foreign but whose chrome is the language's)."""
+    """An interview written in the language (for ja, zh-CN, zh-TW and ko; the others get the
+    Japanese one, whose own text is then foreign but whose chrome is the language's, and whose
+    Japanese must break by Japanese rules all the same)."""
     w = TEXTS.get(tag, TEXTS["ja"])
     return {
         "title": w["title"], "intro": w["intro"], "language": tag,
@@ -264,6 +285,16 @@ def spec_for(tag):
     }
 
 
+# Made in the page: 10 MiB through Playwright's wire would take longer than the test.
+ATTACH_TWO = """(input) => {
+  const data = new DataTransfer();
+  data.items.add(new File([new Uint8Array(10 * 1024 * 1024 + 1)], "huge.log", {type: "text/plain"}));
+  data.items.add(new File([new Uint8Array(1536)], "small.log", {type: "text/plain"}));
+  input.files = data.files;
+  input.dispatchEvent(new Event("change", {bubbles: true}));
+}"""
+
+
 class Lines:
     """Walks one page through every screen, dialog and message, reading where its lines break."""
 
@@ -279,8 +310,7 @@ class Lines:
         self.f.settle()
         blocks = self.f.page.evaluate(LINES)
         self.looked += 1
-        if self.tag in CJK:
-            self.starts += [(where,) + s for s in bad_starts(blocks)]
+        self.starts += [(where,) + s for s in bad_starts(blocks)]
         if self.tag.startswith("zh"):
             self.words += [(where,) + s for s in split_words(self.f.page, blocks, self.tag)]
         self.split += [(where,) + s for s in split_groups(blocks, self.tag)]
@@ -298,7 +328,11 @@ class Lines:
         page.locator("#btn-next").click()
         self.look("multi-select")
         page.locator("#btn-next").click()
-        self.look("free text")
+        # A file attached (its size and unit) and one refused for its size, under the note.
+        f.section("f").locator(".attach-input").evaluate(ATTACH_TWO)
+        page.wait_for_selector('section[data-qid="f"] .attach-item:not(.pending) .attach-size')
+        page.wait_for_selector('section[data-qid="f"] .attach-problem:not([hidden])')
+        self.look("free text, a file attached and one refused")
         page.locator("#btn-next").click()
         page.locator("#btn-submit").click()
         self.look("review, a text missing")
@@ -348,10 +382,13 @@ def test_no_line_starts_with_a_small_kana_or_a_closing_mark(form, tag, viewport,
 
 @pytest.mark.parametrize("tag", LANGUAGES)
 def test_no_count_or_size_is_split_from_its_label_on_a_phone(form, tag):
+    # The interview is the Japanese one (for zh and ko their own): Japanese written by the
+    # agent breaks by the same rules whatever language the form speaks.
     f = form(spec_for(tag), viewport=PHONE)
     lines = Lines(f, tag)
     lines.run()
     assert lines.split == [], "\n".join(map(repr, lines.split))
+    assert lines.starts == [], "\n".join(map(repr, lines.starts))
 
 
 def test_the_line_reader_finds_a_bad_break_when_there_is_one(form):
@@ -417,7 +454,7 @@ def test_the_inbox_breaks_its_lines_right(inbox_page, inbox_rt, tag, viewport):
     page.wait_for_selector('li[data-interview="%s"] .inbox-badge:not([hidden])' % long.id)
     assert page.evaluate("document.documentElement.lang") == tag
     blocks = page.evaluate(LINES)
-    starts = bad_starts(blocks) if tag in CJK else []
+    starts = bad_starts(blocks)
     assert starts == [], "\n".join(map(repr, starts))
     split = split_groups(blocks, tag)
     assert split == [], "\n".join(map(repr, split))
