@@ -270,14 +270,17 @@ def _yield_output(request):
     return [o for o in _code_outputs(request) if "Script running with cell ID" in _output_text(o)]
 
 
-def code_mode_policy(model, request):
+def code_mode_policy(model, request, args=ARGS, budget=None):
     outputs = _code_outputs(request)
     if not outputs:
-        return ToolUse("exec", SCRIPT % json.dumps(ARGS), call_id="call_exec_1", namespace="functions", custom=True)
+        return ToolUse("exec", SCRIPT % json.dumps(args), call_id="call_exec_1", namespace="functions", custom=True)
     last = _output_text(outputs[-1])
     running = re.search(r"Script running with cell ID (\S+)", last)
     if running:
-        return ToolUse("wait", {"cell_id": running.group(1), "yield_time_ms": 30000},
+        wait = {"cell_id": running.group(1), "yield_time_ms": 30000}
+        if budget:
+            wait["max_tokens"] = budget
+        return ToolUse("wait", wait,
                        call_id="call_wait_%d" % len(outputs), namespace="functions")
     return Text("Thanks, noted.")
 
@@ -317,3 +320,34 @@ def test_codex_code_mode_calls_the_tool_from_a_script_that_outlives_its_yield(tm
     result = json.loads(final[final.index("{"):])
     assert result == session.result["structuredContent"]
     assert_answers(result)
+
+
+@pytest.mark.parametrize("budget", [None, 40000])
+def test_codex_code_mode_300_question_interview_needs_a_bigger_wait_budget(tmp_path, budget):
+    """In code mode the cut is `wait`'s own output budget (10,000 tokens unless the model asks
+    for more with `max_tokens`; tool_output_token_limit does not lift it): 40,149 of the result's
+    characters reach the model, `…N tokens truncated…` in the middle; `max_tokens: 40000` lets
+    every answer and note through."""
+    codex = cs.cli("codex")
+    env = cs.offline_env(tmp_path)
+    env.update({"SCRIPTED_API_KEY": "sk-scripted-test",
+                "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"})
+    policy = lambda model, request: code_mode_policy(model, request, BIG_ARGS, budget)  # noqa: E731
+    with ScriptedModel(policy, model_name=CODE_MODE_MODEL) as model, RecordingOpener(tmp_path) as opener, \
+            StdioTap(tmp_path) as tap:
+        _config(model, env, opener, tap, extra=("tool_output_token_limit = 40000",))
+        yielded = lambda: model.wait_for(_yield_output, SESSION_TIMEOUT, "the script yielding")  # noqa: E731
+        session = round_trip("codex", [codex, "exec", "--skip-git-repo-check", "--ephemeral", PROMPT],
+                             env, tmp_path, model, opener, tap, lambda r: "Script completed" in r.text,
+                             BIG_ANSWERS, yielded)
+    assert session.returncode == 0, session.err[-2000:]
+    final = _output_text(_code_outputs(session.after)[-1])
+    rows = len(re.findall(r'\{"id":"t\d{3}"', final))
+    print("codex 0.169.0 code mode, 300 questions, wait max_tokens %s: the model received %d characters with "
+          "%d rows" % (budget, len(final), rows))
+    if budget is None:
+        assert re.search(r"…\d+ tokens truncated…", final) and rows < BIG_COUNT, final[:300]
+    else:
+        result = json.loads(final[final.index("{"):])
+        assert result == session.result["structuredContent"]
+        assert_big_answers(result)
