@@ -1,6 +1,7 @@
-"""What the Codex and Gemini CLI session tests share (tests/test_sessions_codex.py,
-tests/test_sessions_gemini.py): the interview the scripted model asks, the answers the test
-submits, and the checks on what arrived where."""
+"""What the session tests share: the stdio tap every one of them registers as the server, and for
+the Codex and Gemini CLI sessions (tests/test_sessions_codex.py, tests/test_sessions_gemini.py)
+the interview the scripted model asks, the answers the test submits, one round trip, and the
+checks on what arrived where."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ import subprocess
 import sys
 import time
 
-import askrich  # tests/support.py puts the project root on sys.path first
 import clients_support as cs
 from scripted_model import ToolUse
 from support import WAIT, EventsReader, LoopbackReports, api_url, http_request, submit
+
+import askrich  # noqa: E402 (after support, which puts the project root on sys.path)
 
 # Markdown, a preview, non-ASCII text and a multi-select: what a CLI could mangle on the way.
 ARGS = {"title": "Pick a database", "questions": [

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -351,3 +352,50 @@ def test_codex_code_mode_300_question_interview_needs_a_bigger_wait_budget(tmp_p
         result = json.loads(final[final.index("{"):])
         assert result == session.result["structuredContent"]
         assert_big_answers(result)
+
+
+class _FailingOpener:
+    """An opener that cannot open anything, as on a machine without a desktop."""
+
+    command = shutil.which("false") or "/bin/false"
+
+
+def headless_policy(model, request):
+    """Call ask_user_rich; on the awaiting result, await_user_answers with its sessionId."""
+    outputs = [item for item in request.body.get("input") or [] if item.get("type") == "function_call_output"]
+    if not outputs:
+        return ToolUse(TOOL, ARGS, call_id=CALL_ID, namespace=NAMESPACE)
+    if outputs[-1]["call_id"] == CALL_ID:
+        session_id = json.loads(_payload(outputs[-1]["output"]))["sessionId"]
+        return ToolUse("await_user_answers", {"sessionId": session_id}, call_id="call_await_1", namespace=NAMESPACE)
+    return Text("Thanks, noted.")
+
+
+def test_codex_exec_declines_the_url_elicitation_so_the_model_gets_the_link(tmp_path):
+    """No opener works: the server asks Codex to open the link (Codex declared URL elicitation);
+    `codex exec` declines at once, so the model gets the link and the sessionId, and
+    await_user_answers gets the answers."""
+    codex = cs.cli("codex")
+    env = cs.offline_env(tmp_path)
+    env.update({"SCRIPTED_API_KEY": "sk-scripted-test",
+                "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"})
+
+    def link():
+        call = tap.wait_message(">", lambda m: m.get("method") == "tools/call", SESSION_TIMEOUT, "the call")
+        reply = tap.wait_message("<", lambda m: m.get("id") == call["id"], SESSION_TIMEOUT, "the awaiting result")
+        return reply["result"]["structuredContent"]["url"]
+
+    with ScriptedModel(headless_policy) as model, StdioTap(tmp_path) as tap:
+        _config(model, env, _FailingOpener(), tap)
+        session = round_trip("codex", [codex, "exec", "--skip-git-repo-check", "--ephemeral", PROMPT],
+                             env, tmp_path, model, None, tap, lambda r: _outputs(r, "call_await_1"), find_url=link)
+    print("codex 0.169.0 exec, no opener: submit to model request %.3f s" % session.latency)
+    assert session.returncode == 0, session.err[-2000:]
+    asked = [m for m in tap.messages("<") if m.get("method") == "elicitation/create"]
+    answered = [m for m in tap.messages(">") if asked and m.get("id") == asked[0]["id"]]
+    assert len(asked) == 1 and asked[0]["params"]["mode"] == "url", asked
+    assert answered[0]["result"] == {"action": "decline"}, answered
+    awaiting = json.loads(_payload(_outputs(session.after)[0]["output"]))
+    assert awaiting["status"] == "awaiting" and awaiting["url"] == asked[0]["params"]["url"], awaiting
+    assert "declined" in awaiting["reason"], awaiting["reason"]
+    assert_answers(json.loads(_payload(_outputs(session.after, "call_await_1")[0]["output"])))

@@ -191,3 +191,32 @@ def test_gemini_cli_link_then_await_survives_the_timeout(tmp_path):
     final = _responses(session.after)[2]["response"]["output"]
     blocks = re.findall(r"<untrusted_context>\n(.*?)\n</untrusted_context>", final, re.S)
     assert_answers(json.loads(blocks[1]))
+
+
+@pytest.mark.parametrize("flags,declared", [((), False), (("--approval-mode", "yolo"), True)])
+def test_gemini_cli_prompt_mode_offers_an_untrusted_server_only_in_yolo_mode(tmp_path, flags, declared):
+    """Without `"trust": true` on the entry (what `gemini mcp add` writes), a `-p` session, which
+    cannot ask for a confirmation, leaves the server's tools out of the model's declarations
+    altogether; `--approval-mode yolo` (or `--yolo`) puts them back."""
+    cs.cli("gemini")  # skips, or fails under tests/run.sh, before anything starts
+    env = cs.offline_env(tmp_path)
+    project = tmp_path / "project"
+    project.mkdir()
+    with ScriptedModel(lambda model, request: Text("Nothing to ask.")) as model, RecordingOpener(tmp_path) as opener, \
+            StdioTap(tmp_path) as tap:
+        folder = _settings(env, opener, tap)
+        with open(os.path.join(folder, "settings.json"), encoding="utf-8") as f:
+            settings = json.load(f)
+        del settings["mcpServers"]["ask-user-rich"]["trust"]
+        with open(os.path.join(folder, "settings.json"), "w", encoding="utf-8") as f:
+            json.dump(settings, f)
+        with open(os.path.join(folder, "trustedFolders.json"), "w", encoding="utf-8") as f:
+            json.dump({str(project): "TRUST_FOLDER"}, f)
+        env.update({"GEMINI_API_KEY": "scripted-test-key", "GOOGLE_GEMINI_BASE_URL": model.url,
+                    "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"})
+        done = cs.run("gemini", ["-p", PROMPT, "-m", MODEL] + list(flags), env, project)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-2000:]
+    names = sorted(_declarations(model.turns[0]))
+    assert (TOOL in names) is declared, names
+    # The server was started and listed its tools all the same: the CLI chose to leave them out.
+    assert any(m.get("method") == "tools/list" for m in tap.messages(">"))

@@ -156,6 +156,41 @@ def test_a_ranked_order_of_latin_labels_reads_from_the_right_in_arabic(form):
     expect(answer).to_have_text(isolated("Speed") + " > " + isolated("Cost"))
 
 
+# Where the text of `el` lies: the boxes of `words` in it, and the edges of its content box.
+WHERE = """(el, words) => {
+  const text = el.textContent, node = [...el.childNodes].find((n) => n.nodeType === 3);
+  const at = {};
+  for (const w of words) {
+    const r = document.createRange();
+    r.setStart(node, text.lastIndexOf(w));
+    r.setEnd(node, text.lastIndexOf(w) + w.length);
+    const b = r.getBoundingClientRect();
+    at[w] = [b.left, b.right];
+  }
+  const all = document.createRange();
+  all.selectNodeContents(el);
+  const box = el.getBoundingClientRect(), style = getComputedStyle(el);
+  at.text = [all.getBoundingClientRect().left, all.getBoundingClientRect().right];
+  at.content = [box.left + parseFloat(style.paddingLeft), box.right - parseFloat(style.paddingRight)];
+  return at;
+}"""
+
+
+def test_an_english_header_on_an_arabic_page_keeps_its_question_mark_at_its_end(form):
+    f = form(spec("ar"))
+    f.page.locator("#rail button[data-goto='q:free']").click()
+    f.settle()
+    for el in (f.section("free").locator(".q-header"), None):
+        if el is None:
+            f.press("End")
+            el = f.page.locator('.review-row[data-qid="free"] .review-header')
+        at = el.evaluate(WHERE, ["Anything", "else", "?"])
+        # Left to right inside the header: "Anything else?", the mark after the last word...
+        assert at["Anything"][1] < at["else"][0] and at["else"][1] - 0.5 <= at["?"][0], at
+        # ...and the header still on the page's side, the right.
+        assert at["text"][0] > (at["content"][0] + at["content"][1]) / 2, at
+
+
 def test_the_tab_title_the_aria_texts_and_the_answers_sent_carry_no_isolates(form):
     f = form(spec("ar"), agent="Claude Code")
     follow_up(f, 2)
