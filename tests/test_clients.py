@@ -211,7 +211,8 @@ def test_the_readme_installs_the_plugin_with_the_commands_tested_here():
 # Gemini CLI ------------------------------------------------------------------------------------
 
 def _gemini_add(pyz):
-    return ["mcp", "add", "-s", "user", "--timeout", str(TOOL_TIMEOUT_MS), "ask-user-rich", "python3", pyz]
+    return ["mcp", "add", "-s", "user", "--trust", "--timeout", str(TOOL_TIMEOUT_MS), "ask-user-rich",
+            "python3", pyz]
 
 
 def test_gemini_cli_shows_the_server_added_with_mcp_add_as_connected(tmp_path, tmp_path_factory):
@@ -224,6 +225,7 @@ def test_gemini_cli_shows_the_server_added_with_mcp_add_as_connected(tmp_path, t
         entry = json.load(f)["mcpServers"]["ask-user-rich"]
     assert entry["command"] == "python3" and entry["args"] == [pyz], entry
     assert entry["timeout"] == TOOL_TIMEOUT_MS, entry
+    assert entry["trust"] is True, entry  # without it, `gemini -p` never offers the tools to its model
     # Gemini CLI shows servers as Disabled in a folder the user has not trusted.
     with open(os.path.join(env["HOME"], ".gemini", "trustedFolders.json"), "w") as f:
         json.dump({str(project): "TRUST_FOLDER"}, f)

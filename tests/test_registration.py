@@ -112,7 +112,7 @@ def test_gemini_cli_connects_to_the_archive_from_its_settings_file(gemini, tmp_p
     project.mkdir()
     (home / ".gemini").mkdir()
     settings = {"mcpServers": {"ask-user-rich": {
-        "command": _python3(), "args": [pyz], "timeout": 14400000}}}
+        "command": _python3(), "args": [pyz], "timeout": 14400000, "trust": True}}}
     (home / ".gemini" / "settings.json").write_text(json.dumps(settings))
     # Gemini CLI starts MCP servers only in folders the user trusts.
     (home / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(project): "TRUST_FOLDER"}))
