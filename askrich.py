@@ -3341,20 +3341,20 @@ class RepliesInFlight:
 
     def __init__(self):
         self._count = 0
-        self._changed = threading.Condition()
+        self._settled = threading.Condition()
 
     def __enter__(self):
-        with self._changed:
+        with self._settled:
             self._count += 1
 
     def __exit__(self, *exc_info):
-        with self._changed:
+        with self._settled:
             self._count -= 1
-            self._changed.notify_all()
+            self._settled.notify_all()
 
     def wait_done(self, patience: float) -> bool:
-        with self._changed:
-            return self._changed.wait_for(lambda: self._count == 0, patience)
+        with self._settled:
+            return self._settled.wait_for(lambda: self._count == 0, patience)
 
 
 class FormRequestPlumbing:

@@ -1,5 +1,7 @@
 """Rank questions: mouse drag, keyboard pick-up/move/drop/cancel, Shift+arrows, digits, C/R/X,
 and the rule that nothing is recorded until the user orders something."""
+import re
+
 from playwright.sync_api import expect
 
 from formkit import answer_of, isolated
@@ -72,7 +74,11 @@ def test_keyboard_pick_up_move_and_drop(form):
     f.press("Space", "ArrowDown", "ArrowDown")
     assert f.rank_order("goals") == ["b", "c", "a", "d"]
     assert f.status("goals") == "open"  # still held: nothing recorded yet
-    expect(f.page.locator("#announcer")).to_have_text(isolated("Alpha") + ": position 3 of 4.")
+    # Announcements made within one frame are read as one (a loaded machine may deliver both
+    # arrows in one): the last one is the row's new place.
+    alpha = re.escape(isolated("Alpha"))
+    expect(f.page.locator("#announcer")).to_have_text(
+        re.compile(r"^(%s: position 2 of 4\. )?%s: position 3 of 4\.$" % (alpha, alpha)))
     f.press("Space")
     assert f.status("goals") == "answered"
     assert f.focused("el => el.dataset.opt") == "a"
