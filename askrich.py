@@ -6957,8 +6957,12 @@ def _doctor_self_test(config: Config, line):
 
 if __name__ == "__main__":
     # Run as a script, CPython keeps this file's whole syntax tree until the script's body
-    # returns: the stdio server serves from a thread, and the body returns now. Not on 3.12.0
-    # to 3.12.2, which refuse to start a thread once the main thread has finished.
-    exit_code = main(detach=not (3, 12, 0) <= sys.version_info[:3] < (3, 12, 3))
+    # returns: the stdio server serves from a thread, and the body returns now. Only on Linux,
+    # where the freed heap is then handed back (release_start_up_memory) and a signal still
+    # reaches the main thread while it waits for that thread (on Windows that wait cannot be
+    # interrupted); and not on 3.12.0 to 3.12.2, which refuse to start a thread once the main
+    # thread has finished.
+    exit_code = main(detach=sys.platform.startswith("linux")
+                     and not (3, 12, 0) <= sys.version_info[:3] < (3, 12, 3))
     if exit_code is not None:
         raise SystemExit(exit_code)
