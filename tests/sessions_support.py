@@ -39,6 +39,23 @@ def ended(process):
     return (out or "") + (err or "")
 
 
+def end_logged_servers(log_text: str, module: str) -> None:
+    """Our server ends with the CLI's process group; should one have left that group, it is ended
+    here by the pid it logged, but only while that pid is still our server, never a process that
+    reused it."""
+    import re
+    import signal
+
+    for pid in re.findall(r" start version=\S+ python=\S+ pid=(\d+)", log_text):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                if module.encode() not in f.read():
+                    continue
+            os.kill(int(pid), signal.SIGKILL)
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+
+
 def assert_served_as_sent(spec):
     """The form serves exactly the interview ARGS describes: the call's arguments arrived intact
     (each served question also carries the interview version it arrived in)."""

@@ -23,7 +23,7 @@ if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 import clients_support as cs  # noqa: E402
 from scripted_model import ScriptedModel, Text, ToolUse  # noqa: E402
-from sessions_support import StdioTap  # noqa: E402
+from sessions_support import StdioTap, end_logged_servers  # noqa: E402
 from support import MODULE, EventsReader, RecordingOpener, api_url, http_request, submit  # noqa: E402
 
 pytestmark = pytest.mark.sessions
@@ -185,15 +185,7 @@ class PrintSession:
             if self.process.poll() is None:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
-            # Our server ends with the CLI's process group; had it left the group, by the pid it logged.
-            for pid in re.findall(r" start version=\S+ python=\S+ pid=(\d+)", self.log()):
-                try:  # only while that pid is still our server, never a process that reused it
-                    with open("/proc/%s/cmdline" % pid, "rb") as f:
-                        if self.module.encode() not in f.read():
-                            continue
-                    os.kill(int(pid), signal.SIGKILL)
-                except (FileNotFoundError, ProcessLookupError):
-                    continue
+            end_logged_servers(self.log(), self.module)
         finally:
             self.out.close()
             self.err.close()

@@ -33,7 +33,7 @@ if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 import clients_support as cs  # noqa: E402
 from scripted_model import ScriptedModel, Text, ToolUse  # noqa: E402
-from sessions_support import StdioTap  # noqa: E402
+from sessions_support import StdioTap, end_logged_servers  # noqa: E402
 from support import MODULE, RecordingOpener, api_url, http_request, submit  # noqa: E402
 
 pytestmark = pytest.mark.sessions
@@ -242,25 +242,13 @@ class Session:
                 self.terminal.close()
         finally:
             try:
-                self._end_server()
+                end_logged_servers(self.log(), self.module)
             finally:
                 self.opener.close()
                 # What was relayed stays beside the session's log, for a failure's reader.
                 with open(str(self.tmp_path / "relayed.jsonl"), "w", encoding="utf-8") as f:
                     f.write("\n".join(self.tap.lines) + "\n")
                 self.tap.close()
-
-    def _end_server(self):
-        """Our server ends with the CLI's process group; should it have left that group, it is
-        ended here by the pid it logged."""
-        for pid in re.findall(r" start version=\S+ python=\S+ pid=(\d+)", self.log()):
-            try:  # only while that pid is still our server, never a process that reused it
-                with open("/proc/%s/cmdline" % pid, "rb") as f:
-                    if self.module.encode() not in f.read():
-                        continue
-                os.kill(int(pid), signal.SIGKILL)
-            except (FileNotFoundError, ProcessLookupError):
-                continue
 
     # -- what the session did
 
