@@ -4313,12 +4313,13 @@ class Inbox:
             self.key = load_inbox_key(self.runtime.config.log_dir)
 
     def _give_up(self, problem: InboxUnavailable) -> None:
-        self.log.event("inbox-unavailable", "warning", reason=str(problem))
         self._release()
         self.registry.remove()
         with self.changed:
             self.unavailable = str(problem)
             self.worker = None
+        # Logged once it holds: a form's /state read after this line has no inbox in it.
+        self.log.event("inbox-unavailable", "warning", reason=str(problem))
 
     def _write_entry(self) -> None:
         entry = self._own_entry()

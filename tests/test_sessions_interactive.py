@@ -38,7 +38,7 @@ from support import MODULE, RecordingOpener, api_url, http_request, submit  # no
 
 pytestmark = pytest.mark.sessions
 TOOL = "mcp__ask-user-rich__ask_user_rich"
-BACKGROUND_MS = 5000  # CLAUDE_CODE_MCP_AUTO_BACKGROUND_MS for the call without a task
+BACKGROUND_MS = 15000  # CLAUDE_CODE_MCP_AUTO_BACKGROUND_MS for the call without a task
 ARGS = {"title": "Pick a database", "questions": [
     {"id": "db", "header": "Which database?", "options": [
         {"id": "pg", "label": "Postgres"}, {"id": "my", "label": "MySQL"}], "recommended": "pg",
@@ -430,7 +430,7 @@ def test_interactive_session_answered_in_chromium(tmp_path):
 
 
 def test_a_call_without_tasks_moves_to_the_background_and_its_answers_still_reach_the_model(tmp_path):
-    # The inline state lasts until Claude Code's own timer, which no gate of ours can hold: 5 s
+    # The inline state lasts until Claude Code's own timer, which no gate of ours can hold: 15 s
     # leaves a loaded machine time to start the opener and draw our first progress before it.
     extra = {"CLAUDE_CODE_DISABLE_MCP_TASKS": "1", "CLAUDE_CODE_MCP_AUTO_BACKGROUND_MS": str(BACKGROUND_MS)}
     with ScriptedModel(session_policy) as model, Session(tmp_path, model, extra) as session:
@@ -448,7 +448,7 @@ def test_a_call_without_tasks_moves_to_the_background_and_its_answers_still_reac
             "Calling ask-user-rich… ⎿ Waiting for answers to \"Pick a database\"" in flat
             and "Form: " + url in flat))
         # At the auto-background time Claude Code answers the model itself and moves the call on.
-        moved = model.wait_for(lambda r: "was moved to the background" in r.text, WAIT,
+        moved = model.wait_for(lambda r: "was moved to the background" in r.text, BACKGROUND_MS / 1000.0 + WAIT,
                                "the model told that the call moved to the background")
         background = terminal.wait_for("the call in the background", lambda flat: (
             "Called ask-user-rich" in flat and "1 MCP task" in flat and "Calling ask-user-rich…" not in flat))
