@@ -26,6 +26,11 @@ ARGS = {"title": "Pick a database", "questions": [
     {"id": "langs", "header": "Which client languages?", "multiSelect": True,
      "options": [{"id": "py", "label": "Python"}, {"id": "go", "label": "Go"}, {"id": "rs", "label": "Rust"}]}]}
 NOTE = "Ops knows MySQL better."
+# The one-question interview the Claude Code sessions ask.
+PICK_A_DATABASE = {"title": "Pick a database", "questions": [
+    {"id": "db", "header": "Which database?", "options": [
+        {"id": "pg", "label": "Postgres"}, {"id": "my", "label": "MySQL"}], "recommended": "pg",
+     "rationale": "We run it already."}]}
 ANSWERS = {"db": {"selected": ["my"], "notes": NOTE}, "langs": {"selected": ["py", "rs"]}}
 PROMPT = "Ask me which database to use."
 SESSION_TIMEOUT = 60

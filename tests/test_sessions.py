@@ -23,7 +23,7 @@ if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 import clients_support as cs  # noqa: E402
 from scripted_model import ScriptedModel, Text, ToolUse  # noqa: E402
-from sessions_support import StdioTap, end_logged_servers  # noqa: E402
+from sessions_support import NOTE, PICK_A_DATABASE, StdioTap, end_logged_servers  # noqa: E402
 from support import MODULE, EventsReader, RecordingOpener, api_url, http_request, submit  # noqa: E402
 
 pytestmark = pytest.mark.sessions
@@ -32,11 +32,7 @@ ASK, APPEND, AWAIT = PREFIX + "ask_user_rich", PREFIX + "append_questions", PREF
 # What a model would type into Claude Code's tool search for each tool: words of our search hints.
 SEARCH = {ASK: "clarify preferences approval", APPEND: "follow-up ask more",
           AWAIT: "wait answers open interview link"}
-ARGS = {"title": "Pick a database", "questions": [
-    {"id": "db", "header": "Which database?", "options": [
-        {"id": "pg", "label": "Postgres"}, {"id": "my", "label": "MySQL"}], "recommended": "pg",
-     "rationale": "We run it already."}]}
-NOTE = "Ops knows MySQL better."
+ARGS = PICK_A_DATABASE
 API_KEY = "sk-ant-scripted-test"
 WAIT = 60  # seconds for any one thing a session does (start, a model turn, the form opening)
 LEGACY = "claude-2.1.197"

@@ -33,18 +33,14 @@ if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 import clients_support as cs  # noqa: E402
 from scripted_model import ScriptedModel, Text, ToolUse  # noqa: E402
-from sessions_support import StdioTap, end_logged_servers  # noqa: E402
+from sessions_support import NOTE, PICK_A_DATABASE, StdioTap, end_logged_servers  # noqa: E402
 from support import MODULE, RecordingOpener, api_url, http_request, submit  # noqa: E402
 
 pytestmark = pytest.mark.sessions
 TOOL = "mcp__ask-user-rich__ask_user_rich"
 BACKGROUND_MS = 15000  # CLAUDE_CODE_MCP_AUTO_BACKGROUND_MS for the call without a task
-ARGS = {"title": "Pick a database", "questions": [
-    {"id": "db", "header": "Which database?", "options": [
-        {"id": "pg", "label": "Postgres"}, {"id": "my", "label": "MySQL"}], "recommended": "pg",
-     "rationale": "We run it already."}]}
+ARGS = PICK_A_DATABASE
 PROMPT = "Ask me which database to use."
-NOTE = "Ops knows MySQL better."
 API_KEY = "sk-ant-scripted-test"
 COLUMNS, ROWS = 120, 40
 WAIT = 60  # seconds for any one thing a session does (start, a model turn, a poll)
