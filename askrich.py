@@ -3561,7 +3561,9 @@ class BuiltOnce:
 
 
 def _build_form_server_class():
-    """The ThreadingHTTPServer subclass that serves forms."""
+    """The ThreadingHTTPServer subclass that serves forms, on one address family (a
+    LoopbackListener holds one per loopback)."""
+    import socket
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     class FormRequestHandler(FormRequestPlumbing, BaseHTTPRequestHandler):
@@ -3576,9 +3578,10 @@ def _build_form_server_class():
         # their SYN and waited 1-3 s for a retry (200 connections took 30 s to open).
         request_queue_size = 256
 
-        def __init__(self, runtime, address):
+        def __init__(self, runtime, address, family=socket.AF_INET):
             self.runtime = runtime
             self.replies = RepliesInFlight()
+            self.address_family = family
             super().__init__(address, FormRequestHandler)
             port = self.server_address[1]
             config = runtime.config
@@ -3597,6 +3600,91 @@ def _build_form_server_class():
 
 
 form_server_class = BuiltOnce(_build_form_server_class)
+
+
+# -- both loopbacks ----------------------------------------------------------------------------
+#
+# URLs say `localhost`, which a browser resolves to [::1] as readily as to 127.0.0.1 (Chromium
+# tries [::1] first). A port held on one loopback only leaves the other free for any local user
+# to bind, and the page then talks to them. So every listener holds its port on both (see
+# tests/README.md, "Another user of this machine").
+
+LOOPBACK_BIND_TRIES = 20  # random ports tried when another program holds one on the other loopback
+IPV4_LOOPBACKS = frozenset({"127.0.0.1", "localhost", "0.0.0.0", ""})
+
+
+def has_ipv6_loopback() -> bool:
+    """Whether this machine has [::1] to bind (a kernel or container without IPv6 has none)."""
+    import socket
+
+    if not socket.has_ipv6:
+        return False
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+def listen_addresses(host: str) -> list:
+    """(address, family) for every socket a listener on `host` binds: both loopbacks when it
+    covers one of them, else `host` alone."""
+    import socket
+
+    if host in IPV4_LOOPBACKS:
+        pairs = [(host, socket.AF_INET)]
+        return pairs + [("::1", socket.AF_INET6)] if has_ipv6_loopback() else pairs
+    if host == "::1":
+        return [("::1", socket.AF_INET6), ("127.0.0.1", socket.AF_INET)]
+    return [(host, socket.AF_INET6 if ":" in host else socket.AF_INET)]
+
+
+class LoopbackListener:
+    """One port held on every address of listen_addresses(), by one server each, serving alike.
+    `make(address, family)` builds one bound, listening server (socketserver's kind)."""
+
+    def __init__(self, servers: list) -> None:
+        self.servers = servers
+        self.threads: list = []
+
+    @classmethod
+    def bind(cls, make, host: str, port: int) -> "LoopbackListener":
+        """Every family on `port`, or OSError and nothing held. Port 0: the first family picks a
+        free port, and when another program holds it on another family, a new one is tried."""
+        addresses = listen_addresses(host)
+        for _ in range(LOOPBACK_BIND_TRIES if port == 0 else 1):
+            servers: list = []
+            try:
+                for address, family in addresses:
+                    chosen = servers[0].server_address[1] if servers else port
+                    servers.append(make((address, chosen), family))
+                return cls(servers)
+            except OSError:
+                for server in servers:
+                    server.server_close()
+                if port != 0 or not servers:
+                    raise
+        raise OSError("no port was free on %s" % " and ".join(address for address, _ in addresses))
+
+    @property
+    def port(self) -> int:
+        return self.servers[0].server_address[1]
+
+    def start(self, name: str, poll_interval: float) -> None:
+        for server in self.servers:
+            thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": poll_interval},
+                                      name=name, daemon=True)
+            thread.start()
+            self.threads.append(thread)
+
+    def stop(self, patience: float | None = 2.0) -> None:
+        for server in self.servers:
+            stop_serving(server, patience)
+
+    def close(self) -> None:
+        for server in self.servers:
+            server.server_close()
 
 
 def host_name(host_header: str) -> str:
@@ -3638,8 +3726,7 @@ class Runtime:
         self.archive = Archive(config.log_dir, self.log)
         self.hub = SessionHub(self.log, self.archive)
         self.server_lock = threading.Lock()
-        self.form_server = None
-        self.server_thread = None
+        self.form_server = None  # a LoopbackListener once a form needs it
         self.inbox = Inbox(self)
         self.hub.observer = self.inbox.observe
 
@@ -3648,21 +3735,18 @@ class Runtime:
         cannot bind."""
         with self.server_lock:
             if self.form_server is None:
-                address = (self.config.host, self.config.port)
+                host, port = self.config.host, self.config.port
                 try:
-                    server = form_server_class()(self, address)
+                    listener = LoopbackListener.bind(
+                        lambda address, family: form_server_class()(self, address, family), host, port)
                 except OSError as error:
-                    self.log.event("http-bind-failed", "error", host=self.config.host,
-                                   port=self.config.port, error=str(error))
-                    raise FormServerUnavailable(self.config.host, self.config.port, str(error))
-                self.server_thread = threading.Thread(
-                    target=server.serve_forever, kwargs={"poll_interval": 0.2},
-                    name="ask-user-rich-http", daemon=True,
-                )
-                self.server_thread.start()
-                self.form_server = server
-                self.log.event("http-started", host=self.config.host, port=server.server_address[1])
-            return "http://%s:%d" % (self.config.public_host, self.form_server.server_address[1])
+                    self.log.event("http-bind-failed", "error", host=host, port=port, error=str(error))
+                    raise FormServerUnavailable(host, port, str(error))
+                listener.start("ask-user-rich-http", 0.2)
+                self.form_server = listener
+                self.log.event("http-started", host=host, port=listener.port,
+                               addresses=",".join(server.server_address[0] for server in listener.servers))
+            return "http://%s:%d" % (self.config.public_host, self.form_server.port)
 
     def open_interview(self, args, **details) -> Interview:
         """The one way to start an interview (the tools, demo/ask, doctor): validate
@@ -3686,9 +3770,10 @@ class Runtime:
         with self.server_lock:
             server, self.form_server = self.form_server, None
         if server is not None:
-            stop_serving(server)
-            server.replies.wait_done(REPLY_DRAIN_SECONDS)
-            server.server_close()
+            server.stop()
+            for one in server.servers:
+                one.replies.wait_done(REPLY_DRAIN_SECONDS)
+            server.close()
             self.log.event("http-stopped")
         self.log.close()
 
@@ -4054,9 +4139,9 @@ def _build_inbox_server_class():
         # would make two holders; there an exclusive bind is asked for instead.
         allow_reuse_address = os.name != "nt"
 
-        def __init__(self, inbox, address):
+        def __init__(self, inbox, address, family=socket.AF_INET):
             self.inbox = inbox
-            super().__init__(inbox.runtime, address)
+            super().__init__(inbox.runtime, address, family)
             names = ("localhost", "127.0.0.1", "[::1]")
             port = self.server_address[1]
             self.allowed_hosts = frozenset(names)
@@ -4074,30 +4159,42 @@ inbox_server_class = BuiltOnce(_build_inbox_server_class)
 
 
 def port_is_free(host: str, port: int) -> bool:
-    """Whether `port` can be bound now: a bare socket, far cheaper than a server that fails."""
+    """Whether `port` can be bound now on every address a listener on `host` holds: bare
+    sockets, far cheaper than a server that fails."""
     import socket
 
-    with socket.socket() as probe:
-        if os.name != "nt":
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
-        try:
-            probe.bind((host, port))
-        except OSError:
-            return False
+    for address, family in listen_addresses(host):
+        with socket.socket(family) as probe:
+            if os.name != "nt":
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
+            try:
+                probe.bind((address, port))
+            except OSError:
+                return False
     return True
 
 
 def prove_inbox_holder(port: int, key: str, timeout: float = INBOX_PROBE_SECONDS):
-    """Ask whoever holds 127.0.0.1:`port` to prove it knows the key, without sending the key.
-    "ours", "foreign" (something answers and cannot prove it) or "free" (nothing listens)."""
+    """Ask whoever holds `port` on each loopback to prove it knows the key, without sending the
+    key. "ours", "foreign" (something answers on either and cannot prove it) or "free" (nothing
+    listens on either)."""
+    verdicts = {_prove_at(address, port, key, timeout) for address, _ in listen_addresses(INBOX_HOST)}
+    for verdict in ("foreign", "ours"):
+        if verdict in verdicts:
+            return verdict
+    return "free"
+
+
+def _prove_at(address: str, port: int, key: str, timeout: float) -> str:
     import hmac
     import http.client
     import secrets
 
     nonce = secrets.token_hex(16)
-    connection = http.client.HTTPConnection(INBOX_HOST, port, timeout=timeout)
+    host = "[%s]" % address if ":" in address else address
+    connection = http.client.HTTPConnection(address, port, timeout=timeout)
     try:
-        connection.request("GET", "/api/inbox/prove?nonce=" + nonce, headers={"Host": "127.0.0.1:%d" % port})
+        connection.request("GET", "/api/inbox/prove?nonce=" + nonce, headers={"Host": "%s:%d" % (host, port)})
         response = connection.getresponse()
         body = response.read(4096)
     except ConnectionRefusedError:
@@ -4146,8 +4243,7 @@ class Inbox:
         self.closed = False
         self.key = None
         self.unavailable = None  # why the inbox cannot be kept here, once found
-        self.server = None
-        self.server_thread = None
+        self.server = None  # a LoopbackListener while this process holds the port
         self.holder = None  # None: unknown; "ours", "foreign" or "free" as last probed
         self.probed = float("-inf")  # when it was probed last
         self.reported_foreign = False
@@ -4334,7 +4430,8 @@ class Inbox:
         try:
             if not port_is_free(INBOX_HOST, self.port):
                 raise OSError("address in use")
-            server = inbox_server_class()(self, (INBOX_HOST, self.port))
+            server = LoopbackListener.bind(
+                lambda address, family: inbox_server_class()(self, address, family), INBOX_HOST, self.port)
         except OSError as error:
             if self.holder is not None and not forms:
                 return
@@ -4350,14 +4447,12 @@ class Inbox:
             if forms:
                 self._touch_forms()
             return
+        with self.changed:
+            self.server = server
+            self.holder = "ours"
         # serve_forever wakes every poll_interval only to see whether it should stop; _release
         # wakes it with a connection instead, so it need not look often.
-        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": INBOX_RETRY_SECONDS},
-                                  name="ask-user-rich-inbox-http", daemon=True)
-        with self.changed:
-            self.server, self.server_thread = server, thread
-            self.holder = "ours"
-        thread.start()
+        server.start("ask-user-rich-inbox-http", INBOX_RETRY_SECONDS)
         self.log.event("inbox-holding", port=self.port)
         self._touch_forms()
 
@@ -4366,8 +4461,8 @@ class Inbox:
             server, self.server = self.server, None
             self.changed.notify_all()  # the pages' streams end
         if server is not None:
-            stop_serving(server, patience=None)  # before the socket closes under the loop
-            server.server_close()
+            server.stop(patience=None)  # before the sockets close under the loops
+            server.close()
             self.log.event("inbox-released", port=self.port)
 
     def _wind_down(self) -> None:
