@@ -137,6 +137,8 @@ ASSET_FILES = frozenset(
         "js/i18n.js",
         "js/attach.js",
         "js/inbox.js",
+        "js/prove.js",
+        "js/guard.js",
         "inbox.html",
         "vendor/marked.esm.js",
         "vendor/purify.es.mjs",
@@ -2503,6 +2505,11 @@ class SessionHub:
             raise UnknownInterview(interview_id)
         return interview
 
+    def find_by_token_digest(self, digest: bytes) -> Interview | None:
+        self._purge_expired()
+        with self.lock:
+            return self.by_token.get(digest)
+
     def find_by_token(self, token: str) -> Interview | None:
         import hmac
 
@@ -3042,6 +3049,7 @@ class RunningArchive:
 # server classes are built by a function the first time a form is needed.
 
 TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+HEX_DIGITS = frozenset("0123456789abcdef")
 MAX_PROGRESS_BYTES = 64 * 1024
 NOT_FOUND_TEXT = "Interview not found or expired."
 JSON_CONTENT_TYPE = "application/json; charset=utf-8"
@@ -3126,6 +3134,30 @@ def text_reply(status: int, text: str) -> Reply:
     return Reply(status, {"Content-Type": "text/plain; charset=utf-8"}, text.encode("utf-8"))
 
 
+def query_value(request, name: str) -> str:
+    """The first value of `name` in the request's query string, or ""."""
+    import urllib.parse
+
+    return (urllib.parse.parse_qs(request.path.partition("?")[2]).get(name) or [""])[0]
+
+
+def request_nonce(request) -> str:
+    """The `nonce` a prove route is asked with, or a 400."""
+    nonce = query_value(request, "nonce")
+    if not 16 <= len(nonce) <= 128 or not set(nonce) <= HEX_DIGITS:
+        raise HttpRefusal(400, "nonce must be 16 to 128 lower-case hex digits")
+    return nonce
+
+
+def proof_of(secret: str, message: str) -> str:
+    """hex(HMAC-SHA256(secret, message)): what a server shows to prove it knows `secret`
+    without sending it, and what signs the inbox's tickets and sessions."""
+    import hashlib
+    import hmac
+
+    return hmac.new(secret.encode("utf-8"), message.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
 def find_interview(hub, token: str):
     if not token or len(token) > 64 or not set(token) <= TOKEN_CHARS:
         return None
@@ -3182,6 +3214,30 @@ def route_state(request, params: dict):
 
 def route_events(request, params: dict):
     return EventStream(api_interview(request, params))
+
+
+def route_prove(request, params: dict):
+    """A page that lost its server asks this before it sends its token again: the server
+    proves it knows the token the page names by its SHA-256, which proves nothing to anyone
+    who does not hold the token already."""
+    nonce = request_nonce(request)
+    digest = query_value(request, "token-sha256")
+    if len(digest) != 64 or not set(digest) <= HEX_DIGITS:
+        raise HttpRefusal(400, "token-sha256 must be 64 lower-case hex digits")
+    interview = request.runtime.hub.find_by_token_digest(bytes.fromhex(digest))
+    if interview is None:
+        raise HttpRefusal(404, "not found")
+    return json_reply(200, {"proof": proof_of(interview.token, nonce)})
+
+
+def route_to_inbox(request, params: dict):
+    """The form's "N more waiting" link: a redirect to the inbox with a one-time ticket, so
+    that the form never holds the inbox's key."""
+    interview = api_interview(request, params)
+    url = request.runtime.inbox.entry_url(interview)
+    if url is None:
+        raise HttpRefusal(404, "not found")
+    return Reply(303, {"Location": url})
 
 
 def route_progress(request, params: dict):
@@ -3285,6 +3341,8 @@ ROUTES = (
     ("GET", "/api/s/<token>", route_interview),
     ("GET", "/api/s/<token>/state", route_state),
     ("GET", "/api/s/<token>/events", route_events),
+    ("GET", "/api/s/<token>/inbox", route_to_inbox),
+    ("GET", "/api/prove", route_prove),
     ("POST", "/api/s/<token>/progress", route_progress),
     ("POST", "/api/s/<token>/submit", route_submit),
     ("POST", "/api/s/<token>/attachments", route_attachment_upload),
@@ -3813,7 +3871,9 @@ INBOX_WRITE_SECONDS = 0.25  # the registry file is rewritten at most this often
 INBOX_WATCH_SECONDS = 0.5  # how often the registry folder is looked at while anything is pending
 INBOX_PROBE_SECONDS = 2.0
 INBOX_ENTRY_MAX_BYTES = 1024 * 1024
-INBOX_NONCE_CHARS = frozenset("0123456789abcdef")
+INBOX_TICKET_SECONDS = 60  # a form's way into the inbox is used within the minute, once
+INBOX_SESSION_SECONDS = 8 * 3600  # the cookie a ticket becomes: a working day
+INBOX_COOKIE = "ask-user-rich-inbox"
 
 
 class InboxUnavailable(Exception):
@@ -3902,11 +3962,32 @@ def _make_inbox_key(path: str, key: str) -> None:
             pass
 
 
-def inbox_proof(key: str, nonce: str) -> str:
-    import hashlib
+def inbox_pass(key: str, kind: str, seconds: float) -> str:
+    """A signed, expiring value only a holder of the key makes or checks: a "ticket" (the
+    form's way in, used once) or a "session" (the cookie it is exchanged for). It is not the
+    key and says nothing of it."""
+    import secrets
+
+    body = "%d.%s" % (time.time() + seconds, secrets.token_hex(12))
+    return "%s.%s" % (body, proof_of(key, "%s:%s" % (kind, body)))
+
+
+def inbox_pass_nonce(key: str, kind: str, value: str):
+    """The nonce of a valid, unexpired pass of that kind, or None."""
     import hmac
 
-    return hmac.new(key.encode("ascii"), nonce.encode("ascii"), hashlib.sha256).hexdigest()
+    expiry, _, rest = value.partition(".")
+    nonce, _, mac = rest.partition(".")
+    if not expiry.isdigit() or len(nonce) != 24 or not set(nonce) <= HEX_DIGITS or int(expiry) < time.time():
+        return None
+    wanted = proof_of(key, "%s:%s.%s" % (kind, expiry, nonce))
+    return nonce if hmac.compare_digest(wanted.encode("ascii"), mac.encode("utf-8", "surrogatepass")) else None
+
+
+def page_verifier(key: str) -> str:
+    """What an inbox page opened through a ticket holds to check a server's proof: its session
+    cookie is HttpOnly and it never sees the key."""
+    return proof_of(key, "inbox-page")
 
 
 def pid_alive(pid: int) -> bool:
@@ -4112,16 +4193,61 @@ def route_inbox_events(request, params: dict):
 
 
 def route_inbox_prove(request, params: dict):
-    import urllib.parse
+    nonce = request_nonce(request)
+    key = request.server.inbox.key
+    return json_reply(200, {"proof": proof_of(key, nonce), "pageProof": proof_of(page_verifier(key), nonce)})
 
-    query = urllib.parse.parse_qs(request.path.partition("?")[2])
-    nonce = (query.get("nonce") or [""])[0]
-    if not 16 <= len(nonce) <= 128 or not set(nonce) <= INBOX_NONCE_CHARS:
-        raise HttpRefusal(400, "nonce must be 16 to 128 lower-case hex digits")
-    return json_reply(200, {"proof": inbox_proof(request.server.inbox.key, nonce)})
+
+def cookie_value(request, name: str) -> str:
+    for part in request.headers.get("Cookie", "").split(";"):
+        found, _, value = part.strip().partition("=")
+        if found == name:
+            return value
+    return ""
+
+
+def inbox_by_cookie(request):
+    """The inbox a session cookie opens, or a 404, as for a wrong key."""
+    inbox = request.server.inbox
+    session = cookie_value(request, INBOX_COOKIE)
+    if inbox.key is None or inbox_pass_nonce(inbox.key, "session", session) is None:
+        raise HttpRefusal(404, "not found")
+    return inbox
+
+
+def route_inbox_enter(request, params: dict):
+    """A form's ticket, exchanged once for a session cookie; then the inbox page."""
+    session = request.server.inbox.redeem(params["ticket"])
+    if session is None:
+        raise HttpRefusal(404, "not found")
+    cookie = "%s=%s; Path=/inbox; Max-Age=%d; HttpOnly; SameSite=Strict" % (
+        INBOX_COOKIE, session, INBOX_SESSION_SECONDS)
+    return Reply(303, {"Location": "/inbox", "Set-Cookie": cookie})
+
+
+def route_inbox_session_page(request, params: dict):
+    inbox_by_cookie(request)
+    return route_asset(request, {"name": "inbox.html"})
+
+
+def route_inbox_session_json(request, params: dict):
+    return json_reply(200, inbox_by_cookie(request).listing())
+
+
+def route_inbox_session_events(request, params: dict):
+    return InboxStream(inbox_by_cookie(request))
+
+
+def route_inbox_verifier(request, params: dict):
+    return json_reply(200, {"verifier": page_verifier(inbox_by_cookie(request).key)})
 
 
 INBOX_ROUTES = (
+    ("GET", "/inbox", route_inbox_session_page),
+    ("GET", "/inbox/listing", route_inbox_session_json),
+    ("GET", "/inbox/events", route_inbox_session_events),
+    ("GET", "/inbox/verifier", route_inbox_verifier),
+    ("GET", "/inbox/enter/<ticket>", route_inbox_enter),
     ("GET", "/inbox/<key>", route_inbox_page),
     ("GET", "/assets/<name*>", route_asset),
     ("GET", "/api/inbox/prove", route_inbox_prove),
@@ -4208,7 +4334,7 @@ def _prove_at(address: str, port: int, key: str, timeout: float) -> str:
     except (UnicodeDecodeError, ValueError, AttributeError):
         return "foreign"
     if response.status == 200 and isinstance(proof, str) and hmac.compare_digest(
-        proof.encode("ascii", "replace"), inbox_proof(key, nonce).encode("ascii")
+        proof.encode("ascii", "replace"), proof_of(key, nonce).encode("ascii")
     ):
         return "ours"
     return "foreign"
@@ -4247,6 +4373,7 @@ class Inbox:
         self.holder = None  # None: unknown; "ours", "foreign" or "free" as last probed
         self.probed = float("-inf")  # when it was probed last
         self.reported_foreign = False
+        self.used_tickets: dict = {}  # nonce -> when it would expire: a ticket opens once
         self.streams = 0
         self.stamp = None  # the other entries' names, times and sizes at the last full scan
         self.others: list = []  # the entries of the other live processes, as last scanned
@@ -4312,7 +4439,25 @@ class Inbox:
             # A proof goes stale: the holder may have changed since.
             fresh = time.monotonic() - self.probed <= INBOX_RETRY_SECONDS + INBOX_PROBE_SECONDS
             ours = self.key is not None and (self.server is not None or (self.holder == "ours" and fresh))
-            return {"waiting": others, "url": inbox_url(self.port, self.key) if ours else None}
+            return {"waiting": others, "url": "/api/s/%s/inbox" % interview.token if ours else None}
+
+    def entry_url(self, interview):
+        """Where the form's link leads: the inbox with a fresh ticket, while there is one that
+        proved it is ours; else None."""
+        if self.for_form(interview)["url"] is None:
+            return None
+        return "http://localhost:%d/inbox/enter/%s" % (self.port, inbox_pass(self.key, "ticket", INBOX_TICKET_SECONDS))
+
+    def redeem(self, ticket: str):
+        """A session for a valid ticket not used before, or None."""
+        nonce = None if self.key is None else inbox_pass_nonce(self.key, "ticket", ticket)
+        now = time.time()
+        with self.lock:
+            self.used_tickets = {seen: until for seen, until in self.used_tickets.items() if until > now}
+            if nonce is None or nonce in self.used_tickets:
+                return None
+            self.used_tickets[nonce] = now + INBOX_TICKET_SECONDS
+        return inbox_pass(self.key, "session", INBOX_SESSION_SECONDS)
 
     # -- the listing ----------------------------------------------------------------------
 
