@@ -3925,6 +3925,25 @@ def load_inbox_key(log_dir: str) -> str:
     raise InboxUnavailable("%s could not be made" % path)
 
 
+def inbox_key_stamp(log_dir: str):
+    """What changes when inbox.key is replaced (or None when there is none): a process reads
+    the key again when it changed under it."""
+    try:
+        status = os.stat(os.path.join(log_dir, "inbox.key"))
+    except OSError:
+        return None
+    return (status.st_ino, status.st_mtime_ns)
+
+
+def retire_inbox_key(log_dir: str) -> None:
+    """Forget the key, so that the next process with an interview makes a new one: an old tab,
+    bookmark or captured key then opens nothing."""
+    try:
+        os.unlink(os.path.join(log_dir, "inbox.key"))
+    except OSError:
+        pass
+
+
 def _make_inbox_key(path: str, key: str) -> None:
     """Write the key whole under a temporary name, then link it into place: of two processes
     making it at once, one wins and both read the winner's key."""
@@ -4368,6 +4387,7 @@ class Inbox:
         self.worker = None
         self.closed = False
         self.key = None
+        self.key_stamp = None  # inbox_key_stamp() when the key was read
         self.unavailable = None  # why the inbox cannot be kept here, once found
         self.server = None  # a LoopbackListener while this process holds the port
         self.holder = None  # None: unknown; "ours", "foreign" or "free" as last probed
@@ -4550,8 +4570,29 @@ class Inbox:
                 return
 
     def _load_key(self) -> None:
+        """The key, a new one when nobody needs the old one: no other live process lists an
+        interview and nothing holds the port (the `inbox` command holds it with none)."""
         if self.key is None:
-            self.key = load_inbox_key(self.runtime.config.log_dir)
+            log_dir = self.runtime.config.log_dir
+            if self._nobody_else():
+                retire_inbox_key(log_dir)
+            self.key = load_inbox_key(log_dir)
+            self.key_stamp = inbox_key_stamp(log_dir)
+
+    def _nobody_else(self) -> bool:
+        return not self.registry.scan()[1] and port_is_free(INBOX_HOST, self.port)
+
+    def _refresh_key(self) -> bool:
+        """Read the key again when the file was replaced (two processes that started at once may
+        each have made one); whether it changed."""
+        log_dir = self.runtime.config.log_dir
+        stamp = inbox_key_stamp(log_dir)
+        if stamp is None or stamp == self.key_stamp:
+            return False
+        key = load_inbox_key(log_dir)
+        with self.lock:
+            changed, self.key, self.key_stamp = key != self.key, key, stamp
+        return changed
 
     def _give_up(self, problem: InboxUnavailable) -> None:
         self._release()
@@ -4581,6 +4622,7 @@ class Inbox:
             if self.holder is not None and not forms:
                 return
             # "free" here: the holder exited between the bind and the probe; the next try binds.
+            self._refresh_key()
             verdict = prove_inbox_holder(self.port, self.key)
             with self.lock:
                 self.holder, self.probed = verdict, time.monotonic()
@@ -4611,9 +4653,13 @@ class Inbox:
             self.log.event("inbox-released", port=self.port)
 
     def _wind_down(self) -> None:
-        """Nothing left to do: the entry goes, and the port with it."""
+        """Nothing left to do: the entry goes, and the port with it; and the key, when no other
+        process has an interview pending."""
         self.registry.remove()
         self._release()
+        if self.key is not None and self._nobody_else():
+            retire_inbox_key(self.runtime.config.log_dir)
+            self.key = self.key_stamp = None
         with self.lock:
             self.others, self.stamp, self.folder_stamp, self.scanned = [], None, None, float("-inf")
 
@@ -4621,6 +4667,8 @@ class Inbox:
         """Read the other processes' entries again when the folder changed (one stat), when a
         page is watching, when forced, and at least every INBOX_RETRY_SECONDS (for processes
         that died without a word)."""
+        if self.server is not None:
+            self._refresh_key()  # what it serves under, and checks the pages' proofs with
         folder_stamp = self.registry.folder_stamp()
         now = time.monotonic()
         if not (force or self.streams or folder_stamp != self.folder_stamp
@@ -4696,6 +4744,8 @@ class Inbox:
             worker.join(INBOX_PROBE_SECONDS + 1)
         self.registry.remove()
         self._release()
+        if self.key is not None and self._nobody_else():
+            retire_inbox_key(self.runtime.config.log_dir)
 
 
 # ============================================================================================
@@ -6972,7 +7022,7 @@ def run_inbox(open_it: bool) -> int:
             if hasattr(signal, name):
                 signal.signal(getattr(signal, name), on_signal)
         sys.stderr.write("Serving the inbox here until Ctrl-C.\n")
-        _show_inbox(inbox_url(port, key), open_it, config, runtime.log)
+        _show_inbox(inbox_url(port, runtime.inbox.key), open_it, config, runtime.log)  # perhaps a new key
         stop.wait()
         return 0
     except InboxUnavailable as problem:
