@@ -101,6 +101,8 @@ ENV_RESTARTED = "ASK_USER_RICH_RESTARTED"  # internal: askrich.pyz started over 
 MAX_TIMEOUT_SECONDS = 604800  # one week
 SETTLED_RETENTION_SECONDS = 30 * 60
 MAX_LINE_BYTES = 16 * 1024 * 1024  # a longer stdin line is refused without being held whole
+MAX_LINE_VALUES = 200000  # JSON values in one stdin line: what parsing it may cost is bounded
+MAX_BATCH = 100  # messages in one JSON-RPC batch, so its replies are bounded too
 MAX_BODY_BYTES = 5 * 1024 * 1024
 # Every free text the user writes (an Other, an option's text, notes, the general notes, a skip
 # reason): no single field can blow up the agent's context. The form (assets/js/state.js) and
@@ -2789,12 +2791,19 @@ class JsonRpcStdio:
         if not line.strip():
             return None
         try:
-            message = parse_json(line.decode("utf-8"))
+            text = line.decode("utf-8")
+            if json_values_bound(text) > MAX_LINE_VALUES:
+                return self.send(rpc_error(None, -32600, "Invalid Request: more than %d JSON values in one line"
+                                           % MAX_LINE_VALUES))
+            message = parse_json(text)
         except (UnicodeDecodeError, ValueError, RecursionError) as error:
             return self.send(rpc_error(None, -32700, "Parse error: %s" % error))
         if isinstance(message, list):
             if not message:
                 return self.send(rpc_error(None, -32600, "Invalid Request: empty batch"))
+            if len(message) > MAX_BATCH:
+                return self.send(rpc_error(None, -32600, "Invalid Request: a batch holds at most %d messages"
+                                           % MAX_BATCH))
             replies = [reply for reply in map(self.handle_message, message) if reply is not None]
             if replies:
                 self.send(replies)
@@ -2945,6 +2954,22 @@ def parse_json(text: str):
     """json.loads, strictly: Python accepts NaN, Infinity and 1e999 by default, and would echo
     such an id back as a line that is not JSON."""
     return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+
+
+def json_values_bound(text: str) -> int:
+    """At least as many as the values and keys `text` parses into (each but the first follows
+    a comma or a colon, or opens an array or object), counted in C before anything is built: a
+    line of tiny values costs hundreds of bytes of objects per byte. Those marks inside strings
+    are left out only when the raw count is over the limit."""
+    def count(part: str) -> int:
+        return part.count(",") + part.count(":") + part.count("[") + part.count("{") + 1
+
+    bound = count(text)
+    if bound <= MAX_LINE_VALUES:
+        return bound
+    import re
+
+    return count(re.sub(r'"[^"\\]*(?:\\.[^"\\]*)*"', "", text))
 
 
 def bounded_lines(stream, limit: int):
