@@ -7194,6 +7194,8 @@ def run_doctor(environ=None, facts=None, out=None) -> int:
     if config.port:
         line("fixed port %d: %s" % (config.port, _doctor_port(config.host, config.port)))
     line(_doctor_inbox(config))
+    for text in _doctor_door(config):
+        line(text)
     problem = _doctor_self_test(config, line)
     if problem is not None:
         broken.append(problem)
@@ -7275,6 +7277,52 @@ def _doctor_inbox(config: Config) -> str:
     except (OSError, ValueError, AttributeError):
         pass
     return "inbox: %s held by ask-user-rich pid %s; %d waiting; open it with: askrich.py inbox" % (where, holder, waiting)
+
+
+def _doctor_door(config: Config) -> list:
+    """Who holds the front door and for how many processes' forms, where forms fall back, and
+    whether the public URL reaches it from here."""
+    port = config.inbox_port
+    if not port:
+        return ["front door: off (%s=0); every form is shown at its own process's port" % ENV_INBOX_PORT]
+    try:
+        key = load_inbox_key(config.log_dir)
+    except InboxUnavailable:
+        return ["front door: off (no inbox here, see above); every form is shown at its own process's port"]
+    _, entries = InboxRegistry(config.log_dir).scan()
+    serving = sum(1 for entry in entries if entry["port"] and entry["forms"])
+    verdict = prove_inbox_holder(port, key)
+    door = "http://localhost:%d" % port
+    lines = {
+        "ours": ["front door: %s serves the forms of %d process%s" % (door, serving, "" if serving == 1 else "es")],
+        "free": ["front door: %s (nobody holds it now: the next process with a form will)" % door],
+        "foreign": ["front door: 127.0.0.1:%d is held by a program that is not ask-user-rich" % port],
+    }[verdict]
+    lines.append("  forms fall back to their own process's port (http://%s:<port>/s/…) only while the door "
+                 "cannot serve them (a foreign program on its port, or no inbox)" % config.public_host)
+    if config.public_url:
+        lines.append("public URL: %s (every URL shown starts with it): %s" % (
+            config.public_url, _doctor_public_url(config.public_url, key)))
+    return lines
+
+
+def _doctor_public_url(public_url: str, key: str) -> str:
+    """Whether a request to the public URL from this machine reaches our door: the door must
+    prove the key, which nothing else can."""
+    import secrets
+    import urllib.request
+
+    nonce = secrets.token_hex(16)
+    fetcher = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with fetcher.open("%s/api/inbox/prove?nonce=%s" % (public_url, nonce), timeout=INBOX_PROBE_SECONDS * 2) as response:
+            proof = json.loads(response.read(4096).decode("utf-8")).get("proof")
+    except (OSError, ValueError, AttributeError) as error:
+        return ("does NOT reach us from here (%s); fine if only the other device can resolve or reach "
+                "it, else check the tunnel" % (getattr(error, "reason", None) or error))
+    if proof == inbox_proof(key, nonce):
+        return "reaches our front door from here"
+    return "answers from here, but NOT as our front door (it could not prove the inbox key)"
 
 
 def _doctor_port(host: str, port: int) -> str:

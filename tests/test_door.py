@@ -266,3 +266,22 @@ def test_the_url_falls_back_to_the_process_port_when_the_door_is_off_or_foreign(
     finally:
         beside.close()
         squatter.close()
+
+
+def test_doctor_reports_the_door_the_fallback_and_whether_the_public_url_reaches_us(door, tmp_path):
+    runtime, mine, agent, port = door
+    agent("codex", "Another")
+    env = {"ASK_USER_RICH_LOG_DIR": str(tmp_path / "logs"), "ASK_USER_RICH_INBOX_PORT": str(port)}
+    lines = askrich._doctor_door(askrich.Config.from_env(env)[0])
+    # The agent's forms (the doctor counts the registry files of other processes: here, the
+    # test's own process holds the door).
+    assert lines[0] == "front door: http://localhost:%d serves the forms of 1 process" % port
+    assert "fall back to their own process's port" in lines[1]
+    # A public URL that reaches this door (here, another loopback name for it) and one that does not.
+    lines = askrich._doctor_door(askrich.Config.from_env(dict(env, ASK_USER_RICH_PUBLIC_URL="http://127.0.0.1:%d" % port))[0])
+    assert lines[-1] == "public URL: http://127.0.0.1:%d (every URL shown starts with it): reaches our front door from here" % port
+    closed = free_port()
+    lines = askrich._doctor_door(askrich.Config.from_env(dict(env, ASK_USER_RICH_PUBLIC_URL="http://localhost:%d" % closed))[0])
+    assert "does NOT reach us from here" in lines[-1]
+    off = askrich._doctor_door(askrich.Config.from_env(dict(env, ASK_USER_RICH_INBOX_PORT="0"))[0])
+    assert off == ["front door: off (ASK_USER_RICH_INBOX_PORT=0); every form is shown at its own process's port"]
