@@ -29,7 +29,9 @@ class Child:
         with self.arrived:
             found = self.arrived.wait_for(
                 lambda: any(ready in line for line in self.lines) or self.process.poll() is not None, WAIT)
-        assert found and self.process.poll() is None, "%s did not start:\n%s" % (argv[0], "".join(self.lines))
+        if not found or self.process.poll() is not None:
+            self.close()
+            raise AssertionError("%s did not start:\n%s" % (argv[0], "".join(self.lines)))
 
     def _read(self) -> None:
         for line in iter(self.process.stderr.readline, b""):
@@ -85,7 +87,9 @@ class SshServer(Child):
                       "-p", str(self.port), "-i", self.key, "-o", "BatchMode=yes",
                       "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
                       "-o", "ExitOnForwardFailure=yes", "%s@127.0.0.1" % getpass.getuser()],
-                     "Local connections to LOCALHOST:%d forwarded" % local_port)
+                     # Logged once the forward listens (the "Local connections to" line comes
+                     # before its bind).
+                     "Entering interactive session")
 
 
 class TlsProxy(Child):
