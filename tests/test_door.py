@@ -190,6 +190,15 @@ def test_unknown_tokens_a_foreign_host_and_a_foreign_origin_are_refused_at_the_d
     assert mine.is_pending()
     same = http_request(api_url(mine.url, "state"), headers={"Origin": "http://localhost:%d" % port})
     assert same.status == 200
+    # A page that lost its connection proves the server through the door: the owner, found by
+    # the token's digest, answers; a digest nobody serves is a 404.
+    other = agent("codex", "Proved")
+    token = other.url.rsplit("/", 1)[1]
+    nonce = "ab" * 16
+    proof = http_request(base + "/api/prove?nonce=%s&token-sha256=%s" % (nonce, askrich.token_digest(token)))
+    assert proof.json() == {"proof": askrich.proof_of(token, nonce)}
+    assert http_request(base + "/api/prove?nonce=%s&token-sha256=%s" % (nonce, "0" * 64)).status == 404
+    assert http_request(base + "/api/prove?nonce=%s&token-sha256=xyz" % nonce).status == 400
 
 
 def test_a_dead_owner_is_a_502_and_a_stopped_one_a_504_never_a_hung_door(door, tmp_path):
