@@ -51,6 +51,7 @@ __all__ = (
 # Only what the MCP handshake needs is imported here: every agent session spawns this server,
 # so start-up time is felt. The HTTP server, subprocess, unicodedata, difflib, secrets and the
 # like are imported where they are first used.
+import collections
 import json
 import os
 import sys
@@ -94,6 +95,7 @@ ENV_PUBLIC_HOST = "ASK_USER_RICH_PUBLIC_HOST"
 ENV_PROGRESS_MS = "ASK_USER_RICH_PROGRESS_MS"
 ENV_LOG_DIR = "ASK_USER_RICH_LOG_DIR"
 ENV_INBOX_PORT = "ASK_USER_RICH_INBOX_PORT"
+ENV_PUBLIC_URL = "ASK_USER_RICH_PUBLIC_URL"
 ENV_PROTOCOL = "ASK_USER_RICH_PROTOCOL"
 ENV_CODE_CACHE = "ASK_USER_RICH_CODE_CACHE"
 ENV_RESTARTED = "ASK_USER_RICH_RESTARTED"  # internal: askrich.pyz started over from its code cache
@@ -116,6 +118,7 @@ HTTP_IDLE_TIMEOUT_SECONDS = 30  # a client that trickles its request in loses it
 REPLY_DRAIN_SECONDS = 1.0  # how long closing waits for replies still being written
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
 INBOX_PORT = 47615  # the inbox's one stable address, on 127.0.0.1
+PUBLIC_HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-[]:")
 
 # Where the summary cuts a header, a note, an Other answer and the general notes.
 CUT_HEADER, CUT_NOTES, CUT_OTHER, CUT_GENERAL = 80, 140, 100, 400
@@ -179,6 +182,7 @@ class Config:
         "log_dir",
         "protocol",
         "inbox_port",
+        "public_url",
     )
 
     def __init__(
@@ -193,6 +197,7 @@ class Config:
         log_dir: str | None = None,
         protocol: str = "auto",
         inbox_port: int = 0,
+        public_url: str | None = None,
     ) -> None:
         # Frozen: whatever holds a Config may rely on it staying as it was read; a changed
         # setting is a new Config (replace()).
@@ -208,6 +213,9 @@ class Config:
             # The well-known inbox port is what from_env picks: a Config built in code (the
             # tests, the doctor's self-test) keeps out of the user's inbox unless it names a port.
             "inbox_port": inbox_port,  # 0: no inbox
+            # The origin a tunnel gives the front door (https://devbox.example.ts.net): every
+            # URL shown starts with it instead of http://localhost:<inbox port>.
+            "public_url": public_url,
         }
         for name, value in values.items():
             object.__setattr__(self, name, value)
@@ -251,6 +259,9 @@ class Config:
         open_raw = env.get(ENV_OPEN, "").strip().lower()
         if open_raw not in ("", "0", "1", "false", "true", "no", "yes", "off", "on"):
             warnings.append("%s=%r is not 0 or 1; browsers will be opened" % (ENV_OPEN, open_raw))
+        public_url, problem = public_origin(env.get(ENV_PUBLIC_URL, ""))
+        if problem:
+            warnings.append("%s=%r %s; showing local addresses" % (ENV_PUBLIC_URL, env[ENV_PUBLIC_URL], problem))
         protocol = env.get(ENV_PROTOCOL, "").strip().lower() or "auto"
         if protocol not in ("auto", "legacy"):
             warnings.append("%s=%r is not auto or legacy; serving both eras" % (ENV_PROTOCOL, protocol))
@@ -266,9 +277,36 @@ class Config:
                 log_dir=env.get(ENV_LOG_DIR, "").strip() or default_log_dir(env),
                 protocol=protocol,
                 inbox_port=integer(ENV_INBOX_PORT, INBOX_PORT, 0, 65535),
+                public_url=public_url,
             ),
             warnings,
         )
+
+
+def public_origin(raw: str):
+    """(origin, None) for an http(s) origin such as https://devbox.example.ts.net or
+    http://localhost:9000, lower-cased, without a trailing slash; (None, why) for anything else
+    (a path, a query, credentials, another scheme); (None, None) when unset."""
+    import urllib.parse
+
+    raw = raw.strip().rstrip("/")
+    if not raw:
+        return None, None
+    try:
+        parts = urllib.parse.urlsplit(raw)
+        port = parts.port
+    except ValueError:
+        return None, "is not a URL"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None, "is not an http:// or https:// origin"
+    if parts.path or parts.query or parts.fragment or parts.username or parts.password:
+        return None, "must be an origin only (scheme, host and port: no path, query or user)"
+    if not set(parts.hostname) <= PUBLIC_HOST_CHARS:
+        return None, "has a host name that is not plain letters, digits, dots and dashes"
+    netloc = parts.netloc.lower()
+    if port == {"http": 80, "https": 443}[parts.scheme]:
+        netloc = netloc.rsplit(":", 1)[0]  # as a browser writes the Origin header
+    return "%s://%s" % (parts.scheme, netloc), None
 
 
 def default_log_dir(environ=None) -> str:
@@ -2016,6 +2054,17 @@ def is_session_id(value) -> bool:
     )
 
 
+def form_url(origin: str, token: str) -> str:
+    """The one way a form's address is written, on a process's own port or at the front door."""
+    return "%s/s/%s" % (origin, token)
+
+
+def token_digest(token: str) -> str:
+    """The token as our private registry names it (hex SHA-256): the front door finds a form's
+    owner by it without the token being written anywhere."""
+    return token_key(token).hex()
+
+
 def token_key(token: str) -> bytes:
     """Interviews are found by a digest of their token, so that the lookup's timing does not
     depend on how much of a guessed token matches a real one."""
@@ -2043,12 +2092,13 @@ class Interview:
     and leave through waiter(); every other wait is wait_until().
     """
 
-    def __init__(self, interview_id: str, token: str, spec: dict, url: str,
-                 attachments: AttachmentStore, options=None, agent=None) -> None:
+    def __init__(self, interview_id: str, token: str, spec: dict, origin: str,
+                 attachments: AttachmentStore, options=None, agent=None, door=None) -> None:
         self.id = interview_id
         self.token = token
         self.spec = spec
-        self.url = url
+        self.own_url = form_url(origin, token)  # this process's own form server: always works
+        self.door = door  # (interview) -> the front door's origin while it serves it, else None
         self.options = options or {"delivery": "browser", "timeoutSeconds": None}
         self.agent = agent  # what the form calls the agent (agent_name()); None: "the agent"
         self._lock = threading.Lock()
@@ -2073,6 +2123,13 @@ class Interview:
         self.task_ids: list = []  # the tasks made on it, for the archive (TaskRegistry.create)
 
     # -- reading --------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """The address every result, progress message, status, opener and inbox row shows: the
+        front door's while it serves this form, else this process's own."""
+        origin = self.door(self) if self.door is not None else None
+        return form_url(origin, self.token) if origin else self.own_url
 
     def state_json(self) -> dict:
         with self._lock:
@@ -2131,7 +2188,7 @@ class Interview:
             return {
                 "interviewId": self.id,
                 "title": self.spec["title"],
-                "url": self.url,
+                "url": self.own_url,  # the holder lists it at the front door
                 "questions": len(questions),
                 "answered": (self.counts or {}).get("answered", 0),
                 "followUpsUnseen": unseen,
@@ -2444,6 +2501,9 @@ class SessionHub:
         # Told of every interview created, changed in what the inbox lists (questions,
         # answered count, a waiter) and settled; set once, before the first interview.
         self.observer = None
+        # (interview) -> the front door's origin while it serves that form, else None; set
+        # once, before the first interview (Inbox.door_origin).
+        self.door_origin = None
 
     def _observe(self, interview: Interview) -> None:
         if self.observer is not None:
@@ -2451,7 +2511,7 @@ class SessionHub:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    def create(self, spec: dict, base_url: str, options=None, agent=None) -> Interview:
+    def create(self, spec: dict, origin: str, options=None, agent=None) -> Interview:
         import secrets
 
         for question in spec["questions"]:
@@ -2462,8 +2522,7 @@ class SessionHub:
                 interview_id = secrets.token_hex(6)
             token = secrets.token_urlsafe(18)
             store = AttachmentStore(os.path.join(self.log.log_dir, "attachments", interview_id), self.log)
-            url = "%s/s/%s" % (base_url, token)
-            interview = Interview(interview_id, token, spec, url, store, options, agent)
+            interview = Interview(interview_id, token, spec, origin, store, options, agent, self.door_origin)
             self.by_id[interview_id] = interview
             self.by_token[token_key(token)] = interview
         self.log.event(
@@ -3102,6 +3161,9 @@ class EventStream:
     def __init__(self, interview) -> None:
         self.interview = interview
 
+    def deliver(self, request) -> None:
+        request.stream_events(self.interview)
+
 
 # Every JSON error body is {"error": text, "code": name, ...}: the text is for people and may be
 # reworded, the code is what the form and other local tools compare (tests/README.md lists them).
@@ -3119,6 +3181,8 @@ ERROR_CODES = MappingProxyType({
     431: "too-large",
     500: "internal-error",
     501: "not-implemented",
+    502: "owner-unreachable",
+    504: "owner-timeout",
     507: "not-saved",
 })  # the code each status has unless a refusal names another
 # A refused upload or removal: its status, by the code the attachment store gives.
@@ -3159,6 +3223,10 @@ def text_reply(status: int, text: str) -> Reply:
     return Reply(status, {"Content-Type": "text/plain; charset=utf-8"}, text.encode("utf-8"))
 
 
+def is_token_shaped(text: str) -> bool:
+    return bool(text) and len(text) <= 64 and set(text) <= TOKEN_CHARS
+
+
 def query_value(request, name: str) -> str:
     """The first value of `name` in the request's query string, or ""."""
     import urllib.parse
@@ -3174,6 +3242,14 @@ def request_nonce(request) -> str:
     return nonce
 
 
+def request_token_digest(request) -> str:
+    """The `token-sha256` a form's prove route is asked with, or a 400."""
+    digest = query_value(request, "token-sha256")
+    if len(digest) != 64 or not set(digest) <= HEX_DIGITS:
+        raise HttpRefusal(400, "token-sha256 must be 64 lower-case hex digits")
+    return digest
+
+
 def proof_of(secret: str, message: str) -> str:
     """hex(HMAC-SHA256(secret, message)): what a server shows to prove it knows `secret`
     without sending it, and what signs the inbox's tickets and sessions."""
@@ -3184,9 +3260,7 @@ def proof_of(secret: str, message: str) -> str:
 
 
 def find_interview(hub, token: str):
-    if not token or len(token) > 64 or not set(token) <= TOKEN_CHARS:
-        return None
-    return hub.find_by_token(token)
+    return hub.find_by_token(token) if is_token_shaped(token) else None
 
 
 def api_interview(request, params: dict):
@@ -3245,10 +3319,7 @@ def route_prove(request, params: dict):
     """A page that lost its server asks this before it sends its token again: the server
     proves it knows the token the page names by its SHA-256, which proves nothing to anyone
     who does not hold the token already."""
-    nonce = request_nonce(request)
-    digest = query_value(request, "token-sha256")
-    if len(digest) != 64 or not set(digest) <= HEX_DIGITS:
-        raise HttpRefusal(400, "token-sha256 must be 64 lower-case hex digits")
+    nonce, digest = request_nonce(request), request_token_digest(request)
     interview = request.runtime.hub.find_by_token_digest(bytes.fromhex(digest))
     if interview is None:
         raise HttpRefusal(404, "not found")
@@ -3491,12 +3562,11 @@ class FormRequestPlumbing:
                 reply = route(self, params)
             except HttpRefusal as refusal:
                 reply = refusal.reply()
-            if not isinstance(reply, (EventStream, InboxStream)):
+            if isinstance(reply, Reply):
                 return self.send_reply(reply)
-        # A stream is not a reply being written: it lasts until the page or the hub goes.
-        if isinstance(reply, EventStream):
-            return self.stream_events(reply.interview)
-        return reply.inbox.stream(self)
+        # A stream (or a request forwarded by the front door) is not a reply being written: it
+        # lasts until the page, the hub or the owner goes.
+        return reply.deliver(self)
 
     do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = handle_routed
     do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = handle_routed
@@ -3812,10 +3882,11 @@ class Runtime:
         self.form_server = None  # a LoopbackListener once a form needs it
         self.inbox = Inbox(self)
         self.hub.observer = self.inbox.observe
+        self.hub.door_origin = self.inbox.door_origin
 
     def base_url(self) -> str:
-        """Start the form server on first need; its base URL. FormServerUnavailable if it
-        cannot bind."""
+        """Start the form server on first need; its base URL (this process's own, which the
+        front door forwards to). FormServerUnavailable if it cannot bind."""
         with self.server_lock:
             if self.form_server is None:
                 host, port = self.config.host, self.config.port
@@ -3896,6 +3967,13 @@ INBOX_WRITE_SECONDS = 0.25  # the registry file is rewritten at most this often
 INBOX_WATCH_SECONDS = 0.5  # how often the registry folder is looked at while anything is pending
 INBOX_PROBE_SECONDS = 2.0
 INBOX_ENTRY_MAX_BYTES = 1024 * 1024
+INBOX_FORMS_MAX = 10000  # token digests one registry file may name
+# The front door's patience with an owner: to connect, to begin its answer (a submit is
+# archived and fsynced before it answers), and to say anything on a stream (whose ping comes
+# every SSE_PING_SECONDS).
+DOOR_CONNECT_SECONDS = 2.0
+DOOR_ANSWER_SECONDS = 20.0
+DOOR_IDLE_SECONDS = 3 * SSE_PING_SECONDS
 INBOX_TICKET_SECONDS = 60  # a form's way into the inbox is used within the minute, once
 INBOX_SESSION_SECONDS = 8 * 3600  # the cookie a ticket becomes: a working day
 INBOX_COOKIE = "ask-user-rich-inbox"
@@ -4086,16 +4164,25 @@ def _inbox_row(raw):
 
 
 def _inbox_entry(raw, pid: int):
-    """A registry file's JSON checked, or None: a damaged file costs only its own rows."""
+    """A registry file's JSON checked, or None: a damaged file costs only its own rows. `port`
+    (the process's own form server) and `forms` (the SHA-256 of every token it serves, settled
+    forms included while they stay readable) are what the front door forwards by."""
     if not isinstance(raw, dict) or raw.get("pid") != pid or not isinstance(raw.get("interviews"), list):
         return None
     rows = [row for row in map(_inbox_row, raw["interviews"]) if row is not None]
+    port, forms = raw.get("port"), raw.get("forms")
+    if not (isinstance(port, int) and not isinstance(port, bool) and 0 < port < 65536):
+        port = None
+    if not isinstance(forms, list) or len(forms) > INBOX_FORMS_MAX:
+        forms = []
     return {
         "pid": pid,
         "startedAt": raw.get("startedAt") if isinstance(raw.get("startedAt"), str) else "",
         "agent": raw.get("agent") if isinstance(raw.get("agent"), str) else None,
         "project": raw.get("project") if isinstance(raw.get("project"), str) else "",
         "interviews": rows,
+        "port": port,
+        "forms": frozenset(digest for digest in forms if isinstance(digest, str) and len(digest) == 64),
     }
 
 
@@ -4209,6 +4296,9 @@ class InboxStream:
     def __init__(self, inbox) -> None:
         self.inbox = inbox
 
+    def deliver(self, request) -> None:
+        self.inbox.stream(request)
+
 
 def inbox_from(request, params: dict):
     """The inbox a /inbox/<key> route names, or a 404 (a wrong key is no different)."""
@@ -4286,6 +4376,186 @@ def route_inbox_verifier(request, params: dict):
     return json_reply(200, {"verifier": page_verifier(inbox_by_cookie(request).key)})
 
 
+# -- the front door: every form of every process, through the inbox's port ------------------
+#
+# The holder serves each form's page and routes by forwarding the request to the process that
+# owns the token, on the loopback port that process wrote in our private registry. The request
+# is rebuilt from its checked parts (route, token, upload id, a few headers): nothing the
+# request says chooses where it goes. The owner's answer is relayed byte for byte, as it comes.
+
+# Headers a form's requests need at the owner; Host is the owner's own, Origin was checked here.
+DOOR_FORWARDED_HEADERS = ("Content-Type", "X-Attachment-Name", "User-Agent", "Accept", "Accept-Language",
+                          "Last-Event-ID")
+# Bounded here as at the owner, so that the door never passes on what the owner would refuse.
+DOOR_BODY_LIMITS = MappingProxyType({
+    "/api/s/<token>/submit": (MAX_BODY_BYTES, ""),
+    "/api/s/<token>/progress": (MAX_PROGRESS_BYTES, ""),
+    "/api/s/<token>/attachments": (ATTACHMENT_MAX_BYTES, "a file may be at most 10 MiB"),
+})
+DOOR_FAILURES = MappingProxyType({
+    502: ("owner-unreachable", "the ask-user-rich process that serves this form does not answer; it may "
+          "have exited. Reload this page in a moment."),
+    504: ("owner-timeout", "the ask-user-rich process that serves this form is too slow to answer. "
+          "Reload this page in a moment."),
+})
+
+
+class Forward:
+    """What a door route answers: the request to send to the owner's own port, and what to
+    answer if the owner cannot be reached (a page, or JSON for an API route)."""
+
+    __slots__ = ("port", "method", "path", "limit", "page", "token")
+
+    def __init__(self, port: int, method: str, path: str, limit, page: bool, token: str) -> None:
+        self.port, self.method, self.path, self.limit, self.page = port, method, path, limit, page
+        self.token = token
+
+    def deliver(self, request) -> None:
+        forward_to_owner(request, self)
+
+
+def door_route(method: str, pattern: str):
+    """The door's route for one of the form's routes: find the owner by the token, rebuild the
+    path from the pattern, and forward."""
+    page = pattern == "/s/<token>"
+
+    def route(request, params: dict):
+        token, upload = params["token"], params.get("id")
+        port = request.server.inbox.owner_port(token_digest(token)) if is_token_shaped(token) else None
+        if port is None or (upload is not None and not is_token_shaped(upload)):
+            if page:
+                return text_reply(404, NOT_FOUND_TEXT)
+            raise HttpRefusal(404, "not found")
+        path = pattern.replace("<token>", token).replace("<id>", upload or "")
+        return Forward(port, method, path, DOOR_BODY_LIMITS.get(pattern), page, token)
+
+    return route
+
+
+def door_prove(request, params: dict):
+    """A page that lost its server proves the new one before it sends its token again: the
+    door passes the question to the form's owner, found by the token's digest."""
+    nonce, digest = request_nonce(request), request_token_digest(request)
+    port = request.server.inbox.owner_port(digest)
+    if port is None:
+        raise HttpRefusal(404, "not found")
+    return Forward(port, "GET", "/api/prove?nonce=%s&token-sha256=%s" % (nonce, digest), None, False, digest)
+
+
+def door_failure(status: int, forward: Forward) -> Reply:
+    code, text = DOOR_FAILURES[status]
+    if forward.page:
+        return text_reply(status, text[0].upper() + text[1:])
+    return json_reply(status, error_body(status, text, code))
+
+
+def _owner_request(request, forward: Forward, length: int) -> bytes:
+    """The request line and headers the owner gets: HTTP/1.0, its own Host, a few of the page's
+    headers (HttpRefusal 400 for one that would split a line)."""
+    lines = ["%s %s HTTP/1.0" % (forward.method, forward.path), "Host: 127.0.0.1:%d" % forward.port]
+    for name in DOOR_FORWARDED_HEADERS:
+        value = request.headers.get(name)
+        if value is None:
+            continue
+        if any(ch in value for ch in "\r\n\0"):
+            raise HttpRefusal(400, "malformed header")
+        lines.append("%s: %s" % (name, value))
+    if forward.limit is not None:
+        lines.append("Content-Length: %d" % length)
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace")
+
+
+def forward_to_owner(request, forward: Forward) -> None:
+    """Send the request on to the owner and relay its answer unchanged as it comes (an events
+    stream included); 502 when the owner cannot be reached, 504 when it does not begin to
+    answer in time. Never waits without a deadline."""
+    import socket
+
+    inbox = request.server.inbox
+    try:
+        length = request.body_length(*forward.limit) if forward.limit is not None else 0
+        head = _owner_request(request, forward, length)
+    except HttpRefusal as refusal:
+        return request.send_reply(refusal.reply())
+    try:
+        owner = socket.create_connection(("127.0.0.1", forward.port), timeout=DOOR_CONNECT_SECONDS)
+    except OSError as error:
+        return _forward_failed(request, forward, 502, error)
+    with owner:
+        owner.settimeout(inbox.answer_seconds)
+        try:
+            owner.sendall(head)
+            _pass_body(request, owner, length)
+        except _PageGone:
+            return None
+        except OSError as error:
+            return _forward_failed(request, forward, 504 if isinstance(error, socket.timeout) else 502, error)
+        status = _relay_answer(request, owner, inbox.answer_seconds)
+    if status is not None:
+        _forward_failed(request, forward, status, None)
+    return None
+
+
+class _PageGone(Exception):
+    """The page's side of a forwarded request ended (its body cut short, its connection closed)."""
+
+
+def _pass_body(request, owner, length: int) -> None:
+    while length > 0:
+        try:
+            chunk = request.rfile.read(min(ATTACHMENT_CHUNK_BYTES, length))
+        except OSError:
+            raise _PageGone() from None
+        if not chunk:
+            # Cut short: the owner sees the same short body and answers as it would directly.
+            owner.shutdown(1)
+            return
+        owner.sendall(chunk)
+        length -= len(chunk)
+
+
+def _relay_answer(request, owner, patience: float):
+    """Copy the owner's answer to the page as it comes, flushed per chunk; None once done, or
+    the status to answer instead (502, 504) when the owner said nothing at all."""
+    import selectors
+
+    with selectors.DefaultSelector() as watch:
+        watch.register(owner, selectors.EVENT_READ, "owner")
+        watch.register(request.connection, selectors.EVENT_READ, "page")
+        started = False
+        while True:
+            ready = watch.select(DOOR_IDLE_SECONDS if started else patience)
+            if not ready:
+                return None if started else 504
+            for key, _ in ready:
+                if key.data == "page":
+                    if request.page_gone():
+                        return None  # the page left: so does the forwarded request
+                    watch.unregister(request.connection)  # it sent more: not ours to read
+                    continue
+                try:
+                    chunk = owner.recv(ATTACHMENT_CHUNK_BYTES)
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    return None if started else 502
+                try:
+                    request.connection.sendall(chunk)
+                except OSError:
+                    return None
+                started = True
+
+
+def _forward_failed(request, forward: Forward, status: int, error) -> None:
+    request.server.inbox.log.event("door-failed", "warning", status=status, port=forward.port,
+                                   token=redact(forward.token), method=forward.method,
+                                   error=str(error or DOOR_FAILURES[status][0]))
+    try:
+        request.send_reply(door_failure(status, forward))
+    except OSError:
+        pass
+
+
 INBOX_ROUTES = (
     ("GET", "/inbox", route_inbox_session_page),
     ("GET", "/inbox/listing", route_inbox_session_json),
@@ -4297,7 +4567,11 @@ INBOX_ROUTES = (
     ("GET", "/api/inbox/prove", route_inbox_prove),
     ("GET", "/api/inbox/<key>", route_inbox_json),
     ("GET", "/api/inbox/<key>/events", route_inbox_events),
+) + tuple(  # the front door: each form route, forwarded; the assets are the holder's own
+    (method, pattern, door_prove if pattern == "/api/prove" else door_route(method, pattern))
+    for method, pattern, _ in ROUTES if pattern != "/assets/<name*>"
 )
+
 
 def _build_inbox_server_class():
     """The form server's class, on the inbox's routes and loopback names only."""
@@ -4314,8 +4588,13 @@ def _build_inbox_server_class():
             super().__init__(inbox.runtime, address, family)
             names = ("localhost", "127.0.0.1", "[::1]")
             port = self.server_address[1]
+            origins = {"http://%s:%d" % (name, port) for name in names}
+            public = inbox.runtime.config.public_url
+            if public:  # the tunnel's name, which reaches this loopback port from afar
+                names += (host_name(public.split("://", 1)[1]),)
+                origins.add(public)
             self.allowed_hosts = frozenset(names)
-            self.allowed_origins = frozenset("http://%s:%d" % (name, port) for name in names)
+            self.allowed_origins = frozenset(origins)
 
         def server_bind(self):
             if os.name == "nt" and hasattr(socket, "SO_EXCLUSIVEADDRUSE"):
@@ -4388,11 +4667,56 @@ def inbox_url(port: int, key: str) -> str:
     return "http://localhost:%d/inbox/%s" % (port, key)
 
 
+InboxStep = collections.namedtuple("InboxStep", "finish wait write bind scan")
+
+
+def plan_inbox_step(facts: dict) -> InboxStep:
+    """What the inbox's worker does next, from plain facts (times on one monotonic clock):
+    finish (nothing left to do), or wait so many seconds, or write the registry entry, try to
+    bind the port (and learn who holds it), and read the folder, any of them.
+
+    - Nothing to do (closed, or no readable form, no hold, no page watching): finish.
+    - The entry is rewritten at most every INBOX_WRITE_SECONDS once dirty.
+    - The folder is read every INBOX_WATCH_SECONDS while a page watches (its change reaches the
+      page within a second), every 2 s while a form is open here (its `N more waiting`), else
+      with each bind retry.
+    - Without the port, a bind is tried every INBOX_RETRY_SECONDS, and at once when a form has
+      opened and the holder was not proved lately.
+    - A settled form stops being readable at `readableUntil`: the worker wakes then to drop it.
+    """
+    now = facts["now"]
+    if facts["closed"] or not facts["active"]:
+        return InboxStep(True, 0, False, False, False)
+    watch = INBOX_WATCH_SECONDS if facts["streams"] else 2.0 if facts["formsOpen"] else INBOX_RETRY_SECONDS
+    next_try = facts["nextTry"]
+    if facts["formsOpen"] and not facts["holding"] and now - facts["probed"] > INBOX_RETRY_SECONDS:
+        next_try = min(next_try, now)
+    due = [facts["lastScan"] + watch]
+    if facts["dirty"]:
+        due.append(facts["lastWrite"] + INBOX_WRITE_SECONDS)
+    if not facts["holding"]:
+        due.append(next_try)
+    if facts["readableUntil"] is not None:
+        due.append(facts["readableUntil"])
+    wake = min(due)
+    if wake > now:
+        return InboxStep(False, wake - now, False, False, False)
+    return InboxStep(
+        finish=False,
+        wait=0,
+        write=facts["dirty"] and now >= facts["lastWrite"] + INBOX_WRITE_SECONDS,
+        bind=not facts["holding"] and now >= next_try,
+        scan=now >= facts["lastScan"] + watch,
+    )
+
+
 class Inbox:
-    """This process's part in the inbox: its registry entry, the bind attempts, and, while it
-    holds the port, the inbox server. One worker thread does all of it, and exists only while
-    the process has pending interviews (or holds the port for a page that is open, or runs
-    the `inbox` command)."""
+    """This process's part in the inbox and the front door: its registry entry, the bind
+    attempts, and, while it holds the port, the inbox server, which is also the door to every
+    form. One worker thread does all of it, and exists only while the process has forms that
+    can be read (pending, or settled less than 30 minutes ago), holds the port for a page that
+    is open, or runs the `inbox` command. What the worker does next is plan_inbox_step's
+    decision."""
 
     def __init__(self, runtime, hold: bool = False) -> None:
         self.runtime = runtime
@@ -4408,6 +4732,12 @@ class Inbox:
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
         self.pending: dict = {}  # interview id -> Interview, this process's pending ones
+        self.forms: dict = {}  # interview id -> Interview, every form here the door may serve
+        self.published = frozenset()  # the token digests our registry file names now
+        # One registry write, scan or bind attempt at a time: the worker's, a door request's
+        # (an unknown token: read the folder again) or a caller's about to show a door URL.
+        self.door_lock = threading.RLock()
+        self.answer_seconds = DOOR_ANSWER_SECONDS  # the door's patience with an owner
         self.dirty = False
         self.worker = None
         self.closed = False
@@ -4441,6 +4771,7 @@ class Inbox:
                 self.pending[interview.id] = interview
             elif self.pending.pop(interview.id, None) is None:
                 return
+            self.forms[interview.id] = interview  # settled, it stays readable for a while
             self.dirty = True
             self._start_worker()
             self.changed.notify_all()
@@ -4465,7 +4796,71 @@ class Inbox:
             self.worker.start()
 
     def _active(self) -> bool:
-        return bool(self.pending) or self.hold or (self.server is not None and self.streams > 0)
+        return bool(self.forms) or self.hold or (self.server is not None and self.streams > 0)
+
+    def _readable_until(self, now: float):
+        """Drop the forms that are no longer readable (call with the lock held); when the next
+        of the others stops being readable (None: none will on its own)."""
+        until = None
+        for interview_id, interview in list(self.forms.items()):
+            settled = interview.settled_monotonic
+            if settled is None:
+                continue
+            end = settled + SETTLED_RETENTION_SECONDS
+            if end <= now:
+                del self.forms[interview_id]
+                self.dirty = True
+            else:
+                until = end if until is None else min(until, end)
+        return until
+
+    # -- the front door -------------------------------------------------------------------
+
+    def door_origin(self, interview):
+        """The front door's origin while it serves `interview`'s form: a process of ours holds
+        the port and our registry file names the form (written now if it does not yet). None
+        when it cannot: the inbox is off or unavailable, or a foreign program holds the port."""
+        if not self.port or self.unavailable is not None or self.closed:
+            return None
+        with self.door_lock:
+            try:
+                self._load_key()
+                if self.server is None and token_digest(interview.token) not in self.published:
+                    self._write_entry()
+                if self.server is None and not self._proof_fresh():
+                    self._try_to_hold(True)
+            except InboxUnavailable as problem:
+                self._give_up(problem)
+                return None
+        if self.server is None and self.holder != "ours":
+            return None
+        return self.door_base()
+
+    def door_base(self) -> str:
+        return self.runtime.config.public_url or "http://localhost:%d" % self.port
+
+    def _proof_fresh(self) -> bool:
+        # A proof goes stale: the holder may have changed since.
+        return time.monotonic() - self.probed <= INBOX_RETRY_SECONDS + INBOX_PROBE_SECONDS
+
+    def owner_port(self, digest: str):
+        """The loopback port of the process that serves the form whose token has this digest
+        (token_digest): this one's own form server, or the port another process wrote in our
+        registry beside the digest. None for a form nobody serves (the folder is read again
+        first: the form may be new)."""
+        form_server = self.runtime.form_server
+        if form_server is not None and self.runtime.hub.find_by_token_digest(bytes.fromhex(digest)) is not None:
+            return form_server.port
+        for look in range(2):
+            with self.lock:
+                others = list(self.others)
+            for entry in others:
+                if digest in entry["forms"] and entry["port"] not in (None, self.port):
+                    return entry["port"]
+            if look == 0:
+                with self.door_lock:
+                    self._scan()
+        return None
 
     # -- what a form shows ----------------------------------------------------------------
 
@@ -4481,9 +4876,7 @@ class Inbox:
         with self.lock:
             others = sum(len(entry["interviews"]) for entry in self.others)
             others += len(self.pending) - (1 if interview.id in self.pending else 0)
-            # A proof goes stale: the holder may have changed since.
-            fresh = time.monotonic() - self.probed <= INBOX_RETRY_SECONDS + INBOX_PROBE_SECONDS
-            ours = self.key is not None and (self.server is not None or (self.holder == "ours" and fresh))
+            ours = self.key is not None and (self.server is not None or (self.holder == "ours" and self._proof_fresh()))
             return {"waiting": others, "url": "/api/s/%s/inbox" % interview.token if ours else None}
 
     def entry_url(self, interview):
@@ -4491,7 +4884,7 @@ class Inbox:
         proved it is ours; else None."""
         if self.for_form(interview)["url"] is None:
             return None
-        return "http://localhost:%d/inbox/enter/%s" % (self.port, inbox_pass(self.key, "ticket", INBOX_TICKET_SECONDS))
+        return "%s/inbox/enter/%s" % (self.door_base(), inbox_pass(self.key, "ticket", INBOX_TICKET_SECONDS))
 
     def redeem(self, ticket: str):
         """A session for a valid ticket not used before, or None."""
@@ -4511,11 +4904,13 @@ class Inbox:
         own = self._own_entry(agents=True)
         with self.lock:
             entries = [own] + list(self.others)
-        rows = []
+        rows, door = [], self.door_base()
         for entry in entries:
             for row in entry["interviews"]:
+                # The registry names each form's own port; the page opens it through the door.
+                url = form_url(door, row["url"].rsplit("/s/", 1)[-1]) if entry["port"] else row["url"]
                 rows.append(dict(row, agent=row.pop("agent", entry["agent"]), project=entry["project"],
-                                 pid=entry["pid"]))
+                                 pid=entry["pid"], url=url))
         rows.sort(key=lambda row: (row["createdAt"], row["pid"], row["interviewId"]))
         return {"interviews": rows, "holder": os.getpid() if self.server is not None else None}
 
@@ -4524,6 +4919,8 @@ class Inbox:
         agent (the file names one for the process: the newest)."""
         with self.lock:
             interviews = sorted(self.pending.values(), key=lambda interview: interview.created)
+            forms = sorted(token_digest(interview.token) for interview in self.forms.values())
+        form_server = self.runtime.form_server
         rows, agent = [], None
         for interview in interviews:
             row = interview.inbox_row()
@@ -4533,47 +4930,30 @@ class Inbox:
                 rows.append(row)
                 agent = interview.agent or agent
         return {"pid": os.getpid(), "startedAt": self.started_at, "agent": agent,
-                "project": self.project, "interviews": rows}
+                "project": self.project, "interviews": rows,
+                "port": form_server.port if form_server is not None else None, "forms": forms}
 
     # -- the worker -----------------------------------------------------------------------
 
     def _run(self) -> None:
-        last_write = last_scan = next_try = float("-inf")
+        times = {"lastWrite": float("-inf"), "lastScan": float("-inf"), "nextTry": float("-inf")}
         try:
             self._load_key()
         except InboxUnavailable as problem:
             self._give_up(problem)
             return
         while True:
-            # Another process's change reaches a watching page within a second, an open form's
-            # count within two; with nobody looking, the folder is read with each retry only.
             with self.lock:
                 interviews = list(self.pending.values())
             forms = any(interview.progress()["form"] == "form open" for interview in interviews)
             with self.changed:
-                now = time.monotonic()
-                if self.closed or not self._active():
-                    finished = True
-                else:
-                    finished = False
-                    watch = INBOX_WATCH_SECONDS if self.streams else 2.0 if forms else INBOX_RETRY_SECONDS
-                    if forms and self.server is None and now - self.probed > INBOX_RETRY_SECONDS:
-                        next_try = min(next_try, now)  # a form opened: who holds the inbox, now
-                    due = [last_scan + watch]
-                    if self.dirty:
-                        due.append(last_write + INBOX_WRITE_SECONDS)
-                    if self.server is None:
-                        due.append(next_try)
-                    wake = min(due)
-                    if wake > now:
-                        self.changed.wait(wake - now)
-                        continue
-                    write = self.dirty and now >= last_write + INBOX_WRITE_SECONDS
-                    if write:
-                        self.dirty = False
-                    bind = self.server is None and now >= next_try
-                    scan = now >= last_scan + watch
-            if finished:
+                step = plan_inbox_step(dict(times, **self._facts(forms)))
+                if step.wait:
+                    self.changed.wait(step.wait)
+                    continue
+                if step.write:
+                    self.dirty = False
+            if step.finish:
                 self._wind_down()
                 with self.changed:
                     if self.closed or not self._active():
@@ -4581,28 +4961,40 @@ class Inbox:
                         return
                 continue
             try:
-                if write:
-                    last_write = time.monotonic()
-                    self._write_entry()
-                if bind:
-                    self._try_to_hold(forms)
-                    next_try = time.monotonic() + INBOX_RETRY_SECONDS
-                if scan or write:
-                    last_scan = time.monotonic()
-                    self._scan(force=write)
+                self._act(step, times, forms)
             except InboxUnavailable as problem:
                 self._give_up(problem)
                 return
 
+    def _facts(self, forms: bool) -> dict:
+        """What plan_inbox_step decides from (call with the lock held)."""
+        now = time.monotonic()
+        return {"now": now, "readableUntil": self._readable_until(now), "closed": self.closed,
+                "active": self._active(), "streams": self.streams, "formsOpen": forms,
+                "holding": self.server is not None, "probed": self.probed, "dirty": self.dirty}
+
+    def _act(self, step, times: dict, forms: bool) -> None:
+        with self.door_lock:
+            if step.write:
+                times["lastWrite"] = time.monotonic()
+                self._write_entry()
+            if step.bind:
+                self._try_to_hold(forms)
+                times["nextTry"] = time.monotonic() + INBOX_RETRY_SECONDS
+            if step.scan or step.write:
+                times["lastScan"] = time.monotonic()
+                self._scan(force=step.write)
+
     def _load_key(self) -> None:
         """The key, a new one when nobody needs the old one: no other live process lists an
         interview and nothing holds the port (the `inbox` command holds it with none)."""
-        if self.key is None:
-            log_dir = self.runtime.config.log_dir
-            if self._nobody_else():
-                retire_inbox_key(log_dir)
-            self.key = load_inbox_key(log_dir)
-            self.key_stamp = inbox_key_stamp(log_dir)
+        with self.door_lock:  # the worker and a caller about to show a door URL, at once
+            if self.key is None:
+                log_dir = self.runtime.config.log_dir
+                if self._nobody_else():
+                    retire_inbox_key(log_dir)
+                self.key = load_inbox_key(log_dir)
+                self.key_stamp = inbox_key_stamp(log_dir)
 
     def _nobody_else(self) -> bool:
         return not self.registry.scan()[1] and port_is_free(INBOX_HOST, self.port)
@@ -4630,10 +5022,12 @@ class Inbox:
 
     def _write_entry(self) -> None:
         entry = self._own_entry()
-        if entry["interviews"]:
+        if entry["interviews"] or entry["forms"]:
             self.registry.write(entry)
+            self.published = frozenset(entry["forms"])
         else:
             self.registry.remove()
+            self.published = frozenset()
 
     def _try_to_hold(self, forms: bool) -> None:
         """Bind the port, or learn who holds it: the probe runs the first time and while a form
@@ -4680,7 +5074,9 @@ class Inbox:
     def _wind_down(self) -> None:
         """Nothing left to do: the entry goes, and the port with it; and the key, when no other
         process has an interview pending."""
-        self.registry.remove()
+        with self.door_lock:
+            self.registry.remove()
+            self.published = frozenset()
         self._release()
         if self.key is not None and self._nobody_else():
             retire_inbox_key(self.runtime.config.log_dir)
@@ -5285,7 +5681,7 @@ class ToolCall:
         return False
 
     def progress(self, message: str, url=None) -> None:
-        """A progress notification; `url` (the first report only) is added to the message."""
+        """A progress notification; `url` (the form's link) ends the message."""
         if self.progress_token is None:
             return
         self.progress_count += 1
@@ -6645,8 +7041,9 @@ class InterviewTools:
         report = None
         if call.reports_progress:
             def report(facts: dict, first: bool) -> None:
-                # Only the first report carries the token-bearing URL.
-                call.progress(progress_message(facts), interview.url if first else None)
+                # Every report ends with the form's link: a terminal client shows only the
+                # latest message, and the person must always have the way to the form.
+                call.progress(progress_message(facts), interview.url)
 
         result, why = self.runtime.hub.wait(
             interview, call.cancellation, timeout, report, self.runtime.config.progress_ms / 1000.0
@@ -7128,6 +7525,8 @@ def run_doctor(environ=None, facts=None, out=None) -> int:
     if config.port:
         line("fixed port %d: %s" % (config.port, _doctor_port(config.host, config.port)))
     line(_doctor_inbox(config))
+    for text in _doctor_door(config):
+        line(text)
     problem = _doctor_self_test(config, line)
     if problem is not None:
         broken.append(problem)
@@ -7209,6 +7608,52 @@ def _doctor_inbox(config: Config) -> str:
     except (OSError, ValueError, AttributeError):
         pass
     return "inbox: %s held by ask-user-rich pid %s; %d waiting; open it with: askrich.py inbox" % (where, holder, waiting)
+
+
+def _doctor_door(config: Config) -> list:
+    """Who holds the front door and for how many processes' forms, where forms fall back, and
+    whether the public URL reaches it from here."""
+    port = config.inbox_port
+    if not port:
+        return ["front door: off (%s=0); every form is shown at its own process's port" % ENV_INBOX_PORT]
+    try:
+        key = load_inbox_key(config.log_dir)
+    except InboxUnavailable:
+        return ["front door: off (no inbox here, see above); every form is shown at its own process's port"]
+    _, entries = InboxRegistry(config.log_dir).scan()
+    serving = sum(1 for entry in entries if entry["port"] and entry["forms"])
+    verdict = prove_inbox_holder(port, key)
+    door = "http://localhost:%d" % port
+    lines = {
+        "ours": ["front door: %s serves the forms of %d process%s" % (door, serving, "" if serving == 1 else "es")],
+        "free": ["front door: %s (nobody holds it now: the next process with a form will)" % door],
+        "foreign": ["front door: 127.0.0.1:%d is held by a program that is not ask-user-rich" % port],
+    }[verdict]
+    lines.append("  forms fall back to their own process's port (http://%s:<port>/s/…) only while the door "
+                 "cannot serve them (a foreign program on its port, or no inbox)" % config.public_host)
+    if config.public_url:
+        lines.append("public URL: %s (every URL shown starts with it): %s" % (
+            config.public_url, _doctor_public_url(config.public_url, key)))
+    return lines
+
+
+def _doctor_public_url(public_url: str, key: str) -> str:
+    """Whether a request to the public URL from this machine reaches our door: the door must
+    prove the key, which nothing else can."""
+    import secrets
+    import urllib.request
+
+    nonce = secrets.token_hex(16)
+    fetcher = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with fetcher.open("%s/api/inbox/prove?nonce=%s" % (public_url, nonce), timeout=INBOX_PROBE_SECONDS * 2) as response:
+            proof = json.loads(response.read(4096).decode("utf-8")).get("proof")
+    except (OSError, ValueError, AttributeError) as error:
+        return ("does NOT reach us from here (%s); fine if only the other device can resolve or reach "
+                "it, else check the tunnel" % (getattr(error, "reason", None) or error))
+    if proof == proof_of(key, nonce):
+        return "reaches our front door from here"
+    return "answers from here, but NOT as our front door (it could not prove the inbox key)"
 
 
 def _doctor_port(host: str, port: int) -> str:
