@@ -144,6 +144,8 @@ ASSET_FILES = frozenset(
         "js/i18n.js",
         "js/attach.js",
         "js/inbox.js",
+        "js/prove.js",
+        "js/guard.js",
         "inbox.html",
         "vendor/marked.esm.js",
         "vendor/purify.es.mjs",
@@ -2561,6 +2563,11 @@ class SessionHub:
             raise UnknownInterview(interview_id)
         return interview
 
+    def find_by_token_digest(self, digest: bytes) -> Interview | None:
+        self._purge_expired()
+        with self.lock:
+            return self.by_token.get(digest)
+
     def find_by_token(self, token: str) -> Interview | None:
         import hmac
 
@@ -3101,6 +3108,7 @@ class RunningArchive:
 # server classes are built by a function the first time a form is needed.
 
 TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+HEX_DIGITS = frozenset("0123456789abcdef")
 MAX_PROGRESS_BYTES = 64 * 1024
 NOT_FOUND_TEXT = "Interview not found or expired."
 JSON_CONTENT_TYPE = "application/json; charset=utf-8"
@@ -3185,6 +3193,30 @@ def text_reply(status: int, text: str) -> Reply:
     return Reply(status, {"Content-Type": "text/plain; charset=utf-8"}, text.encode("utf-8"))
 
 
+def query_value(request, name: str) -> str:
+    """The first value of `name` in the request's query string, or ""."""
+    import urllib.parse
+
+    return (urllib.parse.parse_qs(request.path.partition("?")[2]).get(name) or [""])[0]
+
+
+def request_nonce(request) -> str:
+    """The `nonce` a prove route is asked with, or a 400."""
+    nonce = query_value(request, "nonce")
+    if not 16 <= len(nonce) <= 128 or not set(nonce) <= HEX_DIGITS:
+        raise HttpRefusal(400, "nonce must be 16 to 128 lower-case hex digits")
+    return nonce
+
+
+def proof_of(secret: str, message: str) -> str:
+    """hex(HMAC-SHA256(secret, message)): what a server shows to prove it knows `secret`
+    without sending it, and what signs the inbox's tickets and sessions."""
+    import hashlib
+    import hmac
+
+    return hmac.new(secret.encode("utf-8"), message.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
 def find_interview(hub, token: str):
     if not token or len(token) > 64 or not set(token) <= TOKEN_CHARS:
         return None
@@ -3241,6 +3273,30 @@ def route_state(request, params: dict):
 
 def route_events(request, params: dict):
     return EventStream(api_interview(request, params))
+
+
+def route_prove(request, params: dict):
+    """A page that lost its server asks this before it sends its token again: the server
+    proves it knows the token the page names by its SHA-256, which proves nothing to anyone
+    who does not hold the token already."""
+    nonce = request_nonce(request)
+    digest = query_value(request, "token-sha256")
+    if len(digest) != 64 or not set(digest) <= HEX_DIGITS:
+        raise HttpRefusal(400, "token-sha256 must be 64 lower-case hex digits")
+    interview = request.runtime.hub.find_by_token_digest(bytes.fromhex(digest))
+    if interview is None:
+        raise HttpRefusal(404, "not found")
+    return json_reply(200, {"proof": proof_of(interview.token, nonce)})
+
+
+def route_to_inbox(request, params: dict):
+    """The form's "N more waiting" link: a redirect to the inbox with a one-time ticket, so
+    that the form never holds the inbox's key."""
+    interview = api_interview(request, params)
+    url = request.runtime.inbox.entry_url(interview)
+    if url is None:
+        raise HttpRefusal(404, "not found")
+    return Reply(303, {"Location": url})
 
 
 def route_progress(request, params: dict):
@@ -3344,6 +3400,8 @@ ROUTES = (
     ("GET", "/api/s/<token>", route_interview),
     ("GET", "/api/s/<token>/state", route_state),
     ("GET", "/api/s/<token>/events", route_events),
+    ("GET", "/api/s/<token>/inbox", route_to_inbox),
+    ("GET", "/api/prove", route_prove),
     ("POST", "/api/s/<token>/progress", route_progress),
     ("POST", "/api/s/<token>/submit", route_submit),
     ("POST", "/api/s/<token>/attachments", route_attachment_upload),
@@ -3620,7 +3678,9 @@ class BuiltOnce:
 
 
 def _build_form_server_class():
-    """The ThreadingHTTPServer subclass that serves forms."""
+    """The ThreadingHTTPServer subclass that serves forms, on one address family (a
+    LoopbackListener holds one per loopback)."""
+    import socket
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     class FormRequestHandler(FormRequestPlumbing, BaseHTTPRequestHandler):
@@ -3635,9 +3695,10 @@ def _build_form_server_class():
         # their SYN and waited 1-3 s for a retry (200 connections took 30 s to open).
         request_queue_size = 256
 
-        def __init__(self, runtime, address):
+        def __init__(self, runtime, address, family=socket.AF_INET):
             self.runtime = runtime
             self.replies = RepliesInFlight()
+            self.address_family = family
             super().__init__(address, FormRequestHandler)
             port = self.server_address[1]
             config = runtime.config
@@ -3656,6 +3717,91 @@ def _build_form_server_class():
 
 
 form_server_class = BuiltOnce(_build_form_server_class)
+
+
+# -- both loopbacks ----------------------------------------------------------------------------
+#
+# URLs say `localhost`, which a browser resolves to [::1] as readily as to 127.0.0.1 (Chromium
+# tries [::1] first). A port held on one loopback only leaves the other free for any local user
+# to bind, and the page then talks to them. So every listener holds its port on both (see
+# tests/README.md, "Another user of this machine").
+
+LOOPBACK_BIND_TRIES = 20  # random ports tried when another program holds one on the other loopback
+IPV4_LOOPBACKS = frozenset({"127.0.0.1", "localhost", "0.0.0.0", ""})
+
+
+def has_ipv6_loopback() -> bool:
+    """Whether this machine has [::1] to bind (a kernel or container without IPv6 has none)."""
+    import socket
+
+    if not socket.has_ipv6:
+        return False
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+def listen_addresses(host: str) -> list:
+    """(address, family) for every socket a listener on `host` binds: both loopbacks when it
+    covers one of them, else `host` alone."""
+    import socket
+
+    if host in IPV4_LOOPBACKS:
+        pairs = [(host, socket.AF_INET)]
+        return pairs + [("::1", socket.AF_INET6)] if has_ipv6_loopback() else pairs
+    if host == "::1":
+        return [("::1", socket.AF_INET6), ("127.0.0.1", socket.AF_INET)]
+    return [(host, socket.AF_INET6 if ":" in host else socket.AF_INET)]
+
+
+class LoopbackListener:
+    """One port held on every address of listen_addresses(), by one server each, serving alike.
+    `make(address, family)` builds one bound, listening server (socketserver's kind)."""
+
+    def __init__(self, servers: list) -> None:
+        self.servers = servers
+        self.threads: list = []
+
+    @classmethod
+    def bind(cls, make, host: str, port: int) -> "LoopbackListener":
+        """Every family on `port`, or OSError and nothing held. Port 0: the first family picks a
+        free port, and when another program holds it on another family, a new one is tried."""
+        addresses = listen_addresses(host)
+        for _ in range(LOOPBACK_BIND_TRIES if port == 0 else 1):
+            servers: list = []
+            try:
+                for address, family in addresses:
+                    chosen = servers[0].server_address[1] if servers else port
+                    servers.append(make((address, chosen), family))
+                return cls(servers)
+            except OSError:
+                for server in servers:
+                    server.server_close()
+                if port != 0 or not servers:
+                    raise
+        raise OSError("no port was free on %s" % " and ".join(address for address, _ in addresses))
+
+    @property
+    def port(self) -> int:
+        return self.servers[0].server_address[1]
+
+    def start(self, name: str, poll_interval: float) -> None:
+        for server in self.servers:
+            thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": poll_interval},
+                                      name=name, daemon=True)
+            thread.start()
+            self.threads.append(thread)
+
+    def stop(self, patience: float | None = 2.0) -> None:
+        for server in self.servers:
+            stop_serving(server, patience)
+
+    def close(self) -> None:
+        for server in self.servers:
+            server.server_close()
 
 
 def host_name(host_header: str) -> str:
@@ -3705,8 +3851,7 @@ class Runtime:
         self.archive = Archive(config.log_dir, self.log)
         self.hub = SessionHub(self.log, self.archive)
         self.server_lock = threading.Lock()
-        self.form_server = None
-        self.server_thread = None
+        self.form_server = None  # a LoopbackListener once a form needs it
         self.inbox = Inbox(self)
         self.notices = Notices(config, self.log, project=working_folder())
         self.hub.observer = self._observe
@@ -3720,21 +3865,18 @@ class Runtime:
         cannot bind."""
         with self.server_lock:
             if self.form_server is None:
-                address = (self.config.host, self.config.port)
+                host, port = self.config.host, self.config.port
                 try:
-                    server = form_server_class()(self, address)
+                    listener = LoopbackListener.bind(
+                        lambda address, family: form_server_class()(self, address, family), host, port)
                 except OSError as error:
-                    self.log.event("http-bind-failed", "error", host=self.config.host,
-                                   port=self.config.port, error=str(error))
-                    raise FormServerUnavailable(self.config.host, self.config.port, str(error))
-                self.server_thread = threading.Thread(
-                    target=server.serve_forever, kwargs={"poll_interval": 0.2},
-                    name="ask-user-rich-http", daemon=True,
-                )
-                self.server_thread.start()
-                self.form_server = server
-                self.log.event("http-started", host=self.config.host, port=server.server_address[1])
-            return "http://%s:%d" % (self.config.public_host, self.form_server.server_address[1])
+                    self.log.event("http-bind-failed", "error", host=host, port=port, error=str(error))
+                    raise FormServerUnavailable(host, port, str(error))
+                listener.start("ask-user-rich-http", 0.2)
+                self.form_server = listener
+                self.log.event("http-started", host=host, port=listener.port,
+                               addresses=",".join(server.server_address[0] for server in listener.servers))
+            return "http://%s:%d" % (self.config.public_host, self.form_server.port)
 
     def open_interview(self, args, **details) -> Interview:
         """The one way to start an interview (the tools, demo/ask, doctor): validate
@@ -3761,9 +3903,10 @@ class Runtime:
         with self.server_lock:
             server, self.form_server = self.form_server, None
         if server is not None:
-            stop_serving(server)
-            server.replies.wait_done(REPLY_DRAIN_SECONDS)
-            server.server_close()
+            server.stop()
+            for one in server.servers:
+                one.replies.wait_done(REPLY_DRAIN_SECONDS)
+            server.close()
             self.log.event("http-stopped")
         self.log.close()
 
@@ -3803,7 +3946,9 @@ INBOX_WRITE_SECONDS = 0.25  # the registry file is rewritten at most this often
 INBOX_WATCH_SECONDS = 0.5  # how often the registry folder is looked at while anything is pending
 INBOX_PROBE_SECONDS = 2.0
 INBOX_ENTRY_MAX_BYTES = 1024 * 1024
-INBOX_NONCE_CHARS = frozenset("0123456789abcdef")
+INBOX_TICKET_SECONDS = 60  # a form's way into the inbox is used within the minute, once
+INBOX_SESSION_SECONDS = 8 * 3600  # the cookie a ticket becomes: a working day
+INBOX_COOKIE = "ask-user-rich-inbox"
 
 
 class InboxUnavailable(Exception):
@@ -3892,11 +4037,32 @@ def _make_inbox_key(path: str, key: str) -> None:
             pass
 
 
-def inbox_proof(key: str, nonce: str) -> str:
-    import hashlib
+def inbox_pass(key: str, kind: str, seconds: float) -> str:
+    """A signed, expiring value only a holder of the key makes or checks: a "ticket" (the
+    form's way in, used once) or a "session" (the cookie it is exchanged for). It is not the
+    key and says nothing of it."""
+    import secrets
+
+    body = "%d.%s" % (time.time() + seconds, secrets.token_hex(12))
+    return "%s.%s" % (body, proof_of(key, "%s:%s" % (kind, body)))
+
+
+def inbox_pass_nonce(key: str, kind: str, value: str):
+    """The nonce of a valid, unexpired pass of that kind, or None."""
     import hmac
 
-    return hmac.new(key.encode("ascii"), nonce.encode("ascii"), hashlib.sha256).hexdigest()
+    expiry, _, rest = value.partition(".")
+    nonce, _, mac = rest.partition(".")
+    if not expiry.isdigit() or len(nonce) != 24 or not set(nonce) <= HEX_DIGITS or int(expiry) < time.time():
+        return None
+    wanted = proof_of(key, "%s:%s.%s" % (kind, expiry, nonce))
+    return nonce if hmac.compare_digest(wanted.encode("ascii"), mac.encode("utf-8", "surrogatepass")) else None
+
+
+def page_verifier(key: str) -> str:
+    """What an inbox page opened through a ticket holds to check a server's proof: its session
+    cookie is HttpOnly and it never sees the key."""
+    return proof_of(key, "inbox-page")
 
 
 def pid_alive(pid: int) -> bool:
@@ -4102,16 +4268,61 @@ def route_inbox_events(request, params: dict):
 
 
 def route_inbox_prove(request, params: dict):
-    import urllib.parse
+    nonce = request_nonce(request)
+    key = request.server.inbox.key
+    return json_reply(200, {"proof": proof_of(key, nonce), "pageProof": proof_of(page_verifier(key), nonce)})
 
-    query = urllib.parse.parse_qs(request.path.partition("?")[2])
-    nonce = (query.get("nonce") or [""])[0]
-    if not 16 <= len(nonce) <= 128 or not set(nonce) <= INBOX_NONCE_CHARS:
-        raise HttpRefusal(400, "nonce must be 16 to 128 lower-case hex digits")
-    return json_reply(200, {"proof": inbox_proof(request.server.inbox.key, nonce)})
+
+def cookie_value(request, name: str) -> str:
+    for part in request.headers.get("Cookie", "").split(";"):
+        found, _, value = part.strip().partition("=")
+        if found == name:
+            return value
+    return ""
+
+
+def inbox_by_cookie(request):
+    """The inbox a session cookie opens, or a 404, as for a wrong key."""
+    inbox = request.server.inbox
+    session = cookie_value(request, INBOX_COOKIE)
+    if inbox.key is None or inbox_pass_nonce(inbox.key, "session", session) is None:
+        raise HttpRefusal(404, "not found")
+    return inbox
+
+
+def route_inbox_enter(request, params: dict):
+    """A form's ticket, exchanged once for a session cookie; then the inbox page."""
+    session = request.server.inbox.redeem(params["ticket"])
+    if session is None:
+        raise HttpRefusal(404, "not found")
+    cookie = "%s=%s; Path=/inbox; Max-Age=%d; HttpOnly; SameSite=Strict" % (
+        INBOX_COOKIE, session, INBOX_SESSION_SECONDS)
+    return Reply(303, {"Location": "/inbox", "Set-Cookie": cookie})
+
+
+def route_inbox_session_page(request, params: dict):
+    inbox_by_cookie(request)
+    return route_asset(request, {"name": "inbox.html"})
+
+
+def route_inbox_session_json(request, params: dict):
+    return json_reply(200, inbox_by_cookie(request).listing())
+
+
+def route_inbox_session_events(request, params: dict):
+    return InboxStream(inbox_by_cookie(request))
+
+
+def route_inbox_verifier(request, params: dict):
+    return json_reply(200, {"verifier": page_verifier(inbox_by_cookie(request).key)})
 
 
 INBOX_ROUTES = (
+    ("GET", "/inbox", route_inbox_session_page),
+    ("GET", "/inbox/listing", route_inbox_session_json),
+    ("GET", "/inbox/events", route_inbox_session_events),
+    ("GET", "/inbox/verifier", route_inbox_verifier),
+    ("GET", "/inbox/enter/<ticket>", route_inbox_enter),
     ("GET", "/inbox/<key>", route_inbox_page),
     ("GET", "/assets/<name*>", route_asset),
     ("GET", "/api/inbox/prove", route_inbox_prove),
@@ -4129,9 +4340,9 @@ def _build_inbox_server_class():
         # would make two holders; there an exclusive bind is asked for instead.
         allow_reuse_address = os.name != "nt"
 
-        def __init__(self, inbox, address):
+        def __init__(self, inbox, address, family=socket.AF_INET):
             self.inbox = inbox
-            super().__init__(inbox.runtime, address)
+            super().__init__(inbox.runtime, address, family)
             names = ("localhost", "127.0.0.1", "[::1]")
             port = self.server_address[1]
             self.allowed_hosts = frozenset(names)
@@ -4149,30 +4360,42 @@ inbox_server_class = BuiltOnce(_build_inbox_server_class)
 
 
 def port_is_free(host: str, port: int) -> bool:
-    """Whether `port` can be bound now: a bare socket, far cheaper than a server that fails."""
+    """Whether `port` can be bound now on every address a listener on `host` holds: bare
+    sockets, far cheaper than a server that fails."""
     import socket
 
-    with socket.socket() as probe:
-        if os.name != "nt":
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
-        try:
-            probe.bind((host, port))
-        except OSError:
-            return False
+    for address, family in listen_addresses(host):
+        with socket.socket(family) as probe:
+            if os.name != "nt":
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
+            try:
+                probe.bind((address, port))
+            except OSError:
+                return False
     return True
 
 
 def prove_inbox_holder(port: int, key: str, timeout: float = INBOX_PROBE_SECONDS):
-    """Ask whoever holds 127.0.0.1:`port` to prove it knows the key, without sending the key.
-    "ours", "foreign" (something answers and cannot prove it) or "free" (nothing listens)."""
+    """Ask whoever holds `port` on each loopback to prove it knows the key, without sending the
+    key. "ours", "foreign" (something answers on either and cannot prove it) or "free" (nothing
+    listens on either)."""
+    verdicts = {_prove_at(address, port, key, timeout) for address, _ in listen_addresses(INBOX_HOST)}
+    for verdict in ("foreign", "ours"):
+        if verdict in verdicts:
+            return verdict
+    return "free"
+
+
+def _prove_at(address: str, port: int, key: str, timeout: float) -> str:
     import hmac
     import http.client
     import secrets
 
     nonce = secrets.token_hex(16)
-    connection = http.client.HTTPConnection(INBOX_HOST, port, timeout=timeout)
+    host = "[%s]" % address if ":" in address else address
+    connection = http.client.HTTPConnection(address, port, timeout=timeout)
     try:
-        connection.request("GET", "/api/inbox/prove?nonce=" + nonce, headers={"Host": "127.0.0.1:%d" % port})
+        connection.request("GET", "/api/inbox/prove?nonce=" + nonce, headers={"Host": "%s:%d" % (host, port)})
         response = connection.getresponse()
         body = response.read(4096)
     except ConnectionRefusedError:
@@ -4186,7 +4409,7 @@ def prove_inbox_holder(port: int, key: str, timeout: float = INBOX_PROBE_SECONDS
     except (UnicodeDecodeError, ValueError, AttributeError):
         return "foreign"
     if response.status == 200 and isinstance(proof, str) and hmac.compare_digest(
-        proof.encode("ascii", "replace"), inbox_proof(key, nonce).encode("ascii")
+        proof.encode("ascii", "replace"), proof_of(key, nonce).encode("ascii")
     ):
         return "ours"
     return "foreign"
@@ -4218,11 +4441,11 @@ class Inbox:
         self.closed = False
         self.key = None
         self.unavailable = None  # why the inbox cannot be kept here, once found
-        self.server = None
-        self.server_thread = None
+        self.server = None  # a LoopbackListener while this process holds the port
         self.holder = None  # None: unknown; "ours", "foreign" or "free" as last probed
         self.probed = float("-inf")  # when it was probed last
         self.reported_foreign = False
+        self.used_tickets: dict = {}  # nonce -> when it would expire: a ticket opens once
         self.streams = 0
         self.stamp = None  # the other entries' names, times and sizes at the last full scan
         self.others: list = []  # the entries of the other live processes, as last scanned
@@ -4288,7 +4511,25 @@ class Inbox:
             # A proof goes stale: the holder may have changed since.
             fresh = time.monotonic() - self.probed <= INBOX_RETRY_SECONDS + INBOX_PROBE_SECONDS
             ours = self.key is not None and (self.server is not None or (self.holder == "ours" and fresh))
-            return {"waiting": others, "url": inbox_url(self.port, self.key) if ours else None}
+            return {"waiting": others, "url": "/api/s/%s/inbox" % interview.token if ours else None}
+
+    def entry_url(self, interview):
+        """Where the form's link leads: the inbox with a fresh ticket, while there is one that
+        proved it is ours; else None."""
+        if self.for_form(interview)["url"] is None:
+            return None
+        return "http://localhost:%d/inbox/enter/%s" % (self.port, inbox_pass(self.key, "ticket", INBOX_TICKET_SECONDS))
+
+    def redeem(self, ticket: str):
+        """A session for a valid ticket not used before, or None."""
+        nonce = None if self.key is None else inbox_pass_nonce(self.key, "ticket", ticket)
+        now = time.time()
+        with self.lock:
+            self.used_tickets = {seen: until for seen, until in self.used_tickets.items() if until > now}
+            if nonce is None or nonce in self.used_tickets:
+                return None
+            self.used_tickets[nonce] = now + INBOX_TICKET_SECONDS
+        return inbox_pass(self.key, "session", INBOX_SESSION_SECONDS)
 
     # -- the listing ----------------------------------------------------------------------
 
@@ -4406,7 +4647,8 @@ class Inbox:
         try:
             if not port_is_free(INBOX_HOST, self.port):
                 raise OSError("address in use")
-            server = inbox_server_class()(self, (INBOX_HOST, self.port))
+            server = LoopbackListener.bind(
+                lambda address, family: inbox_server_class()(self, address, family), INBOX_HOST, self.port)
         except OSError as error:
             if self.holder is not None and not forms:
                 return
@@ -4422,14 +4664,12 @@ class Inbox:
             if forms:
                 self._touch_forms()
             return
+        with self.changed:
+            self.server = server
+            self.holder = "ours"
         # serve_forever wakes every poll_interval only to see whether it should stop; _release
         # wakes it with a connection instead, so it need not look often.
-        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": INBOX_RETRY_SECONDS},
-                                  name="ask-user-rich-inbox-http", daemon=True)
-        with self.changed:
-            self.server, self.server_thread = server, thread
-            self.holder = "ours"
-        thread.start()
+        server.start("ask-user-rich-inbox-http", INBOX_RETRY_SECONDS)
         self.log.event("inbox-holding", port=self.port)
         self._touch_forms()
 
@@ -4438,8 +4678,8 @@ class Inbox:
             server, self.server = self.server, None
             self.changed.notify_all()  # the pages' streams end
         if server is not None:
-            stop_serving(server, patience=None)  # before the socket closes under the loop
-            server.server_close()
+            server.stop(patience=None)  # before the sockets close under the loops
+            server.close()
             self.log.event("inbox-released", port=self.port)
 
     def _wind_down(self) -> None:

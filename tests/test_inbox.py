@@ -5,6 +5,7 @@ different folder; the tests wait on the inbox's own stream, on log lines and on 
 from __future__ import annotations
 
 import http.server
+import json
 import io
 import os
 import stat
@@ -345,8 +346,9 @@ def test_the_holder_checks_host_and_origin_and_sends_the_forms_headers(tmp_path)
         assert http_request(base + "/s/" + key).status == 404
         assert http_request(base + "/assets/js/inbox.js").status == 200
         nonce = "ab" * 16
-        proof = http_request(base + "/api/inbox/prove?nonce=" + nonce).json()["proof"]
-        assert proof == askrich.inbox_proof(key, nonce)
+        proved = http_request(base + "/api/inbox/prove?nonce=" + nonce).json()
+        assert proved["proof"] == askrich.proof_of(key, nonce)
+        assert proved["pageProof"] == askrich.proof_of(askrich.page_verifier(key), nonce)
     finally:
         rt.close()
 
@@ -365,7 +367,7 @@ def test_a_form_learns_how_many_more_wait_elsewhere_through_its_own_stream(tmp_p
         events = form_events(interview.url)
         try:
             state = events.wait_for(lambda s: s.get("inbox", {}).get("waiting") == 2)
-            assert state["inbox"]["url"] == "http://localhost:%d/inbox/%s" % (port, read_key(logs))
+            assert state["inbox"]["url"] == "/api/s/%s/inbox" % interview.token
             assert state["state"] == "pending" and state["version"] == 1
             submit(other.url, {})
             events.wait_for(lambda s: s["inbox"]["waiting"] == 1)
@@ -480,8 +482,9 @@ def test_a_form_of_a_process_that_does_not_hold_the_inbox_links_to_it_once_the_h
         events = form_events(interview.url)
         try:
             state = events.wait_for(lambda s: (s.get("inbox") or {}).get("url") is not None)
-            assert state["inbox"] == {"waiting": 1,
-                                      "url": "http://localhost:%d/inbox/%s" % (port, read_key(logs))}
+            # The form's own way to the inbox (a one-time ticket), never the inbox's key.
+            assert state["inbox"] == {"waiting": 1, "url": "/api/s/%s/inbox" % interview.token}
+            assert read_key(logs) not in json.dumps(state)
             assert rt.inbox.server is None  # it never held the port: the holder proved the key
         finally:
             events.close()

@@ -4,6 +4,7 @@
 // metadata), so a reload shows the same files. Thumbnails come from our own route, so the page's
 // Content-Security-Policy (img-src 'self' data:) needs no blob: or other source.
 import { state, api, saveDraft } from "./state.js";
+import { connectionLost, guardedFetch, isTrusted, mayTalk } from "./guard.js";
 import { t, tPlain, figure } from "./i18n.js";
 import { announce as say } from "./dom.js";
 
@@ -126,7 +127,8 @@ function itemEl(file) {
     const img = document.createElement("img");
     img.className = "attach-thumb";
     img.alt = ""; // the name beside it says what it is
-    img.src = api(`/attachments/${encodeURIComponent(file.id)}`);
+    // An image request carries the token too: only to a server that has not been lost.
+    if (isTrusted()) img.src = api(`/attachments/${encodeURIComponent(file.id)}`);
     li.append(img);
   }
   const name = document.createElement("span");
@@ -170,8 +172,9 @@ function showProblem(key, lines) {
 }
 
 // ---- upload and removal ----
-function upload(key, file) {
+async function upload(key, file) {
   const name = file.name || "pasted";
+  if (await mayTalk() !== "ours") return t("attach.unreachable", { name });
   return new Promise((resolve) => {
     const block = blocks.get(key);
     const item = pendingEl(name);
@@ -203,7 +206,7 @@ function upload(key, file) {
       }
       finish(refusalText(name, xhr.status, body && typeof body === "object" ? body : {}));
     });
-    xhr.addEventListener("error", () => finish(t("attach.unreachable", { name })));
+    xhr.addEventListener("error", () => { connectionLost(); finish(t("attach.unreachable", { name })); });
     inFlight.count++;
     inFlight.bytes += file.size;
     xhr.send(file);
@@ -241,7 +244,7 @@ async function removeFile(key, id, button) {
   let status = 0;
   let body = {};
   try {
-    const r = await fetch(api(`/attachments/${encodeURIComponent(id)}`), { method: "DELETE" });
+    const r = await guardedFetch(api(`/attachments/${encodeURIComponent(id)}`), { method: "DELETE" });
     status = r.status;
     if (status !== 204) body = await r.json().catch(() => ({}));
   } catch { /* unreachable: status 0 */ }

@@ -16,6 +16,7 @@ import { bindKeys, KEY_TABLE } from "./keys.js";
 import { t, sentences, setLanguage, setAgent, translatePage, fillKeys } from "./i18n.js";
 import { onRankChange, onRankAnnounce, cancelHold, applyRecommended } from "./rank.js";
 import { startLive, reportProgress } from "./live.js";
+import { guardedFetch, isTrusted, proofRefused, whenRefused } from "./guard.js";
 import { bindAttachments, uploadsRunning, uploadsSettled } from "./attach.js";
 
 const THEMES = ["auto", "light", "dark"];
@@ -266,7 +267,7 @@ async function send(body) {
   document.body.classList.add("busy");
   let r;
   try {
-    r = await fetch(api("/submit"), {
+    r = await guardedFetch(api("/submit"), {
       method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
     });
   } catch {
@@ -346,7 +347,7 @@ async function sendSkip(body) {
 // the server cannot say).
 async function settledState() {
   try {
-    const r = await fetch(api("/state"), { cache: "no-store" });
+    const r = await guardedFetch(api("/state"), { cache: "no-store" });
     return (await r.json()).state ?? null;
   } catch {
     return null;
@@ -371,7 +372,7 @@ function expired() {
 
 // ---------------------------------------------------------------- live
 async function pullSpec() {
-  const r = await fetch(api(), { cache: "no-store" });
+  const r = await guardedFetch(api(), { cache: "no-store" });
   if (!r.ok) return [];
   const data = await r.json();
   if (data.version === state.version && state.spec) return [];
@@ -407,13 +408,19 @@ function onState(s) {
 }
 
 // "2 more waiting" in the header, to the inbox, while other interviews wait anywhere. The server
-// names the inbox only once whoever holds its port proved it is ours.
+// names the inbox only once whoever holds its port proved it is ours, and the link goes to this
+// form's own server, which sends the browser on with a one-time ticket: the form never holds the
+// inbox's key. Following it sends the token, so only to a server that has not been lost.
 function syncInboxLink(inbox) {
   const link = $("#inbox-more");
   const count = inbox && typeof inbox.waiting === "number" ? inbox.waiting : 0;
-  const url = inbox && typeof inbox.url === "string" && /^http:\/\/localhost:\d+\/inbox\//.test(inbox.url) ? inbox.url : null;
-  link.hidden = !(count > 0 && url && state.phase === "open");
+  const url = inbox && inbox.url === api("/inbox") ? inbox.url : null;
+  link.hidden = !(count > 0 && url && state.phase === "open" && isTrusted());
   if (link.hidden) return;
+  if (!link.dataset.guarded) {
+    link.dataset.guarded = "1";
+    link.addEventListener("click", (e) => { if (!isTrusted()) e.preventDefault(); });
+  }
   if (link.getAttribute("href") !== url) link.href = url;
   link.textContent = t("inbox.moreWaiting", { count });
 }
@@ -422,7 +429,16 @@ function syncInboxLink(inbox) {
 // interview (it restarted), which is final.
 function serverGone(code) {
   if (code === "not-found") { expired(); return; }
+  if (proofRefused()) return;
   notice("error", t("server.gone"), { id: "gone" });
+}
+
+// Whatever holds this address now could not prove it knows this form's link: nothing more goes
+// to it, and the person is told why, with the answers left on screen and in this browser.
+function impostor() {
+  stopLive();
+  clearNotice("gone");
+  notice("error", t("server.impostor"), { id: "impostor" });
 }
 
 // ---------------------------------------------------------------- controls
@@ -549,7 +565,7 @@ async function start() {
   bindAttachments();
   let r = null;
   if (token) {
-    try { r = await fetch(api(), { cache: "no-store" }); } catch { /* reported below */ }
+    try { r = await guardedFetch(api(), { cache: "no-store" }); } catch { /* reported below */ }
   }
   const body = r ? await r.json().catch(() => null) : null;
   const data = r && r.ok ? body : null;
@@ -596,6 +612,7 @@ async function start() {
   syncRail();
   document.body.classList.add("ready");
   reportProgress(counts, 0);
+  whenRefused(impostor);
   stopLive = startLive({ onState, onGone: serverGone, onBack: () => clearNotice("gone") });
 }
 
