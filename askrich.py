@@ -23,6 +23,7 @@ Contents, in the order data flows (each a banner below):
   HTTP form server                  the route table and the request plumbing
   Runtime                           the hub, the log and the lazily started form server
   The inbox                         every process's pending interviews, on one page and port
+  Notices                           telling the person: a desktop notice, a push to the phone
   Tool definitions                  instructions, schemas, the results' shapes
   Per-call objects and the eras     what a tool talks to for one call, legacy and modern
   The MCP server                    each era's methods, dispatch, shutdown
@@ -5090,7 +5091,7 @@ def header_text(text: str) -> str:
     import base64
 
     text = " ".join(text.split())
-    if text.isascii() if hasattr(text, "isascii") else all(ord(ch) < 128 for ch in text):
+    if text.isascii():
         return text
     data = text.encode("utf-8")
     words, start = [], 0
