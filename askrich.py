@@ -23,6 +23,7 @@ Contents, in the order data flows (each a banner below):
   HTTP form server                  the route table and the request plumbing
   Runtime                           the hub, the log and the lazily started form server
   The inbox                         every process's pending interviews, on one page and port
+  Notices                           telling the person: a desktop notice, a push to the phone
   Tool definitions                  instructions, schemas, the results' shapes
   Per-call objects and the eras     what a tool talks to for one call, legacy and modern
   The MCP server                    each era's methods, dispatch, shutdown
@@ -96,6 +97,11 @@ ENV_PROGRESS_MS = "ASK_USER_RICH_PROGRESS_MS"
 ENV_LOG_DIR = "ASK_USER_RICH_LOG_DIR"
 ENV_INBOX_PORT = "ASK_USER_RICH_INBOX_PORT"
 ENV_PUBLIC_URL = "ASK_USER_RICH_PUBLIC_URL"
+ENV_NOTIFY = "ASK_USER_RICH_NOTIFY"
+ENV_NOTIFY_AFTER = "ASK_USER_RICH_NOTIFY_AFTER"
+ENV_PUSH_URL = "ASK_USER_RICH_PUSH_URL"
+ENV_PUSH_TOKEN = "ASK_USER_RICH_PUSH_TOKEN"
+ENV_PUSH_LINK = "ASK_USER_RICH_PUSH_LINK"
 ENV_PROTOCOL = "ASK_USER_RICH_PROTOCOL"
 ENV_CODE_CACHE = "ASK_USER_RICH_CODE_CACHE"
 ENV_RESTARTED = "ASK_USER_RICH_RESTARTED"  # internal: askrich.pyz started over from its code cache
@@ -119,6 +125,7 @@ REPLY_DRAIN_SECONDS = 1.0  # how long closing waits for replies still being writ
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
 INBOX_PORT = 47615  # the inbox's one stable address, on 127.0.0.1
 PUBLIC_HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-[]:")
+NOTIFY_MODES = ("desktop", "push", "both", "off")
 
 # Where the summary cuts a header, a note, an Other answer and the general notes.
 CUT_HEADER, CUT_NOTES, CUT_OTHER, CUT_GENERAL = 80, 140, 100, 400
@@ -183,6 +190,11 @@ class Config:
         "protocol",
         "inbox_port",
         "public_url",
+        "notify",
+        "notify_after",
+        "push_url",
+        "push_token",
+        "push_link",
     )
 
     def __init__(
@@ -198,6 +210,11 @@ class Config:
         protocol: str = "auto",
         inbox_port: int = 0,
         public_url: str | None = None,
+        notify: str = "off",
+        notify_after: int = 20,
+        push_url: str | None = None,
+        push_token: str | None = None,
+        push_link: bool = True,
     ) -> None:
         # Frozen: whatever holds a Config may rely on it staying as it was read; a changed
         # setting is a new Config (replace()).
@@ -216,6 +233,13 @@ class Config:
             # The origin a tunnel gives the front door (https://devbox.example.ts.net): every
             # URL shown starts with it instead of http://localhost:<inbox port>.
             "public_url": public_url,
+            # As for the inbox: from_env turns desktop notices on, a Config built in code
+            # (tests, the doctor's self-test) never pops one up on the machine it runs on.
+            "notify": notify,  # "desktop", "push", "both" or "off"
+            "notify_after": notify_after,  # seconds an opened, unviewed form waits for a notice
+            "push_url": push_url,
+            "push_token": push_token,
+            "push_link": push_link,  # may a pushed notice carry the form's (public) link
         }
         for name, value in values.items():
             object.__setattr__(self, name, value)
@@ -233,7 +257,12 @@ class Config:
         return Config(**values)
 
     def __repr__(self) -> str:
-        return "Config(%s)" % ", ".join("%s=%r" % (name, getattr(self, name)) for name in self.__slots__)
+        def shown(name: str):
+            value = getattr(self, name)
+            # The push token and a webhook's URL are keys: a repr may end up in a log.
+            return redact(value) if name in ("push_token", "push_url") and value else value
+
+        return "Config(%s)" % ", ".join("%s=%r" % (name, shown(name)) for name in self.__slots__)
 
     @classmethod
     def from_env(cls, environ=None) -> tuple[Config, list[str]]:
@@ -262,6 +291,17 @@ class Config:
         public_url, problem = public_origin(env.get(ENV_PUBLIC_URL, ""))
         if problem:
             warnings.append("%s=%r %s; showing local addresses" % (ENV_PUBLIC_URL, env[ENV_PUBLIC_URL], problem))
+        notify = env.get(ENV_NOTIFY, "").strip().lower() or "desktop"
+        if notify not in NOTIFY_MODES:
+            warnings.append("%s=%r is not one of %s; using desktop" % (ENV_NOTIFY, notify, ", ".join(NOTIFY_MODES)))
+            notify = "desktop"
+        push_url = env.get(ENV_PUSH_URL, "").strip() or None
+        if push_url is not None and push_target_kind(push_url) is None:
+            warnings.append("%s is not an http(s) URL; nothing is pushed" % ENV_PUSH_URL)
+            push_url = None
+        push_link = env.get(ENV_PUSH_LINK, "").strip().lower()
+        if push_link not in ("", "0", "1"):
+            warnings.append("%s=%r is not 0 or 1; the link is sent" % (ENV_PUSH_LINK, push_link))
         protocol = env.get(ENV_PROTOCOL, "").strip().lower() or "auto"
         if protocol not in ("auto", "legacy"):
             warnings.append("%s=%r is not auto or legacy; serving both eras" % (ENV_PROTOCOL, protocol))
@@ -278,6 +318,11 @@ class Config:
                 protocol=protocol,
                 inbox_port=integer(ENV_INBOX_PORT, INBOX_PORT, 0, 65535),
                 public_url=public_url,
+                notify=notify,
+                notify_after=integer(ENV_NOTIFY_AFTER, 20, 0, 86400),
+                push_url=push_url,
+                push_token=env.get(ENV_PUSH_TOKEN, "").strip() or None,
+                push_link=push_link != "0",
             ),
             warnings,
         )
@@ -2181,20 +2226,29 @@ class Interview:
             if self.state != PENDING:
                 return None
             questions = self.spec["questions"]
-            if self.unseen is None:  # no form has said yet: every follow-up is unseen
-                unseen = sum(1 for question in questions if question.get("version", 1) > 1)
-            else:
-                unseen = self.unseen[0] + max(0, len(questions) - self.unseen[1])
             return {
                 "interviewId": self.id,
                 "title": self.spec["title"],
                 "url": self.own_url,  # the holder lists it at the front door
                 "questions": len(questions),
                 "answered": (self.counts or {}).get("answered", 0),
-                "followUpsUnseen": unseen,
+                "followUpsUnseen": self._unseen(),
                 "createdAt": iso_utc(self.created),
                 "waiting": self.waiters > 0,
             }
+
+    def _unseen(self) -> int:
+        """Follow-up questions the user has not been shown yet. Call with the lock held."""
+        questions = self.spec["questions"]
+        if self.unseen is None:  # no form has said yet: every follow-up is unseen
+            return sum(1 for question in questions if question.get("version", 1) > 1)
+        return self.unseen[0] + max(0, len(questions) - self.unseen[1])
+
+    def attention(self) -> dict:
+        """What the notices judge by: still pending, page views, forms open, follow-ups unseen."""
+        with self._lock:
+            return {"pending": self.state == PENDING and not self.closed, "pageViews": self.page_views,
+                    "streams": self.streams, "unseen": self._unseen()}
 
     def record_unseen(self, count: int) -> None:
         """The form's count of follow-up questions not shown to the user yet; questions
@@ -2615,6 +2669,7 @@ class SessionHub:
     def record_page_view(self, interview: Interview, user_agent: str) -> None:
         interview.record_page_view()
         self.log.event("page-view", interview=interview.id, user_agent=user_agent)
+        self._observe(interview)  # a page view stops the notices
 
     def record_stream(self, interview: Interview, delta: int) -> None:
         """A form's event stream opened (+1) or closed (-1)."""
@@ -3870,6 +3925,14 @@ def progress_counts(payload):
 # Runtime: the hub, the archive, the log and the lazily started form server, together
 # ============================================================================================
 
+def working_folder() -> str:
+    """The folder this process works in (the agent's project), "" when it is gone."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return ""
+
+
 class Runtime:
     """What the MCP server, the command line and the tests drive."""
 
@@ -3881,8 +3944,13 @@ class Runtime:
         self.server_lock = threading.Lock()
         self.form_server = None  # a LoopbackListener once a form needs it
         self.inbox = Inbox(self)
-        self.hub.observer = self.inbox.observe
+        self.notices = Notices(config, self.log, project=working_folder())
+        self.hub.observer = self._observe
         self.hub.door_origin = self.inbox.door_origin
+
+    def _observe(self, interview: Interview) -> None:
+        self.inbox.observe(interview)
+        self.notices.observe(interview)
 
     def base_url(self) -> str:
         """Start the form server on first need; its base URL (this process's own, which the
@@ -3911,7 +3979,9 @@ class Runtime:
         return self.hub.create(spec, self.base_url(), options, **details)
 
     def append_questions(self, session_id, questions, note=None) -> dict:
-        return self.hub.append(session_id, questions, note)
+        reply = self.hub.append(session_id, questions, note)
+        self.notices.follow_ups(self.hub.require(session_id))
+        return reply
 
     def wait_for_result(self, session_id, timeout=None):
         """The settled result (structuredContent), or None on timeout."""
@@ -3919,6 +3989,7 @@ class Runtime:
         return result
 
     def close(self) -> None:
+        self.notices.close()
         self.inbox.close()
         self.hub.close()
         with self.server_lock:
@@ -4724,10 +4795,7 @@ class Inbox:
         self.port = runtime.config.inbox_port
         self.hold = hold  # the `inbox` command: hold the port until closed, pending or not
         self.registry = InboxRegistry(runtime.config.log_dir)
-        try:
-            self.project = os.getcwd()
-        except OSError:  # the folder it was started in is gone
-            self.project = ""
+        self.project = working_folder()
         self.started_at = iso_utc(time.time())
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
@@ -5167,6 +5235,674 @@ class Inbox:
         self._release()
         if self.key is not None and self._nobody_else():
             retire_inbox_key(self.runtime.config.log_dir)
+
+
+# ============================================================================================
+# Notices: telling the person that an agent is waiting (a desktop notice, a push)
+# ============================================================================================
+#
+# A person running several agents works in other windows: a tab opened in the background, or a
+# form on a remote box that opens no tab at all, goes unseen. When a call starts waiting on an
+# interview (or follow-ups land on a form nobody looked at since), one scheduler thread per
+# process decides when to tell the person (plan_notice, pure), and each notice goes to every
+# target (the desktop's notifier, a push URL) on a thread of its own, under a time limit: a
+# call, a submit and shutdown never wait on a notifier.
+
+NOTICE_REMINDERS = (600, 3600)  # seconds after the wait began: the reminders while nobody looks
+NOTICE_MIN_GAP = 60  # never more than one notice per interview per minute
+NOTICE_LIMIT_SECONDS = 5.0  # a notifier, or a push, that takes longer has failed
+# notify-send with an action stays until the notice is clicked or closed: how long its click
+# may still open the form.
+NOTICE_ACTION_SECONDS = 3600.0
+NOTICE_TEXT_CHARS = 200  # a title or a folder name longer than this is cut in a notice
+NOTICE_ACTION = "open"  # the action's name, as notify-send prints it when clicked
+# Windows accepts toasts only from a registered app id; Windows PowerShell's own always is.
+TOAST_APP_ID = "{1AC14E77-02E7-4E5D-B744-2EB1AE5198B7}\\WindowsPowerShell\\v1.0\\powershell.exe"
+SLACK_HOSTS = frozenset({"hooks.slack.com"})
+DISCORD_HOSTS = frozenset({"discord.com", "discordapp.com", "ptb.discord.com", "canary.discord.com"})
+
+
+# -- when: the rules, as a pure function of the facts -------------------------------------
+
+def plan_notice(need: dict, now: float, after: float) -> dict:
+    """When to tell the person about one interview.
+
+    `need`: {"since": when the interview began to need the person (a wait, or follow-ups),
+    "opened": whether a browser showed the form then (or a form was open for the follow-ups),
+    "sent": notices sent for this need, "lastSent": the interview's last notice (None: never),
+    "viewed": someone looked at the form since, "pending": not settled}; times in seconds.
+    Returns {"send": whether a notice goes out now, "sent": the need's count once it did,
+    "next": when to look again (None: never)}. The first notice is due at once when no browser
+    was opened, else `after` seconds on; reminders at NOTICE_REMINDERS; at most one a minute.
+    When several are overdue (a machine that slept), one notice covers them all."""
+    if not need["pending"] or need["viewed"]:
+        return {"send": False, "sent": need["sent"], "next": None}
+    first = after if need["opened"] else 0
+    offsets = [first] + [offset for offset in NOTICE_REMINDERS if offset > first]
+    sent = need["sent"]
+    if sent >= len(offsets):
+        return {"send": False, "sent": sent, "next": None}
+    due = need["since"] + offsets[sent]
+    if need["lastSent"] is not None:
+        due = max(due, need["lastSent"] + NOTICE_MIN_GAP)
+    if now < due:
+        return {"send": False, "sent": sent, "next": due}
+    covered = sent + 1
+    while covered < len(offsets) and need["since"] + offsets[covered] <= now:
+        covered += 1
+    return {"send": True, "sent": covered, "next": None}
+
+
+# -- what: the notice's words, in the interview's language ---------------------------------
+
+def plural_category(tag: str, count: int) -> str:
+    """The CLDR cardinal category of a whole number, as Intl.PluralRules picks it in the form."""
+    n = abs(count)
+    base = tag.split("-")[0]
+    if base in ("ja", "zh", "ko"):
+        return "other"
+    if base == "ru":
+        if n % 10 == 1 and n % 100 != 11:
+            return "one"
+        return "few" if 2 <= n % 10 <= 4 and not 12 <= n % 100 <= 14 else "many"
+    if base == "ar":
+        if n in (0, 1, 2):
+            return ("zero", "one", "two")[n]
+        return "few" if 3 <= n % 100 <= 10 else "many" if 11 <= n % 100 <= 99 else "other"
+    if base in ("fr", "pt") and n in (0, 1) or base not in ("fr", "pt") and n == 1:
+        return "one"
+    if base in ("es", "fr", "pt") and n and n % 1000000 == 0:
+        return "many"
+    return "other"
+
+
+def match_language(tag) -> str | None:
+    """One of FORM_LANGUAGES for a language tag, as the form matches the call's `language`
+    (assets/js/i18n.js): exact, any case, Chinese by script or region, then the base language."""
+    if not isinstance(tag, str) or not tag.strip():
+        return None
+    want = tag.strip().replace("_", "-").split(".")[0]
+    lower = want.lower()
+    for language in FORM_LANGUAGES:
+        if language.lower() == lower:
+            return language
+    parts = lower.split("-")
+    if parts[0] == "zh":
+        return "zh-TW" if any(part in ("hant", "tw", "hk", "mo") for part in parts) else "zh-CN"
+    return next((language for language in FORM_LANGUAGES if language.lower().split("-")[0] == parts[0]), None)
+
+
+def notice_language(requested, environ=None) -> str:
+    """The interview's language, else the machine's (LANG and the like), else English: the
+    person reads a desktop notice where no browser tells us theirs."""
+    env = os.environ if environ is None else environ
+    for tag in (requested, env.get("LC_ALL"), env.get("LC_MESSAGES"), env.get("LANG")):
+        language = match_language(tag)
+        if language is not None:
+            return language
+    return "en"
+
+
+def notice_words(language: str) -> dict:
+    """The notice's strings (`notice.*` of assets/i18n), English where one is missing."""
+    words = {}
+    for tag in ("en", language):
+        try:
+            table = json.loads(read_asset("i18n/%s.json" % tag).decode("utf-8"))
+        except (OSError, ValueError):
+            continue
+        words.update({key: value for key, value in table.items() if key.startswith("notice.")})
+    return words
+
+
+def compose_notice(spec: dict, agent, project: str, url: str, environ=None, test=False) -> dict:
+    """Everything a target says: `heading` ("Claude Code asks 12 questions"), `body` ("<title>
+    · <project folder>") and the action's label, in the interview's language, with the facts
+    a JSON push carries."""
+    language = notice_language(spec.get("language"), environ)
+    words = notice_words(language)
+    count = len(spec["questions"])
+    key = "notice.heading" if agent else "notice.headingNoAgent"
+    forms = words.get(key, {})
+    heading = forms.get(plural_category(language, count), forms.get("other", "")) if isinstance(forms, dict) else forms
+    heading = heading.replace("{agent}", agent or "").replace("{count}", str(count))
+    folder = os.path.basename(project.rstrip("/\\")) if project else ""
+    title = words.get("notice.test", "") if test else spec["title"]
+    body = " · ".join(cut(part, NOTICE_TEXT_CHARS) for part in (title, folder) if part)
+    return {
+        "heading": cut(heading, NOTICE_TEXT_CHARS),
+        "body": body,
+        "open": words.get("notice.open", ""),
+        "language": language,
+        "title": spec["title"],
+        "agent": agent,
+        "project": project,
+        "questions": count,
+        "url": url,
+    }
+
+
+# -- the desktop's notifier: a plan per platform, as argv lists ----------------------------
+
+class NoticeCommand:
+    """One desktop notifier to run: its argv (never a shell), and whether it waits for a click
+    on its "open the form" action and prints the action's name when there is one."""
+
+    __slots__ = ("name", "argv", "action")
+
+    def __init__(self, name: str, argv: list, action: bool = False) -> None:
+        self.name = name
+        self.argv = argv
+        self.action = action
+
+    def __repr__(self) -> str:
+        return "NoticeCommand(%r, %r, action=%r)" % (self.name, self.argv, self.action)
+
+
+def desktop_facts(environ=None) -> dict:
+    """What the desktop plan depends on, read from this machine: the platform (WSL and its
+    interop as the opener reads them), the notifiers installed, the session bus and whether
+    notify-send takes actions. `plan_desktop_notice` is pure; tests build these by hand."""
+    import shutil
+    import subprocess
+
+    env = os.environ if environ is None else environ
+    platform = sys.platform
+    release = os.uname().release if hasattr(os, "uname") else ""
+    wsl = platform.startswith("linux") and (bool(env.get("WSL_DISTRO_NAME")) or "microsoft" in release.lower())
+    path = env.get("PATH", os.defpath)
+    installed = {name: shutil.which(name, path=path) for name in ("notify-send", "osascript", "powershell.exe")}
+    if wsl and installed["powershell.exe"] is None and os.path.isfile(WSL_WINDOWS_PATHS["powershell.exe"]):
+        installed["powershell.exe"] = WSL_WINDOWS_PATHS["powershell.exe"]
+    runtime_dir = env.get("XDG_RUNTIME_DIR") or ("/run/user/%d" % os.getuid() if hasattr(os, "getuid") else "")
+    facts = {
+        "platform": platform,
+        "wsl": wsl,
+        "interop": _wsl_interop() if wsl else None,
+        "installed": installed,
+        # The user's bus is at $XDG_RUNTIME_DIR/bus when the variable is not passed down to us.
+        "session_bus": bool(env.get("DBUS_SESSION_BUS_ADDRESS"))
+        or bool(runtime_dir) and os.path.exists(os.path.join(runtime_dir, "bus")),
+        "notify_send_actions": False,
+    }
+    if facts["installed"]["notify-send"] and facts["session_bus"]:
+        try:
+            helped = subprocess.run([facts["installed"]["notify-send"], "--help"], stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=NOTICE_LIMIT_SECONDS)
+            facts["notify_send_actions"] = b"--action" in helped.stdout
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return facts
+
+
+def plan_desktop_notice(facts: dict, notice: dict):
+    """(the NoticeCommand for this machine, None) or (None, why there is none)."""
+    installed = facts["installed"]
+    platform = facts["platform"]
+    windows = platform == "win32" or facts.get("wsl") and facts.get("interop")
+    if windows:
+        if installed.get("powershell.exe"):
+            return toast_command(installed["powershell.exe"], notice), None
+        return None, "powershell.exe is not installed"
+    if platform == "darwin":
+        if installed.get("osascript"):
+            return osascript_command(installed["osascript"], notice), None
+        return None, "osascript is not installed"
+    if not installed.get("notify-send"):
+        return None, "notify-send is not installed (Debian and Ubuntu: apt install libnotify-bin)"
+    if not facts.get("session_bus"):
+        return None, "no session bus (DBUS_SESSION_BUS_ADDRESS is unset), so no desktop shows notices here"
+    return notify_send_command(installed["notify-send"], notice, facts.get("notify_send_actions")), None
+
+
+def notify_send_command(program: str, notice: dict, actions: bool) -> NoticeCommand:
+    """notify-send: the summary is plain text, the body markup for most desktops (so & < > are
+    escaped there), and "--" ends the options whatever the texts begin with."""
+    from xml.sax.saxutils import escape
+
+    argv = [program, "--app-name=%s" % SERVER_NAME, "--urgency=normal"]
+    if actions:
+        argv.append("--action=%s=%s" % (NOTICE_ACTION, notice["open"]))
+    argv += ["--", notice["heading"], escape(notice["body"])]
+    return NoticeCommand("notify-send", argv, action=actions)
+
+
+def osascript_command(program: str, notice: dict) -> NoticeCommand:
+    """osascript: the script is fixed, and the texts reach it as `on run` arguments, never as
+    AppleScript. A first argument of our own keeps a text that begins with "-" from being
+    read as one of osascript's options."""
+    script = [
+        "on run argv",
+        "display notification (item 3 of argv) with title (item 2 of argv)",
+        "end run",
+    ]
+    argv = [program]
+    for line in script:
+        argv += ["-e", line]
+    return NoticeCommand("osascript", argv + [SERVER_NAME, notice["heading"], notice["body"]])
+
+
+def toast_command(program: str, notice: dict) -> NoticeCommand:
+    """powershell.exe with a fixed script (-EncodedCommand, so no command line re-quoting
+    touches it) that shows a toast through Windows.UI.Notifications. The toast's XML, with the
+    texts escaped for XML, travels base64-encoded inside the script: PowerShell never reads a
+    text as code. Clicking the toast, or its button, opens the form."""
+    import base64
+    from xml.sax.saxutils import escape, quoteattr
+
+    url = notice["url"]
+    launch = ' activationType="protocol" launch=%s' % quoteattr(url) if url else ""
+    action = (
+        '<actions><action activationType="protocol" content=%s arguments=%s/></actions>'
+        % (quoteattr(notice["open"]), quoteattr(url)) if url else ""
+    )
+    toast = (
+        '<toast%s><visual><binding template="ToastGeneric"><text>%s</text><text>%s</text>'
+        "</binding></visual>%s</toast>" % (launch, escape(notice["heading"]), escape(notice["body"]), action)
+    )
+    script = "\n".join([
+        "$ErrorActionPreference = 'Stop'",
+        "$null = [Windows.UI.Notifications.ToastNotificationManager, Windows.UI.Notifications, ContentType = WindowsRuntime]",
+        "$null = [Windows.Data.Xml.Dom.XmlDocument, Windows.Data.Xml.Dom.XmlDocument, ContentType = WindowsRuntime]",
+        "$xml = New-Object Windows.Data.Xml.Dom.XmlDocument",
+        "$xml.LoadXml([Text.Encoding]::UTF8.GetString([Convert]::FromBase64String('%s')))"
+        % base64.b64encode(toast.encode("utf-8")).decode("ascii"),
+        "$toast = [Windows.UI.Notifications.ToastNotification]::new($xml)",
+        "[Windows.UI.Notifications.ToastNotificationManager]::CreateToastNotifier('%s').Show($toast)" % TOAST_APP_ID,
+    ])
+    encoded = base64.b64encode(script.encode("utf-16-le")).decode("ascii")
+    return NoticeCommand("powershell.exe", [program, "-NoProfile", "-NonInteractive", "-EncodedCommand", encoded])
+
+
+# -- push: ntfy, Slack, Discord or any URL, as one HTTP request ----------------------------
+
+def push_target_kind(url: str):
+    """"ntfy", "slack", "discord" or "json" for a push URL; None when it is not http(s).
+
+    ntfy is ntfy.sh, a host whose name begins with "ntfy." (a self-hosted one), or any URL
+    written `ntfy+https://…`."""
+    from urllib.parse import urlsplit
+
+    if url.startswith("ntfy+"):
+        return "ntfy" if push_target_kind(url[len("ntfy+"):]) else None
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    host = (parts.hostname or "").lower()
+    if parts.scheme not in ("http", "https") or not host:
+        return None
+    if host in SLACK_HOSTS:
+        return "slack"
+    if host in DISCORD_HOSTS:
+        return "discord"
+    if host == "ntfy.sh" or host.startswith("ntfy."):
+        return "ntfy"
+    return "json"
+
+
+def push_target_name(url: str) -> str:
+    """How logs and doctor name a push target: its kind and host, never the path or topic
+    (a webhook's path, an ntfy topic, is its key)."""
+    from urllib.parse import urlsplit
+
+    kind = push_target_kind(url)
+    host = urlsplit(url[len("ntfy+"):] if url.startswith("ntfy+") else url).netloc
+    return "push (%s, %s)" % (kind, host)
+
+
+def header_text(text: str) -> str:
+    """A header value HTTP can carry: one line, and any non-ASCII text as RFC 2047 encoded
+    words, which ntfy decodes."""
+    import base64
+
+    text = " ".join(text.split())
+    if text.isascii():
+        return text
+    data = text.encode("utf-8")
+    words, start = [], 0
+    while start < len(data):
+        end = min(len(data), start + 45)
+        while end < len(data) and (data[end] & 0xC0) == 0x80:  # never split a character
+            end -= 1
+        words.append("=?UTF-8?B?%s?=" % base64.b64encode(data[start:end]).decode("ascii"))
+        start = end
+    return " ".join(words)
+
+
+def plan_push(url: str, token, notice: dict, link):
+    """(URL, headers, body) of the push of `notice` to `url`; `link` is the form's URL when it
+    may be sent (a public URL, and the link not turned off), else None."""
+    kind = push_target_kind(url)
+    if url.startswith("ntfy+"):
+        url = url[len("ntfy+"):]
+    headers = {}
+    if token and kind in ("ntfy", "json"):
+        headers["Authorization"] = "Bearer %s" % token
+    if kind == "ntfy":
+        headers.update({"Title": header_text(notice["heading"]), "Tags": "question", "Priority": "high",
+                        "Content-Type": "text/plain; charset=utf-8"})
+        if link:
+            headers["Click"] = header_text(link)
+        return url, headers, notice["body"].encode("utf-8")
+    headers["Content-Type"] = "application/json"
+    lines = [notice["heading"], notice["body"]] + ([link] if link else [])
+    if kind == "slack":
+        # Slack reads <, > and & as its own markup: a title cannot make a link or a mention.
+        text = "\n".join(line.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") for line in lines)
+        payload = {"text": text}
+    elif kind == "discord":
+        payload = {"content": "\n".join(lines), "allowed_mentions": {"parse": []}}  # no @everyone
+    else:
+        payload = {
+            "title": notice["heading"], "message": notice["body"], "url": link,
+            "agent": notice["agent"], "project": notice["project"], "questions": notice["questions"],
+        }
+    return url, headers, json.dumps(payload, ensure_ascii=False).encode("utf-8")
+
+
+# -- the targets, and sending one notice to one of them ------------------------------------
+
+class NoticeFailed(Exception):
+    """A notice a target did not take; the message says why, without any key."""
+
+
+class DesktopTarget:
+    """The desktop's notifier. `on_click(url)` opens the form when the notice's action is
+    clicked; the notifier's process is left running for that and killed at close()."""
+
+    def __init__(self, facts: dict, on_click) -> None:
+        self.facts = facts
+        self.on_click = on_click
+        self.lock = threading.Lock()
+        self.running: list = []
+        command, self.missing = plan_desktop_notice(facts, {"heading": "", "body": "", "open": "", "url": ""})
+        self.name = "desktop (%s)" % (command.name if command else "none")
+
+    def send(self, notice: dict) -> str:
+        import subprocess
+        import tempfile
+
+        command, missing = plan_desktop_notice(self.facts, notice)
+        if command is None:
+            raise NoticeFailed(missing)
+        with tempfile.TemporaryFile() as errors:
+            try:
+                process = subprocess.Popen(
+                    command.argv, stdin=subprocess.DEVNULL, stderr=errors, close_fds=True,
+                    stdout=subprocess.PIPE if command.action else subprocess.DEVNULL,  # never our stdout
+                )
+            except OSError as error:
+                raise NoticeFailed("%s could not start (%s)" % (command.name, error.strerror or error))
+            with self.lock:
+                self.running.append(process)
+            try:
+                code = process.wait(timeout=NOTICE_LIMIT_SECONDS)
+            except subprocess.TimeoutExpired:
+                if command.action:  # shown, and waiting for a click
+                    self._watch(process, notice["url"])
+                    return "shown by %s, its action opens the form" % command.name
+                self._end(process)
+                raise NoticeFailed("%s did not finish within %gs" % (command.name, NOTICE_LIMIT_SECONDS))
+            if command.action:
+                self._clicked(process, notice["url"])
+            self._forget(process)
+            if code != 0:
+                errors.seek(0)
+                said = " ".join(errors.read(2000).decode("utf-8", "replace").split())
+                raise NoticeFailed("%s exited with %d%s" % (command.name, code, ": " + cut(said, 160) if said else ""))
+        return "shown by %s" % command.name
+
+    def _watch(self, process, url: str) -> None:
+        """Read the notifier's answer off-thread: a click opens the form; past
+        NOTICE_ACTION_SECONDS the notifier is ended."""
+        timer = threading.Timer(NOTICE_ACTION_SECONDS, self._end, (process,))
+        timer.daemon = True
+        timer.start()
+
+        def watch() -> None:
+            self._clicked(process, url)
+            timer.cancel()
+            self._forget(process)
+
+        threading.Thread(target=watch, name="ask-user-rich-notice-action", daemon=True).start()
+
+    def _clicked(self, process, url: str) -> None:
+        said = process.stdout.read(200).decode("utf-8", "replace").split()
+        process.wait()
+        if NOTICE_ACTION in said and url:
+            self.on_click(url)
+
+    def _forget(self, process) -> None:
+        with self.lock:
+            if process in self.running:
+                self.running.remove(process)
+
+    def _end(self, process) -> None:
+        try:
+            process.kill()
+        except OSError:
+            pass
+        self._forget(process)
+
+    def close(self) -> None:
+        """Kill the notifiers still running (a notice waiting for a click); never wait."""
+        with self.lock:
+            running, self.running = self.running, []
+        for process in running:
+            try:
+                process.kill()
+            except OSError:
+                pass
+
+
+class PushTarget:
+    """ASK_USER_RICH_PUSH_URL: one HTTP request per notice, within NOTICE_LIMIT_SECONDS."""
+
+    def __init__(self, config: Config) -> None:
+        self.url = config.push_url
+        self.token = config.push_token
+        # A phone cannot open a localhost link: the link goes only through a public URL.
+        self.link = bool(config.public_url) and config.push_link
+        self.name = push_target_name(self.url)
+
+    def send(self, notice: dict) -> str:
+        import urllib.error
+        import urllib.request
+
+        url, headers, body = plan_push(self.url, self.token, notice, notice["url"] if self.link else None)
+        request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=NOTICE_LIMIT_SECONDS) as response:
+                status = response.status
+        except urllib.error.HTTPError as error:
+            raise NoticeFailed(self._scrub("the push target answered %d %s" % (error.code, error.reason)))
+        except (urllib.error.URLError, OSError, ValueError) as error:
+            reason = getattr(error, "reason", None) or error
+            raise NoticeFailed(self._scrub("the push target could not be reached (%s)" % reason))
+        return "pushed (%d)%s" % (status, "" if self.link else " without the link")
+
+    def _scrub(self, text: str) -> str:
+        """No key in a log: the token and the URL's path (a webhook's secret, a topic) cut."""
+        from urllib.parse import urlsplit
+
+        for secret in (self.token, urlsplit(self.url).path.strip("/")):
+            if secret and len(secret) > 4:
+                text = text.replace(secret, redact(secret))
+        return text
+
+    def close(self) -> None:
+        pass
+
+
+def notice_targets(config: Config, facts: dict, on_click) -> tuple:
+    """(the targets `config` turns on, notes on those it cannot have)."""
+    targets, notes = [], []
+    if config.notify in ("desktop", "both"):
+        desktop = DesktopTarget(facts, on_click)
+        if desktop.missing is None:
+            targets.append(desktop)
+        else:
+            notes.append("desktop: %s" % desktop.missing)
+    if config.notify in ("push", "both"):
+        if config.push_url:
+            targets.append(PushTarget(config))
+        else:
+            notes.append("push: %s is not set" % ENV_PUSH_URL)
+    return targets, notes
+
+
+def send_to_all(targets: list, notice: dict, log: Log, interview_id=None, done=None) -> None:
+    """Send `notice` to each target on a thread of its own; each outcome is logged (one
+    `notify-failed` per target that failed) and handed to `done(target, ok, said)`."""
+
+    about = {} if interview_id is None else {"interview": interview_id}
+
+    def send(target) -> None:
+        try:
+            said, ok = target.send(notice), True
+        except NoticeFailed as failure:
+            said, ok = str(failure), False
+        except Exception as error:  # a notifier must never take the process down
+            said, ok = repr(error)[:300], False
+        if ok:
+            log.event("notice-sent", target=target.name, said=said, **about)
+        else:
+            log.event("notify-failed", "warning", target=target.name, reason=said, **about)
+        if done is not None:
+            done(target, ok, said)
+
+    for target in targets:
+        threading.Thread(target=send, args=(target,), name="ask-user-rich-notice", daemon=True).start()
+
+
+# -- the scheduler: one thread per process, asleep until the next notice is due -----------
+
+class Notices:
+    """Every interview that needs the person, and the thread that tells them when due.
+
+    The thread starts with the first need and sleeps on a condition until the next notice is
+    due or something changes (a page view, a settle, follow-ups, close): no polling. Sending
+    happens on threads of their own (send_to_all), so nothing here ever waits on a notifier."""
+
+    def __init__(self, config: Config, log: Log, project: str = "", clock=time.monotonic,
+                 facts=None, open_form=None) -> None:
+        self.config = config
+        self.log = log
+        self.project = project
+        self.clock = clock
+        self.facts = facts  # the desktop's facts; None: read on the first notice
+        self.open_form = open_form or (lambda url: open_browser(url, config, log))
+        self.changed = threading.Condition(threading.Lock())
+        self.needs: dict = {}  # interview id -> the need (plan_notice's facts, and the interview)
+        self.last_sent: dict = {}  # interview id -> the clock when its last notice went out
+        self.targets = None
+        self.thread = None
+        self.closed = False
+        self.passes = 0  # scheduler passes made: what a test waits on after moving its clock
+
+    @property
+    def enabled(self) -> bool:
+        return self.config.notify != "off"
+
+    def arm(self, interview: Interview, opened: bool) -> None:
+        """A call starts waiting on `interview` (`opened`: a browser showed it). A need already
+        there stays as it is: a second call on the same interview changes nothing."""
+        with self.changed:
+            if not self.enabled or self.closed or interview.id in self.needs:
+                return
+            self._add(interview, "waiting", opened, views=0)
+
+    def follow_ups(self, interview: Interview) -> None:
+        """Follow-ups landed: a need of their own, seen once the form shows them."""
+        facts = interview.attention()
+        with self.changed:
+            if not self.enabled or self.closed:
+                return
+            self._add(interview, "follow-ups", facts["streams"] > 0, views=facts["pageViews"])
+
+    def _add(self, interview: Interview, kind: str, opened: bool, views: int) -> None:
+        self.needs[interview.id] = {"interview": interview, "kind": kind, "since": self.clock(),
+                                    "opened": opened, "sent": 0, "views": views}
+        self.log.event("notices-armed", interview=interview.id, reason=kind,
+                       first_in=self.config.notify_after if opened else 0)
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._run, name="ask-user-rich-notices", daemon=True)
+            self.thread.start()
+        self.changed.notify_all()
+
+    def observe(self, interview: Interview) -> None:
+        """Something changed on an interview (a page view, a settle): look again now."""
+        with self.changed:
+            if interview.id in self.needs:
+                self.changed.notify_all()
+
+    def poke(self) -> None:
+        """Look again now (a test that moved its clock)."""
+        with self.changed:
+            self.changed.notify_all()
+
+    def close(self) -> None:
+        """Stop telling; kill notifiers still waiting for a click. Never waits."""
+        with self.changed:
+            self.closed = True
+            targets = self.targets or []
+            self.changed.notify_all()
+        for target in targets:
+            target.close()
+
+    def _run(self) -> None:
+        while True:
+            with self.changed:
+                if self.closed:
+                    return
+                now = self.clock()
+                due, wake = self._plan(now)
+                self.passes += 1
+                self.changed.notify_all()
+                if not due:
+                    self.changed.wait(None if wake is None else max(0.0, wake - now))
+                    continue
+            for interview, kind, number in due:
+                self._send(interview, kind, number)
+
+    def _plan(self, now: float):
+        """With the lock held: the notices due now, and when the next one is."""
+        due, wake = [], None
+        for interview_id, need in list(self.needs.items()):
+            interview = need["interview"]
+            facts = interview.attention()
+            viewed = facts["pageViews"] > need["views"] or (need["kind"] == "follow-ups" and facts["unseen"] == 0)
+            plan = plan_notice(dict(need, viewed=viewed, pending=facts["pending"],
+                                    lastSent=self.last_sent.get(interview_id)), now, self.config.notify_after)
+            if plan["send"]:
+                need["sent"] = plan["sent"]
+                self.last_sent[interview_id] = now
+                due.append((interview, need["kind"], plan["sent"]))
+                plan = plan_notice(dict(need, viewed=False, pending=True, lastSent=now), now, self.config.notify_after)
+            if plan["next"] is None:
+                del self.needs[interview_id]
+                if viewed or not facts["pending"]:
+                    self.log.event("notices-stopped", interview=interview_id,
+                                   why="viewed" if facts["pending"] else "settled")
+            else:
+                wake = plan["next"] if wake is None else min(wake, plan["next"])
+        return due, wake
+
+    def _send(self, interview: Interview, kind: str, number: int) -> None:
+        if self.targets is None:
+            facts = self.facts if self.facts is not None else desktop_facts()
+            targets, notes = notice_targets(self.config, facts, self.open_form)
+            with self.changed:
+                self.targets = targets
+            for note in notes:
+                self.log.event("notices-unavailable", note=note)
+        if not self.targets:
+            return
+        notice = compose_notice(interview.spec, interview.agent, self.project, interview.url)
+        self.log.event("notice", interview=interview.id, reason=kind, number=number,
+                       targets=len(self.targets))
+        send_to_all(self.targets, notice, self.log, interview.id)
 
 
 # ============================================================================================
@@ -7002,6 +7738,7 @@ class InterviewTools:
         )
         delivery = interview.options["delivery"]
         if delivery == "link":
+            self.runtime.notices.arm(interview, opened=False)
             return awaiting_result(interview, "Browser opening was skipped (delivery=link).")
         if delivery == "elicitation":
             handled, result = self.deliver_by_elicitation(interview, call)
@@ -7038,6 +7775,7 @@ class InterviewTools:
         if result is not None:
             return answers_result(result)
         call.about_to_block(interview)
+        self.runtime.notices.arm(interview, opened=False)  # after a link: nothing was opened
         report = None
         if call.reports_progress:
             def report(facts: dict, first: bool) -> None:
@@ -7063,6 +7801,7 @@ class InterviewTools:
             return self.deliver_by_url_elicitation(interview, call, timeout, None)
         config = self.runtime.config
         opened, why = open_browser(interview.url, config, self.log)
+        self.runtime.notices.arm(interview, opened)
         if opened:
             return self.wait_for_answers(interview, call, timeout)
         if config.open_browser and "url" in call.elicitation_modes():
@@ -7196,15 +7935,16 @@ def appended_result(reply: dict, title: str) -> dict:
 # Command line
 # ============================================================================================
 
-USAGE = """usage: askrich.py [demo | ask FILE.json | inbox | doctor] [--link | --no-open]
+USAGE = """usage: askrich.py [demo | ask FILE.json | inbox | notify --test | doctor] [--link | --no-open]
 
   (no command)         run the stdio MCP server (what an MCP client launches)
   demo                 ask the built-in demo interview and print the result JSON
   ask FILE.json        ask the interview in FILE.json ('-' reads stdin) and print the result
   inbox                open the inbox: every interview waiting for you, from every agent
                        (served from here until Ctrl-C when no ask-user-rich holds it)
-  doctor               check Python, the log directory, the browser opener, the form server
-                       and the inbox
+  notify --test        send one test notice to every notice target and say how each went
+  doctor               check Python, the log directory, the browser opener, the form server,
+                       the inbox and the notice targets
   --link               with demo/ask/inbox: do not open a browser; print the link
   --no-open            the same as --link
   --version            print the version
@@ -7232,6 +7972,8 @@ def main(argv=None, detach: bool = False):
     unknown = [flag for flag in flags if flag not in ("--link", "--no-open")]
     if command == "doctor" and not rest:
         return run_doctor()
+    if command == "notify" and rest == ["--test"]:
+        return run_notify_test()
     if command == "inbox" and not unknown and not positional:
         return run_inbox(open_it=not flags)
     if command in ("demo", "ask") and not unknown:
@@ -7525,7 +8267,7 @@ def run_doctor(environ=None, facts=None, out=None) -> int:
     if config.port:
         line("fixed port %d: %s" % (config.port, _doctor_port(config.host, config.port)))
     line(_doctor_inbox(config))
-    for text in _doctor_door(config):
+    for text in _doctor_door(config) + _doctor_notices(config, env):
         line(text)
     problem = _doctor_self_test(config, line)
     if problem is not None:
@@ -7654,6 +8396,92 @@ def _doctor_public_url(public_url: str, key: str) -> str:
     if proof == proof_of(key, nonce):
         return "reaches our front door from here"
     return "answers from here, but NOT as our front door (it could not prove the inbox key)"
+
+
+def _doctor_notices(config: Config, environ) -> list:
+    """The notice targets, those that cannot be had, and the last failure of each."""
+    if config.notify == "off":
+        return ["notices: off (%s=off)" % ENV_NOTIFY]
+    targets, notes = notice_targets(config, desktop_facts(environ), on_click=None)
+    lines = ["notices (%s=%s; the first after %ds unviewed, at once when no browser opened):"
+             % (ENV_NOTIFY, config.notify, config.notify_after)]
+    for target in targets:
+        lines.append("  send  %s%s" % (target.name, _doctor_link(config) if isinstance(target, PushTarget) else ""))
+    lines += ["  skip  %s" % note for note in notes]
+    failures = last_notice_failures(config.log_dir)
+    lines += ["  last failure of %s: %s" % (name, failure) for name, failure in sorted(failures.items())]
+    lines.append("  test them with: askrich.py notify --test")
+    return lines
+
+
+def _doctor_link(config: Config) -> str:
+    if not config.push_link:
+        return ", without the form's link (%s=0)" % ENV_PUSH_LINK
+    if not config.public_url:
+        return ", without the form's link (no %s: a localhost link opens nothing elsewhere)" % ENV_PUBLIC_URL
+    return ", with the form's link at %s (the push service sees it)" % config.public_url
+
+
+def last_notice_failures(log_dir: str) -> dict:
+    """The last `notify-failed` line of each target in server.log: {target: "time: reason"}."""
+    import shlex
+
+    failures = {}
+    try:
+        with open(os.path.join(log_dir, "server.log"), encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if " notify-failed " not in line:
+                    continue
+                when, _, _, rest = line.rstrip("\n").split(" ", 3)
+                try:
+                    fields = dict(pair.split("=", 1) for pair in shlex.split(rest) if "=" in pair)
+                except ValueError:
+                    continue
+                failures[fields.get("target", "?")] = "%s: %s" % (when, fields.get("reason", ""))
+    except OSError:
+        pass
+    return failures
+
+
+def run_notify_test(environ=None, out=None) -> int:
+    """`notify --test`: one notice to every target, and what happened with each; 0 when every
+    target took it."""
+    env = os.environ if environ is None else environ
+    out = sys.stdout if out is None else out
+    config, warnings = Config.from_env(env)
+    for warning in warnings:
+        out.write("config warning: %s\n" % warning)
+    facts = dict(desktop_facts(env), notify_send_actions=False)  # nothing to open from a test
+    targets, notes = notice_targets(config, facts, on_click=None)
+    for note in notes:
+        out.write("skip  %s\n" % note)
+    if not targets:
+        out.write("no notice target to try: set %s to desktop, push or both (and %s for push)\n"
+                  % (ENV_NOTIFY, ENV_PUSH_URL))
+        return 1
+    spec = {"title": "", "questions": [None], "language": None}
+    notice = compose_notice(spec, SERVER_TITLE, working_folder(), config.public_url or "", env, test=True)
+    outcomes = {}
+    reported = threading.Condition()
+
+    def done(target, ok, said) -> None:
+        with reported:
+            outcomes[target.name] = (ok, said)
+            reported.notify_all()
+
+    log = Log(config.log_dir)
+    try:
+        send_to_all(targets, notice, log, done=done)
+        with reported:
+            reported.wait_for(lambda: len(outcomes) == len(targets), NOTICE_LIMIT_SECONDS * 2)
+    finally:
+        for target in targets:
+            target.close()
+        log.close()
+    for target in targets:
+        ok, said = outcomes.get(target.name, (False, "no answer within %gs" % (NOTICE_LIMIT_SECONDS * 2)))
+        out.write("%s  %s: %s\n" % ("ok  " if ok else "FAIL", target.name, said))
+    return 0 if all(outcomes.get(target.name, (False,))[0] for target in targets) else 1
 
 
 def _doctor_port(host: str, port: int) -> str:
