@@ -5065,7 +5065,10 @@ class Inbox:
                 self.key_stamp = inbox_key_stamp(log_dir)
 
     def _nobody_else(self) -> bool:
-        return not self.registry.scan()[1] and port_is_free(INBOX_HOST, self.port)
+        """No other live process lists a pending interview (one with only settled forms, still
+        readable through the door, needs no inbox key), and nothing holds the port."""
+        pending = any(entry.get("interviews") for entry in self.registry.scan()[1])
+        return not pending and port_is_free(INBOX_HOST, self.port)
 
     def _refresh_key(self) -> bool:
         """Read the key again when the file was replaced (two processes that started at once may
