@@ -26,6 +26,14 @@ apt_install() {
 # CJK fonts, so that the Japanese, Chinese and Korean pages are laid out (and screenshotted) with
 # real glyphs rather than boxes of another width.
 if ! { command -v fc-list >/dev/null && [ -n "$(fc-list :lang=ja)" ]; }; then apt_install fonts-noto-cjk; fi
+# The front door's real tunnels: an OpenSSH server and client on loopback (ssh -L), and nginx as
+# a TLS reverse proxy with a certificate openssl makes at test time.
+missing=()
+[ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+command -v ssh >/dev/null || missing+=(openssh-client)
+[ -x /usr/sbin/nginx ] || missing+=(nginx)
+command -v openssl >/dev/null || missing+=(openssl)
+[ ${#missing[@]} = 0 ] || apt_install "${missing[@]}"
 
 # The MCP clients' own CLIs (Claude Code, Gemini CLI, Codex), pinned, on a Node 22 from npm,
 # cached per machine and reused by later runs (tests/clients_support.py holds the pins). npm itself

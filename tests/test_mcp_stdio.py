@@ -219,9 +219,8 @@ def test_await_returns_the_answers_after_a_submit_with_strictly_increasing_progr
     assert [n["params"]["progress"] for n in notes] == [1, 2, 3]
     assert all(n["params"]["progressToken"] == "tok" for n in notes)
     assert structured["url"] in notes[0]["params"]["message"]
-    # The token-bearing URL is in the first notification only.
-    token = structured["url"].rsplit("/", 1)[1]
-    assert all(token not in n["params"]["message"] for n in notes[1:])
+    # Every notification ends with the form's link: a terminal client shows only the latest.
+    assert all(n["params"]["message"].endswith(". Form: " + structured["url"]) for n in notes)
     assert notes[1]["params"]["message"].startswith(
         'Waiting for answers to "Test interview": 0 of 1 answered, form not opened yet ('
     )

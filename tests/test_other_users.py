@@ -42,7 +42,8 @@ def test_another_user_can_bind_neither_loopback_on_a_forms_port_or_the_inboxs(tm
         form = rt.open_interview(interview(delivery="link"))
         log.wait_for("inbox-holding", "port=%d" % inbox_port)
         form_port = rt.form_server.port
-        assert form.url.startswith("http://localhost:%d/" % form_port)
+        # The URL shown leads to one of the two (the door on the inbox's port, or the form's own).
+        assert any(form.url.startswith("http://localhost:%d/" % port) for port in (form_port, inbox_port))
         assert sorted(server.server_address[0] for server in rt.form_server.servers) == ["127.0.0.1", "::1"]
         for port in (form_port, inbox_port):
             assert binds_as_other_user(port) == {"127.0.0.1": "EADDRINUSE", "::1": "EADDRINUSE"}
@@ -126,26 +127,30 @@ def holder(tmp_path):
 
 
 def test_the_inbox_key_changes_once_no_process_has_an_interview_and_only_then(tmp_path, holder):
-    from support import http_request, submit
+    from support import http_request
 
     rt, log, logs, port, first, agents = holder
     before = read_key(logs)
     agent = another_agent(logs, port, tmp_path / "elsewhere", "Still waiting there")
     agents.append(agent)
-    submit(first.url, {})  # this process is done, but another still waits: the key stays
-    log.wait_for("inbox-released", nth=1)
+    rt.close()  # this process ends, but another still waits: the key stays
     assert read_key(logs) == before
     agent.close()  # the last interview anywhere is gone with it
-    second = rt.open_interview(interview(delivery="link"))
-    log.wait_for("inbox-holding", nth=2)
-    after = read_key(logs)
-    assert after != before
-    # What an old tab, a bookmark or a captured key holds now opens nothing.
-    base = "http://127.0.0.1:%d" % port
-    assert http_request("%s/api/inbox/%s" % (base, before)).status == 404
-    assert http_request("%s/inbox/%s" % (base, before)).status == 404
-    assert askrich.prove_inbox_holder(port, before) == "foreign"
-    assert http_request("%s/api/inbox/%s" % (base, after)).json()["interviews"][0]["url"] == second.url
+    assert not (logs / "inbox.key").exists()
+    later, later_log = runtime(logs, inbox_port=port)
+    try:
+        second = later.open_interview(interview(delivery="link"))
+        later_log.wait_for("inbox-holding")
+        after = read_key(logs)
+        assert after != before
+        # What an old tab, a bookmark or a captured key holds now opens nothing.
+        base = "http://127.0.0.1:%d" % port
+        assert http_request("%s/api/inbox/%s" % (base, before)).status == 404
+        assert http_request("%s/inbox/%s" % (base, before)).status == 404
+        assert askrich.prove_inbox_holder(port, before) == "foreign"
+        assert http_request("%s/api/inbox/%s" % (base, after)).json()["interviews"][0]["interviewId"] == second.id
+    finally:
+        later.close()
 
 
 # -- files another user plants, and a disk that fills --------------------------------------------

@@ -239,7 +239,7 @@ async function submit() {
   }
   $(".review .confirm").hidden = true;
   if (!(await uploadsFinished())) return;
-  const sent = await send(payload());
+  const sent = await send(payload(), submit);
   if (!sent) return;
   const { r, body } = sent;
   if (r.ok) {
@@ -261,8 +261,9 @@ async function submit() {
   await refused(r, body, submit);
 }
 
-// Posts the answers; {r, body} once the server answered, null when it could not be reached.
-async function send(body) {
+// Posts the answers; {r, body} once the server answered, null when it could not be reached
+// (then `again` is offered: behind the front door, another process takes over within seconds).
+async function send(body, again) {
   state.phase = "submitting";
   document.body.classList.add("busy");
   let r;
@@ -274,7 +275,7 @@ async function send(body) {
     state.phase = "open";
     document.body.classList.remove("busy");
     serverGone();
-    submitProblem(t("submit.unreachable"));
+    submitProblem(t("submit.unreachable"), [], again);
     return null;
   }
   document.body.classList.remove("busy");
@@ -292,10 +293,15 @@ function done(heading, text, more, how) {
 
 // A submit the server did not take, for a reason other than new questions, told by the body's
 // `code` (its English `error` may be reworded). "not-saved": it could not keep them (a full
-// disk); nothing settled, and `again` sends the same answers once more.
+// disk); nothing settled, and `again` sends the same answers once more. "owner-unreachable",
+// "owner-timeout": the front door could not reach the process that holds the form.
 async function refused(r, body, again) {
   if (body.code === "not-pending") { finished(await settledState()); return; }
   if (body.code === "not-found") { expired(); return; }
+  if (body.code === "owner-unreachable" || body.code === "owner-timeout") {
+    submitProblem(t("submit.unreachable"), [], again);
+    return;
+  }
   if (body.code === "not-saved") {
     submitProblem(t("submit.notSaved", { reason: body.reason || body.error || `HTTP ${r.status}` }), [], again);
     return;
@@ -333,7 +339,7 @@ async function skipInterview() {
 async function sendSkip(body) {
   if (uploadsRunning() && state.screen !== "review") go("review"); // where the wait is shown
   if (!(await uploadsFinished())) return;
-  const sent = await send(Object.assign(body, { attachments: payload().attachments }));
+  const sent = await send(Object.assign(body, { attachments: payload().attachments }), () => sendSkip(body));
   if (!sent) { if (state.screen !== "review") go("review"); return; }
   if (sent.r.ok) {
     done(t("end.skipped"), t("end.skippedText"), t(sent.body.delivered ? "end.closeTab" : "end.skippedSaved"));
