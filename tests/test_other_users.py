@@ -51,6 +51,32 @@ def test_another_user_can_bind_neither_loopback_on_a_forms_port_or_the_inboxs(tm
         rt.close()
 
 
+def test_a_random_port_taken_on_the_other_loopback_is_given_back_and_another_tried(loopbacks):
+    import socket
+    import socketserver
+
+    squatted = []  # [::1] ports another program holds when we come to them
+
+    def make(address, family):
+        if family == socket.AF_INET6 and len(squatted) < 3:
+            squatted.append(address[1])
+            raise OSError(98, "Address already in use")
+        server = socketserver.TCPServer.__new__(socketserver.TCPServer)
+        server.address_family = family
+        socketserver.TCPServer.__init__(server, address, socketserver.BaseRequestHandler)
+        return server
+
+    listener = askrich.LoopbackListener.bind(make, "127.0.0.1", 0)
+    try:
+        assert len(squatted) == 3 and listener.port not in squatted
+        assert [server.server_address[:2] for server in listener.servers] == [
+            ("127.0.0.1", listener.port), ("::1", listener.port)]
+        # The ports given back are free again: nothing of ours is left on them.
+        assert all(askrich.port_is_free("127.0.0.1", port) for port in squatted)
+    finally:
+        listener.close()
+
+
 SQUAT_V6 = r"""
 import json, socket, sys
 squat = socket.socket(socket.AF_INET6)
