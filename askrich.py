@@ -4232,10 +4232,11 @@ def inbox_pass_nonce(key: str, kind: str, value: str):
     return nonce if hmac.compare_digest(wanted.encode("ascii"), mac.encode("utf-8", "surrogatepass")) else None
 
 
-def page_verifier(key: str) -> str:
+def page_verifier(key: str, session: str) -> str:
     """What an inbox page opened through a ticket holds to check a server's proof: its session
-    cookie is HttpOnly and it never sees the key."""
-    return proof_of(key, "inbox-page")
+    cookie is HttpOnly and it never sees the key. Bound to the session (its nonce), so that
+    whoever holds another session cannot answer for this page."""
+    return proof_of(key, "inbox-page:" + session)
 
 
 def pid_alive(pid: int) -> bool:
@@ -4459,9 +4460,17 @@ def route_inbox_events(request, params: dict):
 
 
 def route_inbox_prove(request, params: dict):
+    """Proves the key: `proof` for a holder of the key, and with `session` (a session's nonce,
+    not a secret), `pageProof` for the page that session opened."""
     nonce = request_nonce(request)
     key = request.server.inbox.key
-    return json_reply(200, {"proof": proof_of(key, nonce), "pageProof": proof_of(page_verifier(key), nonce)})
+    proved = {"proof": proof_of(key, nonce)}
+    session = query_value(request, "session")
+    if session:
+        if len(session) != 24 or not set(session) <= HEX_DIGITS:
+            raise HttpRefusal(400, "session must be 24 lower-case hex digits")
+        proved["pageProof"] = proof_of(page_verifier(key, session), nonce)
+    return json_reply(200, proved)
 
 
 def cookie_value(request, name: str) -> str:
@@ -4473,12 +4482,12 @@ def cookie_value(request, name: str) -> str:
 
 
 def inbox_by_cookie(request):
-    """The inbox a session cookie opens, or a 404, as for a wrong key."""
+    """(the inbox, the session's nonce) for a valid session cookie, or a 404, as for a wrong key."""
     inbox = request.server.inbox
-    session = cookie_value(request, INBOX_COOKIE)
-    if inbox.key is None or inbox_pass_nonce(inbox.key, "session", session) is None:
+    session = None if inbox.key is None else inbox_pass_nonce(inbox.key, "session", cookie_value(request, INBOX_COOKIE))
+    if session is None:
         raise HttpRefusal(404, "not found")
-    return inbox
+    return inbox, session
 
 
 def route_inbox_enter(request, params: dict):
@@ -4497,15 +4506,16 @@ def route_inbox_session_page(request, params: dict):
 
 
 def route_inbox_session_json(request, params: dict):
-    return json_reply(200, inbox_by_cookie(request).fresh_listing())
+    return json_reply(200, inbox_by_cookie(request)[0].fresh_listing())
 
 
 def route_inbox_session_events(request, params: dict):
-    return InboxStream(inbox_by_cookie(request))
+    return InboxStream(inbox_by_cookie(request)[0])
 
 
 def route_inbox_verifier(request, params: dict):
-    return json_reply(200, {"verifier": page_verifier(inbox_by_cookie(request).key)})
+    inbox, session = inbox_by_cookie(request)
+    return json_reply(200, {"verifier": page_verifier(inbox.key, session), "session": session})
 
 
 # -- the front door: every form of every process, through the inbox's port ------------------

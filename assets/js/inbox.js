@@ -166,6 +166,7 @@ function lost(on) {
 // (prove.js; a page opened from a form checks a proof keyed by what /inbox/verifier gave it on
 // its first load), and sends nothing to a server that cannot.
 let verifier = null;
+let session = "";
 
 function connect() {
   const es = new EventSource(STREAM);
@@ -187,7 +188,7 @@ function connect() {
 async function proven() {
   if (!canProve()) return "ours"; // no Web Crypto outside a secure context: nothing to check with
   const nonce = newNonce();
-  return askProof(`/api/inbox/prove?nonce=${nonce}`, async (body) => (key
+  return askProof(`/api/inbox/prove?nonce=${nonce}${key ? "" : `&session=${session}`}`, async (body) => (key
     ? body.proof === await hmacHex(key, nonce)
     : verifier !== null && body.pageProof === await hmacHex(verifier, nonce)));
 }
@@ -209,7 +210,10 @@ async function learnVerifier() {
   try {
     const r = await fetch("/inbox/verifier", { cache: "no-store" });
     const body = r.ok ? await r.json() : null;
-    if (body && typeof body.verifier === "string") verifier = body.verifier;
+    if (body && typeof body.verifier === "string" && /^[0-9a-f]{24}$/.test(body.session)) {
+      verifier = body.verifier;
+      session = body.session;
+    }
   } catch { /* the stream's own failure tells the person */ }
 }
 

@@ -287,34 +287,76 @@ def test_the_form_says_how_many_more_wait_and_links_to_the_inbox(browser, inbox_
         context.close()
 
 
-def test_the_page_lists_three_agent_processes_and_follows_them_live(browser, tmp_path):
+@pytest.fixture
+def processes(browser, tmp_path):
+    """(start(name, folder, title, questions=3) -> Agent, the inbox port, the log folder, a
+    browser context): agent server processes on one inbox port, ended with the test."""
     from inbox_support import Agent
 
     port = free_port()
     logs = tmp_path / "logs"
     agents = []
     context = browser.new_context(viewport=DESKTOP, locale="en-US")
+
+    def start(name, folder, title, questions=3):
+        agents.append(Agent(logs, port, name, tmp_path / folder, title, questions))
+        return agents[-1]
+
     try:
-        agents.append(Agent(logs, port, "claude-code", tmp_path / "web-app", "Database choice", 12))
-        agents[0].server.log.wait_for("inbox-holding")
-        agents.append(Agent(logs, port, "codex", tmp_path / "api-server", "API versioning", 4))
-        agents.append(Agent(logs, port, "gemini-cli", tmp_path / "docs-site", "Docs layout", 2))
-        context.add_init_script(WATCH_CSP)
-        page = context.new_page()
-        page.goto("http://localhost:%d/inbox/%s" % (port, read_key(logs)))
-        page.wait_for_function("() => document.querySelectorAll('#inbox-list > li').length === 3")
-        assert rows(page) == ["Database choice", "API versioning", "Docs layout"]
-        who = page.locator("#inbox-list > li").evaluate_all(
-            "lis => lis.map(li => [li.querySelector('.inbox-agent').textContent,"
-            " li.querySelector('.inbox-project').textContent, li.querySelector('.inbox-project').title])")
-        assert who == [["Claude Code", "web-app", agents[0].folder], ["Codex", "api-server", agents[1].folder],
-                       ["Gemini CLI", "docs-site", agents[2].folder]]
-        assert page.title() == "(3) ask-user-rich inbox"
-        submit(agents[1].url, {})
-        page.wait_for_function("() => document.title === '(2) ask-user-rich inbox'")
-        assert rows(page) == ["Database choice", "Docs layout"]
-        assert page.evaluate("window.__csp") == []
+        yield start, port, logs, context
     finally:
         context.close()
         for agent in agents:
             agent.close()
+
+
+def test_the_page_lists_three_agent_processes_and_follows_them_live(processes):
+    start, port, logs, context = processes
+    agents = []
+    agents.append(start("claude-code", "web-app", "Database choice", 12))
+    agents[0].server.log.wait_for("inbox-holding")
+    agents.append(start("codex", "api-server", "API versioning", 4))
+    agents.append(start("gemini-cli", "docs-site", "Docs layout", 2))
+    context.add_init_script(WATCH_CSP)
+    page = context.new_page()
+    page.goto("http://localhost:%d/inbox/%s" % (port, read_key(logs)))
+    page.wait_for_function("() => document.querySelectorAll('#inbox-list > li').length === 3")
+    assert rows(page) == ["Database choice", "API versioning", "Docs layout"]
+    who = page.locator("#inbox-list > li").evaluate_all(
+        "lis => lis.map(li => [li.querySelector('.inbox-agent').textContent,"
+        " li.querySelector('.inbox-project').textContent, li.querySelector('.inbox-project').title])")
+    assert who == [["Claude Code", "web-app", agents[0].folder], ["Codex", "api-server", agents[1].folder],
+                   ["Gemini CLI", "docs-site", agents[2].folder]]
+    assert page.title() == "(3) ask-user-rich inbox"
+    submit(agents[1].url, {})
+    page.wait_for_function("() => document.title === '(2) ask-user-rich inbox'")
+    assert rows(page) == ["Database choice", "Docs layout"]
+    assert page.evaluate("window.__csp") == []
+
+
+def test_both_kinds_of_inbox_page_follow_the_inbox_to_a_new_holder_that_proves_the_key(processes):
+    # The holder dies; another of ours takes the port within 5 s. A page opened by the key and
+    # one opened from a form (by its session cookie) each check the new holder's proof, reconnect
+    # and list what is left, with no "stopped" notice.
+    start, port, logs, context = processes
+    agents = [start("claude-code", "first", "Held here first")]
+    agents[0].server.log.wait_for("inbox-holding")
+    agents.append(start("codex", "second", "Still waiting"))
+    form = context.new_page()
+    form.goto(agents[0].url)
+    form.locator("#inbox-more").wait_for(state="visible")
+    with context.expect_page() as opened:
+        form.locator("#inbox-more").click()
+    by_cookie = opened.value
+    by_key = context.new_page()
+    by_key.goto("http://localhost:%d/inbox/%s" % (port, read_key(logs)))
+    for page in (by_cookie, by_key):
+        page.wait_for_function("() => document.querySelectorAll('#inbox-list > li').length === 2")
+    form.close()
+    agents[0].kill()
+    agents[1].server.log.wait_for("inbox-holding", timeout=30)
+    for page in (by_cookie, by_key):
+        page.wait_for_function("() => document.title === '(1) ask-user-rich inbox'", timeout=30000)
+        assert rows(page) == ["Still waiting"]
+        assert page.locator('[data-id="impostor"]').count() == 0
+        assert page.locator('[data-id="lost"]').count() == 0
