@@ -4439,9 +4439,9 @@ def forward_to_owner(request, forward: Forward) -> None:
         return _forward_failed(request, forward, 502, error)
     with owner:
         owner.settimeout(inbox.answer_seconds)
+        owner.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
-            owner.sendall(head)
-            _pass_body(request, owner, length)
+            _pass_body(request, owner, head, length)
         except _PageGone:
             return None
         except OSError as error:
@@ -4456,7 +4456,19 @@ class _PageGone(Exception):
     """The page's side of a forwarded request ended (its body cut short, its connection closed)."""
 
 
-def _pass_body(request, owner, length: int) -> None:
+def _pass_body(request, owner, head: bytes, length: int) -> None:
+    """The request line, headers and body to the owner: a small body in the same write as the
+    head (one packet, as the page sent it), a large one in chunks as it arrives."""
+    if length <= ATTACHMENT_CHUNK_BYTES:
+        try:
+            body = request.rfile.read(length) if length else b""
+        except OSError:
+            raise _PageGone() from None
+        owner.sendall(head + body)
+        if len(body) < length:
+            owner.shutdown(1)  # cut short: the owner sees the same short body
+        return
+    owner.sendall(head)
     while length > 0:
         try:
             chunk = request.rfile.read(min(ATTACHMENT_CHUNK_BYTES, length))
