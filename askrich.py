@@ -142,9 +142,11 @@ ASSET_FILES = frozenset(
         "js/inbox.js",
         "js/prove.js",
         "js/guard.js",
+        "js/share.js",
         "inbox.html",
         "vendor/marked.esm.js",
         "vendor/purify.es.mjs",
+        "vendor/qrcode.mjs",
     }
     | {"i18n/%s.json" % tag for tag in FORM_LANGUAGES}
 )
@@ -4328,6 +4330,21 @@ def route_inbox_session_events(request, params: dict):
     return InboxStream(inbox_by_cookie(request))
 
 
+def inbox_share(inbox):
+    url = inbox.share_url()
+    if url is None:
+        raise HttpRefusal(404, "not found")
+    return json_reply(200, {"url": url})
+
+
+def route_inbox_share(request, params: dict):
+    return inbox_share(inbox_from(request, params))
+
+
+def route_inbox_session_share(request, params: dict):
+    return inbox_share(inbox_by_cookie(request))
+
+
 def route_inbox_verifier(request, params: dict):
     return json_reply(200, {"verifier": page_verifier(inbox_by_cookie(request).key)})
 
@@ -4529,12 +4546,14 @@ INBOX_ROUTES = (
     ("GET", "/inbox/listing", route_inbox_session_json),
     ("GET", "/inbox/events", route_inbox_session_events),
     ("GET", "/inbox/verifier", route_inbox_verifier),
+    ("GET", "/inbox/share", route_inbox_session_share),
     ("GET", "/inbox/enter/<ticket>", route_inbox_enter),
     ("GET", "/inbox/<key>", route_inbox_page),
     ("GET", "/assets/<name*>", route_asset),
     ("GET", "/api/inbox/prove", route_inbox_prove),
     ("GET", "/api/inbox/<key>", route_inbox_json),
     ("GET", "/api/inbox/<key>/events", route_inbox_events),
+    ("GET", "/api/inbox/<key>/share", route_inbox_share),
 ) + tuple(  # the front door: each form route, forwarded; the assets are the holder's own
     (method, pattern, door_prove if pattern == "/api/prove" else door_route(method, pattern))
     for method, pattern, _ in ROUTES if pattern != "/assets/<name*>"
@@ -4832,10 +4851,23 @@ class Inbox:
     # -- what a form shows ----------------------------------------------------------------
 
     def beside(self, interview, state: dict) -> dict:
-        """A /state JSON with the form's `inbox` added, while there is an inbox here."""
+        """A /state JSON with the form's `inbox` added, while there is an inbox here, and
+        `share`, the form's address through the person's tunnel, while the door serves it there
+        (the form's "Open on another device")."""
         if not self.port or self.unavailable is not None:
             return state
-        return dict(state, inbox=self.for_form(interview))
+        state = dict(state, inbox=self.for_form(interview))
+        public = self.runtime.config.public_url
+        if public and interview.url.startswith(public + "/"):
+            state["share"] = interview.url
+        return state
+
+    def share_url(self):
+        """The inbox on another device: a one-time way in through the person's tunnel, or None
+        without a public URL."""
+        if not self.runtime.config.public_url or self.key is None:
+            return None
+        return self.ticket_url()
 
     def for_form(self, interview) -> dict:
         """The /state JSON's `inbox`: how many other interviews wait anywhere, and the inbox's
@@ -4851,6 +4883,11 @@ class Inbox:
         proved it is ours; else None."""
         if self.for_form(interview)["url"] is None:
             return None
+        return self.ticket_url()
+
+    def ticket_url(self) -> str:
+        """A one-time way into the inbox (a ticket the inbox exchanges for a session cookie),
+        at the door's origin."""
         return "%s/inbox/enter/%s" % (self.door_base(), inbox_pass(self.key, "ticket", INBOX_TICKET_SECONDS))
 
     def redeem(self, ticket: str):
@@ -4879,7 +4916,10 @@ class Inbox:
                 rows.append(dict(row, agent=row.pop("agent", entry["agent"]), project=entry["project"],
                                  pid=entry["pid"], url=url))
         rows.sort(key=lambda row: (row["createdAt"], row["pid"], row["interviewId"]))
-        return {"interviews": rows, "holder": os.getpid() if self.server is not None else None}
+        listing = {"interviews": rows, "holder": os.getpid() if self.server is not None else None}
+        if self.runtime.config.public_url:
+            listing["share"] = True  # the page offers "Open on another device"
+        return listing
 
     def _own_entry(self, agents: bool = False) -> dict:
         """This process's registry entry; with `agents`, each row names its own interview's

@@ -27,12 +27,14 @@ apt_install() {
 # real glyphs rather than boxes of another width.
 if ! { command -v fc-list >/dev/null && [ -n "$(fc-list :lang=ja)" ]; }; then apt_install fonts-noto-cjk; fi
 # The front door's real tunnels: an OpenSSH server and client on loopback (ssh -L), and nginx as
-# a TLS reverse proxy with a certificate openssl makes at test time.
+# a TLS reverse proxy with a certificate openssl makes at test time; zbarimg reads back the
+# "Open on another device" QR codes.
 missing=()
 [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 command -v ssh >/dev/null || missing+=(openssh-client)
 [ -x /usr/sbin/nginx ] || missing+=(nginx)
 command -v openssl >/dev/null || missing+=(openssl)
+command -v zbarimg >/dev/null || missing+=(zbar-tools)
 [ ${#missing[@]} = 0 ] || apt_install "${missing[@]}"
 
 # The MCP clients' own CLIs (Claude Code, Gemini CLI, Codex), pinned, on a Node 22 from npm,
