@@ -1,6 +1,8 @@
 // The line to the server while the form is open: state pushed through /events (Server-Sent
-// Events), a /state poll every 2.5 s only when EventSource fails, and debounced /progress posts.
+// Events), a /state poll every 2.5 s only when EventSource fails (always in the app inside a
+// host, which has no stream), and debounced /progress posts.
 import { api, state } from "./state.js";
+import { request, streams } from "./transport.js";
 
 const POLL_MS = 2500;
 
@@ -22,7 +24,7 @@ export function startLive({ onState, onGone, onBack }) {
   };
   const checkOnce = async () => {
     try {
-      const r = await fetch(api("/state"), { cache: "no-store" });
+      const r = await request("/state", { cache: "no-store" });
       if (!r.ok) {
         const body = await r.json().catch(() => ({}));
         lost(body && typeof body.code === "string" ? body.code : null);
@@ -41,7 +43,7 @@ export function startLive({ onState, onGone, onBack }) {
     checkOnce();
   };
 
-  if (typeof EventSource !== "function") { poll(); return stop; }
+  if (!streams || typeof EventSource !== "function") { poll(); return stop; }
   try {
     es = new EventSource(api("/events"));
   } catch {
@@ -77,7 +79,7 @@ export function reportProgress(countsFn, delay = 700) {
       followUpsUnseen: state.newIds.size });
     if (body === lastSent) return;
     lastSent = body;
-    fetch(api("/progress"), { method: "POST", headers: { "Content-Type": "application/json" }, body })
+    request("/progress", { method: "POST", headers: { "Content-Type": "application/json" }, body })
       .catch(() => { lastSent = ""; });
   }, delay);
 }
