@@ -228,6 +228,7 @@ def offline_env(tmp_path, extra_path=()):
         "ASK_USER_RICH_LOG_DIR": os.path.join(str(tmp_path), "logs"),
         "ASK_USER_RICH_OPEN": "0",
         "ASK_USER_RICH_INBOX_PORT": "0",  # never the user's inbox on its well-known port
+        "ASK_USER_RICH_NOTIFY": "off",  # nor a notice on the machine the tests run on
         "DISABLE_AUTOUPDATER": "1",
         "DISABLE_TELEMETRY": "1",
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",

@@ -4,6 +4,7 @@
 // metadata), so a reload shows the same files. Thumbnails come from our own route, so the page's
 // Content-Security-Policy (img-src 'self' data:) needs no blob: or other source.
 import { state, saveDraft } from "./state.js";
+import { mayTalk } from "./guard.js";
 import { request, upload as sendFile, attachmentSrc } from "./transport.js";
 import { t, tPlain, figure } from "./i18n.js";
 import { announce as say } from "./dom.js";
@@ -127,7 +128,10 @@ function itemEl(file) {
     const img = document.createElement("img");
     img.className = "attach-thumb";
     img.alt = ""; // the name beside it says what it is
-    img.src = attachmentSrc(file.id);
+    // An image request carries the token too: only to a server that has not been lost (none
+    // in the app inside a host, which shows the images it uploaded as data).
+    const src = attachmentSrc(file.id);
+    if (src) img.src = src;
     li.append(img);
   }
   const name = document.createElement("span");
@@ -171,8 +175,9 @@ function showProblem(key, lines) {
 }
 
 // ---- upload and removal ----
-function upload(key, file) {
+async function upload(key, file) {
   const name = file.name || "pasted";
+  if (await mayTalk() !== "ours") return t("attach.unreachable", { name });
   return new Promise((resolve) => {
     const block = blocks.get(key);
     const item = pendingEl(name);

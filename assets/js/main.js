@@ -1,7 +1,7 @@
 // Start-up and wiring: loads the interview, binds the controls (delegated on the screen root),
 // navigation, submit, and the live line to the server.
 import {
-  state, answerOf, questionById, statusOf, counts, screens, mergeSpec, restoreDraft,
+  state, api, answerOf, questionById, statusOf, counts, screens, mergeSpec, restoreDraft,
   saveDraft, draftKey, forget, load, save, toggleOption, setOther, takeRecommendation,
   missingTexts, payload, hasRecommendation, isAnswered,
 } from "./state.js";
@@ -16,6 +16,7 @@ import { bindKeys, KEY_TABLE } from "./keys.js";
 import { t, sentences, setLanguage, setAgent, translatePage, fillKeys } from "./i18n.js";
 import { onRankChange, onRankAnnounce, cancelHold, applyRecommended } from "./rank.js";
 import { startLive, reportProgress } from "./live.js";
+import { isTrusted, proofRefused, whenRefused } from "./guard.js";
 import { bindAttachments, uploadsRunning, uploadsSettled } from "./attach.js";
 import { connect, request, hostTheme, submitted, offerFullscreen } from "./transport.js";
 
@@ -239,7 +240,7 @@ async function submit() {
   }
   $(".review .confirm").hidden = true;
   if (!(await uploadsFinished())) return;
-  const sent = await send(payload());
+  const sent = await send(payload(), submit);
   if (!sent) return;
   const { r, body } = sent;
   if (r.ok) {
@@ -261,8 +262,9 @@ async function submit() {
   await refused(r, body, submit);
 }
 
-// Posts the answers; {r, body} once the server answered, null when it could not be reached.
-async function send(body) {
+// Posts the answers; {r, body} once the server answered, null when it could not be reached
+// (then `again` is offered: behind the front door, another process takes over within seconds).
+async function send(body, again) {
   state.phase = "submitting";
   document.body.classList.add("busy");
   let r;
@@ -274,7 +276,7 @@ async function send(body) {
     state.phase = "open";
     document.body.classList.remove("busy");
     serverGone();
-    submitProblem(t("submit.unreachable"));
+    submitProblem(t("submit.unreachable"), [], again);
     return null;
   }
   document.body.classList.remove("busy");
@@ -293,10 +295,15 @@ function done(heading, text, more, how) {
 
 // A submit the server did not take, for a reason other than new questions, told by the body's
 // `code` (its English `error` may be reworded). "not-saved": it could not keep them (a full
-// disk); nothing settled, and `again` sends the same answers once more.
+// disk); nothing settled, and `again` sends the same answers once more. "owner-unreachable",
+// "owner-timeout": the front door could not reach the process that holds the form.
 async function refused(r, body, again) {
   if (body.code === "not-pending") { finished(await settledState()); return; }
   if (body.code === "not-found") { expired(); return; }
+  if (body.code === "owner-unreachable" || body.code === "owner-timeout") {
+    submitProblem(t("submit.unreachable"), [], again);
+    return;
+  }
   if (body.code === "not-saved") {
     submitProblem(t("submit.notSaved", { reason: body.reason || body.error || `HTTP ${r.status}` }), [], again);
     return;
@@ -334,7 +341,7 @@ async function skipInterview() {
 async function sendSkip(body) {
   if (uploadsRunning() && state.screen !== "review") go("review"); // where the wait is shown
   if (!(await uploadsFinished())) return;
-  const sent = await send(Object.assign(body, { attachments: payload().attachments }));
+  const sent = await send(Object.assign(body, { attachments: payload().attachments }), () => sendSkip(body));
   if (!sent) { if (state.screen !== "review") go("review"); return; }
   if (sent.r.ok) {
     done(t("end.skipped"), t("end.skippedText"), t(sent.body.delivered ? "end.closeTab" : "end.skippedSaved"));
@@ -409,13 +416,19 @@ function onState(s) {
 }
 
 // "2 more waiting" in the header, to the inbox, while other interviews wait anywhere. The server
-// names the inbox only once whoever holds its port proved it is ours.
+// names the inbox only once whoever holds its port proved it is ours, and the link goes to this
+// form's own server, which sends the browser on with a one-time ticket: the form never holds the
+// inbox's key. Following it sends the token, so only to a server that has not been lost.
 function syncInboxLink(inbox) {
   const link = $("#inbox-more");
   const count = inbox && typeof inbox.waiting === "number" ? inbox.waiting : 0;
-  const url = inbox && typeof inbox.url === "string" && /^http:\/\/localhost:\d+\/inbox\//.test(inbox.url) ? inbox.url : null;
-  link.hidden = !(count > 0 && url && state.phase === "open");
+  const url = inbox && inbox.url === api("/inbox") ? inbox.url : null;
+  link.hidden = !(count > 0 && url && state.phase === "open" && isTrusted());
   if (link.hidden) return;
+  if (!link.dataset.guarded) {
+    link.dataset.guarded = "1";
+    link.addEventListener("click", (e) => { if (!isTrusted()) e.preventDefault(); });
+  }
   if (link.getAttribute("href") !== url) link.href = url;
   link.textContent = t("inbox.moreWaiting", { count });
 }
@@ -424,7 +437,16 @@ function syncInboxLink(inbox) {
 // interview (it restarted), which is final.
 function serverGone(code) {
   if (code === "not-found") { expired(); return; }
+  if (proofRefused()) return;
   notice("error", t("server.gone"), { id: "gone" });
+}
+
+// Whatever holds this address now could not prove it knows this form's link: nothing more goes
+// to it, and the person is told why, with the answers left on screen and in this browser.
+function impostor() {
+  stopLive();
+  clearNotice("gone");
+  notice("error", t("server.impostor"), { id: "impostor" });
 }
 
 // ---------------------------------------------------------------- controls
@@ -601,6 +623,7 @@ async function start() {
   document.body.classList.add("ready");
   reportProgress(counts, 0);
   offerFullscreen(state.spec.questions.length);
+  whenRefused(impostor);
   stopLive = startLive({ onState, onGone: serverGone, onBack: () => clearNotice("gone") });
 }
 

@@ -4,6 +4,7 @@
 // form_submit, form_progress, form_attach, form_detach), which run the same code as the routes.
 // The rest of the form asks this module and never which of the two it runs in.
 import { api, token as pathToken } from "./state.js";
+import { connectionLost, guardedFetch, isTrusted } from "./guard.js";
 
 const APP_DATA = document.getElementById("askrich-app");
 export const inApp = APP_DATA !== null;
@@ -19,7 +20,7 @@ const STATUS_KEY = "ask-user-rich/status"; // an app-only tool's result: the sta
 // A Response-like answer ({ok, status, json()}) for one of the form's requests: `path` is the
 // part after /api/s/<token> ("", "/state", "/progress", "/submit", "/attachments/<id>").
 export async function request(path, init = {}) {
-  if (!inApp) return fetch(api(path), init);
+  if (!inApp) return guardedFetch(api(path), init);
   const method = (init.method || "GET").toUpperCase();
   const body = init.body ? JSON.parse(init.body) : {};
   const detach = path.match(/^\/attachments\/([^/]+)$/);
@@ -48,7 +49,7 @@ function uploadOverHttp(file, progress, name) {
       try { body = JSON.parse(xhr.responseText || "{}"); } catch { /* not JSON */ }
       resolve({ status: xhr.status, body });
     };
-    xhr.onerror = () => reject(new Error("network"));
+    xhr.onerror = () => { connectionLost(); reject(new Error("network")); };
     xhr.send(file);
   });
 }
@@ -79,10 +80,13 @@ function base64(bytes) {
 }
 const dataUrl = (type, bytes) => `data:${type};base64,${base64(bytes)}`;
 
-// The app may load no URL but data: ones: a thumbnail is the image it uploaded, as data.
+// A thumbnail's source, "" for none. The app may load no URL but data: ones: its thumbnails are
+// the images it uploaded, as data. In a tab, only from a server that has not been lost, since
+// the request carries the token (guard.js).
 const thumbnails = new Map();
 export function attachmentSrc(id) {
-  return inApp ? thumbnails.get(id) || "" : api(`/attachments/${encodeURIComponent(id)}`);
+  if (inApp) return thumbnails.get(id) || "";
+  return isTrusted() ? api(`/attachments/${encodeURIComponent(id)}`) : "";
 }
 
 // One language file's strings: fetched in a tab, inline in the app.
