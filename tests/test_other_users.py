@@ -5,12 +5,13 @@ the servers run as the test's own user."""
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
 from inbox_support import free_port
 from other_user import OtherUserProcess, binds_as_other_user
-from support import LogWatch, askrich, interview
+from support import WAIT, LogWatch, askrich, interview
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="other users and setpriv are POSIX")
 
@@ -41,7 +42,7 @@ def test_another_user_can_bind_neither_loopback_on_a_forms_port_or_the_inboxs(tm
         form = rt.open_interview(interview(delivery="link"))
         log.wait_for("inbox-holding", "port=%d" % inbox_port)
         form_port = rt.form_server.port
-        assert form.url.startswith("http://localhost:%d/" % form_port)
+        assert form.own_url.startswith("http://localhost:%d/" % form_port)
         assert sorted(server.server_address[0] for server in rt.form_server.servers) == ["127.0.0.1", "::1"]
         for port in (form_port, inbox_port):
             assert binds_as_other_user(port) == {"127.0.0.1": "EADDRINUSE", "::1": "EADDRINUSE"}
@@ -85,3 +86,49 @@ def test_an_inbox_port_held_by_another_user_on_one_loopback_is_not_held_and_is_r
             rt.close()
     finally:
         squatter.close()
+
+
+def read_key(log_dir) -> str:
+    with open(os.path.join(str(log_dir), "inbox.key"), encoding="ascii") as handle:
+        return handle.read().strip()
+
+
+def test_the_inbox_key_changes_once_no_process_has_an_interview_and_only_then(tmp_path):
+    from inbox_support import Agent
+    from support import http_request, submit
+
+    port = free_port()
+    logs = tmp_path / "logs"
+    rt, log = runtime(logs, inbox_port=port)
+    agent = None
+    try:
+        first = rt.open_interview(interview(delivery="link"))
+        log.wait_for("inbox-holding", nth=1)
+        before = read_key(logs)
+        agent = Agent(logs, port, "codex", tmp_path / "elsewhere", "Still waiting there")
+        entry = logs / "inbox" / ("%d.json" % agent.pid)
+        deadline = time.monotonic() + WAIT
+        while not entry.exists():  # the agent's worker writes its entry within 250 ms
+            assert time.monotonic() < deadline, "the agent never listed its interview"
+            time.sleep(0.02)
+        submit(first.url, {})
+        rt.close()  # this process is gone, but another still waits: the key stays
+        log.wait_for("inbox-released", nth=1)
+        assert read_key(logs) == before
+        agent.close()  # the last interview anywhere is gone with it
+        agent = None
+        rt, log = runtime(logs, inbox_port=port)
+        second = rt.open_interview(interview(delivery="link"))
+        log.wait_for("inbox-holding", nth=1)
+        after = read_key(logs)
+        assert after != before
+        # What an old tab, a bookmark or a captured key holds now opens nothing.
+        base = "http://127.0.0.1:%d" % port
+        assert http_request("%s/api/inbox/%s" % (base, before)).status == 404
+        assert http_request("%s/inbox/%s" % (base, before)).status == 404
+        assert askrich.prove_inbox_holder(port, before) == "foreign"
+        assert http_request("%s/api/inbox/%s" % (base, after)).json()["interviews"][0]["url"] == second.url
+    finally:
+        if agent is not None:
+            agent.close()
+        rt.close()
