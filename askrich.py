@@ -5255,7 +5255,9 @@ NOTICE_LIMIT_SECONDS = 5.0  # a notifier, or a push, that takes longer has faile
 # may still open the form.
 NOTICE_ACTION_SECONDS = 3600.0
 NOTICE_TEXT_CHARS = 200  # a title or a folder name longer than this is cut in a notice
-NOTICE_ACTION = "open"  # the action's name, as notify-send prints it when clicked
+# The actions' names, as notify-send prints the one clicked: "default" is a click on the notice
+# itself, "open" its button.
+NOTICE_ACTIONS = ("default", "open")
 # Windows accepts toasts only from a registered app id; Windows PowerShell's own always is.
 TOAST_APP_ID = "{1AC14E77-02E7-4E5D-B744-2EB1AE5198B7}\\WindowsPowerShell\\v1.0\\powershell.exe"
 SLACK_HOSTS = frozenset({"hooks.slack.com"})
@@ -5462,7 +5464,7 @@ def notify_send_command(program: str, notice: dict, actions: bool) -> NoticeComm
 
     argv = [program, "--app-name=%s" % SERVER_NAME, "--urgency=normal"]
     if actions:
-        argv.append("--action=%s=%s" % (NOTICE_ACTION, notice["open"]))
+        argv += ["--action=%s=%s" % (name, notice["open"]) for name in NOTICE_ACTIONS]
     argv += ["--", notice["heading"], escape(notice["body"])]
     return NoticeCommand("notify-send", argv, action=actions)
 
@@ -5670,7 +5672,7 @@ class DesktopTarget:
     def _clicked(self, process, url: str) -> None:
         said = process.stdout.read(200).decode("utf-8", "replace").split()
         process.wait()
-        if NOTICE_ACTION in said and url:
+        if set(NOTICE_ACTIONS) & set(said) and url:
             self.on_click(url)
 
     def _forget(self, process) -> None:
