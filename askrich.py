@@ -5390,12 +5390,13 @@ class NoticeCommand:
     """One desktop notifier to run: its argv (never a shell), and whether it waits for a click
     on its "open the form" action and prints the action's name when there is one."""
 
-    __slots__ = ("name", "argv", "action")
+    __slots__ = ("name", "argv", "action", "cwd")
 
-    def __init__(self, name: str, argv: list, action: bool = False) -> None:
+    def __init__(self, name: str, argv: list, action: bool = False, cwd=None) -> None:
         self.name = name
         self.argv = argv
         self.action = action
+        self.cwd = cwd
 
     def __repr__(self) -> str:
         return "NoticeCommand(%r, %r, action=%r)" % (self.name, self.argv, self.action)
@@ -5426,6 +5427,8 @@ def desktop_facts(environ=None) -> dict:
         "session_bus": bool(env.get("DBUS_SESSION_BUS_ADDRESS"))
         or bool(runtime_dir) and os.path.exists(os.path.join(runtime_dir, "bus")),
         "notify_send_actions": False,
+        # powershell.exe started from WSL warns about (or fails in) a Linux working folder.
+        "windows_root": WSL_WINDOWS_ROOT if wsl and os.path.isdir(WSL_WINDOWS_ROOT) else None,
     }
     if facts["installed"]["notify-send"] and facts["session_bus"]:
         try:
@@ -5444,7 +5447,9 @@ def plan_desktop_notice(facts: dict, notice: dict):
     windows = platform == "win32" or facts.get("wsl") and facts.get("interop")
     if windows:
         if installed.get("powershell.exe"):
-            return toast_command(installed["powershell.exe"], notice), None
+            command = toast_command(installed["powershell.exe"], notice)
+            command.cwd = facts.get("windows_root")
+            return command, None
         return None, "powershell.exe is not installed"
     if platform == "darwin":
         if installed.get("osascript"):
@@ -5631,7 +5636,7 @@ class DesktopTarget:
         with tempfile.TemporaryFile() as errors:
             try:
                 process = subprocess.Popen(
-                    command.argv, stdin=subprocess.DEVNULL, stderr=errors, close_fds=True,
+                    command.argv, cwd=command.cwd, stdin=subprocess.DEVNULL, stderr=errors, close_fds=True,
                     stdout=subprocess.PIPE if command.action else subprocess.DEVNULL,  # never our stdout
                 )
             except OSError as error:
@@ -5837,9 +5842,12 @@ class Notices:
 
     def observe(self, interview: Interview) -> None:
         """Something changed on an interview (a page view, a settle): look again now."""
+        settled = not interview.is_pending()
         with self.changed:
             if interview.id in self.needs:
                 self.changed.notify_all()
+            elif settled:
+                self.last_sent.pop(interview.id, None)  # nothing more is ever sent for it
 
     def poke(self) -> None:
         """Look again now (a test that moved its clock)."""
@@ -5886,6 +5894,8 @@ class Notices:
                 plan = plan_notice(dict(need, viewed=False, pending=True, lastSent=now), now, self.config.notify_after)
             if plan["next"] is None:
                 del self.needs[interview_id]
+                if not facts["pending"]:
+                    self.last_sent.pop(interview_id, None)
                 if viewed or not facts["pending"]:
                     self.log.event("notices-stopped", interview=interview_id,
                                    why="viewed" if facts["pending"] else "settled")

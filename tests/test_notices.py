@@ -242,6 +242,12 @@ def test_windows_and_wsl_show_a_toast_whose_texts_powershell_never_reads(stand_i
     assert "Windows.UI.Notifications" in script
 
 
+def test_from_wsl_the_toast_runs_in_a_windows_folder(stand_ins):
+    facts = facts_for("linux", stand_ins, wsl=True, interop=True, windows_root="/mnt/c")
+    command, _ = askrich.plan_desktop_notice(facts, hostile_notice("x"))
+    assert command.cwd == "/mnt/c" and command.argv[0] == stand_ins.path("powershell.exe")
+
+
 def test_each_platform_without_its_notifier_says_what_is_missing(stand_ins):
     nothing = {"notify-send": None, "osascript": None, "powershell.exe": None}
     notice = hostile_notice("x")
