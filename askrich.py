@@ -8174,6 +8174,7 @@ class InterviewTools:
                 return result
         elif call.shows_apps():
             self.log.event("shown-in-host", interview=interview.id)
+            self.runtime.notices.arm(interview, opened=True)  # as after a browser opened it
             return shown_in_host_result(interview)
         return self.deliver_by_browser(interview, call, interview.options["timeoutSeconds"])
 
@@ -8242,7 +8243,11 @@ class InterviewTools:
     def form_state(self, arguments: dict, call):
         def state(interview):
             shown = form_state(self.runtime, interview)
-            return 200, dict(interview.form_payload(), **shown) if arguments.get("full") is True else shown
+            if arguments.get("full") is not True:
+                return 200, shown
+            # The app loading the whole interview is its page view (it stops the notices).
+            self.runtime.hub.record_page_view(interview, "app in %s" % (agent_name(call.client_info) or "a host"))
+            return 200, dict(interview.form_payload(), **shown)
 
         return self.app_operation(arguments, state)
 

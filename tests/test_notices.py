@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from inbox_support import free_port
 from notices_support import HOSTILE, PushServer, StandIns
-from support import WAIT, LogWatch, SubprocessServer, askrich, choice, http_request, interview, submit
+from support import WAIT, InProcessServer, LogWatch, SubprocessServer, askrich, choice, http_request, interview, submit
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the stand-ins are POSIX scripts")
 
@@ -582,6 +582,25 @@ def test_follow_ups_on_a_form_nobody_looked_at_since_are_told_a_minute_after_the
     # The form shows them (it reports none unseen): no reminder.
     scene.runtime.hub.record_unseen(form, 0)
     scene.watch.wait_for("notices-stopped", "why=viewed", nth=2)
+
+
+def test_a_form_shown_in_the_host_waits_unviewed_and_the_apps_load_is_its_page_view(scene):
+    server = InProcessServer(scene.runtime)
+    try:
+        server.initialize(capabilities={"extensions": {"io.modelcontextprotocol/ui": {
+            "mimeTypes": ["text/html;profile=mcp-app"]}}})
+        shown = server.tool("ask_user_rich", interview(choice("q", "a")))["result"]["structuredContent"]
+        assert shown["reason"] == "Shown in the conversation."
+        scene.watch.wait_for("notices-armed", "interview=%s" % shown["sessionId"], "first_in=20")
+        scene.at(1019)
+        token = shown["url"].rsplit("/s/", 1)[1]
+        server.tool("form_state", {"sessionId": shown["sessionId"], "token": token, "full": True})
+        scene.watch.wait_for("notices-stopped", "why=viewed")
+        scene.watch.wait_for("page-view", "user_agent=\"app in Tests\"")
+        scene.at(1020)
+        assert scene.notices_sent() == 0
+    finally:
+        server.close()
 
 
 def test_a_second_call_on_the_same_interview_arms_nothing_new(scene):
