@@ -5480,7 +5480,9 @@ NOTICE_LIMIT_SECONDS = 5.0  # a notifier, or a push, that takes longer has faile
 # may still open the form.
 NOTICE_ACTION_SECONDS = 3600.0
 NOTICE_TEXT_CHARS = 200  # a title or a folder name longer than this is cut in a notice
-NOTICE_ACTION = "open"  # the action's name, as notify-send prints it when clicked
+# The actions' names, as notify-send prints the one clicked: "default" is a click on the notice
+# itself, "open" its button.
+NOTICE_ACTIONS = ("default", "open")
 # Windows accepts toasts only from a registered app id; Windows PowerShell's own always is.
 TOAST_APP_ID = "{1AC14E77-02E7-4E5D-B744-2EB1AE5198B7}\\WindowsPowerShell\\v1.0\\powershell.exe"
 SLACK_HOSTS = frozenset({"hooks.slack.com"})
@@ -5613,12 +5615,13 @@ class NoticeCommand:
     """One desktop notifier to run: its argv (never a shell), and whether it waits for a click
     on its "open the form" action and prints the action's name when there is one."""
 
-    __slots__ = ("name", "argv", "action")
+    __slots__ = ("name", "argv", "action", "cwd")
 
-    def __init__(self, name: str, argv: list, action: bool = False) -> None:
+    def __init__(self, name: str, argv: list, action: bool = False, cwd=None) -> None:
         self.name = name
         self.argv = argv
         self.action = action
+        self.cwd = cwd
 
     def __repr__(self) -> str:
         return "NoticeCommand(%r, %r, action=%r)" % (self.name, self.argv, self.action)
@@ -5649,6 +5652,8 @@ def desktop_facts(environ=None) -> dict:
         "session_bus": bool(env.get("DBUS_SESSION_BUS_ADDRESS"))
         or bool(runtime_dir) and os.path.exists(os.path.join(runtime_dir, "bus")),
         "notify_send_actions": False,
+        # powershell.exe started from WSL warns about (or fails in) a Linux working folder.
+        "windows_root": WSL_WINDOWS_ROOT if wsl and os.path.isdir(WSL_WINDOWS_ROOT) else None,
     }
     if facts["installed"]["notify-send"] and facts["session_bus"]:
         try:
@@ -5667,7 +5672,9 @@ def plan_desktop_notice(facts: dict, notice: dict):
     windows = platform == "win32" or facts.get("wsl") and facts.get("interop")
     if windows:
         if installed.get("powershell.exe"):
-            return toast_command(installed["powershell.exe"], notice), None
+            command = toast_command(installed["powershell.exe"], notice)
+            command.cwd = facts.get("windows_root")
+            return command, None
         return None, "powershell.exe is not installed"
     if platform == "darwin":
         if installed.get("osascript"):
@@ -5687,7 +5694,7 @@ def notify_send_command(program: str, notice: dict, actions: bool) -> NoticeComm
 
     argv = [program, "--app-name=%s" % SERVER_NAME, "--urgency=normal"]
     if actions:
-        argv.append("--action=%s=%s" % (NOTICE_ACTION, notice["open"]))
+        argv += ["--action=%s=%s" % (name, notice["open"]) for name in NOTICE_ACTIONS]
     argv += ["--", notice["heading"], escape(notice["body"])]
     return NoticeCommand("notify-send", argv, action=actions)
 
@@ -5854,7 +5861,7 @@ class DesktopTarget:
         with tempfile.TemporaryFile() as errors:
             try:
                 process = subprocess.Popen(
-                    command.argv, stdin=subprocess.DEVNULL, stderr=errors, close_fds=True,
+                    command.argv, cwd=command.cwd, stdin=subprocess.DEVNULL, stderr=errors, close_fds=True,
                     stdout=subprocess.PIPE if command.action else subprocess.DEVNULL,  # never our stdout
                 )
             except OSError as error:
@@ -5895,7 +5902,7 @@ class DesktopTarget:
     def _clicked(self, process, url: str) -> None:
         said = process.stdout.read(200).decode("utf-8", "replace").split()
         process.wait()
-        if NOTICE_ACTION in said and url:
+        if set(NOTICE_ACTIONS) & set(said) and url:
             self.on_click(url)
 
     def _forget(self, process) -> None:
@@ -6060,9 +6067,12 @@ class Notices:
 
     def observe(self, interview: Interview) -> None:
         """Something changed on an interview (a page view, a settle): look again now."""
+        settled = not interview.is_pending()
         with self.changed:
             if interview.id in self.needs:
                 self.changed.notify_all()
+            elif settled:
+                self.last_sent.pop(interview.id, None)  # nothing more is ever sent for it
 
     def poke(self) -> None:
         """Look again now (a test that moved its clock)."""
@@ -6109,6 +6119,8 @@ class Notices:
                 plan = plan_notice(dict(need, viewed=False, pending=True, lastSent=now), now, self.config.notify_after)
             if plan["next"] is None:
                 del self.needs[interview_id]
+                if not facts["pending"]:
+                    self.last_sent.pop(interview_id, None)
                 if viewed or not facts["pending"]:
                     self.log.event("notices-stopped", interview=interview_id,
                                    why="viewed" if facts["pending"] else "settled")
@@ -8214,6 +8226,7 @@ class InterviewTools:
                 return result
         elif call.shows_apps():
             self.log.event("shown-in-host", interview=interview.id)
+            self.runtime.notices.arm(interview, opened=True)  # as after a browser opened it
             return shown_in_host_result(interview)
         return self.deliver_by_browser(interview, call, interview.options["timeoutSeconds"])
 
@@ -8282,7 +8295,11 @@ class InterviewTools:
     def form_state(self, arguments: dict, call):
         def state(interview):
             shown = form_state(self.runtime, interview)
-            return 200, dict(interview.form_payload(), **shown) if arguments.get("full") is True else shown
+            if arguments.get("full") is not True:
+                return 200, shown
+            # The app loading the whole interview is its page view (it stops the notices).
+            self.runtime.hub.record_page_view(interview, "app in %s" % (agent_name(call.client_info) or "a host"))
+            return 200, dict(interview.form_payload(), **shown)
 
         return self.app_operation(arguments, state)
 
