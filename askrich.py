@@ -5235,7 +5235,10 @@ class Inbox:
                 self.key_stamp = inbox_key_stamp(log_dir)
 
     def _nobody_else(self) -> bool:
-        return not self.registry.scan()[1] and port_is_free(INBOX_HOST, self.port)
+        """No other live process lists a pending interview (one with only settled forms, still
+        readable through the door, needs no inbox key), and nothing holds the port."""
+        pending = any(entry.get("interviews") for entry in self.registry.scan()[1])
+        return not pending and port_is_free(INBOX_HOST, self.port)
 
     def _refresh_key(self) -> bool:
         """Read the key again when the file was replaced (two processes that started at once may
@@ -5873,14 +5876,16 @@ class PushTarget:
         self.url = config.push_url
         self.token = config.push_token
         # A phone cannot open a localhost link: the link goes only through a public URL.
-        self.link = bool(config.public_url) and config.push_link
+        self.public_url = config.public_url if config.push_link else None
         self.name = push_target_name(self.url)
 
     def send(self, notice: dict) -> str:
         import urllib.error
         import urllib.request
 
-        url, headers, body = plan_push(self.url, self.token, notice, notice["url"] if self.link else None)
+        # The form's URL is the public one only while the front door serves it.
+        public = self.public_url and notice["url"].startswith(self.public_url + "/")
+        url, headers, body = plan_push(self.url, self.token, notice, notice["url"] if public else None)
         request = urllib.request.Request(url, data=body, headers=headers, method="POST")
         try:
             with urllib.request.urlopen(request, timeout=NOTICE_LIMIT_SECONDS) as response:
@@ -5890,7 +5895,7 @@ class PushTarget:
         except (urllib.error.URLError, OSError, ValueError) as error:
             reason = getattr(error, "reason", None) or error
             raise NoticeFailed(self._scrub("the push target could not be reached (%s)" % reason))
-        return "pushed (%d)%s" % (status, "" if self.link else " without the link")
+        return "pushed (%d)%s" % (status, "" if public else " without the link")
 
     def _scrub(self, text: str) -> str:
         """No key in a log: the token and the URL's path (a webhook's secret, a topic) cut."""

@@ -19,6 +19,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from inbox_support import free_port
 from notices_support import HOSTILE, PushServer, StandIns
 from support import WAIT, LogWatch, SubprocessServer, askrich, choice, http_request, interview, submit
 
@@ -387,6 +388,27 @@ def test_a_failing_push_is_logged_once_with_its_reason_and_never_its_keys(tmp_pa
     assert "target=\"push (ntfy, 127.0.0.1:%d)\"" % server.port in line
     assert watch.count("notify-failed") == 1
     assert "tk_secret_token_123" not in repr(config)
+
+
+@pytest.mark.parametrize("door", [True, False])
+def test_a_waiting_form_is_pushed_with_its_public_link_only_while_the_front_door_serves_it(tmp_path, door):
+    public = "https://devbox.example-tailnet.ts.net"
+    with PushServer() as server:
+        config = askrich.Config(log_dir=str(tmp_path / "logs"), open_browser=False, notify="push",
+                                push_url="ntfy+" + server.url(), public_url=public,
+                                inbox_port=free_port() if door else 0)
+        runtime = askrich.Runtime(config, askrich.Log(config.log_dir, stream=LogWatch()))
+        try:
+            form = runtime.open_interview(interview(choice("q", "a")))
+            shown = form.url
+            runtime.notices.arm(form, opened=False)
+            headers = server.wait_request()["headers"]
+        finally:
+            runtime.close()
+    if door:
+        assert headers["Click"] == shown == "%s/s/%s" % (public, form.token)
+    else:  # no door (off, or its port taken): the form's own localhost address, not pushed
+        assert "Click" not in headers and shown == form.own_url
 
 
 # -- the scheduler, on a clock the test moves ----------------------------------------------
