@@ -8,10 +8,11 @@ the person can answer inside the host's page (budget 500 ms), and how big the fo
 The host is the one tests/browser/test_app_host.py drives (AppBridge from the pinned
 @modelcontextprotocol/ext-apps, built by `python3 tests/clients_support.py`), in Debian's
 Chromium, with our real server over stdio. As a host does, it reads the resource before the call
-(hosts prefetch it when they list the tools); then each run calls ask_user_rich and, once the
-call returned, opens a fresh page that creates the sandboxed frame, hands the app the result and
-waits for the first frame after the form marks itself ready (`body.ready`, the first question
-shown and enabled). Both ends are read on the machine's one clock: the return as the benchmark
+(hosts prefetch it when they list the tools). Each run opens the host's page in a fresh browser
+context, calls ask_user_rich and, once the call returned, has the host create the sandboxed frame
+and hand the app the result, then waits for the first frame after the form marks itself ready
+(`body.ready`: the first question shown and enabled, after ui/initialize, the tool result and
+form_state through the host). Both ends are read on the machine's one clock: the return as the benchmark
 sees the response line, the frame as the page's performance.timeOrigin + now().
 """
 
@@ -52,14 +53,16 @@ def interview(number: int) -> dict:
 
 
 def one_run(browser, peer, app, host, bundle_ready, number: int) -> float:
-    reply = peer.call("tools/call", {"name": "ask_user_rich", "arguments": interview(number)})
-    returned = time.time() * 1000.0
+    """One call and its form; the host's page is open before the call, as a host's window is."""
     context = browser.new_context(viewport=DESKTOP)
     try:
         context.add_init_script(MARK_READY)
         page = context.new_page()
+        page.expose_function("mcpCall", lambda params: json.dumps(peer.call("tools/call", json.loads(params))["result"]))
         page.goto(host.origin + "/")
         page.wait_for_function(bundle_ready)
+        reply = peer.call("tools/call", {"name": "ask_user_rich", "arguments": interview(number)})
+        returned = time.time() * 1000.0
         page.evaluate("(options) => startHost(options)", {
             "appUrl": app.origin + "/app.html", "toolInput": interview(number), "toolResult": reply["result"],
             "hostContext": {"theme": "light", "displayMode": "inline"}})
