@@ -77,13 +77,22 @@ META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
 META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
 META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+# MCP Apps: a host that declares this extension shows the form inside the conversation.
+APPS_EXTENSION = "io.modelcontextprotocol/ui"
+APP_MIME_TYPE = "text/html;profile=mcp-app"
+APP_RESOURCE_URI = "ui://ask-user-rich/form.html"
+APP_SHOWN_REASON = "Shown in the conversation."
+APP_CHUNK_MAX_CHARS = 512 * 1024  # one form_attach call carries at most this much base64
 TASK_POLL_MS = 2000
 TASK_POLL_MAX_MS = 30000
 # Claude Code shows a task's statusMessage cut at 200 characters: the form's link, at its end,
 # must fit within them or the person gets a link without its token.
 STATUS_LINE_CHARS = 200
-# discover and tools/list: the same answer for every caller for the life of the process.
+# discover and the form's resource: the same answer for every caller for the life of the process.
 CACHE_HINTS = MappingProxyType({"ttlMs": 3600000, "cacheScope": "public"})
+# tools/list and resources/list depend on whether the request declared MCP Apps: a shared cache
+# must not hand one caller's list to another, so they may be reused only by the one that asked.
+CALLER_CACHE_HINTS = MappingProxyType({"ttlMs": 3600000, "cacheScope": "private"})
 REQUEST_STATE_SECONDS = 3600  # a multi round-trip retry must come within the hour
 SERVER_INFO = {"name": SERVER_NAME, "title": SERVER_TITLE, "version": __version__}
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
@@ -149,11 +158,14 @@ ASSET_FILES = frozenset(
         "js/i18n.js",
         "js/attach.js",
         "js/inbox.js",
+        "js/transport.js",
         "js/prove.js",
         "js/guard.js",
+        "js/share.js",
         "inbox.html",
         "vendor/marked.esm.js",
         "vendor/purify.es.mjs",
+        "vendor/qrcode.mjs",
     }
     | {"i18n/%s.json" % tag for tag in FORM_LANGUAGES}
 )
@@ -3228,6 +3240,132 @@ class RunningArchive:
                 return archive.read(member)
 
 
+# -- the form as one document, for MCP Apps hosts ----------------------------------------------
+#
+# A host shows an app in a sandboxed frame that may fetch nothing (its default CSP has
+# `connect-src 'none'` and no origin for scripts): the form's styles, modules, marked, DOMPurify
+# and language files go inline into one document, built at first need from the same assets/ the
+# browser form is served from, in a checkout and in askrich.pyz alike (whose build runs this
+# builder once as a check), so the form and the app never drift apart.
+
+APP_ENTRY_MODULE = "js/main.js"
+_IMPORT_RE = r'(?ms)^import\s+(.+?)\s+from\s+"([^"]+)";[ \t]*$'
+_EXPORT_DECLARATION_RE = r"(?m)^export\s+((?:async\s+)?function\*?|const|let|class)\s+([A-Za-z_$][\w$]*)"
+_EXPORT_LIST_RE = r"(?:(?<=;)|(?m:^))\s*export\s*\{([^}]*)\};?"
+
+
+def app_module_name(importer: str, specifier: str) -> str:
+    """The assets/ name an import names: "./x.js" beside the importer, or "/assets/...". """
+    import posixpath
+
+    if specifier.startswith("/assets/"):
+        return specifier[len("/assets/"):]
+    if specifier.startswith("./") or specifier.startswith("../"):
+        return posixpath.normpath(posixpath.join(posixpath.dirname(importer), specifier))
+    raise ValueError("%s imports %r, which the app document cannot inline" % (importer, specifier))
+
+
+def app_module_body(name: str, source: str, index: dict) -> str:
+    """One ES module as a function body: its imports read from the modules before it (`__m`),
+    its exports returned. Modules hold no `export let` and no cycles (checked), so the values
+    taken at start are the ones the module exports."""
+    import re
+
+    def imported(match) -> str:
+        clause, target = match.group(1).strip(), index[app_module_name(name, match.group(2))]
+        parts = []
+        if not clause.startswith("{") and not clause.startswith("*"):
+            default, _, clause = clause.partition(",")
+            parts.append("const %s = __m[%d].default;" % (default.strip(), target))
+            clause = clause.strip()
+        if clause.startswith("* as "):
+            parts.append("const %s = __m[%d];" % (clause[5:].strip(), target))
+        elif clause:
+            names = [item.split(" as ") for item in clause.strip("{} \n").replace("\n", " ").split(",") if item.strip()]
+            pairs = ["%s: %s" % (pair[0].strip(), pair[1].strip()) if len(pair) == 2 else pair[0].strip()
+                     for pair in names]
+            parts.append("const { %s } = __m[%d];" % (", ".join(pairs), target))
+        return " ".join(parts)
+
+    exported = []
+
+    def declared(match) -> str:
+        if match.group(1) == "let":
+            raise ValueError("%s exports `let %s`: the app document cannot keep it live" % (name, match.group(2)))
+        exported.append("%s: %s" % (match.group(2), match.group(2)))
+        return "%s %s" % (match.group(1), match.group(2))
+
+    def listed(match) -> str:
+        for item in match.group(1).split(","):
+            local, _, public = item.strip().partition(" as ")
+            if local:
+                exported.append("%s: %s" % ((public or local).strip(), local.strip()))
+        return ""
+
+    body = re.sub(_IMPORT_RE, imported, source)
+    body = re.sub(_EXPORT_DECLARATION_RE, declared, body)
+    body = re.sub(_EXPORT_LIST_RE, listed, body)
+    body = re.sub(r"(?m)^//# sourceMappingURL=.*$", "", body)
+    return "%s\nreturn { %s };" % (body, ", ".join(exported))
+
+
+def app_module_order(read) -> list:
+    """[(name, source)] of every module the form's entry reaches, each after what it imports;
+    ValueError on a cycle, which the inlined modules could not honour."""
+    import re
+
+    order, state = [], {}
+
+    def visit(name: str, path: tuple) -> None:
+        if state.get(name) == "done":
+            return
+        if state.get(name) == "visiting":
+            raise ValueError("the form's modules import each other in a cycle: %s" % " -> ".join(path + (name,)))
+        state[name] = "visiting"
+        source = read(name).decode("utf-8")
+        for match in re.finditer(_IMPORT_RE, source):
+            visit(app_module_name(name, match.group(2)), path + (name,))
+        state[name] = "done"
+        order.append((name, source))
+
+    visit(APP_ENTRY_MODULE, ())
+    return order
+
+
+def inline_json(value) -> str:
+    """JSON that cannot end the <script> element that holds it."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
+
+
+def build_app_document(read=read_asset) -> bytes:
+    """The form as one self-contained HTML document, from the files `read(name)` gives."""
+    modules = app_module_order(read)
+    index = {name: number for number, (name, _) in enumerate(modules)}
+    scripts = "\n".join(
+        "__m[%d] = (() => {\n%s\n})();" % (index[name], app_module_body(name, source, index))
+        for name, source in modules
+    )
+    languages = {tag: json.loads(read("i18n/%s.json" % tag).decode("utf-8")) for tag in FORM_LANGUAGES}
+    style = read("form.css").decode("utf-8")
+    page = read("form.html").decode("utf-8")
+    if "</style" in style.lower():
+        raise ValueError("form.css holds '</style', which would end its element early")
+    # Only inside strings and regular expressions (marked's HTML patterns), where \x3C reads
+    # the same; an HTML parser would take them for the end of the script.
+    scripts = scripts.replace("<!--", "\\x3C!--").replace("</script", "\\x3C/script")
+    head = (
+        '<style>\n%s</style>\n<script type="application/json" id="askrich-app">%s</script>\n'
+        '<script type="module">\nconst __m = [];\n%s\n</script>'
+        % (style, inline_json({"languages": languages}), scripts)
+    )
+    for tag in ('<link rel="stylesheet" href="/assets/form.css">', '<script type="module" src="/assets/js/main.js"></script>'):
+        if tag not in page:
+            raise ValueError("form.html no longer holds %s, which the app document replaces" % tag)
+    page = page.replace('<link rel="stylesheet" href="/assets/form.css">', "")
+    page = page.replace('<script type="module" src="/assets/js/main.js"></script>', head)
+    return page.encode("utf-8")
+
+
 # ============================================================================================
 # HTTP form server
 # ============================================================================================
@@ -3379,6 +3517,80 @@ def require_json_body(request) -> None:
         raise HttpRefusal(415, "expected application/json")
 
 
+# -- the form's operations --------------------------------------------------------------------
+#
+# What the form does to its interview, each as (status, JSON body or None) or an HttpRefusal:
+# the HTTP routes below and the app-only tools of an MCP App (the form inside the host) both
+# call these, so every check and error code lives once.
+
+
+def form_state(runtime, interview) -> dict:
+    return runtime.inbox.beside(interview, interview.state_json())
+
+
+def form_progress(runtime, interview, payload):
+    counts = progress_counts(payload)
+    if counts is None:
+        raise HttpRefusal(422, "progress must be an object of answered, deferred, needsInfo and open counts",
+                          code="invalid-progress")
+    runtime.hub.record_counts(interview, counts)
+    unseen = payload.get("followUpsUnseen")
+    if isinstance(unseen, int) and not isinstance(unseen, bool) and unseen >= 0:
+        runtime.hub.record_unseen(interview, unseen)
+    return 204, None
+
+
+def form_submit(runtime, interview, read_payload):
+    """`read_payload()` gives the submitted JSON (or refuses it) once the interview is known to
+    be pending: a settled one is told so before its body is read."""
+    hub = runtime.hub
+    try:
+        interview.check_pending()
+        return 200, hub.submit(interview, read_payload())
+    except InterviewError as error:
+        status, body = http_error(error)
+        hub.log.event(
+            "submit-rejected", interview=interview.id, status=status,
+            # Cut: a hostile body can make the full text megabytes long.
+            error=cut(body["error"], 500),
+        )
+        return status, body
+
+
+def form_attach(runtime, interview, name: str, media_type: str, read_length, source):
+    """Store one file: `read_length()` gives its size in bytes (or refuses it) once the
+    interview is known to be pending, `source` its bytes."""
+    hub = runtime.hub
+    try:
+        interview.check_pending()
+    except InterviewError as error:
+        return http_error(error)
+    length = read_length()
+    try:
+        entry = interview.add_attachment(name, media_type, length, source)
+    except InterviewError as error:
+        if isinstance(error, InterviewSettled):  # settled while the file arrived: removed, never named
+            hub.log.event("attachment-refused", interview=interview.id, reason="settled during the upload")
+        return http_error(error)
+    hub.log.event("attachment-stored", interview=interview.id, attachment=entry["id"],
+                  bytes=length, mimeType=media_type)
+    return 201, {key: entry[key] for key in ("id", "name", "mimeType", "bytes")}
+
+
+def form_detach(runtime, interview, attachment_id):
+    try:
+        interview.remove_attachment(attachment_id)
+    except InterviewError as error:
+        return http_error(error)
+    runtime.hub.log.event("attachment-removed", interview=interview.id, attachment=attachment_id)
+    return 204, None
+
+
+def operation_reply(outcome) -> Reply:
+    status, body = outcome
+    return Reply(status) if body is None else json_reply(status, body)
+
+
 # -- routes -----------------------------------------------------------------------------------
 #
 # Each takes the request (its runtime, headers and body readers) and the path's parameters,
@@ -3410,8 +3622,7 @@ def route_interview(request, params: dict):
 
 
 def route_state(request, params: dict):
-    interview = api_interview(request, params)
-    return json_reply(200, request.runtime.inbox.beside(interview, interview.state_json()))
+    return json_reply(200, form_state(request.runtime, api_interview(request, params)))
 
 
 def route_events(request, params: dict):
@@ -3442,34 +3653,13 @@ def route_to_inbox(request, params: dict):
 def route_progress(request, params: dict):
     interview = api_interview(request, params)
     require_json_body(request)
-    payload = request.read_json(MAX_PROGRESS_BYTES)
-    counts = progress_counts(payload)
-    if counts is None:
-        raise HttpRefusal(422, "progress must be an object of answered, deferred, needsInfo and open counts",
-                          code="invalid-progress")
-    request.runtime.hub.record_counts(interview, counts)
-    unseen = payload.get("followUpsUnseen")
-    if isinstance(unseen, int) and not isinstance(unseen, bool) and unseen >= 0:
-        request.runtime.hub.record_unseen(interview, unseen)
-    return Reply(204)
+    return operation_reply(form_progress(request.runtime, interview, request.read_json(MAX_PROGRESS_BYTES)))
 
 
 def route_submit(request, params: dict):
     interview = api_interview(request, params)
     require_json_body(request)
-    hub = request.runtime.hub
-    try:
-        interview.check_pending()
-        reply = hub.submit(interview, request.read_json(MAX_BODY_BYTES))
-    except InterviewError as error:
-        status, body = http_error(error)
-        hub.log.event(
-            "submit-rejected", interview=interview.id, status=status,
-            # Cut: a hostile body can make the full text megabytes long.
-            error=cut(body["error"], 500),
-        )
-        return json_reply(status, body)
-    return json_reply(200, reply)
+    return operation_reply(form_submit(request.runtime, interview, lambda: request.read_json(MAX_BODY_BYTES)))
 
 
 def route_attachment_upload(request, params: dict):
@@ -3483,23 +3673,11 @@ def route_attachment_upload(request, params: dict):
     encoded = request.headers.get("X-Attachment-Name")
     if encoded is None:
         raise HttpRefusal(400, "the X-Attachment-Name header is required: the file's name, percent-encoded")
-    hub = request.runtime.hub
-    try:
-        interview.check_pending()
-    except InterviewError as error:
-        return json_reply(*http_error(error))
-    length = request.body_length(ATTACHMENT_MAX_BYTES, "a file may be at most 10 MiB")
-    name = urllib.parse.unquote(encoded, errors="replace")
-    media_type = attachment_media_type(request.headers.get("Content-Type", ""))
-    try:
-        entry = interview.add_attachment(name, media_type, length, request.rfile)
-    except InterviewError as error:
-        if isinstance(error, InterviewSettled):  # settled while the file arrived: removed, never named
-            hub.log.event("attachment-refused", interview=interview.id, reason="settled during the upload")
-        return json_reply(*http_error(error))
-    hub.log.event("attachment-stored", interview=interview.id, attachment=entry["id"],
-                  bytes=length, mimeType=media_type)
-    return json_reply(201, {key: entry[key] for key in ("id", "name", "mimeType", "bytes")})
+    return operation_reply(form_attach(
+        request.runtime, interview, urllib.parse.unquote(encoded, errors="replace"),
+        attachment_media_type(request.headers.get("Content-Type", "")),
+        lambda: request.body_length(ATTACHMENT_MAX_BYTES, "a file may be at most 10 MiB"), request.rfile,
+    ))
 
 
 def route_attachment(request, params: dict):
@@ -3522,14 +3700,7 @@ def route_attachment(request, params: dict):
 
 
 def route_attachment_remove(request, params: dict):
-    interview = api_interview(request, params)
-    hub = request.runtime.hub
-    try:
-        interview.remove_attachment(params["id"])
-    except InterviewError as error:
-        return json_reply(*http_error(error))
-    hub.log.event("attachment-removed", interview=interview.id, attachment=params["id"])
-    return Reply(204)
+    return operation_reply(form_detach(request.runtime, api_interview(request, params), params["id"]))
 
 
 # (method, path pattern, route). A pattern's `<name>` takes one path segment (not empty),
@@ -3856,6 +4027,7 @@ def _build_form_server_class():
 
 
 form_server_class = BuiltOnce(_build_form_server_class)
+app_document = BuiltOnce(build_app_document)
 
 
 # -- both loopbacks ----------------------------------------------------------------------------
@@ -4513,6 +4685,21 @@ def route_inbox_session_events(request, params: dict):
     return InboxStream(inbox_by_cookie(request)[0])
 
 
+def inbox_share(inbox):
+    url = inbox.share_url()
+    if url is None:
+        raise HttpRefusal(404, "not found")
+    return json_reply(200, {"url": url})
+
+
+def route_inbox_share(request, params: dict):
+    return inbox_share(inbox_from(request, params))
+
+
+def route_inbox_session_share(request, params: dict):
+    return inbox_share(inbox_by_cookie(request))
+
+
 def route_inbox_verifier(request, params: dict):
     inbox, session = inbox_by_cookie(request)
     return json_reply(200, {"verifier": page_verifier(inbox.key, session), "session": session})
@@ -4625,9 +4812,9 @@ def forward_to_owner(request, forward: Forward) -> None:
         return _forward_failed(request, forward, 502, error)
     with owner:
         owner.settimeout(inbox.answer_seconds)
+        owner.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
-            owner.sendall(head)
-            _pass_body(request, owner, length)
+            _pass_body(request, owner, head, length)
         except _PageGone:
             return None
         except OSError as error:
@@ -4642,7 +4829,19 @@ class _PageGone(Exception):
     """The page's side of a forwarded request ended (its body cut short, its connection closed)."""
 
 
-def _pass_body(request, owner, length: int) -> None:
+def _pass_body(request, owner, head: bytes, length: int) -> None:
+    """The request line, headers and body to the owner: a small body in the same write as the
+    head (one packet, as the page sent it), a large one in chunks as it arrives."""
+    if length <= ATTACHMENT_CHUNK_BYTES:
+        try:
+            body = request.rfile.read(length) if length else b""
+        except OSError:
+            raise _PageGone() from None
+        owner.sendall(head + body)
+        if len(body) < length:
+            owner.shutdown(1)  # cut short: the owner sees the same short body
+        return
+    owner.sendall(head)
     while length > 0:
         try:
             chunk = request.rfile.read(min(ATTACHMENT_CHUNK_BYTES, length))
@@ -4703,12 +4902,14 @@ INBOX_ROUTES = (
     ("GET", "/inbox/listing", route_inbox_session_json),
     ("GET", "/inbox/events", route_inbox_session_events),
     ("GET", "/inbox/verifier", route_inbox_verifier),
+    ("GET", "/inbox/share", route_inbox_session_share),
     ("GET", "/inbox/enter/<ticket>", route_inbox_enter),
     ("GET", "/inbox/<key>", route_inbox_page),
     ("GET", "/assets/<name*>", route_asset),
     ("GET", "/api/inbox/prove", route_inbox_prove),
     ("GET", "/api/inbox/<key>", route_inbox_json),
     ("GET", "/api/inbox/<key>/events", route_inbox_events),
+    ("GET", "/api/inbox/<key>/share", route_inbox_share),
 ) + tuple(  # the front door: each form route, forwarded; the assets are the holder's own
     (method, pattern, door_prove if pattern == "/api/prove" else door_route(method, pattern))
     for method, pattern, _ in ROUTES if pattern != "/assets/<name*>"
@@ -5006,10 +5207,23 @@ class Inbox:
     # -- what a form shows ----------------------------------------------------------------
 
     def beside(self, interview, state: dict) -> dict:
-        """A /state JSON with the form's `inbox` added, while there is an inbox here."""
+        """A /state JSON with the form's `inbox` added, while there is an inbox here, and
+        `share`, the form's address through the person's tunnel, while the door serves it there
+        (the form's "Open on another device")."""
         if not self.port or self.unavailable is not None:
             return state
-        return dict(state, inbox=self.for_form(interview))
+        state = dict(state, inbox=self.for_form(interview))
+        public = self.runtime.config.public_url
+        if public and interview.url.startswith(public + "/"):
+            state["share"] = interview.url
+        return state
+
+    def share_url(self):
+        """The inbox on another device: a one-time way in through the person's tunnel, or None
+        without a public URL."""
+        if not self.runtime.config.public_url or self.key is None:
+            return None
+        return self.ticket_url()
 
     def for_form(self, interview) -> dict:
         """The /state JSON's `inbox`: how many other interviews wait anywhere, and the inbox's
@@ -5025,6 +5239,11 @@ class Inbox:
         proved it is ours; else None."""
         if self.for_form(interview)["url"] is None:
             return None
+        return self.ticket_url()
+
+    def ticket_url(self) -> str:
+        """A one-time way into the inbox (a ticket the inbox exchanges for a session cookie),
+        at the door's origin."""
         return "%s/inbox/enter/%s" % (self.door_base(), inbox_pass(self.key, "ticket", INBOX_TICKET_SECONDS))
 
     def redeem(self, ticket: str):
@@ -5053,7 +5272,10 @@ class Inbox:
                 rows.append(dict(row, agent=row.pop("agent", entry["agent"]), project=entry["project"],
                                  pid=entry["pid"], url=url))
         rows.sort(key=lambda row: (row["createdAt"], row["pid"], row["interviewId"]))
-        return {"interviews": rows, "holder": os.getpid() if self.server is not None else None}
+        listing = {"interviews": rows, "holder": os.getpid() if self.server is not None else None}
+        if self.runtime.config.public_url:
+            listing["share"] = True  # the page offers "Open on another device"
+        return listing
 
     def _own_entry(self, agents: bool = False) -> dict:
         """This process's registry entry; with `agents`, each row names its own interview's
@@ -5359,7 +5581,9 @@ NOTICE_LIMIT_SECONDS = 5.0  # a notifier, or a push, that takes longer has faile
 # may still open the form.
 NOTICE_ACTION_SECONDS = 3600.0
 NOTICE_TEXT_CHARS = 200  # a title or a folder name longer than this is cut in a notice
-NOTICE_ACTION = "open"  # the action's name, as notify-send prints it when clicked
+# The actions' names, as notify-send prints the one clicked: "default" is a click on the notice
+# itself, "open" its button.
+NOTICE_ACTIONS = ("default", "open")
 # Windows accepts toasts only from a registered app id; Windows PowerShell's own always is.
 TOAST_APP_ID = "{1AC14E77-02E7-4E5D-B744-2EB1AE5198B7}\\WindowsPowerShell\\v1.0\\powershell.exe"
 SLACK_HOSTS = frozenset({"hooks.slack.com"})
@@ -5492,12 +5716,13 @@ class NoticeCommand:
     """One desktop notifier to run: its argv (never a shell), and whether it waits for a click
     on its "open the form" action and prints the action's name when there is one."""
 
-    __slots__ = ("name", "argv", "action")
+    __slots__ = ("name", "argv", "action", "cwd")
 
-    def __init__(self, name: str, argv: list, action: bool = False) -> None:
+    def __init__(self, name: str, argv: list, action: bool = False, cwd=None) -> None:
         self.name = name
         self.argv = argv
         self.action = action
+        self.cwd = cwd
 
     def __repr__(self) -> str:
         return "NoticeCommand(%r, %r, action=%r)" % (self.name, self.argv, self.action)
@@ -5528,6 +5753,8 @@ def desktop_facts(environ=None) -> dict:
         "session_bus": bool(env.get("DBUS_SESSION_BUS_ADDRESS"))
         or bool(runtime_dir) and os.path.exists(os.path.join(runtime_dir, "bus")),
         "notify_send_actions": False,
+        # powershell.exe started from WSL warns about (or fails in) a Linux working folder.
+        "windows_root": WSL_WINDOWS_ROOT if wsl and os.path.isdir(WSL_WINDOWS_ROOT) else None,
     }
     if facts["installed"]["notify-send"] and facts["session_bus"]:
         try:
@@ -5546,7 +5773,9 @@ def plan_desktop_notice(facts: dict, notice: dict):
     windows = platform == "win32" or facts.get("wsl") and facts.get("interop")
     if windows:
         if installed.get("powershell.exe"):
-            return toast_command(installed["powershell.exe"], notice), None
+            command = toast_command(installed["powershell.exe"], notice)
+            command.cwd = facts.get("windows_root")
+            return command, None
         return None, "powershell.exe is not installed"
     if platform == "darwin":
         if installed.get("osascript"):
@@ -5566,7 +5795,7 @@ def notify_send_command(program: str, notice: dict, actions: bool) -> NoticeComm
 
     argv = [program, "--app-name=%s" % SERVER_NAME, "--urgency=normal"]
     if actions:
-        argv.append("--action=%s=%s" % (NOTICE_ACTION, notice["open"]))
+        argv += ["--action=%s=%s" % (name, notice["open"]) for name in NOTICE_ACTIONS]
     argv += ["--", notice["heading"], escape(notice["body"])]
     return NoticeCommand("notify-send", argv, action=actions)
 
@@ -5733,7 +5962,7 @@ class DesktopTarget:
         with tempfile.TemporaryFile() as errors:
             try:
                 process = subprocess.Popen(
-                    command.argv, stdin=subprocess.DEVNULL, stderr=errors, close_fds=True,
+                    command.argv, cwd=command.cwd, stdin=subprocess.DEVNULL, stderr=errors, close_fds=True,
                     stdout=subprocess.PIPE if command.action else subprocess.DEVNULL,  # never our stdout
                 )
             except OSError as error:
@@ -5774,7 +6003,7 @@ class DesktopTarget:
     def _clicked(self, process, url: str) -> None:
         said = process.stdout.read(200).decode("utf-8", "replace").split()
         process.wait()
-        if NOTICE_ACTION in said and url:
+        if set(NOTICE_ACTIONS) & set(said) and url:
             self.on_click(url)
 
     def _forget(self, process) -> None:
@@ -5807,14 +6036,16 @@ class PushTarget:
         self.url = config.push_url
         self.token = config.push_token
         # A phone cannot open a localhost link: the link goes only through a public URL.
-        self.link = bool(config.public_url) and config.push_link
+        self.public_url = config.public_url if config.push_link else None
         self.name = push_target_name(self.url)
 
     def send(self, notice: dict) -> str:
         import urllib.error
         import urllib.request
 
-        url, headers, body = plan_push(self.url, self.token, notice, notice["url"] if self.link else None)
+        # The form's URL is the public one only while the front door serves it.
+        public = self.public_url and notice["url"].startswith(self.public_url + "/")
+        url, headers, body = plan_push(self.url, self.token, notice, notice["url"] if public else None)
         request = urllib.request.Request(url, data=body, headers=headers, method="POST")
         try:
             with urllib.request.urlopen(request, timeout=NOTICE_LIMIT_SECONDS) as response:
@@ -5824,7 +6055,7 @@ class PushTarget:
         except (urllib.error.URLError, OSError, ValueError) as error:
             reason = getattr(error, "reason", None) or error
             raise NoticeFailed(self._scrub("the push target could not be reached (%s)" % reason))
-        return "pushed (%d)%s" % (status, "" if self.link else " without the link")
+        return "pushed (%d)%s" % (status, "" if public else " without the link")
 
     def _scrub(self, text: str) -> str:
         """No key in a log: the token and the URL's path (a webhook's secret, a topic) cut."""
@@ -5937,9 +6168,12 @@ class Notices:
 
     def observe(self, interview: Interview) -> None:
         """Something changed on an interview (a page view, a settle): look again now."""
+        settled = not interview.is_pending()
         with self.changed:
             if interview.id in self.needs:
                 self.changed.notify_all()
+            elif settled:
+                self.last_sent.pop(interview.id, None)  # nothing more is ever sent for it
 
     def poke(self) -> None:
         """Look again now (a test that moved its clock)."""
@@ -5986,6 +6220,8 @@ class Notices:
                 plan = plan_notice(dict(need, viewed=False, pending=True, lastSent=now), now, self.config.notify_after)
             if plan["next"] is None:
                 del self.needs[interview_id]
+                if not facts["pending"]:
+                    self.last_sent.pop(interview_id, None)
                 if viewed or not facts["pending"]:
                     self.log.event("notices-stopped", interview=interview_id,
                                    why="viewed" if facts["pending"] else "settled")
@@ -6347,6 +6583,121 @@ TOOLS = (
 TOOL_NAMES = frozenset(tool["name"] for tool in TOOLS)
 
 
+# -- MCP Apps: the form inside the host ------------------------------------------------------
+#
+# For a client that declares the io.modelcontextprotocol/ui extension: ask_user_rich names the
+# form's resource (the host shows it once the call returns), and five app-only tools give the
+# form inside the host what its HTTP routes give the browser form. Hosts hide app-only tools from
+# the model; clients that did not declare the extension never see them.
+
+APP_RESOURCE = {
+    "uri": APP_RESOURCE_URI,
+    "name": "ask-user-rich-form",
+    "title": "Ask User Rich form",
+    "description": "The interview form, shown inside the conversation by hosts that render MCP Apps.",
+    "mimeType": APP_MIME_TYPE,
+    "_meta": {"ui": {"prefersBorder": True}},
+}
+APP_STATUS_META = "ask-user-rich/status"  # an app-only tool's result: the status its route answers
+_TOKEN = {"type": "string", "description": "The token of the form's URL (/s/<token>) in ask_user_rich's result."}
+_COUNT = {"type": "integer", "minimum": 0}
+
+
+def app_tool(name: str, title: str, description: str, properties: dict, required=(), read_only=False) -> dict:
+    return {
+        "name": name,
+        "title": title,
+        "description": description + " Called by the ask-user-rich form shown in the conversation, not by the model.",
+        "inputSchema": {
+            "type": "object",
+            "required": ["sessionId", "token"] + list(required),
+            "properties": dict({"sessionId": _SESSION_ID, "token": _TOKEN}, **properties),
+        },
+        "annotations": dict(ANNOTATIONS, readOnlyHint=read_only),
+        "_meta": {"ui": {"resourceUri": APP_RESOURCE_URI, "visibility": ["app"]}},
+    }
+
+
+APP_TOOLS = (
+    app_tool("form_state", "The form's interview and its state",
+             "The interview's state (GET /api/s/<token>/state); with full, also its questions "
+             "(GET /api/s/<token>).", {"full": {"type": "boolean", "default": False}}, read_only=True),
+    app_tool("form_submit", "Submit the form's answers",
+             "Submit the answers (POST /api/s/<token>/submit): the same body, checks and error codes.",
+             {"answers": {"type": "object"}, "generalNotes": {"type": "string"},
+              "specVersion": {"type": "integer"}, "declined": {"type": "boolean"},
+              "attachments": {"type": "object"}}, required=("answers",)),
+    app_tool("form_progress", "Report the form's answered counts",
+             "The counts the form shows (POST /api/s/<token>/progress).",
+             {"answered": _COUNT, "deferred": _COUNT, "needsInfo": _COUNT, "open": _COUNT,
+              "followUpsUnseen": _COUNT}),
+    app_tool("form_attach", "Upload a file to a note, one chunk at a time",
+             "One chunk (at most 512 KiB of base64) of a file (POST /api/s/<token>/attachments). The "
+             "first call opens the upload and returns its uploadId; the call that completes size "
+             "bytes stores the file and returns {id, name, mimeType, bytes}.",
+             {"name": {"type": "string"}, "mimeType": {"type": "string"},
+              "size": dict(_COUNT, maximum=ATTACHMENT_MAX_BYTES), "offset": _COUNT,
+              "data": {"type": "string", "maxLength": APP_CHUNK_MAX_CHARS, "contentEncoding": "base64"},
+              "uploadId": {"type": "string"}}, required=("data",)),
+    app_tool("form_detach", "Remove an uploaded file",
+             "Remove an upload while the interview is pending (DELETE /api/s/<token>/attachments/<id>).",
+             {"id": {"type": "string"}}, required=("id",)),
+)
+APP_TOOL_NAMES = frozenset(tool["name"] for tool in APP_TOOLS)
+
+
+def with_app_resource(tool: dict) -> dict:
+    """ask_user_rich as a client that renders MCP Apps lists it: naming the form's resource,
+    also under the older flat key that some hosts still read."""
+    shown = dict(tool)
+    shown["_meta"] = dict(tool["_meta"], ui={"resourceUri": APP_RESOURCE_URI})
+    shown["_meta"]["ui/resourceUri"] = APP_RESOURCE_URI
+    return shown
+
+
+APP_HOST_TOOLS = (with_app_resource(TOOLS[0]),) + TOOLS[1:] + APP_TOOLS
+
+
+def declares_apps(capabilities) -> bool:
+    """Whether a client's capabilities declare MCP Apps with the form's mime type."""
+    extensions = capabilities.get("extensions") if isinstance(capabilities, dict) else None
+    declared = extensions.get(APPS_EXTENSION) if isinstance(extensions, dict) else None
+    mime_types = declared.get("mimeTypes") if isinstance(declared, dict) else None
+    return isinstance(mime_types, list) and APP_MIME_TYPE in mime_types
+
+
+def tools_for(apps: bool) -> list:
+    return list(APP_HOST_TOOLS if apps else TOOLS)
+
+
+def app_tool_result(status: int, body) -> dict:
+    """An app-only tool's result: its route's JSON body, and the status in `_meta`; a refusal
+    is an error result carrying the same body, `code` included."""
+    shown = body if body is not None else {}
+    result = {
+        "content": [{"type": "text", "text": json.dumps(shown)}],
+        "structuredContent": shown,
+        "_meta": {APP_STATUS_META: status},
+    }
+    if status >= 400:
+        result["isError"] = True
+    return result
+
+
+def shown_in_host_result(interview: Interview) -> dict:
+    """ask_user_rich for a host that shows the form in the conversation: it returns at once,
+    since hosts show an app only once its call has returned."""
+    text = (
+        "%s\nThe user answers the interview %s in the form shown in the conversation (or in a "
+        "browser: %s). When the user says they have answered, call await_user_answers with "
+        "sessionId %s; or call it now to wait for the submit."
+        % (APP_SHOWN_REASON, quote(interview.spec["title"]), interview.url, quote(interview.id))
+    )
+    structured = {"status": "awaiting", "sessionId": interview.id, "url": interview.url,
+                  "reason": APP_SHOWN_REASON, "summary": text}
+    return {"content": [{"type": "text", "text": text}], "structuredContent": structured}
+
+
 def error_result(text: str) -> dict:
     return {"content": [{"type": "text", "text": text}], "isError": True}
 
@@ -6512,6 +6863,10 @@ class ToolCall:
         """The elicitation modes ("form", "url") the client declared for this call."""
         return frozenset()
 
+    def shows_apps(self) -> bool:
+        """Whether the client declared MCP Apps for this call: it shows the form itself."""
+        return False
+
     def resumed_interview(self, hub: SessionHub):
         """The interview a retry of a multi round-trip call continues; None: start afresh."""
         return None
@@ -6567,6 +6922,9 @@ class LegacyCall(ToolCall):
 
     def elicitation_modes(self) -> frozenset:
         return elicitation_modes(self.server.handshake()["capabilities"])
+
+    def shows_apps(self) -> bool:
+        return declares_apps(self.server.handshake()["capabilities"])
 
     def elicit(self, key: str, params: dict, interview: Interview):
         """Send `elicitation/create` and wait, with no timeout of ours, for the first of: the
@@ -6952,6 +7310,9 @@ class ModernCall(ToolCall):
     def elicitation_modes(self) -> frozenset:
         return elicitation_modes(self.request.capabilities)
 
+    def shows_apps(self) -> bool:
+        return declares_apps(self.request.capabilities)
+
     def resumed_interview(self, hub: SessionHub):
         return None if self.resumed is None else hub.require(self.resumed[0])
 
@@ -7082,10 +7443,14 @@ class McpServer:
         return {}
 
     def list_tools(self, request_id, params: dict, request) -> dict:
-        return {"tools": list(TOOLS)}
+        return {"tools": tools_for(self.legacy_apps())}
+
+    def legacy_apps(self) -> bool:
+        """Whether the client declared MCP Apps at initialize."""
+        return declares_apps(self.handshake()["capabilities"])
 
     def legacy_tool_call(self, request_id, params: dict, request):
-        name, arguments = tool_call_arguments(params)
+        name, arguments = tool_call_arguments(params, self.legacy_apps())
         cancellation = self.transport.begin_call(request_id)
         call = LegacyCall(self, request_id, progress_token(params), cancellation)
         return self.start_tool_call(call, name, arguments)
@@ -7103,7 +7468,7 @@ class McpServer:
         raise JsonRpcError(-32601, "Method not found: server/discover (use initialize)")
 
     def modern_tool_call(self, request_id, params: dict, request: ModernRequest):
-        name, arguments = tool_call_arguments(params)
+        name, arguments = tool_call_arguments(params, declares_apps(request.capabilities))
         resumed = None
         if params.get("requestState") is not None:
             resumed = self.seal.open(params["requestState"], name, arguments)
@@ -7114,12 +7479,33 @@ class McpServer:
         return self.start_tool_call(call, name, arguments)
 
     def modern_list_tools(self, request_id, params: dict, request: ModernRequest) -> dict:
-        cursor = params.get("cursor")
-        if cursor is not None:
-            raise JsonRpcError(-32602, "Invalid params: cursor %s was never issued: the tool list is one "
-                               "page, ask without a cursor" % describe(cursor))
-        # The list never changes while the process runs and holds nothing of the user.
-        return dict({"tools": list(TOOLS)}, **CACHE_HINTS)
+        one_page(params, "tool")
+        # The list never changes while the process runs and holds nothing of the user, but it
+        # depends on whether the request declared MCP Apps.
+        return dict({"tools": tools_for(declares_apps(request.capabilities))}, **CALLER_CACHE_HINTS)
+
+    # -- the form's resource, for hosts that render MCP Apps -------------------------------
+
+    def list_resources(self, request_id, params: dict, request) -> dict:
+        apps = self.legacy_apps() if request is None else declares_apps(request.capabilities)
+        return {"resources": [dict(APP_RESOURCE)] if apps else []}
+
+    def modern_list_resources(self, request_id, params: dict, request: ModernRequest) -> dict:
+        one_page(params, "resource")
+        return dict(self.list_resources(request_id, params, request), **CALLER_CACHE_HINTS)
+
+    def read_resource(self, request_id, params: dict, request) -> dict:
+        uri = params.get("uri")
+        if uri != APP_RESOURCE_URI:
+            raise JsonRpcError(-32002, "Resource not found: %s" % describe(uri), {"uri": uri})
+        return {"contents": [{
+            "uri": APP_RESOURCE_URI, "mimeType": APP_MIME_TYPE,
+            "text": app_document().decode("utf-8"), "_meta": {"ui": {"prefersBorder": True}},
+        }]}
+
+    def modern_read_resource(self, request_id, params: dict, request: ModernRequest) -> dict:
+        # The same document for every caller while the process runs.
+        return dict(self.read_resource(request_id, params, request), **CACHE_HINTS)
 
     def _task_id(self, params: dict) -> str:
         task_id = params.get("taskId")
@@ -7141,7 +7527,8 @@ class McpServer:
     def discover(self, request_id, params: dict, request) -> dict:
         return {
             "supportedVersions": list(SUPPORTED_VERSIONS),
-            "capabilities": {"tools": {}, "logging": {}, "extensions": {TASKS_EXTENSION: {}}},
+            "capabilities": {"tools": {}, "logging": {}, "resources": {},
+                             "extensions": {TASKS_EXTENSION: {}, APPS_EXTENSION: {}}},
             "ttlMs": CACHE_HINTS["ttlMs"],
             "cacheScope": CACHE_HINTS["cacheScope"],
             "instructions": SERVER_INSTRUCTIONS,
@@ -7162,10 +7549,12 @@ class McpServer:
             requested=requested if isinstance(requested, str) else None,
             client=self.client_info.get("name"),
             elicitation=json.dumps(self.client_capabilities.get("elicitation")),
+            apps=declares_apps(self.client_capabilities),
         )
         return {
             "protocolVersion": version,
-            "capabilities": {"tools": {"listChanged": False}, "logging": {}},
+            "capabilities": {"tools": {"listChanged": False}, "logging": {}, "resources": {},
+                             "extensions": {APPS_EXTENSION: {}}},
             "serverInfo": dict(SERVER_INFO),
             "instructions": SERVER_INSTRUCTIONS,
         }
@@ -7254,6 +7643,8 @@ LEGACY_METHODS = MappingProxyType({
     "ping": McpServer.ping,
     "tools/list": McpServer.list_tools,
     "tools/call": McpServer.legacy_tool_call,
+    "resources/list": McpServer.list_resources,
+    "resources/read": McpServer.read_resource,
     "logging/setLevel": McpServer.set_log_level,
     "server/discover": McpServer.discover_refused,
 })
@@ -7262,6 +7653,8 @@ MODERN_METHODS = MappingProxyType({
     "ping": McpServer.ping,
     "tools/list": McpServer.modern_list_tools,
     "tools/call": McpServer.modern_tool_call,
+    "resources/list": McpServer.modern_list_resources,
+    "resources/read": McpServer.modern_read_resource,
     "tasks/get": McpServer.get_task,
     "tasks/cancel": McpServer.cancel_task,
     "tasks/update": McpServer.update_task,
@@ -7277,11 +7670,20 @@ def progress_token(params: dict):
     return token
 
 
-def tool_call_arguments(params: dict):
-    """(tool name, arguments) of a tools/call, or the protocol error that refuses it."""
+def one_page(params: dict, what: str) -> None:
+    """Our lists are one page each: a `cursor` was never issued (-32602)."""
+    cursor = params.get("cursor")
+    if cursor is not None:
+        raise JsonRpcError(-32602, "Invalid params: cursor %s was never issued: the %s list is one "
+                           "page, ask without a cursor" % (describe(cursor), what))
+
+
+def tool_call_arguments(params: dict, apps: bool = False):
+    """(tool name, arguments) of a tools/call, or the protocol error that refuses it. The
+    app-only tools exist only for a client that declared MCP Apps."""
     name = params.get("name")
     # isinstance first: a list or object name is unhashable, and `in` a frozenset raised.
-    if not isinstance(name, str) or name not in TOOL_NAMES:
+    if not isinstance(name, str) or not (name in TOOL_NAMES or (apps and name in APP_TOOL_NAMES)):
         raise JsonRpcError(-32602, "Unknown tool: %s" % describe(name))
     arguments = params.get("arguments", {})
     if arguments is None:
@@ -7810,6 +8212,80 @@ def elicitation_action(response):
 # The tools: ask_user_rich, append_questions, await_user_answers
 # ============================================================================================
 
+def form_fields(arguments: dict) -> dict:
+    """An app-only tool's arguments as the route's JSON body: all but sessionId and token."""
+    return {key: value for key, value in arguments.items() if key not in ("sessionId", "token")}
+
+
+class AppUploads:
+    """Files the form inside the host sends one chunk per form_attach call: each upload's bytes
+    so far, until the call that completes it stores the file as the upload route does."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.uploads: dict = {}  # upload id -> {interview, name, mimeType, size, data}
+
+    def take(self, runtime, interview, arguments: dict):
+        """(status, body): 202 {uploadId, received} while bytes are missing, then the route's."""
+        import base64
+        import binascii
+        import io
+
+        try:
+            interview.check_pending()
+        except InterviewError as error:
+            return http_error(error)
+        data = arguments.get("data")
+        if not isinstance(data, str):
+            raise HttpRefusal(400, "data must be the chunk's bytes in base64")
+        if len(data) > APP_CHUNK_MAX_CHARS:
+            raise HttpRefusal(413, "a chunk may be at most 512 KiB of base64")
+        try:
+            chunk = base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            raise HttpRefusal(400, "data is not base64") from None
+        upload = self.opened(interview, arguments)
+        with self.lock:
+            if arguments.get("offset", len(upload["data"])) != len(upload["data"]):
+                raise HttpRefusal(400, "offset must be %d, the bytes received so far" % len(upload["data"]),
+                                  code="upload-incomplete")
+            upload["data"] += chunk
+            if len(upload["data"]) < upload["size"]:
+                return 202, {"uploadId": upload["id"], "received": len(upload["data"])}
+            del self.uploads[upload["id"]]
+        if len(upload["data"]) > upload["size"]:
+            raise HttpRefusal(400, "the chunks hold more than size bytes", code="upload-incomplete")
+        return form_attach(runtime, interview, upload["name"], upload["mimeType"], lambda: upload["size"],
+                           io.BytesIO(bytes(upload["data"])))
+
+    def opened(self, interview, arguments: dict) -> dict:
+        """The upload a chunk continues, or the one its first chunk opens."""
+        import secrets
+
+        upload_id = arguments.get("uploadId")
+        with self.lock:
+            if upload_id is not None:
+                upload = self.uploads.get(upload_id) if isinstance(upload_id, str) else None
+                if upload is None or upload["interview"] != interview.id:
+                    raise HttpRefusal(404, "no upload %s is open" % describe(upload_id))
+                return upload
+            name, size = arguments.get("name"), arguments.get("size")
+            if not isinstance(name, str):
+                raise HttpRefusal(400, "name is required: the file's name")
+            if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+                raise HttpRefusal(400, "size must be the file's size in bytes")
+            if size > ATTACHMENT_MAX_BYTES:
+                raise HttpRefusal(413, "a file may be at most 10 MiB")
+            if sum(1 for upload in self.uploads.values() if upload["interview"] == interview.id) >= ATTACHMENTS_MAX_COUNT:
+                raise HttpRefusal(413, "an interview may have at most %d attachments" % ATTACHMENTS_MAX_COUNT,
+                                  code="too-many-files")
+            media_type = attachment_media_type(arguments.get("mimeType") if isinstance(arguments.get("mimeType"), str) else "")
+            upload = {"id": secrets.token_hex(8), "interview": interview.id, "name": name,
+                      "mimeType": media_type, "size": size, "data": bytearray()}
+            self.uploads[upload["id"]] = upload
+            return upload
+
+
 class InterviewTools:
     """The three tools and their delivery (browser, link, form and URL elicitation, waiting).
     They talk to the client only through the call's ToolCall, whose interface is declared
@@ -7818,6 +8294,7 @@ class InterviewTools:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.log = runtime.log
+        self.app_uploads = AppUploads()
 
     def call(self, name: str, arguments: dict, call):
         """The tools/call result, or None when the call ends without a response."""
@@ -7848,6 +8325,10 @@ class InterviewTools:
             handled, result = self.deliver_by_elicitation(interview, call)
             if handled:
                 return result
+        elif call.shows_apps():
+            self.log.event("shown-in-host", interview=interview.id)
+            self.runtime.notices.arm(interview, opened=True)  # as after a browser opened it
+            return shown_in_host_result(interview)
         return self.deliver_by_browser(interview, call, interview.options["timeoutSeconds"])
 
     def append_questions(self, arguments: dict, call):
@@ -7895,6 +8376,60 @@ class InterviewTools:
         if why == "timeout":
             return awaiting_result(interview, "Stopped waiting after %ds (timeoutSeconds)." % timeout)
         return None
+
+    # -- the app-only tools: the form inside the host ------------------------------------
+
+    def app_operation(self, arguments: dict, operation):
+        """An app-only tool: the interview its sessionId and token name, then what its route
+        does; a refusal is an error result with the route's body."""
+        session_id, token = arguments.get("sessionId"), arguments.get("token")
+        try:
+            if not (isinstance(session_id, str) and isinstance(token, str)):
+                raise HttpRefusal(400, "sessionId and token must be the strings of ask_user_rich's result")
+            interview = find_interview(self.runtime.hub, token)
+            if interview is None or interview.id != interview_id_of(session_id):
+                raise HttpRefusal(404, "not found")
+            return app_tool_result(*operation(interview))
+        except HttpRefusal as refusal:
+            return app_tool_result(refusal.status, refusal.body)
+
+    def form_state(self, arguments: dict, call):
+        def state(interview):
+            shown = form_state(self.runtime, interview)
+            if arguments.get("full") is not True:
+                return 200, shown
+            # The app loading the whole interview is its page view (it stops the notices).
+            self.runtime.hub.record_page_view(interview, "app in %s" % (agent_name(call.client_info) or "a host"))
+            return 200, dict(interview.form_payload(), **shown)
+
+        return self.app_operation(arguments, state)
+
+    def form_progress(self, arguments: dict, call):
+        return self.app_operation(arguments, lambda interview: form_progress(
+            self.runtime, interview, form_fields(arguments)))
+
+    def form_submit(self, arguments: dict, call):
+        def submit(interview):
+            payload = form_fields(arguments)
+            if len(json.dumps(payload)) > MAX_BODY_BYTES:
+                raise HttpRefusal(413, "body larger than %d bytes" % MAX_BODY_BYTES)
+            status, body = form_submit(self.runtime, interview, lambda: payload)
+            settled = interview.settled_result() if status == 200 else None
+            # The app hands the summary to the host's model context.
+            return status, dict(body, summary=settled["summary"]) if settled else body
+
+        return self.app_operation(arguments, submit)
+
+    def form_attach(self, arguments: dict, call):
+        return self.app_operation(arguments, lambda interview: self.app_uploads.take(self.runtime, interview, arguments))
+
+    def form_detach(self, arguments: dict, call):
+        def detach(interview):
+            if not isinstance(arguments.get("id"), str):
+                raise HttpRefusal(400, "id must be the attachment's id")
+            return form_detach(self.runtime, interview, arguments["id"])
+
+        return self.app_operation(arguments, detach)
 
     # -- delivery -------------------------------------------------------------------------
 

@@ -72,7 +72,8 @@ def test_with_the_legacy_setting_server_discover_is_refused_so_clients_fall_back
 def test_initialize_echoes_a_supported_protocol_version(server, version):
     result = server.initialize(version=version)["result"]
     assert result["protocolVersion"] == version
-    assert result["capabilities"] == {"tools": {"listChanged": False}, "logging": {}}
+    assert result["capabilities"] == {"tools": {"listChanged": False}, "logging": {}, "resources": {},
+                                      "extensions": {"io.modelcontextprotocol/ui": {}}}
     assert result["serverInfo"] == {
         "name": "ask-user-rich", "title": "Ask User Rich", "version": askrich.__version__,
     }
@@ -149,7 +150,7 @@ def test_messages_that_are_not_json_rpc_get_invalid_request(server, message):
 
 
 def test_an_unknown_method_is_32601_and_an_unknown_tool_or_bad_params_32602(server):
-    assert error_code(server.call("resources/list")) == -32601
+    assert error_code(server.call("prompts/list")) == -32601  # resources/* serve the MCP Apps form
     assert error_code(server.call("tools/call", {"name": "nope", "arguments": {}})) == -32602
     assert error_code(server.call("tools/call", {"name": "ask_user_rich", "arguments": [1]})) == -32602
     assert error_code(server.call("ping", [1, 2])) == -32602

@@ -212,7 +212,8 @@ def test_the_ts_client_negotiates_2026_07_28_and_lists_our_tools_with_their_cach
     client, connected = ts_client(mode)
     assert connected["era"] == "modern" and connected["protocolVersion"] == MODERN
     assert {key: connected["serverVersion"][key] for key in SERVER_INFO} == SERVER_INFO
-    assert connected["serverCapabilities"] == {"tools": {}, "logging": {}, "extensions": {TASKS: {}}}
+    assert connected["serverCapabilities"] == {"tools": {}, "logging": {}, "resources": {},
+                                              "extensions": {TASKS: {}, "io.modelcontextprotocol/ui": {}}}
     assert "await_user_answers" in connected["instructions"]
     discover = connected["discover"]
     assert discover["supportedVersions"][0] == MODERN

@@ -2,9 +2,11 @@
 // Events), and debounced /progress posts. When the stream drops, it is closed at once (the
 // browser would reconnect by itself, token and all, to whatever holds the port by then) and
 // /state is polled every 2.5 s through guard.js, which first has the server prove it knows the
-// token; once it has and answers, the stream is opened again.
+// token; once it has and answers, the stream is opened again. The app inside a host has no
+// stream: it polls /state (the form_state tool) every 2.5 s from the start.
 import { api, state } from "./state.js";
-import { connectionLost, guardedFetch } from "./guard.js";
+import { connectionLost } from "./guard.js";
+import { request, streams } from "./transport.js";
 
 const POLL_MS = 2500;
 
@@ -27,7 +29,7 @@ export function startLive({ onState, onGone, onBack }) {
   };
   const checkOnce = async () => {
     try {
-      const r = await guardedFetch(api("/state"), { cache: "no-store" });
+      const r = await request("/state", { cache: "no-store" });
       if (!r.ok) {
         const body = await r.json().catch(() => ({}));
         lost(body && typeof body.code === "string" ? body.code : null);
@@ -48,7 +50,7 @@ export function startLive({ onState, onGone, onBack }) {
   };
 
   function openStream() {
-    if (stopped || typeof EventSource !== "function") return;
+    if (stopped || !streams || typeof EventSource !== "function") return;
     try {
       es = new EventSource(api("/events"));
     } catch {
@@ -89,7 +91,7 @@ export function reportProgress(countsFn, delay = 700) {
       followUpsUnseen: state.newIds.size });
     if (body === lastSent) return;
     lastSent = body;
-    guardedFetch(api("/progress"), { method: "POST", headers: { "Content-Type": "application/json" }, body })
+    request("/progress", { method: "POST", headers: { "Content-Type": "application/json" }, body })
       .catch(() => { lastSent = ""; });
   }, delay);
 }

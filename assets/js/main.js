@@ -1,7 +1,7 @@
 // Start-up and wiring: loads the interview, binds the controls (delegated on the screen root),
 // navigation, submit, and the live line to the server.
 import {
-  state, token, api, answerOf, questionById, statusOf, counts, screens, mergeSpec, restoreDraft,
+  state, api, answerOf, questionById, statusOf, counts, screens, mergeSpec, restoreDraft,
   saveDraft, draftKey, forget, load, save, toggleOption, setOther, takeRecommendation,
   missingTexts, payload, hasRecommendation, isAnswered,
 } from "./state.js";
@@ -16,8 +16,10 @@ import { bindKeys, KEY_TABLE } from "./keys.js";
 import { t, sentences, setLanguage, setAgent, translatePage, fillKeys } from "./i18n.js";
 import { onRankChange, onRankAnnounce, cancelHold, applyRecommended } from "./rank.js";
 import { startLive, reportProgress } from "./live.js";
-import { guardedFetch, isTrusted, proofRefused, whenRefused } from "./guard.js";
+import { isTrusted, proofRefused, whenRefused } from "./guard.js";
 import { bindAttachments, uploadsRunning, uploadsSettled } from "./attach.js";
+import { showShare } from "./share.js";
+import { connect, request, hostTheme, submitted, offerFullscreen } from "./transport.js";
 
 const THEMES = ["auto", "light", "dark"];
 let theme = "auto";
@@ -268,7 +270,7 @@ async function send(body, again) {
   document.body.classList.add("busy");
   let r;
   try {
-    r = await guardedFetch(api("/submit"), {
+    r = await request("/submit", {
       method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
     });
   } catch {
@@ -282,6 +284,7 @@ async function send(body, again) {
   let reply = {};
   try { reply = await r.json(); } catch { /* empty or non-JSON body */ }
   state.phase = r.ok ? "done" : "open";
+  if (r.ok) submitted(state.spec.title, reply.summary);
   return { r, body: reply };
 }
 
@@ -353,7 +356,7 @@ async function sendSkip(body) {
 // the server cannot say).
 async function settledState() {
   try {
-    const r = await guardedFetch(api("/state"), { cache: "no-store" });
+    const r = await request("/state", { cache: "no-store" });
     return (await r.json()).state ?? null;
   } catch {
     return null;
@@ -378,7 +381,7 @@ function expired() {
 
 // ---------------------------------------------------------------- live
 async function pullSpec() {
-  const r = await guardedFetch(api(), { cache: "no-store" });
+  const r = await request("", { cache: "no-store" });
   if (!r.ok) return [];
   const data = await r.json();
   if (data.version === state.version && state.spec) return [];
@@ -403,6 +406,7 @@ function onState(s) {
   // "waiting" while an agent's call waits for the answers.
   document.body.dataset.live = s.waiting ? "waiting" : "open";
   syncInboxLink(s.inbox);
+  syncShare(s.share);
   if (state.phase !== "open") return;
   if (s.state === "submitted" || s.state === "declined" || s.state === "cancelled") { finished(s.state); return; }
   if (s.version > state.version) pullSpec();
@@ -411,6 +415,14 @@ function onState(s) {
     notice("info", t("waiting.stopped"), { id: "stopped" });
   }
   state.waiting = s.waiting;
+}
+
+// "Other device" in the header, while the server names the address this form has through the
+// person's tunnel (a public URL is set).
+function syncShare(url) {
+  const button = $("#btn-share");
+  button.hidden = !(typeof url === "string" && /^https?:\/\//.test(url));
+  if (!button.hidden) button.dataset.url = url;
 }
 
 // "2 more waiting" in the header, to the inbox, while other interviews wait anywhere. The server
@@ -503,6 +515,7 @@ function bindControls() {
       case "btn-view": toggleShowAll(); break;
       case "btn-help": openHelp(); break;
       case "help-close": $("#help").close(); break;
+      case "btn-share": showShare($("#btn-share").dataset.url, t("share.formText")); break;
       case "btn-skip": case "btn-skip-bar": openSkip(); break;
       case "skip-cancel": $("#skip").close(); break;
       case "skip-confirm": skipInterview(); break;
@@ -570,8 +583,10 @@ async function start() {
   bindControls();
   bindAttachments();
   let r = null;
-  if (token) {
-    try { r = await guardedFetch(api(), { cache: "no-store" }); } catch { /* reported below */ }
+  const known = await connect();
+  theme = hostTheme() || theme;
+  if (known) {
+    try { r = await request("", { cache: "no-store" }); } catch { /* reported below */ }
   }
   const body = r ? await r.json().catch(() => null) : null;
   const data = r && r.ok ? body : null;
@@ -580,7 +595,7 @@ async function start() {
   // A page that got no interview (expired, unreachable, refused) must not go on saying it is
   // loading one: its header names the product instead.
   if (!data) $("#title").textContent = "Ask User Rich";
-  if (!token || (body && body.code === "not-found")) { expired(); return; }
+  if (!known || (body && body.code === "not-found")) { expired(); return; }
   if (!r) {
     state.phase = "error";
     endScreen(t("end.unreachable"), t("end.unreachableText"), t("end.unreachableMore"));
@@ -618,6 +633,7 @@ async function start() {
   syncRail();
   document.body.classList.add("ready");
   reportProgress(counts, 0);
+  offerFullscreen(state.spec.questions.length);
   whenRefused(impostor);
   stopLive = startLive({ onState, onGone: serverGone, onBack: () => clearNotice("gone") });
 }
