@@ -4697,7 +4697,7 @@ def route_inbox_share(request, params: dict):
 
 
 def route_inbox_session_share(request, params: dict):
-    return inbox_share(inbox_by_cookie(request))
+    return inbox_share(inbox_by_cookie(request)[0])
 
 
 def route_inbox_verifier(request, params: dict):
