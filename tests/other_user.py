@@ -1,9 +1,9 @@
 """Another user of this machine, for the tests that attack as one (tests/README.md, "Another
 user of this machine"): code run under `setpriv` as uid/gid 65534 (nobody), with no groups.
 
-That needs root (tests run as root here and in CI) and util-linux's setpriv. Where either is
-missing the tests skip with the reason, unless ASK_USER_RICH_TESTS_REQUIRE_OTHER_USER=1 (the
-test command sets it), which makes them fail instead.
+That needs root (tests run as root here and in CI), or sudo without a password, and
+util-linux's setpriv. Where either is missing the tests skip with the reason, unless
+ASK_USER_RICH_TESTS_REQUIRE_OTHER_USER=1 (the test command sets it), which makes them fail instead.
 """
 
 from __future__ import annotations
@@ -24,15 +24,30 @@ OTHER_UID = 65534
 SETPRIV = ("setpriv", "--reuid=%d" % OTHER_UID, "--regid=%d" % OTHER_UID, "--clear-groups")
 
 
+def _as_root() -> tuple:
+    """What runs setpriv as root: nothing when we are root, else sudo without a password."""
+    if os.geteuid() == 0:
+        return ()
+    if shutil.which("sudo") and subprocess.run(["sudo", "-n", "true"], capture_output=True).returncode == 0:
+        return ("sudo", "-n")
+    raise LookupError("switching to another user needs root or sudo without a password")
+
+
 def why_not() -> str | None:
     """Why code cannot run as another user here, or None."""
     if os.name != "posix":
         return "not a POSIX system"
-    if os.geteuid() != 0:
-        return "switching to another user needs root"
     if shutil.which("setpriv") is None:
         return "setpriv (util-linux) is not installed"
+    try:
+        _as_root()
+    except LookupError as problem:
+        return str(problem)
     return None
+
+
+def _command(code: str, *args: str) -> tuple:
+    return _as_root() + SETPRIV + (sys.executable, "-I", "-u", "-c", code) + args
 
 
 def require_other_user() -> None:
@@ -47,7 +62,7 @@ def require_other_user() -> None:
 def run_as_other_user(code: str, *args: str, timeout: float = WAIT) -> subprocess.CompletedProcess:
     """`python3 -c code args…` as uid 65534; its output as text."""
     require_other_user()
-    return subprocess.run(SETPRIV + (sys.executable, "-I", "-c", code) + args, capture_output=True,
+    return subprocess.run(_command(code, *args), capture_output=True,
                           text=True, timeout=timeout, cwd="/", env={"PATH": os.environ.get("PATH", "")})
 
 
@@ -58,7 +73,7 @@ class OtherUserProcess:
     def __init__(self, code: str, *args: str) -> None:
         require_other_user()
         self.process = subprocess.Popen(
-            SETPRIV + (sys.executable, "-I", "-u", "-c", code) + args, stdout=subprocess.PIPE,
+            _command(code, *args), stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True, cwd="/", env={"PATH": os.environ.get("PATH", "")})
         self.reports: queue.Queue = queue.Queue()
         self.seen: list = []
@@ -89,7 +104,11 @@ class OtherUserProcess:
 
     def close(self) -> None:
         if self.process.poll() is None:
-            self.process.kill()
+            self.process.terminate()  # sudo passes SIGTERM on; a SIGKILL would end sudo alone
+            try:
+                self.process.wait(WAIT)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
         self.process.wait(WAIT)
         for stream in (self.process.stdout, self.process.stderr):
             stream.close()

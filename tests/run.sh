@@ -55,7 +55,7 @@ export ASK_USER_RICH_TESTS_CLIENTS_DIR
 export ASK_USER_RICH_TESTS_REQUIRE_CHROMIUM=1
 export ASK_USER_RICH_TESTS_REQUIRE_CLIENTS=1
 export ASK_USER_RICH_TESTS_REQUIRE_DESKTOP=1
-# The attacks by another local user run as uid 65534 through setpriv, which needs root: CI runs as
-# root, so there they must run; a developer's run as themselves skips them and says why.
+# The attacks by another local user run as uid 65534 through setpriv, which needs root (or sudo
+# without a password): CI has it, so there they must run; a developer's run may skip them and says why.
 if [ "$(id -u)" = 0 ] || [ -n "${CI:-}" ]; then export ASK_USER_RICH_TESTS_REQUIRE_OTHER_USER=1; fi
 exec "$PY" -m pytest tests "$@"
