@@ -4672,14 +4672,22 @@ class Forward:
         forward_to_owner(request, self)
 
 
-def door_route(method: str, pattern: str):
-    """The door's route for one of the form's routes: find the owner by the token, rebuild the
-    path from the pattern, and forward."""
+def served_here(request, digest: str) -> bool:
+    """Whether the form is this process's own: the door then answers it itself, with no hop."""
+    return request.runtime.hub.find_by_token_digest(bytes.fromhex(digest)) is not None
+
+
+def door_route(method: str, pattern: str, own_route):
+    """The door's route for one of the form's routes (`own_route`, for this process's own
+    forms): find the owner by the token, rebuild the path from the pattern, and forward."""
     page = pattern == "/s/<token>"
 
     def route(request, params: dict):
         token, upload = params["token"], params.get("id")
-        port = request.server.inbox.owner_port(token_digest(token)) if is_token_shaped(token) else None
+        digest = token_digest(token) if is_token_shaped(token) else None
+        if digest is not None and served_here(request, digest):
+            return own_route(request, params)
+        port = request.server.inbox.owner_port(digest) if digest is not None else None
         if port is None or (upload is not None and not is_token_shaped(upload)):
             if page:
                 return text_reply(404, NOT_FOUND_TEXT)
@@ -4694,6 +4702,8 @@ def door_prove(request, params: dict):
     """A page that lost its server proves the new one before it sends its token again: the
     door passes the question to the form's owner, found by the token's digest."""
     nonce, digest = request_nonce(request), request_token_digest(request)
+    if served_here(request, digest):
+        return route_prove(request, params)
     port = request.server.inbox.owner_port(digest)
     if port is None:
         raise HttpRefusal(404, "not found")
@@ -4840,8 +4850,8 @@ INBOX_ROUTES = (
     ("GET", "/api/inbox/<key>/events", route_inbox_events),
     ("GET", "/api/inbox/<key>/share", route_inbox_share),
 ) + tuple(  # the front door: each form route, forwarded; the assets are the holder's own
-    (method, pattern, door_prove if pattern == "/api/prove" else door_route(method, pattern))
-    for method, pattern, _ in ROUTES if pattern != "/assets/<name*>"
+    (method, pattern, door_prove if pattern == "/api/prove" else door_route(method, pattern, route))
+    for method, pattern, route in ROUTES if pattern != "/assets/<name*>"
 )
 
 
@@ -5113,13 +5123,9 @@ class Inbox:
         return time.monotonic() - self.probed <= INBOX_RETRY_SECONDS + INBOX_PROBE_SECONDS
 
     def owner_port(self, digest: str):
-        """The loopback port of the process that serves the form whose token has this digest
-        (token_digest): this one's own form server, or the port another process wrote in our
-        registry beside the digest. None for a form nobody serves (the folder is read again
-        first: the form may be new)."""
-        form_server = self.runtime.form_server
-        if form_server is not None and self.runtime.hub.find_by_token_digest(bytes.fromhex(digest)) is not None:
-            return form_server.port
+        """The loopback port of the other process that serves the form whose token has this
+        digest (token_digest), as it wrote it in our registry beside the digest. None for a
+        form nobody serves (the folder is read again first: the form may be new)."""
         for look in range(2):
             with self.lock:
                 others = list(self.others)
