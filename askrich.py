@@ -5010,7 +5010,7 @@ def inbox_url(port: int, key: str) -> str:
     return "http://localhost:%d/inbox/%s" % (port, key)
 
 
-InboxStep = collections.namedtuple("InboxStep", "finish wait write bind scan")
+InboxStep = collections.namedtuple("InboxStep", "finish wait write bind probe scan")
 
 
 def plan_inbox_step(facts: dict) -> InboxStep:
@@ -5024,12 +5024,14 @@ def plan_inbox_step(facts: dict) -> InboxStep:
       page within a second), every 2 s while a form is open here (its `N more waiting`), else
       with each bind retry.
     - Without the port, a bind is tried every INBOX_RETRY_SECONDS, and at once when a form has
-      opened and the holder was not proved lately.
+      opened and the holder was not proved lately. When the bind fails, whoever holds the port
+      is asked to prove the key (is it ours, or a foreign program?) the first time, and while a
+      form is open here (only a form shows the inbox's address), not at every retry.
     - A settled form stops being readable at `readableUntil`: the worker wakes then to drop it.
     """
     now = facts["now"]
     if facts["closed"] or not facts["active"]:
-        return InboxStep(True, 0, False, False, False)
+        return InboxStep(True, 0, False, False, False, False)
     watch = INBOX_WATCH_SECONDS if facts["streams"] else 2.0 if facts["formsOpen"] else INBOX_RETRY_SECONDS
     next_try = facts["nextTry"]
     if facts["formsOpen"] and not facts["holding"] and now - facts["probed"] > INBOX_RETRY_SECONDS:
@@ -5043,12 +5045,14 @@ def plan_inbox_step(facts: dict) -> InboxStep:
         due.append(facts["readableUntil"])
     wake = min(due)
     if wake > now:
-        return InboxStep(False, wake - now, False, False, False)
+        return InboxStep(False, wake - now, False, False, False, False)
+    bind = not facts["holding"] and now >= next_try
     return InboxStep(
         finish=False,
         wait=0,
         write=facts["dirty"] and now >= facts["lastWrite"] + INBOX_WRITE_SECONDS,
-        bind=not facts["holding"] and now >= next_try,
+        bind=bind,
+        probe=bind and (not facts["holderKnown"] or facts["formsOpen"]),
         scan=now >= facts["lastScan"] + watch,
     )
 
@@ -5171,6 +5175,7 @@ class Inbox:
                     self._write_entry()
                 if self.server is None and not self._proof_fresh():
                     self._try_to_hold(True)
+                    self._scan(force=True)  # the form's "N more waiting" is right from its first state
             except InboxUnavailable as problem:
                 self._give_up(problem)
                 return None
@@ -5320,7 +5325,7 @@ class Inbox:
                         return
                 continue
             try:
-                self._act(step, times, forms)
+                self._act(step, times)
             except InboxUnavailable as problem:
                 self._give_up(problem)
                 return
@@ -5330,16 +5335,17 @@ class Inbox:
         now = time.monotonic()
         return {"now": now, "readableUntil": self._readable_until(now), "closed": self.closed,
                 "active": self._active(), "streams": self.streams, "formsOpen": forms,
-                "holding": self.server is not None, "probed": self.probed, "dirty": self.dirty}
+                "holding": self.server is not None, "holderKnown": self.holder is not None,
+                "probed": self.probed, "dirty": self.dirty}
 
-    def _act(self, step, times: dict, forms: bool) -> None:
+    def _act(self, step, times: dict) -> None:
         with self.door_lock:
             if step.write:
                 times["lastWrite"] = time.monotonic()
                 if not self._write_entry():
                     times["lastWrite"] += INBOX_RETRY_SECONDS  # the disk may have room by then
             if step.bind:
-                self._try_to_hold(forms)
+                self._try_to_hold(step.probe)
                 times["nextTry"] = time.monotonic() + INBOX_RETRY_SECONDS
             if step.scan or step.write:
                 times["lastScan"] = time.monotonic()
@@ -5411,16 +5417,16 @@ class Inbox:
             self.log.event("inbox-written-again")
         return True
 
-    def _try_to_hold(self, forms: bool) -> None:
-        """Bind the port, or learn who holds it: the probe runs the first time and while a form
-        is open here (only a form ever shows the inbox's address), not at every retry."""
+    def _try_to_hold(self, probe: bool) -> None:
+        """Bind the port; failing that, with `probe`, learn who holds it (plan_inbox_step says
+        when)."""
         try:
             if not port_is_free(INBOX_HOST, self.port):
                 raise OSError("address in use")
             server = LoopbackListener.bind(
                 lambda address, family: inbox_server_class()(self, address, family), INBOX_HOST, self.port)
         except OSError as error:
-            if self.holder is not None and not forms:
+            if not probe:
                 return
             # "free" here: the holder exited between the bind and the probe; the next try binds.
             self._refresh_key()
@@ -5432,8 +5438,7 @@ class Inbox:
             if report:
                 self.log.event("inbox-port-taken", "warning", port=self.port, error=str(error),
                                detail="held by a program that is not ask-user-rich; forms work as before")
-            if forms:
-                self._touch_forms()
+            self._touch_forms()
             return
         with self.changed:
             self.server = server
