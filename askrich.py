@@ -4743,14 +4743,22 @@ class Forward:
         forward_to_owner(request, self)
 
 
-def door_route(method: str, pattern: str):
-    """The door's route for one of the form's routes: find the owner by the token, rebuild the
-    path from the pattern, and forward."""
+def served_here(request, digest: str) -> bool:
+    """Whether the form is this process's own: the door then answers it itself, with no hop."""
+    return request.runtime.hub.find_by_token_digest(bytes.fromhex(digest)) is not None
+
+
+def door_route(method: str, pattern: str, own_route):
+    """The door's route for one of the form's routes (`own_route`, for this process's own
+    forms): find the owner by the token, rebuild the path from the pattern, and forward."""
     page = pattern == "/s/<token>"
 
     def route(request, params: dict):
         token, upload = params["token"], params.get("id")
-        port = request.server.inbox.owner_port(token_digest(token)) if is_token_shaped(token) else None
+        digest = token_digest(token) if is_token_shaped(token) else None
+        if digest is not None and served_here(request, digest):
+            return own_route(request, params)
+        port = request.server.inbox.owner_port(digest) if digest is not None else None
         if port is None or (upload is not None and not is_token_shaped(upload)):
             if page:
                 return text_reply(404, NOT_FOUND_TEXT)
@@ -4765,6 +4773,8 @@ def door_prove(request, params: dict):
     """A page that lost its server proves the new one before it sends its token again: the
     door passes the question to the form's owner, found by the token's digest."""
     nonce, digest = request_nonce(request), request_token_digest(request)
+    if served_here(request, digest):
+        return route_prove(request, params)
     port = request.server.inbox.owner_port(digest)
     if port is None:
         raise HttpRefusal(404, "not found")
@@ -4911,8 +4921,8 @@ INBOX_ROUTES = (
     ("GET", "/api/inbox/<key>/events", route_inbox_events),
     ("GET", "/api/inbox/<key>/share", route_inbox_share),
 ) + tuple(  # the front door: each form route, forwarded; the assets are the holder's own
-    (method, pattern, door_prove if pattern == "/api/prove" else door_route(method, pattern))
-    for method, pattern, _ in ROUTES if pattern != "/assets/<name*>"
+    (method, pattern, door_prove if pattern == "/api/prove" else door_route(method, pattern, route))
+    for method, pattern, route in ROUTES if pattern != "/assets/<name*>"
 )
 
 
@@ -5010,7 +5020,7 @@ def inbox_url(port: int, key: str) -> str:
     return "http://localhost:%d/inbox/%s" % (port, key)
 
 
-InboxStep = collections.namedtuple("InboxStep", "finish wait write bind scan")
+InboxStep = collections.namedtuple("InboxStep", "finish wait write bind probe scan")
 
 
 def plan_inbox_step(facts: dict) -> InboxStep:
@@ -5024,12 +5034,14 @@ def plan_inbox_step(facts: dict) -> InboxStep:
       page within a second), every 2 s while a form is open here (its `N more waiting`), else
       with each bind retry.
     - Without the port, a bind is tried every INBOX_RETRY_SECONDS, and at once when a form has
-      opened and the holder was not proved lately.
+      opened and the holder was not proved lately. When the bind fails, whoever holds the port
+      is asked to prove the key (is it ours, or a foreign program?) the first time, and while a
+      form is open here (only a form shows the inbox's address), not at every retry.
     - A settled form stops being readable at `readableUntil`: the worker wakes then to drop it.
     """
     now = facts["now"]
     if facts["closed"] or not facts["active"]:
-        return InboxStep(True, 0, False, False, False)
+        return InboxStep(True, 0, False, False, False, False)
     watch = INBOX_WATCH_SECONDS if facts["streams"] else 2.0 if facts["formsOpen"] else INBOX_RETRY_SECONDS
     next_try = facts["nextTry"]
     if facts["formsOpen"] and not facts["holding"] and now - facts["probed"] > INBOX_RETRY_SECONDS:
@@ -5043,12 +5055,14 @@ def plan_inbox_step(facts: dict) -> InboxStep:
         due.append(facts["readableUntil"])
     wake = min(due)
     if wake > now:
-        return InboxStep(False, wake - now, False, False, False)
+        return InboxStep(False, wake - now, False, False, False, False)
+    bind = not facts["holding"] and now >= next_try
     return InboxStep(
         finish=False,
         wait=0,
         write=facts["dirty"] and now >= facts["lastWrite"] + INBOX_WRITE_SECONDS,
-        bind=not facts["holding"] and now >= next_try,
+        bind=bind,
+        probe=bind and (not facts["holderKnown"] or facts["formsOpen"]),
         scan=now >= facts["lastScan"] + watch,
     )
 
@@ -5171,6 +5185,7 @@ class Inbox:
                     self._write_entry()
                 if self.server is None and not self._proof_fresh():
                     self._try_to_hold(True)
+                    self._scan(force=True)  # the form's "N more waiting" is right from its first state
             except InboxUnavailable as problem:
                 self._give_up(problem)
                 return None
@@ -5186,13 +5201,9 @@ class Inbox:
         return time.monotonic() - self.probed <= INBOX_RETRY_SECONDS + INBOX_PROBE_SECONDS
 
     def owner_port(self, digest: str):
-        """The loopback port of the process that serves the form whose token has this digest
-        (token_digest): this one's own form server, or the port another process wrote in our
-        registry beside the digest. None for a form nobody serves (the folder is read again
-        first: the form may be new)."""
-        form_server = self.runtime.form_server
-        if form_server is not None and self.runtime.hub.find_by_token_digest(bytes.fromhex(digest)) is not None:
-            return form_server.port
+        """The loopback port of the other process that serves the form whose token has this
+        digest (token_digest), as it wrote it in our registry beside the digest. None for a
+        form nobody serves (the folder is read again first: the form may be new)."""
         for look in range(2):
             with self.lock:
                 others = list(self.others)
@@ -5324,7 +5335,7 @@ class Inbox:
                         return
                 continue
             try:
-                self._act(step, times, forms)
+                self._act(step, times)
             except InboxUnavailable as problem:
                 self._give_up(problem)
                 return
@@ -5334,16 +5345,17 @@ class Inbox:
         now = time.monotonic()
         return {"now": now, "readableUntil": self._readable_until(now), "closed": self.closed,
                 "active": self._active(), "streams": self.streams, "formsOpen": forms,
-                "holding": self.server is not None, "probed": self.probed, "dirty": self.dirty}
+                "holding": self.server is not None, "holderKnown": self.holder is not None,
+                "probed": self.probed, "dirty": self.dirty}
 
-    def _act(self, step, times: dict, forms: bool) -> None:
+    def _act(self, step, times: dict) -> None:
         with self.door_lock:
             if step.write:
                 times["lastWrite"] = time.monotonic()
                 if not self._write_entry():
                     times["lastWrite"] += INBOX_RETRY_SECONDS  # the disk may have room by then
             if step.bind:
-                self._try_to_hold(forms)
+                self._try_to_hold(step.probe)
                 times["nextTry"] = time.monotonic() + INBOX_RETRY_SECONDS
             if step.scan or step.write:
                 times["lastScan"] = time.monotonic()
@@ -5415,16 +5427,16 @@ class Inbox:
             self.log.event("inbox-written-again")
         return True
 
-    def _try_to_hold(self, forms: bool) -> None:
-        """Bind the port, or learn who holds it: the probe runs the first time and while a form
-        is open here (only a form ever shows the inbox's address), not at every retry."""
+    def _try_to_hold(self, probe: bool) -> None:
+        """Bind the port; failing that, with `probe`, learn who holds it (plan_inbox_step says
+        when)."""
         try:
             if not port_is_free(INBOX_HOST, self.port):
                 raise OSError("address in use")
             server = LoopbackListener.bind(
                 lambda address, family: inbox_server_class()(self, address, family), INBOX_HOST, self.port)
         except OSError as error:
-            if self.holder is not None and not forms:
+            if not probe:
                 return
             # "free" here: the holder exited between the bind and the probe; the next try binds.
             self._refresh_key()
@@ -5436,8 +5448,7 @@ class Inbox:
             if report:
                 self.log.event("inbox-port-taken", "warning", port=self.port, error=str(error),
                                detail="held by a program that is not ask-user-rich; forms work as before")
-            if forms:
-                self._touch_forms()
+            self._touch_forms()
             return
         with self.changed:
             self.server = server

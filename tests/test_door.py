@@ -147,33 +147,38 @@ def test_uploads_pass_through_the_door_bounded_as_at_the_owner(door):
 def test_the_door_forwards_only_to_ports_our_registry_names(door):
     runtime, mine, agent, port = door
     trap = Trap()
+    other = agent("codex", "Forwarded")  # a form the door forwards (the holder's own it answers itself)
     try:
-        token = mine.token
-        tricks = [
-            # absolute-form request lines naming the trap
-            b"GET http://127.0.0.1:%d/s/%s HTTP/1.1\r\nHost: localhost:%d\r\n\r\n" % (trap.port, token.encode(), port),
-            b"GET http://127.0.0.1:%d/api/s/%s/state HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % (
-                trap.port, token.encode(), trap.port),
-            # a Host that names the trap's port
-            b"GET /api/s/%s/state HTTP/1.1\r\nHost: localhost:%d\r\n\r\n" % (token.encode(), trap.port),
-            b"GET /s/%s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % (token.encode(), trap.port),
-            # path tricks and encoded slashes
-            b"GET /s/../api/s/%s/state HTTP/1.1\r\nHost: localhost:%d\r\n\r\n" % (token.encode(), port),
-            b"GET /s/%s/../../127.0.0.1:%d/ HTTP/1.1\r\nHost: localhost:%d\r\n\r\n" % (token.encode(), trap.port, port),
-            b"GET /api/s/%s%%2F..%%2F..%%2Fx/state HTTP/1.1\r\nHost: localhost:%d\r\n\r\n" % (token.encode(), port),
-            b"GET /api/s/%s/attachments/..%%2f..%%2f HTTP/1.1\r\nHost: localhost:%d\r\n\r\n" % (token.encode(), port),
-            b"GET /s/127.0.0.1:%d HTTP/1.1\r\nHost: localhost:%d\r\n\r\n" % (trap.port, port),
-            b"GET //127.0.0.1:%d/s/%s HTTP/1.1\r\nHost: localhost:%d\r\n\r\n" % (trap.port, token.encode(), port),
-            b"CONNECT 127.0.0.1:%d HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % (trap.port, trap.port),
-        ]
-        for trick in tricks:
-            answer = exchange(port, trick)
-            # Refused, or (a Host naming another port is still our loopback name) served by
-            # the token's own owner: never the trap.
-            assert answer.status in (200, 400, 403, 404, 405, 501), (trick, answer.raw[:200])
+        for token in (mine.token, other.url.rsplit("/", 1)[1]):
+            tricks_on(port, trap, token)
         assert trap.connections() == 0
     finally:
         trap.close()
+
+
+def tricks_on(port: int, trap: Trap, token: str) -> None:
+    """Requests that try to make the door connect elsewhere: each is refused, or (a Host naming
+    another port is still one of our loopback names) served by the token's own owner."""
+    tricks = [
+        # absolute-form request lines naming the trap
+        b"GET http://127.0.0.1:%d/s/%s HTTP/1.1\r\nHost: localhost:%d\r\n\r\n" % (trap.port, token.encode(), port),
+        b"GET http://127.0.0.1:%d/api/s/%s/state HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % (
+            trap.port, token.encode(), trap.port),
+        # a Host that names the trap's port
+        b"GET /api/s/%s/state HTTP/1.1\r\nHost: localhost:%d\r\n\r\n" % (token.encode(), trap.port),
+        b"GET /s/%s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % (token.encode(), trap.port),
+        # path tricks and encoded slashes
+        b"GET /s/../api/s/%s/state HTTP/1.1\r\nHost: localhost:%d\r\n\r\n" % (token.encode(), port),
+        b"GET /s/%s/../../127.0.0.1:%d/ HTTP/1.1\r\nHost: localhost:%d\r\n\r\n" % (token.encode(), trap.port, port),
+        b"GET /api/s/%s%%2F..%%2F..%%2Fx/state HTTP/1.1\r\nHost: localhost:%d\r\n\r\n" % (token.encode(), port),
+        b"GET /api/s/%s/attachments/..%%2f..%%2f HTTP/1.1\r\nHost: localhost:%d\r\n\r\n" % (token.encode(), port),
+        b"GET /s/127.0.0.1:%d HTTP/1.1\r\nHost: localhost:%d\r\n\r\n" % (trap.port, port),
+        b"GET //127.0.0.1:%d/s/%s HTTP/1.1\r\nHost: localhost:%d\r\n\r\n" % (trap.port, token.encode(), port),
+        b"CONNECT 127.0.0.1:%d HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % (trap.port, trap.port),
+    ]
+    for trick in tricks:
+        answer = exchange(port, trick)
+        assert answer.status in (200, 400, 403, 404, 405, 501), (trick, answer.raw[:200])
 
 
 def test_unknown_tokens_a_foreign_host_and_a_foreign_origin_are_refused_at_the_door(door):

@@ -508,34 +508,38 @@ def test_a_form_of_a_process_that_does_not_hold_the_inbox_links_to_it_once_the_h
 
 
 def facts(**changes):
-    """A worker that holds nothing, wrote and read the folder at 0, and may try to bind at 5."""
+    """A worker that holds nothing, proved the holder once, wrote and read the folder at 0, and
+    may try to bind at 5."""
     base = {"now": 1.0, "closed": False, "active": True, "streams": 0, "formsOpen": False, "holding": False,
-            "probed": 0.0, "dirty": False, "lastWrite": 0.0, "lastScan": 0.0, "nextTry": 5.0,
-            "readableUntil": None}
+            "holderKnown": True, "probed": 0.0, "dirty": False, "lastWrite": 0.0, "lastScan": 0.0,
+            "nextTry": 5.0, "readableUntil": None}
     base.update(changes)
     return base
 
 
 @pytest.mark.parametrize("changes, expected", [
     # nothing to do, or closing: the worker ends
-    ({"active": False}, (True, 0, False, False, False)),
-    ({"closed": True, "dirty": True}, (True, 0, False, False, False)),
+    ({"active": False}, (True, 0, False, False, False, False)),
+    ({"closed": True, "dirty": True}, (True, 0, False, False, False, False)),
     # idle: sleep until the next bind attempt (which also reads the folder)
-    ({}, (False, 4.0, False, False, False)),
-    ({"now": 5.0}, (False, 0, False, True, True)),
+    ({}, (False, 4.0, False, False, False, False)),
+    # a retry: bind; the holder was proved before and no form is open, so no proof is asked
+    ({"now": 5.0}, (False, 0, False, True, False, True)),
+    # the first attempt: a failed bind asks whoever holds the port to prove the key
+    ({"now": 5.0, "holderKnown": False}, (False, 0, False, True, True, True)),
     # holding the port: no bind attempts; the folder every 5 s
-    ({"holding": True, "nextTry": float("-inf")}, (False, 4.0, False, False, False)),
+    ({"holding": True, "nextTry": float("-inf")}, (False, 4.0, False, False, False, False)),
     # a change: written at most every 250 ms
-    ({"dirty": True, "lastWrite": 0.9}, (False, 0.15, False, False, False)),
-    ({"dirty": True}, (False, 0, True, False, False)),
+    ({"dirty": True, "lastWrite": 0.9}, (False, 0.15, False, False, False, False)),
+    ({"dirty": True}, (False, 0, True, False, False, False)),
     # a page watching: the folder every half second
-    ({"holding": True, "streams": 1, "now": 0.5}, (False, 0, False, False, True)),
-    # a form opened and the holder not proved lately: who holds the door, now
-    ({"formsOpen": True, "now": 6.0, "probed": 0.5, "nextTry": 10.0}, (False, 0, False, True, True)),
-    ({"formsOpen": True, "now": 1.0, "probed": 0.5, "nextTry": 10.0}, (False, 1.0, False, False, False)),
+    ({"holding": True, "streams": 1, "now": 0.5}, (False, 0, False, False, False, True)),
+    # a form opened and the holder not proved lately: who holds the door, now, with a proof
+    ({"formsOpen": True, "now": 6.0, "probed": 0.5, "nextTry": 10.0}, (False, 0, False, True, True, True)),
+    ({"formsOpen": True, "now": 1.0, "probed": 0.5, "nextTry": 10.0}, (False, 1.0, False, False, False, False)),
     # a settled form stops being readable: wake then, to drop it from the entry
-    ({"holding": True, "readableUntil": 2.5}, (False, 1.5, False, False, False)),
+    ({"holding": True, "readableUntil": 2.5}, (False, 1.5, False, False, False, False)),
 ])
 def test_the_workers_next_step_is_planned_from_plain_facts(changes, expected):
     step = askrich.plan_inbox_step(facts(**changes))
-    assert (step.finish, pytest.approx(step.wait), step.write, step.bind, step.scan) == expected
+    assert (step.finish, pytest.approx(step.wait), step.write, step.bind, step.probe, step.scan) == expected
