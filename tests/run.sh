@@ -27,12 +27,14 @@ apt_install() {
 # real glyphs rather than boxes of another width.
 if ! { command -v fc-list >/dev/null && [ -n "$(fc-list :lang=ja)" ]; }; then apt_install fonts-noto-cjk; fi
 # The front door's real tunnels: an OpenSSH server and client on loopback (ssh -L), and nginx as
-# a TLS reverse proxy with a certificate openssl makes at test time.
+# a TLS reverse proxy with a certificate openssl makes at test time; zbarimg reads back the
+# "Open on another device" QR codes.
 missing=()
 [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 command -v ssh >/dev/null || missing+=(openssh-client)
 [ -x /usr/sbin/nginx ] || missing+=(nginx)
 command -v openssl >/dev/null || missing+=(openssl)
+command -v zbarimg >/dev/null || missing+=(zbar-tools)
 # A real desktop notice: a notification daemon (dunst) on a virtual screen (Xvfb), on a session
 # bus of the test's own, shown by notify-send.
 command -v Xvfb >/dev/null || missing+=(xvfb)
