@@ -5707,9 +5707,9 @@ def compose_notice(spec: dict, agent, project: str, url: str, environ=None, test
     heading = heading.replace("{agent}", agent or "").replace("{count}", str(count))
     folder = os.path.basename(project.rstrip("/\\")) if project else ""
     title = words.get("notice.test", "") if test else spec["title"]
-    body = " · ".join(cut(part, NOTICE_TEXT_CHARS) for part in (title, folder) if part)
+    body = " · ".join(notice_text(part) for part in (title, folder) if notice_text(part))
     return {
-        "heading": cut(heading, NOTICE_TEXT_CHARS),
+        "heading": notice_text(heading),
         "body": body,
         "open": words.get("notice.open", ""),
         "language": language,
@@ -5719,6 +5719,16 @@ def compose_notice(spec: dict, agent, project: str, url: str, environ=None, test
         "questions": count,
         "url": url,
     }
+
+
+def notice_text(text: str) -> str:
+    """One line a notifier can carry: whitespace runs as one space, control characters and
+    lone surrogates dropped (an argv cannot hold NUL, XML no control character), at most
+    NOTICE_TEXT_CHARS characters."""
+    import unicodedata
+
+    kept = "".join(ch if ch.isspace() or unicodedata.category(ch) not in ("Cc", "Cs") else "" for ch in text)
+    return cut(kept, NOTICE_TEXT_CHARS)
 
 
 # -- the desktop's notifier: a plan per platform, as argv lists ----------------------------

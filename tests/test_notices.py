@@ -158,6 +158,29 @@ def test_the_body_is_the_title_and_the_folder_on_one_line():
     assert askrich.compose_notice(spec, "X", "", URL, {})["body"] == "A long title"
 
 
+@given(st.text())
+@example("\x00 nul \x1b[31m red \ud800 lone")
+def test_any_title_becomes_one_line_every_notifier_can_carry(title):
+    notice = askrich.compose_notice({"title": title, "questions": [{}], "language": "en"}, "A", "", URL, {})
+    body = notice["body"]
+    assert "\n" not in body and len(body) <= askrich.NOTICE_TEXT_CHARS
+    body.encode("utf-8")  # no lone surrogate
+    assert not any(ord(ch) < 32 or ord(ch) == 127 for ch in body)
+    script, toast = toast_of(askrich.toast_command("powershell.exe", notice).argv[1:])
+    assert [node.text or "" for node in toast.iter("text")] == [notice["heading"], body]
+
+
+@given(st.text())
+def test_an_ntfy_title_header_is_ascii_and_decodes_to_the_title(text):
+    value = askrich.header_text(text)
+    assert value.isascii() and "\r" not in value and "\n" not in value
+    line = " ".join(text.split())
+    if line.isascii():
+        assert value == line  # as it is, whatever it holds
+    else:
+        assert "".join(part.decode(charset) for part, charset in email.header.decode_header(value)) == line
+
+
 # -- how: the desktop's notifiers, as stand-ins on PATH --------------------------------------
 
 
