@@ -3302,10 +3302,17 @@ def app_module_body(name: str, source: str, index: dict) -> str:
                 exported.append("%s: %s" % ((public or local).strip(), local.strip()))
         return ""
 
+    def defaulted(match) -> str:
+        exported.append("default: __default")
+        return "const __default = "
+
     body = re.sub(_IMPORT_RE, imported, source)
     body = re.sub(_EXPORT_DECLARATION_RE, declared, body)
     body = re.sub(_EXPORT_LIST_RE, listed, body)
+    body = re.sub(r"(?m)^export\s+default\s+", defaulted, body)
     body = re.sub(r"(?m)^//# sourceMappingURL=.*$", "", body)
+    if re.search(r"(?m)^\s*(export|import)\s", body):
+        raise ValueError("%s has an import or export the app document cannot inline" % name)
     return "%s\nreturn { %s };" % (body, ", ".join(exported))
 
 

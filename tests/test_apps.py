@@ -179,6 +179,9 @@ def test_the_builder_refuses_what_it_could_not_inline():
         askrich.app_module_body("js/x.js", "export let a = 1;\n", {})
     with pytest.raises(ValueError, match="inline"):
         askrich.app_module_order({"js/main.js": b'import x from "https://cdn.example/x.js";\n'}.__getitem__)
+    with pytest.raises(ValueError, match="cannot inline"):
+        askrich.app_module_body("js/x.js", 'export * from "./y.js";\n', {})
+    assert askrich.app_module_body("js/x.js", "const a = 1;\nexport default a;\n", {}).endswith("return { default: __default };")
 
 
 # -- the call -------------------------------------------------------------------------------
