@@ -6643,10 +6643,17 @@ APP_TOOLS = (
 APP_TOOL_NAMES = frozenset(tool["name"] for tool in APP_TOOLS)
 
 
+APP_AFTER_TEXT = (
+    "\n- Here the form is shown in the conversation: the call returns at once (status awaiting, "
+    "reason \"%s\"); call await_user_answers when the user says they have answered, or at once "
+    "to wait." % APP_SHOWN_REASON
+)
+
+
 def with_app_resource(tool: dict) -> dict:
     """ask_user_rich as a client that renders MCP Apps lists it: naming the form's resource,
-    also under the older flat key that some hosts still read."""
-    shown = dict(tool)
+    also under the older flat key that some hosts still read, and saying that it returns at once."""
+    shown = dict(tool, description=tool["description"] + APP_AFTER_TEXT)
     shown["_meta"] = dict(tool["_meta"], ui={"resourceUri": APP_RESOURCE_URI})
     shown["_meta"]["ui/resourceUri"] = APP_RESOURCE_URI
     return shown

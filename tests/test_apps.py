@@ -85,6 +85,8 @@ def test_a_declaring_client_sees_the_resource_the_tool_hint_and_the_app_only_too
     listed = result_of(host.call("tools/list"))
     tools = {tool["name"]: tool for tool in listed["tools"]}
     assert list(tools) == MODEL_TOOLS + APP_TOOLS
+    assert tools["ask_user_rich"]["description"].endswith(
+        'call await_user_answers when the user says they have answered, or at once to wait.')
     meta = tools["ask_user_rich"]["_meta"]
     assert meta["ui"] == {"resourceUri": URI} and meta["ui/resourceUri"] == URI
     assert meta["anthropic/maxResultSizeChars"] == 500000  # Claude Code's hints stay
