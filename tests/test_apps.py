@@ -297,9 +297,14 @@ def test_form_attach_refuses_as_the_upload_route_does(host):
     for arguments, status, code in cases:
         got = form(host, "form_attach", session, **arguments)
         assert (got[0], got[1]["code"], got[2]) == (status, code, True), arguments
+    for _ in range(4):  # unfinished uploads are held in memory: a few at a time
+        assert form(host, "form_attach", session, **dict(fields, size=6, data="AAAA"))[0] == 202
+    got = form(host, "form_attach", session, **dict(fields, size=6, data="AAAA"))
+    assert (got[0], got[1]["code"]) == (413, "too-many-files")
     form(host, "form_submit", session, answers={})
     got = form(host, "form_attach", session, **dict(fields, size=4, data="AAAA"))
     assert (got[0], got[1]["code"]) == (409, "not-pending")
+    assert not host.server.server.tools.app_uploads.uploads  # dropped with the interview
 
 
 def test_form_detach_removes_an_upload_and_refuses_as_the_route_does(host):
