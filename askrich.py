@@ -83,6 +83,7 @@ APP_MIME_TYPE = "text/html;profile=mcp-app"
 APP_RESOURCE_URI = "ui://ask-user-rich/form.html"
 APP_SHOWN_REASON = "Shown in the conversation."
 APP_CHUNK_MAX_CHARS = 512 * 1024  # one form_attach call carries at most this much base64
+APP_OPEN_UPLOADS = 4  # unfinished form_attach uploads held in memory per interview
 TASK_POLL_MS = 2000
 TASK_POLL_MAX_MS = 30000
 # Claude Code shows a task's statusMessage cut at 200 characters: the form's link, at its end,
@@ -3302,10 +3303,17 @@ def app_module_body(name: str, source: str, index: dict) -> str:
                 exported.append("%s: %s" % ((public or local).strip(), local.strip()))
         return ""
 
+    def defaulted(match) -> str:
+        exported.append("default: __default")
+        return "const __default = "
+
     body = re.sub(_IMPORT_RE, imported, source)
     body = re.sub(_EXPORT_DECLARATION_RE, declared, body)
     body = re.sub(_EXPORT_LIST_RE, listed, body)
+    body = re.sub(r"(?m)^export\s+default\s+", defaulted, body)
     body = re.sub(r"(?m)^//# sourceMappingURL=.*$", "", body)
+    if re.search(r"(?m)^\s*(export|import)\s", body):
+        raise ValueError("%s has an import or export the app document cannot inline" % name)
     return "%s\nreturn { %s };" % (body, ", ".join(exported))
 
 
@@ -6667,10 +6675,17 @@ APP_TOOLS = (
 APP_TOOL_NAMES = frozenset(tool["name"] for tool in APP_TOOLS)
 
 
+APP_AFTER_TEXT = (
+    "\n- Here the form is shown in the conversation: the call returns at once (status awaiting, "
+    "reason \"%s\"); call await_user_answers when the user says they have answered, or at once "
+    "to wait." % APP_SHOWN_REASON
+)
+
+
 def with_app_resource(tool: dict) -> dict:
     """ask_user_rich as a client that renders MCP Apps lists it: naming the form's resource,
-    also under the older flat key that some hosts still read."""
-    shown = dict(tool)
+    also under the older flat key that some hosts still read, and saying that it returns at once."""
+    shown = dict(tool, description=tool["description"] + APP_AFTER_TEXT)
     shown["_meta"] = dict(tool["_meta"], ui={"resourceUri": APP_RESOURCE_URI})
     shown["_meta"]["ui/resourceUri"] = APP_RESOURCE_URI
     return shown
@@ -8255,6 +8270,7 @@ class AppUploads:
         try:
             interview.check_pending()
         except InterviewError as error:
+            self.drop(interview)
             return http_error(error)
         data = arguments.get("data")
         if not isinstance(data, str):
@@ -8279,6 +8295,12 @@ class AppUploads:
         return form_attach(runtime, interview, upload["name"], upload["mimeType"], lambda: upload["size"],
                            io.BytesIO(bytes(upload["data"])))
 
+    def drop(self, interview) -> None:
+        """Forget the unfinished uploads of an interview that takes no more files."""
+        with self.lock:
+            for upload_id in [key for key, upload in self.uploads.items() if upload["interview"] == interview.id]:
+                del self.uploads[upload_id]
+
     def opened(self, interview, arguments: dict) -> dict:
         """The upload a chunk continues, or the one its first chunk opens."""
         import secrets
@@ -8297,8 +8319,9 @@ class AppUploads:
                 raise HttpRefusal(400, "size must be the file's size in bytes")
             if size > ATTACHMENT_MAX_BYTES:
                 raise HttpRefusal(413, "a file may be at most 10 MiB")
-            if sum(1 for upload in self.uploads.values() if upload["interview"] == interview.id) >= ATTACHMENTS_MAX_COUNT:
-                raise HttpRefusal(413, "an interview may have at most %d attachments" % ATTACHMENTS_MAX_COUNT,
+            if sum(1 for upload in self.uploads.values() if upload["interview"] == interview.id) >= APP_OPEN_UPLOADS:
+                # Held in memory until complete: a few at a time (the form sends one after another).
+                raise HttpRefusal(413, "at most %d uploads may be open at once" % APP_OPEN_UPLOADS,
                                   code="too-many-files")
             media_type = attachment_media_type(arguments.get("mimeType") if isinstance(arguments.get("mimeType"), str) else "")
             upload = {"id": secrets.token_hex(8), "interview": interview.id, "name": name,

@@ -85,6 +85,8 @@ def test_a_declaring_client_sees_the_resource_the_tool_hint_and_the_app_only_too
     listed = result_of(host.call("tools/list"))
     tools = {tool["name"]: tool for tool in listed["tools"]}
     assert list(tools) == MODEL_TOOLS + APP_TOOLS
+    assert tools["ask_user_rich"]["description"].endswith(
+        'call await_user_answers when the user says they have answered, or at once to wait.')
     meta = tools["ask_user_rich"]["_meta"]
     assert meta["ui"] == {"resourceUri": URI} and meta["ui/resourceUri"] == URI
     assert meta["anthropic/maxResultSizeChars"] == 500000  # Claude Code's hints stay
@@ -179,6 +181,9 @@ def test_the_builder_refuses_what_it_could_not_inline():
         askrich.app_module_body("js/x.js", "export let a = 1;\n", {})
     with pytest.raises(ValueError, match="inline"):
         askrich.app_module_order({"js/main.js": b'import x from "https://cdn.example/x.js";\n'}.__getitem__)
+    with pytest.raises(ValueError, match="cannot inline"):
+        askrich.app_module_body("js/x.js", 'export * from "./y.js";\n', {})
+    assert askrich.app_module_body("js/x.js", "const a = 1;\nexport default a;\n", {}).endswith("return { default: __default };")
 
 
 # -- the call -------------------------------------------------------------------------------
@@ -292,9 +297,14 @@ def test_form_attach_refuses_as_the_upload_route_does(host):
     for arguments, status, code in cases:
         got = form(host, "form_attach", session, **arguments)
         assert (got[0], got[1]["code"], got[2]) == (status, code, True), arguments
+    for _ in range(4):  # unfinished uploads are held in memory: a few at a time
+        assert form(host, "form_attach", session, **dict(fields, size=6, data="AAAA"))[0] == 202
+    got = form(host, "form_attach", session, **dict(fields, size=6, data="AAAA"))
+    assert (got[0], got[1]["code"]) == (413, "too-many-files")
     form(host, "form_submit", session, answers={})
     got = form(host, "form_attach", session, **dict(fields, size=4, data="AAAA"))
     assert (got[0], got[1]["code"]) == (409, "not-pending")
+    assert not host.server.server.tools.app_uploads.uploads  # dropped with the interview
 
 
 def test_form_detach_removes_an_upload_and_refuses_as_the_route_does(host):
