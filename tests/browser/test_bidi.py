@@ -11,7 +11,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from formkit import FSI, PDI, ROOT, isolated
+from formkit import FSI, PDI, ROOT, WJ, isolated
 
 LANGUAGES = ["en", "ja", "zh-CN", "zh-TW", "ko", "es", "fr", "de", "pt-BR", "ru", "ar"]
 I18N = ROOT / "assets" / "i18n"
@@ -267,3 +267,27 @@ def test_a_file_type_and_a_key_in_arabic_read_in_their_own_order(form):
     assert shift[1] <= arrow[0] + 0.5, (shift, arrow)
     # and the brackets stay around it, the right-to-left way: "(" at its right.
     assert closing[1] <= shift[0] + 0.5 and arrow[1] <= opening[0] + 0.5, (opening, shift, arrow, closing)
+
+
+def test_a_name_is_spaced_from_chinese_and_joined_to_a_korean_particle(form):
+    """t() sets a space between Han text and an inserted value whose edge is Latin or a digit,
+    and none beside a Chinese value; a letter written onto the closing isolate gets a word joiner
+    (a number stays bare and gets neither)."""
+    f = form(spec("en"))
+    said = f.page.evaluate("""async () => {
+      const m = await import('/assets/js/i18n.js');
+      const out = {};
+      await m.setLanguage('zh-CN');
+      out.latin = m.t('attach.uploading', {name: 'notes.txt'});
+      out.han = m.t('attach.uploading', {name: '报告.txt'});
+      out.plain = m.tPlain('attach.removeLabel', {name: 'notes.txt'});
+      await m.setLanguage('ko');
+      out.particle = m.t('end.delivered');
+      out.count = m.t('followups.added', {count: 2});
+      return out;
+    }""")
+    assert said["latin"] == "正在上传 " + isolated("notes.txt") + "…"
+    assert said["han"] == "正在上传" + isolated("报告.txt") + "…"
+    assert said["plain"] == "移除 notes.txt"
+    assert said["particle"].startswith("답변이 " + isolated("에이전트") + WJ + "에 전달")
+    assert "질문 2개" in said["count"]  # a number: no isolate, no joiner

@@ -515,12 +515,13 @@ def lone_last_characters(blocks):
 
 
 def parted(first, second):
-    """Finds `first` at a line's end and `second`, right after it, on the next line."""
+    """Finds `first` at a line's end and what follows it, matching the pattern `second`, on the
+    next line."""
     def check(blocks):
         found = []
         for b in blocks:
-            for m in re.finditer(re.escape(first + second), b["text"]):
-                if b["lines"][m.start()] != b["lines"][m.end() - 1]:
+            for m in re.finditer(re.escape(first) + "(?=%s)" % second, b["text"]):
+                if b["lines"][m.end() - 1] != b["lines"][m.end()]:
                     found.append((b["where"], b["text"]))
         return found
     return check
@@ -568,11 +569,22 @@ def test_a_chinese_end_page_never_ends_a_paragraph_on_one_character(form):
     assert lone == [], "\n".join(map(repr, lone))
 
 
-def test_japanese_keeps_kono_and_tabu_on_one_line(form):
+KATAKANA = "[\u30a0-\u30ff]"
+
+
+def test_japanese_keeps_kono_and_the_word_after_it_on_one_line(form):
+    """この and the katakana word it points at (タブ, インタビュー, ブラウザー) on one line, on
+    every end page."""
     apart = []
     for where, f in end_pages(form, "ja", "Claude Code"):
         if where != "skip dialog":
-            apart += [(where,) + x for x in across_widths(f.page, "section.end", parted("この", "タブ"))]
+            apart += [(where,) + x for x in across_widths(f.page, "section.end", parted("この", KATAKANA))]
+    f.expect_errors = True  # the browser logs the 404 of an expired interview itself
+    for state in ("expired", "cancelled", "declined"):
+        f.pretend_state(state)
+        f.page.goto(f.interview.url)
+        f.page.wait_for_selector("section.end")
+        apart += [(state,) + x for x in across_widths(f.page, "section.end", parted("この", KATAKANA))]
     assert apart == [], "\n".join(map(repr, apart))
 
 
@@ -595,4 +607,4 @@ def test_the_sweep_finds_a_parted_particle_and_a_lone_last_character(form):
         lone += lone_last_characters(blocks)
     assert ("p.end-text", "답변이 에이전트에 전달되었습니다") in particles
     assert ("p.end-more", "了。") in lone
-    assert parted("この", "タブ")([{"text": "このタブ", "lines": [0, 0, 1, 1], "where": "p"}])
+    assert parted("この", KATAKANA)([{"text": "このタブ", "lines": [0, 0, 1, 1], "where": "p"}])
