@@ -5702,6 +5702,40 @@ def notice_words(language: str) -> dict:
     return words
 
 
+# Chinese sets a space between Han characters and a Latin word or a number; between its own
+# words and an inserted name only where the name's edge is Latin or a digit ("Claude Code 向你",
+# "智能体向你"), as the form's t() does (assets/js/i18n.js).
+HAN_RANGES = ((0x2E80, 0x2FDF), (0x3005, 0x3007), (0x3021, 0x3029), (0x3400, 0x4DBF), (0x4E00, 0x9FFF),
+              (0xF900, 0xFAFF), (0x20000, 0x3134F))
+
+
+def is_han(ch: str) -> bool:
+    return bool(ch) and any(low <= ord(ch) <= high for low, high in HAN_RANGES)
+
+
+def is_latin_edge(ch: str) -> bool:
+    return (ch.isascii() and ch.isalnum()) or "\u00c0" <= ch <= "\u024f"
+
+
+def fill_words(language: str, template: str, values: dict) -> str:
+    """A string of assets/i18n with its {placeholders} filled, for text that is not laid out in
+    a page (a desktop notice): no isolates, and Chinese spacing as in the page."""
+    import re
+
+    def one(match):
+        name = match.group(1)
+        if name not in values:
+            return match.group(0)
+        text = str(values[name])
+        if not language.startswith("zh") or not text:
+            return text
+        before = template[match.start() - 1:match.start()]
+        after = template[match.end():match.end() + 1]
+        return ((" " if is_han(before) and is_latin_edge(text[0]) else "") + text
+                + (" " if is_han(after) and is_latin_edge(text[-1]) else ""))
+    return re.sub(r"\{(\w+)\}", one, template)
+
+
 def compose_notice(spec: dict, agent, project: str, url: str, environ=None, test=False) -> dict:
     """Everything a target says: `heading` ("Claude Code asks 12 questions"), `body` ("<title>
     · <project folder>") and the action's label, in the interview's language, with the facts
@@ -5712,7 +5746,7 @@ def compose_notice(spec: dict, agent, project: str, url: str, environ=None, test
     key = "notice.heading" if agent else "notice.headingNoAgent"
     forms = words.get(key, {})
     heading = forms.get(plural_category(language, count), forms.get("other", "")) if isinstance(forms, dict) else forms
-    heading = heading.replace("{agent}", agent or "").replace("{count}", str(count))
+    heading = fill_words(language, heading, {"agent": agent or "", "count": str(count)})
     folder = os.path.basename(project.rstrip("/\\")) if project else ""
     title = words.get("notice.test", "") if test else spec["title"]
     body = " · ".join(notice_text(part) for part in (title, folder) if notice_text(part))

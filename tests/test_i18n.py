@@ -116,6 +116,33 @@ def test_shortcut_keys_stay_the_same_in_every_language(tag):
     assert wrong == []
 
 
+# Keys named in words: between backticks by their English name, the same in every file (the key
+# pressed does not change), shown as the language's own name, key.<English name>.
+NAMED_KEYS = sorted(key[len("key."):] for key in ENGLISH if key.startswith("key."))
+
+
+def test_every_named_key_is_a_key_the_strings_show():
+    shown = {k for value in ENGLISH.values() for text in variants(value) for k in KEY_IN_TEXT.findall(text)}
+    assert set(NAMED_KEYS) <= shown
+    assert {"Space", "Shift", "Esc", "Enter", "Ctrl", "Home", "End", "Backspace"} <= set(NAMED_KEYS)
+
+
+@pytest.mark.parametrize("tag", list(askrich.FORM_LANGUAGES))
+def test_a_key_has_one_name_in_each_language(tag):
+    """Running text names a key as the key table shows it: "Leertaste" in German, never "Space"
+    beside it; Esc is never "Escape"."""
+    table = strings(tag)
+    wrong = []
+    for name in NAMED_KEYS:
+        own = table["key." + name]
+        others = ({name, "Escape"} if name == "Esc" else {name}) - {own}
+        for key, value in table.items():
+            for text in variants(value) if not key.startswith("key.") else []:
+                plain = KEY_IN_TEXT.sub(" ", text)
+                wrong += [(key, word, own) for word in others if re.search(r"(?<!\w)%s(?!\w)" % word, plain)]
+    assert wrong == []
+
+
 def test_french_punctuation_never_starts_a_line():
     # Before ? ! ; : and inside guillemets French sets a space that must not break.
     plain = [

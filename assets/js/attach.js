@@ -407,7 +407,7 @@ function offerAsFile(field, text, limit) {
   const attach = document.createElement("button");
   attach.type = "button";
   attach.className = "btn small text-offer-attach";
-  attach.textContent = t("text.attach");
+  attach.textContent = t("text.attach", { type: ".txt" }); // isolated: right to left it stays ".txt"
   const dismiss = document.createElement("button");
   dismiss.type = "button";
   dismiss.className = "btn small text-offer-dismiss";

@@ -113,6 +113,26 @@ const bare = (v) => typeof v === "number" || v instanceof Figure;
 // itself (the labels of a ranked order or of the options picked).
 export const isolate = (v) => (bare(v) ? String(v) : `${FSI}${v}${PDI}`);
 
+// The closing isolate is a place where a line may break, even in Korean's keep-all: a name and
+// the particle written onto it ("{agent}에") would part over two lines. A word joiner (U+2060)
+// after the isolate, wherever a letter follows at once, keeps them together.
+export const WJ = "\u2060";
+const LETTER = /\p{L}/u;
+// Chinese sets a space between Han characters and a Latin word or a number: between its own
+// words and an inserted name only when the name's edge is Latin or a digit ("上传 notes.txt",
+// "上传报告.txt"). CSS text-autospace would do it, but it does not see across the isolates.
+const HAN = /\p{Script=Han}/u;
+const LATIN = /[\p{Script=Latin}\d]/u;
+
+function spacedFill(template, at, length, text) {
+  if (!lang.startsWith("zh") || !text) return { before: "", after: "" };
+  const prev = template[at - 1], next = template[at + length];
+  return {
+    before: prev && HAN.test(prev) && LATIN.test(text[0]) ? " " : "",
+    after: next && HAN.test(next) && LATIN.test(text[text.length - 1]) ? " " : "",
+  };
+}
+
 function fill(key, params, wrap) {
   const count = typeof params.count === "number" ? params.count : undefined;
   // Inside a host, the words that speak of a browser tab have their own (inHost.<key>).
@@ -124,8 +144,12 @@ function fill(key, params, wrap) {
   const capital = template.startsWith("{agent}") && !agentName;
   return template.replace(/\{(\w+)\}/g, (m, name, at) => {
     if (!(name in values)) return m;
-    const v = values[name];
-    return wrap(capital && at === 0 && v ? v[0].toLocaleUpperCase(lang) + v.slice(1) : v);
+    const raw = values[name];
+    const v = capital && at === 0 && raw ? raw[0].toLocaleUpperCase(lang) + raw.slice(1) : raw;
+    if (bare(v)) return wrap(v);
+    const space = spacedFill(template, at, m.length, String(v));
+    const joined = wrap === isolate && !space.after && LETTER.test(template[at + m.length] || "");
+    return space.before + wrap(v) + (joined ? WJ : space.after);
   });
 }
 
@@ -142,6 +166,11 @@ export const list = (items) => items.join(t("list.sep"));
 // Sentences one after the other: with a space, or none after 。 in Chinese and Japanese.
 export const sentences = (...parts) => parts.filter(Boolean).join(t("sentence.sep"));
 
+// A key's name as the language's keyboards and manuals write it ("Leertaste", "Échap"). The
+// strings name a key between backticks by its English name, the same in every language (the key
+// pressed does not change); a letter, a digit or an arrow has no entry and stays as it is.
+export const keyName = (key) => lookup(strings, `key.${key}`) ?? lookup(english, `key.${key}`) ?? key;
+
 // Text whose `backticked` parts are keys, shown as <kbd>. A key cap is laid out as one box, and
 // the browser breaks a line on either side of such a box even before a closing mark ("↓ / ，再"),
 // so the marks touching a key are kept on its line with it.
@@ -153,7 +182,7 @@ export function fillKeys(el, text) {
   for (let i = 0; i < parts.length; i++) {
     if (i % 2 === 0) { if (parts[i]) out.push(parts[i]); continue; }
     const k = document.createElement("kbd");
-    k.textContent = parts[i];
+    k.textContent = keyName(parts[i]);
     const prev = out[out.length - 1];
     const before = typeof prev === "string" ? prev.match(OPENING) : null;
     const after = i + 1 < parts.length ? parts[i + 1].match(CLOSING) : null;

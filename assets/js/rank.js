@@ -2,7 +2,7 @@
 // slide aside), by keyboard (pick up / move / drop / cancel, Shift+arrows, digits) and by the
 // visible Move buttons. Nothing counts as an answer until the user moves a row or keeps the order.
 import { state, answerOf, takeRecommendation, clearAnswer, labelOf } from "./state.js";
-import { t, tPlain } from "./i18n.js";
+import { t, tPlain, keyName } from "./i18n.js";
 import { clone } from "./dom.js";
 
 const views = new Map(); // qid -> {list, rows: Map(optId -> li), status, q}
@@ -52,8 +52,9 @@ export function buildRank(q, box, n) {
     actions.append(b);
     return b;
   };
-  mk("rank-move-up", t("rank.moveUp"), t("rank.moveUpTitle"));
-  mk("rank-move-down", t("rank.moveDown"), t("rank.moveDownTitle"));
+  // The keys are a value of their own, isolated: right to left, "Shift+↑" keeps its order.
+  mk("rank-move-up", t("rank.moveUp"), t("rank.moveUpTitle", { keys: `${keyName("Shift")}+↑` }));
+  mk("rank-move-down", t("rank.moveDown"), t("rank.moveDownTitle", { keys: `${keyName("Shift")}+↓` }));
   mk("rank-keep", t("rank.keep"));
   if (q.recommended.length) mk("rank-rec", t("rank.recommendedOrder"));
   mk("rank-reset", t("rank.reset"));

@@ -22,6 +22,8 @@ DESKTOP = {"width": 1100, "height": 860}
 
 # The bidi isolate the form's t() puts around every value it inserts that is not a number.
 FSI, PDI = "\u2068", "\u2069"
+# And the word joiner t() puts after the isolate when a letter follows at once ("{agent}から").
+WJ = "\u2060"
 
 
 def isolated(text):

@@ -11,7 +11,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from formkit import FSI, PDI, ROOT, isolated
+from formkit import FSI, PDI, ROOT, WJ, isolated
 
 LANGUAGES = ["en", "ja", "zh-CN", "zh-TW", "ko", "es", "fr", "de", "pt-BR", "ru", "ar"]
 I18N = ROOT / "assets" / "i18n"
@@ -217,3 +217,77 @@ def test_the_tab_title_the_aria_texts_and_the_answers_sent_carry_no_isolates(for
     q1 = next(a for a in result["answers"] if a["id"] == "q1")
     assert (q1["selected"], q1["notes"]) == (["pg"], "Version 16")
     assert result["generalNotes"] == "Claude Code 3"
+
+
+# The boxes of `parts` in the text of `el` (each found after the one before), or in the
+# text `probe` instead when it is given, put into a paragraph atop the page (as a title shows it).
+BOXES = """(el, [parts, probe]) => {
+  if (probe !== null) {
+    const p = document.createElement('p');
+    p.textContent = probe;
+    document.querySelector('#main').prepend(p);
+    el = p;
+  }
+  const node = [...el.childNodes].find((n) => n.nodeType === 3);
+  const out = [];
+  let from = 0;
+  for (const part of parts) {
+    const at = node.data.indexOf(part, from);
+    const r = document.createRange();
+    r.setStart(node, at);
+    r.setEnd(node, at + part.length);
+    const b = r.getBoundingClientRect();
+    out.push([b.left, b.right, b.top]);
+    from = at + part.length;
+  }
+  return out;
+}"""
+
+
+def test_a_file_type_and_a_key_in_arabic_read_in_their_own_order(form):
+    f = form(spec("ar"))
+    # The button offering a long paste as a file: ".txt" at the left end of the right-to-left
+    # line, after the words, read left to right (not "txt.").
+    f.page.locator("#rail button[data-goto='q:free']").click()
+    f.section("free").locator("textarea").first.focus()
+    f.page.evaluate("""(text) => {
+      const data = new DataTransfer();
+      data.setData("text/plain", text);
+      document.activeElement.dispatchEvent(new ClipboardEvent("paste", {clipboardData: data, bubbles: true, cancelable: true}));
+    }""", "سطر\n" * 6000)
+    button = f.section("free").locator(".text-offer-attach")
+    expect(button).to_be_visible()
+    words, dot, txt = button.evaluate(BOXES, [["كملف", ".", "txt"], None])
+    assert dot[2] == txt[2] == words[2], (words, dot, txt)  # one line
+    assert dot[1] <= txt[0] + 0.5 and txt[1] <= words[0], (words, dot, txt)
+    # The move buttons' titles: "Shift+↑" reads left to right inside the brackets.
+    title = f.section("r").locator(".rank-move-up").get_attribute("title")
+    opening, shift, arrow, closing = f.section("r").locator(".rank-move-up").evaluate(
+        BOXES, [["(", "Shift", "↑", ")"], title])
+    assert shift[1] <= arrow[0] + 0.5, (shift, arrow)
+    # and the brackets stay around it, the right-to-left way: "(" at its right.
+    assert closing[1] <= shift[0] + 0.5 and arrow[1] <= opening[0] + 0.5, (opening, shift, arrow, closing)
+
+
+def test_a_name_is_spaced_from_chinese_and_joined_to_a_korean_particle(form):
+    """t() sets a space between Han text and an inserted value whose edge is Latin or a digit,
+    and none beside a Chinese value; a letter written onto the closing isolate gets a word joiner
+    (a number stays bare and gets neither)."""
+    f = form(spec("en"))
+    said = f.page.evaluate("""async () => {
+      const m = await import('/assets/js/i18n.js');
+      const out = {};
+      await m.setLanguage('zh-CN');
+      out.latin = m.t('attach.uploading', {name: 'notes.txt'});
+      out.han = m.t('attach.uploading', {name: '报告.txt'});
+      out.plain = m.tPlain('attach.removeLabel', {name: 'notes.txt'});
+      await m.setLanguage('ko');
+      out.particle = m.t('end.delivered');
+      out.count = m.t('followups.added', {count: 2});
+      return out;
+    }""")
+    assert said["latin"] == "正在上传 " + isolated("notes.txt") + "…"
+    assert said["han"] == "正在上传" + isolated("报告.txt") + "…"
+    assert said["plain"] == "移除 notes.txt"
+    assert said["particle"].startswith("답변이 " + isolated("에이전트") + WJ + "에 전달")
+    assert "질문 2개" in said["count"]  # a number: no isolate, no joiner

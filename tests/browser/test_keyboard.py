@@ -322,3 +322,21 @@ def test_the_question_mark_table_is_the_readme_table(form):
     # the invisible isolates, and what is compared is the words a reader sees in both.
     assert any(isolated("the agent") in action for _, action in shown)
     assert [[keys, action.replace(FSI, "").replace(PDI, "")] for keys, action in shown] == rows
+
+
+def test_keys_are_shown_by_the_language_s_own_names_and_still_work(form):
+    """German and French name their keys in the '?' table and every hint; the keys themselves
+    stay the same."""
+    names = {"de": ["Leertaste", "Umschalt", "Esc", "Strg", "Pos1", "Ende", "Rücktaste", "Enter"],
+             "fr": ["Espace", "Maj", "Échap", "Ctrl", "Début", "Fin", "Retour arrière", "Entrée"]}
+    for tag, shown in names.items():
+        f = form(dict(spec_basic(), language=tag))
+        f.press("?")
+        keys = f.page.locator("#help tbody kbd").all_text_contents()
+        assert set(shown) <= set(keys) and not {"Space", "Shift", "Home", "Backspace"} & set(keys), keys
+        f.press("Escape", "End")
+        assert "Space" not in f.page.locator(".review .hint").inner_text()
+        f.press("Home", "ArrowDown", "ArrowDown", "Space")  # the keys pressed are the same
+        assert f.option("one", "b").is_checked()
+        title = f.section("rank").locator(".rank-move-up").get_attribute("title")
+        assert isolated(shown[1] + "+↑") in title, title

@@ -9,7 +9,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from formkit import PHONE, ROOT, answer_of, isolated
+from formkit import PHONE, ROOT, WJ, answer_of, isolated
 from test_screens import clipped, serious_violations
 
 LANGUAGES = ["en", "ja", "zh-CN", "zh-TW", "ko", "es", "fr", "de", "pt-BR", "ru", "ar"]
@@ -309,7 +309,7 @@ def test_follow_up_notices_name_the_agent_the_client_gave(form, rich_spec):
 @pytest.mark.parametrize("tag, said", [
     ("en", isolated("The agent") + " added 2 follow-up questions."),
     ("de", isolated("Der Agent") + " hat 2 Folgefragen hinzugefügt."),
-    ("ja", isolated("エージェント") + "から追加の質問が2問届きました。"),
+    ("ja", isolated("エージェント") + WJ + "から追加の質問が2問届きました。"),
     ("ar", "أضاف %s سؤالَي متابعة." % isolated("الوكيل")),
 ])
 def test_a_client_without_a_name_is_called_the_agent_in_the_language(form, tag, said):

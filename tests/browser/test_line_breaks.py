@@ -1,6 +1,6 @@
 """Where the form's lines break: in Japanese and Chinese no line starts with a small kana or a
 closing mark, and a Chinese heading breaks between words; in every language a count stays on
-the line of its label ("未回答：1", "En attente : 1") and a size with its unit ("10 MiB"), on
+the line of its label ("未回答：1", "Sans réponse : 1") and a size with its unit ("10 MB"), on
 every screen, dialog and page, at a phone's 360 px and at 1280 px.
 
 The lines are read from the layout itself: every character's box (Range.getClientRects) tells
@@ -28,9 +28,10 @@ CLOSING = "、。，．：；？！）」』】〕〉》〗〙〛〞〟”’｡
 # inline as a whole (a key cap, a button) counts as a character of its parent's line too, so
 # that the text after it is not taken for a line start. Returns one entry per block:
 # {text, lines: [line index of each character, -1 for a space], where: a short name of the
-# block}; a box laid out as a whole is the character U+FFFC.
-LINES = r"""() => {
-  const isolate = /[\u2066-\u2069]/;
+# block}; a box laid out as a whole is the character U+FFFC. Given a selector, only the text
+# under that element is read. Isolates and word joiners are invisible and on no line.
+LINES = r"""(root) => {
+  const isolate = /[\u2060\u2066-\u2069]/;
   const blocks = new Map();
   const style = (el) => getComputedStyle(el);
   const blockOf = (node) => {
@@ -57,11 +58,12 @@ LINES = r"""() => {
     return e.line;
   };
   const hidden = (el) => !el || el.closest('template, dialog:not([open]), .sr-only, [hidden]');
-  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_ELEMENT | NodeFilter.SHOW_TEXT);
+  const top = (root && document.querySelector(root)) || document.body;
+  const walker = document.createTreeWalker(top, NodeFilter.SHOW_ELEMENT | NodeFilter.SHOW_TEXT);
   const range = document.createRange();
   for (let node = walker.currentNode; node; node = walker.nextNode()) {
     if (node.nodeType === Node.ELEMENT_NODE) {
-      if (node === document.body || hidden(node)) continue;
+      if (node === document.body || node === top || hidden(node)) continue;
       const d = style(node).display;
       if (d.startsWith('inline-') || (d === 'inline' && /^(IMG|INPUT|TEXTAREA|SELECT|BUTTON)$/.test(node.tagName))) {
         const r = node.getBoundingClientRect();
@@ -391,22 +393,24 @@ def test_no_count_or_size_is_split_from_its_label_on_a_phone(form, tag):
     assert lines.starts == [], "\n".join(map(repr, lines.starts))
 
 
+# Paragraphs put atop the page, each {style, text} and any of id, className, lang.
+PROBES = """(probes) => document.querySelector('#main').prepend(...probes.map(({style, text, ...props}) => {
+  const p = document.createElement('p');
+  Object.assign(p, props);
+  p.style.cssText = style;
+  p.textContent = text;
+  return p;
+}))"""
+
+
 def test_the_line_reader_finds_a_bad_break_when_there_is_one(form):
     """The checks above are not vacuous: a block that has to break before a small kana, and a
     count pushed onto the line after its label, are both found."""
     f = form(spec_for("ja"), viewport=PHONE)
     page = f.page
-    page.evaluate("""() => {
-        const kana = document.createElement('p');
-        kana.id = 'kana';
-        kana.style.cssText = 'width: 2em; line-break: anywhere; font-size: 16px';
-        kana.textContent = 'ショートカット';
-        const count = document.createElement('p');
-        count.id = 'count';
-        count.style.cssText = 'width: 2.5em; line-break: anywhere; font-size: 16px';
-        count.textContent = '未回答：1';
-        document.querySelector('#main').prepend(kana, count);
-    }""")
+    page.evaluate(PROBES, [
+        {"id": "kana", "style": "width: 2em; line-break: anywhere; font-size: 16px", "text": "ショートカット"},
+        {"id": "count", "style": "width: 2.5em; line-break: anywhere; font-size: 16px", "text": "未回答：1"}])
     blocks = page.evaluate(LINES)
     kana = [text for where, text in bad_starts(blocks) if where == "p#kana"]
     assert kana and all(text[0] in SMALL_KANA for text in kana), kana
@@ -461,3 +465,146 @@ def test_the_inbox_breaks_its_lines_right(inbox_page, inbox_rt, tag, viewport):
     words = split_words(page, blocks, tag) if tag.startswith("zh") else []
     assert words == [], "\n".join(map(repr, words))
     submit(long.url, {})
+
+
+# -- names and particles, the end page's last lines, この and タブ ----------------------------
+# Read on the real screens at every width from a small phone up, where the review saw them break
+# (Korean at 310-330 px, Japanese at 360 and 1280 px): the viewport narrows one step at a time
+# and the lines are read again at each width.
+
+SWEEP = list(range(300, 481, 2)) + [600, 800, 1024, 1280]
+HANGUL = re.compile(r"[\uac00-\ud7a3]")
+
+
+def across_widths(page, root, check):
+    """check(blocks) at every width of SWEEP, on the text under `root`: (width, …) per finding."""
+    found = []
+    for width in SWEEP:
+        page.set_viewport_size({"width": width, "height": 860})
+        found += [(width,) + tuple(x) for x in check(page.evaluate(LINES, root))]
+    page.set_viewport_size(PHONE)
+    return found
+
+
+def parted_particles(name):
+    """Finds a line that starts with the particle written onto `name` ("…에이전트⏎에")."""
+    def check(blocks):
+        found = []
+        for b in blocks:
+            for m in re.finditer(re.escape(name), b["text"]):
+                at = m.end()
+                if at < len(b["text"]) and HANGUL.match(b["text"][at]) and b["lines"][at] != b["lines"][at - 1]:
+                    found.append((b["where"], b["text"]))
+        return found
+    return check
+
+
+def lone_last_characters(blocks):
+    """A paragraph of the end page whose last line holds one Han character (and its marks)."""
+    found = []
+    for b in blocks:
+        if not b["where"].startswith("p.end-"):
+            continue
+        last = max(b["lines"])
+        if last == 0:
+            continue
+        text = "".join(c for c, l in zip(b["text"], b["lines"]) if l == last)
+        if len(re.findall(r"\w", text)) < 2:
+            found.append((b["where"], text))
+    return found
+
+
+def parted(first, second):
+    """Finds `first` at a line's end and what follows it, matching the pattern `second`, on the
+    next line."""
+    def check(blocks):
+        found = []
+        for b in blocks:
+            for m in re.finditer(re.escape(first) + "(?=%s)" % second, b["text"]):
+                if b["lines"][m.end() - 1] != b["lines"][m.end()]:
+                    found.append((b["where"], b["text"]))
+        return found
+    return check
+
+
+def end_pages(form, tag, agent):
+    """Every end page with a sentence about the agent: each answer's way of ending (sent while
+    the agent waits and while it does not; skipped after the skip dialog), yielded as (where,
+    form) with the page on it; the skip dialog itself is yielded open as "skip dialog"."""
+    spec = {"title": "同步", "language": tag, "questions": [
+        {"id": "q", "header": "問", "options": [{"id": "a", "label": "A"}, {"id": "b", "label": "B"}]}]}
+    f = form(spec, viewport=PHONE, agent=agent)
+    result = f.waiting_call()
+    f.submit_and_collect()
+    result()
+    yield "sent, the agent waiting", f
+    f = form(spec, viewport=PHONE, agent=agent)
+    f.submit_and_collect()
+    yield "sent, the agent not waiting", f
+    f = form(spec, viewport=PHONE, agent=agent)
+    f.press("End")
+    f.page.locator("#btn-skip").click()
+    yield "skip dialog", f
+    f.page.locator("#skip-confirm").click()
+    f.page.wait_for_selector("section.end")
+    yield "skipped", f
+
+
+@pytest.mark.parametrize("agent", [None, "Claude Code"], ids=["the-agent", "named"])
+def test_a_korean_name_keeps_its_particle_on_its_line(form, agent):
+    name = agent or strings("ko")["agent.fallback"]
+    parted_at = []
+    for where, f in end_pages(form, "ko", agent):
+        root = "#skip" if where == "skip dialog" else "section.end"
+        parted_at += [(where,) + x for x in across_widths(f.page, root, parted_particles(name))]
+    assert parted_at == [], "\n".join(map(repr, parted_at))
+
+
+def test_a_chinese_end_page_never_ends_a_paragraph_on_one_character(form):
+    lone = []
+    for agent in (None, "Claude Code"):
+        for where, f in end_pages(form, "zh-CN", agent):
+            if where != "skip dialog":
+                lone += [(agent, where) + x for x in across_widths(f.page, "section.end", lone_last_characters)]
+    assert lone == [], "\n".join(map(repr, lone))
+
+
+KATAKANA = "[\u30a0-\u30ff]"
+
+
+def test_japanese_keeps_kono_and_the_word_after_it_on_one_line(form):
+    """この and the katakana word it points at (タブ, インタビュー, ブラウザー) on one line, on
+    every end page."""
+    apart = []
+    for where, f in end_pages(form, "ja", "Claude Code"):
+        if where != "skip dialog":
+            apart += [(where,) + x for x in across_widths(f.page, "section.end", parted("この", KATAKANA))]
+    f.expect_errors = True  # the browser logs the 404 of an expired interview itself
+    for state in ("expired", "cancelled", "declined"):
+        f.pretend_state(state)
+        f.page.goto(f.interview.url)
+        f.page.wait_for_selector("section.end")
+        apart += [(state,) + x for x in across_widths(f.page, "section.end", parted("この", KATAKANA))]
+    assert apart == [], "\n".join(map(repr, apart))
+
+
+def test_the_sweep_finds_a_parted_particle_and_a_lone_last_character(form):
+    """The three checks above are not vacuous: without the word joiner a Korean particle parts
+    from the isolated name before it, and without text-wrap: pretty a Chinese paragraph ends on
+    one character, at some width."""
+    f = form(spec_for("ko"), viewport=PHONE)
+    f.page.evaluate(PROBES, [
+        {"className": "end-text", "style": "font-size: 16px; word-break: keep-all; text-wrap: wrap",
+         "text": "답변이 \u2068에이전트\u2069에 전달되었습니다"},
+        {"className": "end-more", "lang": "zh-CN", "style": "font-size: 16px; text-wrap: wrap",
+         "text": "你可以关闭此标签页了。"}])
+    particles, lone = [], []
+    for quarter in range(16, 48):
+        f.page.evaluate("(w) => document.querySelectorAll('#main > p').forEach((p) => { p.style.width = w; })",
+                        "%gem" % (quarter / 4))
+        blocks = f.page.evaluate(LINES, "#main")
+        particles += parted_particles("에이전트")(blocks)
+        lone += lone_last_characters(blocks)
+    assert ("p.end-text", "답변이 에이전트에 전달되었습니다") in particles
+    assert ("p.end-more", "了。") in lone
+    assert parted("この", KATAKANA)([{"text": "このタブ", "lines": [0, 0, 1, 1], "where": "p"}])
