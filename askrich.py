@@ -6920,6 +6920,22 @@ def switch_hook(config: "Config", on: bool) -> int:
     return 0
 
 
+# How long a hook that gave up keeps serving an open form, so that its event stream, woken by
+# the change, tells the page before the process (and with it the form server) ends.
+HOOK_GOODBYE_SECONDS = 2.0
+
+
+def say_goodbye(interview: Interview) -> None:
+    """Return once no page watches the interview, or after HOOK_GOODBYE_SECONDS."""
+    deadline = time.monotonic() + HOOK_GOODBYE_SECONDS
+
+    def check():
+        left = deadline - time.monotonic()
+        return True if interview.streams == 0 or left <= 0 else left
+
+    interview.wait_until(check)
+
+
 def answer_ask_user_question(source: str, timeout: int):
     """The hook output for one PreToolUse call, or None to let Claude Code ask itself."""
     import signal
@@ -6948,6 +6964,7 @@ def answer_ask_user_question(source: str, timeout: int):
             runtime.hub.settle_without_form(interview, {q["id"]: unanswered() for q in interview.questions()},
                                             CANCELLED, "browser", handed_back=why == "timeout")
             runtime.log.event("hook-gave-up", interview=interview.id, why=why)
+            say_goodbye(interview)
         return 0
 
     ask_here(arguments, True, finish, agent=HOOK_AGENT, timeout=max(1.0, timeout - margin),

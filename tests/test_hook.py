@@ -18,21 +18,10 @@ import threading
 import pytest
 
 import askrich
-from support import MODULE, WAIT, EventsReader, api_url, http_request, submit
+from support import (ASK_USER_QUESTION, ASKED_DB, ASKED_LANGS, MODULE, WAIT, EventsReader, api_url,
+                     http_request, submit)
 
-# One AskUserQuestion call as Claude Code 2.1.328 hands it to the hook (the fields it sent in a
-# real session), with a question text that holds quotes and a newline, a preview, a
-# recommendation by the built-in's convention, and a multi-select.
-DB = 'Which "database" should we use?\nWe store orders.'
-LANGS = "Which client languages?"
-TOOL_INPUT = {"questions": [
-    {"question": DB, "header": "Database", "multiSelect": False, "options": [
-        {"label": "Postgres (Recommended)", "description": "Row store we run already",
-         "preview": "+--------+\n| orders |\n+--------+"},
-        {"label": "MySQL", "description": "Ops knows it"}]},
-    {"question": LANGS, "header": "Langs", "multiSelect": True, "options": [
-        {"label": "Python", "description": "p"}, {"label": "Go", "description": "g"},
-        {"label": "Rust", "description": "r"}]}]}
+DB, LANGS, TOOL_INPUT = ASKED_DB, ASKED_LANGS, ASK_USER_QUESTION
 
 
 def hook_input(tool_input=TOOL_INPUT, cwd="/tmp", **changes):
@@ -306,3 +295,10 @@ def test_a_sigterm_from_claude_code_ends_the_hook_silently_and_cancels_the_form(
         code, out = hook.finish()
     assert ended["state"] == "cancelled" and "handedBack" not in ended, ended
     assert code == 0 and out == ""
+
+
+def test_the_readme_turns_the_hook_on_and_off_with_the_commands_tested_here():
+    with open(os.path.join(os.path.dirname(MODULE), "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    assert "ask-user-rich-marketplace/ask-user-rich/askrich.pyz \\\n  hook ask-user-question --enable" in readme
+    assert "--disable" in readme and "`PreToolUse` hook on `AskUserQuestion`" in readme
