@@ -2,6 +2,7 @@
 // else the browser's, else English), the strings of assets/i18n/<tag>.json, plurals through
 // Intl.PluralRules, and the page's lang/dir. A missing string falls back to English, a missing
 // file to English, and a missing English to the key itself: words never break the page.
+import { languageFile } from "./transport.js";
 
 export const LANGUAGES = ["en", "ja", "zh-CN", "zh-TW", "ko", "es", "fr", "de", "pt-BR", "ru", "ar"];
 const RTL = new Set(["ar"]);
@@ -41,9 +42,7 @@ export function chooseLanguage(requested, browserLanguages) {
 
 async function fetchStrings(tag) {
   try {
-    const r = await fetch(`/assets/i18n/${tag}.json`);
-    if (!r.ok) return {};
-    const data = await r.json();
+    const data = await languageFile(tag);
     return data && typeof data === "object" ? data : {};
   } catch {
     return {};
