@@ -18,6 +18,8 @@ import threading
 import pytest
 
 import askrich
+from inbox_support import free_port, read_key
+from notices_support import PushServer
 from support import (ASK_USER_QUESTION, ASKED_DB, ASKED_LANGS, MODULE, WAIT, EventsReader, api_url,
                      http_request, submit)
 
@@ -187,36 +189,40 @@ def test_bad_arguments_are_usage_errors(tmp_path, monkeypatch, capsys):
 # -- the command, as Claude Code runs it ----------------------------------------------------------
 
 class HookProcess:
-    """`askrich.py hook ask-user-question` fed one call on stdin; its form's URL from stderr."""
+    """`askrich.py hook ask-user-question` fed one call on stdin; its stderr as it comes."""
 
-    def __init__(self, tmp_path, payload, args=()):
+    def __init__(self, tmp_path, payload, args=(), env=None):
         log_dir = tmp_path / "logs"
         log_dir.mkdir(exist_ok=True)
         (log_dir / askrich.HOOK_SWITCH).write_text("on")
-        env = dict(os.environ, ASK_USER_RICH_LOG_DIR=str(log_dir), ASK_USER_RICH_OPEN="0",
-                   ASK_USER_RICH_INBOX_PORT="0")
+        settings = dict(os.environ, ASK_USER_RICH_LOG_DIR=str(log_dir), ASK_USER_RICH_OPEN="0",
+                        ASK_USER_RICH_INBOX_PORT="0")
+        settings.update(env or {})
         self.process = subprocess.Popen([sys.executable, MODULE, "hook", "ask-user-question"] + list(args),
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                        env=env)
+                                        env=settings)
         self.process.stdin.write(json.dumps(payload).encode())
         self.process.stdin.close()
         self.err = []
-        self.found = threading.Event()
-        self.url = None
+        self.changed = threading.Condition()
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
 
     def _read(self):
         for line in iter(self.process.stderr.readline, b""):
-            self.err.append(line.decode("utf-8", "replace"))
-            match = re.search(r"http://localhost:\d+/s/[A-Za-z0-9_-]+", self.err[-1])
-            if match and self.url is None:
-                self.url = match.group()
-                self.found.set()
+            with self.changed:
+                self.err.append(line.decode("utf-8", "replace"))
+                self.changed.notify_all()
+
+    def wait_err(self, pattern):
+        """The first match of `pattern` in stderr, waiting for it."""
+        with self.changed:
+            found = self.changed.wait_for(lambda: re.search(pattern, "".join(self.err)), WAIT)
+            assert found, "no %r on stderr: %s" % (pattern, "".join(self.err))
+            return found.group()
 
     def form_url(self):
-        assert self.found.wait(WAIT), "no form URL on stderr: %s" % "".join(self.err)
-        return self.url
+        return self.wait_err(r"http://localhost:\d+/s/[A-Za-z0-9_-]+")
 
     def finish(self):
         out = self.process.stdout.read()
@@ -226,19 +232,32 @@ class HookProcess:
 
 
 def test_the_hook_asks_in_the_form_and_prints_the_answers_as_claude_code_takes_them(tmp_path):
+    # Through the inbox (its own port) and a push notice, as any waiting call: both name the
+    # agent Claude Code and the project folder of the hook's cwd.
     work = tmp_path / "project"
     work.mkdir()
-    hook = HookProcess(tmp_path, hook_input(cwd=str(work)))
-    try:
-        url = hook.form_url()
-        served = http_request(api_url(url)).json()
-        assert served["agent"] == "Claude Code" and served["spec"]["title"] == "Database · Langs"
-        assert [q["header"] for q in served["spec"]["questions"]] == [DB, LANGS]
-        reply = submit(url, {"Database": {"selected": ["o2"], "notes": "Ops knows MySQL better."},
-                             "Langs": {"selected": ["o1", "o3"], "other": "Zig"}})
-        assert reply.status == 200, reply.body
-    finally:
-        code, out = hook.finish()
+    port = free_port()
+    with PushServer() as push:
+        hook = HookProcess(tmp_path, hook_input(cwd=str(work)), env={
+            "ASK_USER_RICH_INBOX_PORT": str(port), "ASK_USER_RICH_NOTIFY": "push",
+            "ASK_USER_RICH_PUSH_URL": push.url("/hook")})
+        try:
+            url = hook.form_url()
+            served = http_request(api_url(url)).json()
+            assert served["agent"] == "Claude Code" and served["spec"]["title"] == "Database · Langs"
+            assert [q["header"] for q in served["spec"]["questions"]] == [DB, LANGS]
+            notice = json.loads(push.wait_request()["body"])
+            assert (notice["agent"], notice["project"], notice["questions"]) == ("Claude Code", str(work), 2)
+            hook.wait_err(r"inbox-holding port=%d" % port)
+            listing = http_request("http://127.0.0.1:%d/api/inbox/%s" % (port, read_key(tmp_path / "logs")),
+                                   headers={"Host": "localhost:%d" % port}).json()
+            [row] = listing["interviews"]
+            assert (row["agent"], row["project"], row["title"]) == ("Claude Code", str(work), "Database · Langs")
+            reply = submit(url, {"Database": {"selected": ["o2"], "notes": "Ops knows MySQL better."},
+                                 "Langs": {"selected": ["o1", "o3"], "other": "Zig"}})
+            assert reply.status == 200, reply.body
+        finally:
+            code, out = hook.finish()
     assert code == 0
     # Exactly one line of JSON: what Claude Code parses from a hook's stdout.
     assert out.endswith("\n") and out.count("\n") == 1
@@ -247,8 +266,6 @@ def test_the_hook_asks_in_the_form_and_prints_the_answers_as_claude_code_takes_t
         "updatedInput": {"questions": TOOL_INPUT["questions"],
                          "answers": {DB: "MySQL", LANGS: "Python, Rust, Zig"},
                          "annotations": {DB: {"notes": "Ops knows MySQL better."}}}}}
-    log = (tmp_path / "logs" / "server.log").read_text()
-    assert "wait-start" in log
 
 
 def test_a_skip_in_the_form_refuses_the_tool_with_the_reason(tmp_path):
