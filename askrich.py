@@ -8798,7 +8798,7 @@ def hook_is_on(config: "Config") -> bool:
     return os.path.isfile(hook_switch_path(config))
 
 
-def run_hook(args: list, stdin=None, stdout=None) -> int:
+def run_hook(args: list) -> int:
     """`hook ask-user-question`: always 0, and output only when it answers (see above)."""
     config, _ = Config.from_env()
     if args[:1] != ["ask-user-question"]:
@@ -8811,10 +8811,8 @@ def run_hook(args: list, stdin=None, stdout=None) -> int:
         timeout = int(flags[1])
     elif flags:
         return usage_error("usage: askrich.py %s" % HOOK_USAGE)
-    stdin = sys.stdin if stdin is None else stdin
-    stdout = sys.stdout if stdout is None else stdout
     try:
-        source = stdin.read()
+        source = sys.stdin.read()
         if not hook_is_on(config):
             return 0
         answer = answer_ask_user_question(source, timeout)
@@ -8822,8 +8820,8 @@ def run_hook(args: list, stdin=None, stdout=None) -> int:
         sys.stderr.write("askrich.py hook: %r; Claude Code asks in the terminal.\n" % (error,))
         return 0
     if answer is not None:
-        stdout.write(json.dumps(answer) + "\n")
-        stdout.flush()
+        sys.stdout.write(json.dumps(answer) + "\n")
+        sys.stdout.flush()
     return 0
 
 
@@ -8851,9 +8849,9 @@ def switch_hook(config: "Config", on: bool) -> int:
 HOOK_GOODBYE_SECONDS = 2.0
 
 
-def say_goodbye(interview: Interview) -> None:
-    """Return once no page watches the interview, or after HOOK_GOODBYE_SECONDS."""
-    deadline = time.monotonic() + HOOK_GOODBYE_SECONDS
+def say_goodbye(interview: Interview, patience: float) -> None:
+    """Return once no page watches the interview, or after `patience` seconds."""
+    deadline = time.monotonic() + patience
 
     def check():
         left = deadline - time.monotonic()
@@ -8884,13 +8882,15 @@ def answer_ask_user_question(source: str, timeout: int):
     outcome = {}
 
     def finish(runtime, interview, result, why) -> int:
-        if result is not None:
-            outcome["answer"] = ask_user_question_answer(tool_input, result)
-        else:  # the form says where the questions went, before the process ends with it
-            runtime.hub.settle_without_form(interview, {q["id"]: unanswered() for q in interview.questions()},
-                                            CANCELLED, "browser", handed_back=why == "timeout")
-            runtime.log.event("hook-gave-up", interview=interview.id, why=why)
-            say_goodbye(interview)
+        if result is None:  # the form says where the questions went, before the process ends
+            unanswered_all = {question["id"]: unanswered() for question in interview.questions()}
+            if runtime.hub.settle_without_form(interview, unanswered_all, CANCELLED, "browser",
+                                               handed_back=why == "timeout") is not None:
+                runtime.log.event("hook-gave-up", interview=interview.id, why=why)
+                say_goodbye(interview, min(HOOK_GOODBYE_SECONDS, margin / 2))
+                return 0
+            result = interview.settled_result()  # a submit that came as the wait ended
+        outcome["answer"] = ask_user_question_answer(tool_input, result)
         return 0
 
     ask_here(arguments, True, finish, agent=HOOK_AGENT, timeout=max(1.0, timeout - margin),
