@@ -161,9 +161,11 @@ ASSET_FILES = frozenset(
         "js/transport.js",
         "js/prove.js",
         "js/guard.js",
+        "js/share.js",
         "inbox.html",
         "vendor/marked.esm.js",
         "vendor/purify.es.mjs",
+        "vendor/qrcode.mjs",
     }
     | {"i18n/%s.json" % tag for tag in FORM_LANGUAGES}
 )
@@ -1561,11 +1563,16 @@ class Log:
             self._warn_degraded(error)
 
     def _open(self) -> int:
-        # No symlink: a server.log planted in a shared log dir must not make us append to
-        # another of the user's files.
-        flags = (os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
-                 | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0))
-        return os.open(self.path, flags, 0o600)
+        # Ours or nothing: a server.log planted in a shared log dir (a symlink to another of the
+        # user's files, another user's file that anyone can write, a FIFO) would take every
+        # title, id and user agent we log.
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | PRIVATE_OPEN_FLAGS | getattr(os, "O_CLOEXEC", 0)
+        descriptor = os.open(self.path, flags, 0o600)
+        why = private_file_refusal(descriptor)
+        if why is not None:
+            os.close(descriptor)
+            raise PermissionError("%s %s; not used" % (self.path, why))
+        return descriptor
 
     def _warn_degraded(self, error: OSError) -> None:
         self._write_stderr(
@@ -1723,11 +1730,17 @@ def folder_refusal(path: str):
         return "is not a folder but a symlink"
     if not stat.S_ISDIR(status.st_mode):
         return "is not a folder"
+    return owner_refusal(status, 0o022, "can be written by group or others")
+
+
+def owner_refusal(status, open_bits: int, what: str):
+    """Why a file or folder is not this user's alone (its owner, or `open_bits` set in its
+    mode, said as `what`), or None. Windows has neither: there the folder's ACL decides."""
     if hasattr(os, "getuid"):
         if status.st_uid != os.getuid():
             return "belongs to another user (uid %d)" % status.st_uid
-        if status.st_mode & 0o022:
-            return "can be written by group or others (mode %o)" % (status.st_mode & 0o777)
+        if status.st_mode & open_bits:
+            return "%s (mode %o)" % (what, status.st_mode & 0o777)
     return None
 
 
@@ -1753,21 +1766,30 @@ def private_folder(path: str, log: Log | None = None, create: bool = True) -> st
     return path
 
 
-def open_private_file(path: str):
-    """A file of ours to read back, or None: a regular file (no symlink) of this user that only
-    this user can read or write, as everything this server writes is. Anything else in a folder
-    we read was not written by us, and is never taken for the user's answers."""
+def private_file_refusal(descriptor: int):
+    """Why an open file is not one of ours, or None: ours is a regular file of this user that
+    only this user can read or write, as everything this server writes is."""
     import stat
 
+    status = os.fstat(descriptor)
+    if not stat.S_ISREG(status.st_mode):
+        return "is not a regular file"
+    return owner_refusal(status, 0o077, "can be read or written by others")
+
+
+# Opening never follows a symlink, and never waits: a FIFO planted in our place would block
+# open() until someone writes to it (the type is only known once it is open).
+PRIVATE_OPEN_FLAGS = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+
+
+def open_private_file(path: str):
+    """A file of ours to read back, or None (private_file_refusal()). Anything else in a folder
+    we read was not written by us, and is never taken for the user's answers."""
     try:
-        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0))
+        descriptor = os.open(path, os.O_RDONLY | PRIVATE_OPEN_FLAGS)
     except OSError:
         return None
-    status = os.fstat(descriptor)
-    mine = stat.S_ISREG(status.st_mode) and (
-        not hasattr(os, "getuid") or (status.st_uid == os.getuid() and not status.st_mode & 0o077)
-    )
-    if not mine:
+    if private_file_refusal(descriptor) is not None:
         os.close(descriptor)
         return None
     return os.fdopen(descriptor, "rb")
@@ -1799,6 +1821,34 @@ def write_private_file(folder: str, name: str, data: bytes) -> str:
     path = os.path.join(folder, name)
     write_whole(path + ".tmp", lambda handle: handle.write(data), lambda temporary: os.replace(temporary, path))
     return path
+
+
+STRAY_TEMPORARY_SECONDS = 60.0  # a write takes milliseconds: an older temporary file is a crash's
+
+
+def sweep_stray_temporaries(log_dir: str) -> int:
+    """Remove the temporary files a process killed mid-write left in our folders (answers/,
+    tasks/, inbox/ and the log folder itself); how many. Only old ones: another process may be
+    writing one right now. Folders that are not ours are left alone."""
+    removed = 0
+    deadline = time.time() - STRAY_TEMPORARY_SECONDS
+    for folder in (log_dir, os.path.join(log_dir, "answers"), os.path.join(log_dir, "tasks"),
+                   os.path.join(log_dir, "inbox")):
+        try:
+            if folder_refusal(folder) is not None:
+                continue
+            names = [name for name in os.listdir(folder) if name.endswith(".tmp")]
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(folder, name)
+            try:
+                if os.lstat(path).st_mtime < deadline:
+                    os.unlink(path)
+                    removed += 1
+            except OSError:
+                pass
+    return removed
 
 
 def process_start(pid: int):
@@ -4120,6 +4170,9 @@ class Runtime:
         self.config = config
         self.log = log if log is not None else Log(config.log_dir)
         self.archive = Archive(config.log_dir, self.log)
+        swept = sweep_stray_temporaries(config.log_dir)
+        if swept:
+            self.log.event("temporaries-removed", count=swept, reason="left by a process killed mid-write")
         self.hub = SessionHub(self.log, self.archive)
         self.server_lock = threading.Lock()
         self.form_server = None  # a LoopbackListener once a form needs it
@@ -4234,6 +4287,10 @@ class InboxUnavailable(Exception):
     """The inbox cannot be kept here: a folder or the key is not private, or cannot be made."""
 
 
+class InboxWriteFailed(Exception):
+    """This process's registry entry could not be written now (a full disk): it is tried again."""
+
+
 def inbox_folder(path: str, create: bool = True) -> None:
     """private_folder() for the inbox: InboxUnavailable saying what is wrong."""
     try:
@@ -4258,7 +4315,7 @@ def load_inbox_key(log_dir: str) -> str:
     path = os.path.join(log_dir, "inbox.key")
     for _ in range(3):
         try:
-            descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            descriptor = os.open(path, os.O_RDONLY | PRIVATE_OPEN_FLAGS)
         except FileNotFoundError:
             _make_inbox_key(path, secrets.token_urlsafe(18))
             continue
@@ -4449,7 +4506,8 @@ class InboxRegistry:
         self.cache: dict = {}  # file name -> ((mtime_ns, size), entry or None)
 
     def write(self, entry: dict) -> None:
-        """InboxUnavailable when the folder is not private or the file cannot be written."""
+        """InboxUnavailable when the folder is not private; InboxWriteFailed when the file
+        cannot be written now (nothing is left behind)."""
         inbox_folder(self.folder)
         temporary = os.path.join(self.folder, ".%d.json.tmp" % self.pid)
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
@@ -4459,7 +4517,11 @@ class InboxRegistry:
                 handle.write(json_utf8(entry))
             os.replace(temporary, self.path)
         except OSError as error:
-            raise InboxUnavailable("%s cannot be written: %s" % (self.path, error.strerror or error)) from None
+            try:
+                os.unlink(temporary)
+            except OSError:
+                pass
+            raise InboxWriteFailed("%s cannot be written: %s" % (self.path, error.strerror or error)) from None
         self.written = True
 
     def remove(self) -> None:
@@ -4523,7 +4585,8 @@ class InboxRegistry:
         import stat
 
         try:
-            descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            # Without waiting: a FIFO in the folder would otherwise block every process's inbox.
+            descriptor = os.open(path, os.O_RDONLY | PRIVATE_OPEN_FLAGS)
             with os.fdopen(descriptor, "rb") as handle:
                 if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
                     return None
@@ -4570,7 +4633,7 @@ def route_inbox_page(request, params: dict):
 
 
 def route_inbox_json(request, params: dict):
-    return json_reply(200, inbox_from(request, params).listing())
+    return json_reply(200, inbox_from(request, params).fresh_listing())
 
 
 def route_inbox_events(request, params: dict):
@@ -4616,11 +4679,26 @@ def route_inbox_session_page(request, params: dict):
 
 
 def route_inbox_session_json(request, params: dict):
-    return json_reply(200, inbox_by_cookie(request).listing())
+    return json_reply(200, inbox_by_cookie(request).fresh_listing())
 
 
 def route_inbox_session_events(request, params: dict):
     return InboxStream(inbox_by_cookie(request))
+
+
+def inbox_share(inbox):
+    url = inbox.share_url()
+    if url is None:
+        raise HttpRefusal(404, "not found")
+    return json_reply(200, {"url": url})
+
+
+def route_inbox_share(request, params: dict):
+    return inbox_share(inbox_from(request, params))
+
+
+def route_inbox_session_share(request, params: dict):
+    return inbox_share(inbox_by_cookie(request))
 
 
 def route_inbox_verifier(request, params: dict):
@@ -4734,9 +4812,9 @@ def forward_to_owner(request, forward: Forward) -> None:
         return _forward_failed(request, forward, 502, error)
     with owner:
         owner.settimeout(inbox.answer_seconds)
+        owner.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
-            owner.sendall(head)
-            _pass_body(request, owner, length)
+            _pass_body(request, owner, head, length)
         except _PageGone:
             return None
         except OSError as error:
@@ -4751,7 +4829,19 @@ class _PageGone(Exception):
     """The page's side of a forwarded request ended (its body cut short, its connection closed)."""
 
 
-def _pass_body(request, owner, length: int) -> None:
+def _pass_body(request, owner, head: bytes, length: int) -> None:
+    """The request line, headers and body to the owner: a small body in the same write as the
+    head (one packet, as the page sent it), a large one in chunks as it arrives."""
+    if length <= ATTACHMENT_CHUNK_BYTES:
+        try:
+            body = request.rfile.read(length) if length else b""
+        except OSError:
+            raise _PageGone() from None
+        owner.sendall(head + body)
+        if len(body) < length:
+            owner.shutdown(1)  # cut short: the owner sees the same short body
+        return
+    owner.sendall(head)
     while length > 0:
         try:
             chunk = request.rfile.read(min(ATTACHMENT_CHUNK_BYTES, length))
@@ -4812,12 +4902,14 @@ INBOX_ROUTES = (
     ("GET", "/inbox/listing", route_inbox_session_json),
     ("GET", "/inbox/events", route_inbox_session_events),
     ("GET", "/inbox/verifier", route_inbox_verifier),
+    ("GET", "/inbox/share", route_inbox_session_share),
     ("GET", "/inbox/enter/<ticket>", route_inbox_enter),
     ("GET", "/inbox/<key>", route_inbox_page),
     ("GET", "/assets/<name*>", route_asset),
     ("GET", "/api/inbox/prove", route_inbox_prove),
     ("GET", "/api/inbox/<key>", route_inbox_json),
     ("GET", "/api/inbox/<key>/events", route_inbox_events),
+    ("GET", "/api/inbox/<key>/share", route_inbox_share),
 ) + tuple(  # the front door: each form route, forwarded; the assets are the holder's own
     (method, pattern, door_prove if pattern == "/api/prove" else door_route(method, pattern))
     for method, pattern, _ in ROUTES if pattern != "/assets/<name*>"
@@ -4997,6 +5089,8 @@ class Inbox:
         self.probed = float("-inf")  # when it was probed last
         self.reported_foreign = False
         self.used_tickets: dict = {}  # nonce -> when it would expire: a ticket opens once
+        self.write_failed = False  # the last write of the entry failed (a full disk)
+        self.scan_lock = threading.Lock()  # the worker and a listing request may both scan
         self.streams = 0
         self.stamp = None  # the other entries' names, times and sizes at the last full scan
         self.others: list = []  # the entries of the other live processes, as last scanned
@@ -5113,10 +5207,23 @@ class Inbox:
     # -- what a form shows ----------------------------------------------------------------
 
     def beside(self, interview, state: dict) -> dict:
-        """A /state JSON with the form's `inbox` added, while there is an inbox here."""
+        """A /state JSON with the form's `inbox` added, while there is an inbox here, and
+        `share`, the form's address through the person's tunnel, while the door serves it there
+        (the form's "Open on another device")."""
         if not self.port or self.unavailable is not None:
             return state
-        return dict(state, inbox=self.for_form(interview))
+        state = dict(state, inbox=self.for_form(interview))
+        public = self.runtime.config.public_url
+        if public and interview.url.startswith(public + "/"):
+            state["share"] = interview.url
+        return state
+
+    def share_url(self):
+        """The inbox on another device: a one-time way in through the person's tunnel, or None
+        without a public URL."""
+        if not self.runtime.config.public_url or self.key is None:
+            return None
+        return self.ticket_url()
 
     def for_form(self, interview) -> dict:
         """The /state JSON's `inbox`: how many other interviews wait anywhere, and the inbox's
@@ -5132,6 +5239,11 @@ class Inbox:
         proved it is ours; else None."""
         if self.for_form(interview)["url"] is None:
             return None
+        return self.ticket_url()
+
+    def ticket_url(self) -> str:
+        """A one-time way into the inbox (a ticket the inbox exchanges for a session cookie),
+        at the door's origin."""
         return "%s/inbox/enter/%s" % (self.door_base(), inbox_pass(self.key, "ticket", INBOX_TICKET_SECONDS))
 
     def redeem(self, ticket: str):
@@ -5160,7 +5272,10 @@ class Inbox:
                 rows.append(dict(row, agent=row.pop("agent", entry["agent"]), project=entry["project"],
                                  pid=entry["pid"], url=url))
         rows.sort(key=lambda row: (row["createdAt"], row["pid"], row["interviewId"]))
-        return {"interviews": rows, "holder": os.getpid() if self.server is not None else None}
+        listing = {"interviews": rows, "holder": os.getpid() if self.server is not None else None}
+        if self.runtime.config.public_url:
+            listing["share"] = True  # the page offers "Open on another device"
+        return listing
 
     def _own_entry(self, agents: bool = False) -> dict:
         """This process's registry entry; with `agents`, each row names its own interview's
@@ -5225,24 +5340,29 @@ class Inbox:
         with self.door_lock:
             if step.write:
                 times["lastWrite"] = time.monotonic()
-                self._write_entry()
+                if not self._write_entry():
+                    times["lastWrite"] += INBOX_RETRY_SECONDS  # the disk may have room by then
             if step.bind:
                 self._try_to_hold(forms)
                 times["nextTry"] = time.monotonic() + INBOX_RETRY_SECONDS
             if step.scan or step.write:
                 times["lastScan"] = time.monotonic()
+                if self.server is not None:
+                    self._refresh_key()  # what it serves under, and checks the pages' proofs with
                 self._scan(force=step.write)
 
     def _load_key(self) -> None:
         """The key, a new one when nobody needs the old one: no other live process lists an
         interview and nothing holds the port (the `inbox` command holds it with none)."""
         with self.door_lock:  # the worker and a caller about to show a door URL, at once
-            if self.key is None:
-                log_dir = self.runtime.config.log_dir
+            log_dir = self.runtime.config.log_dir
+            if self.key is None or inbox_key_stamp(log_dir) is None:
                 if self._nobody_else():
                     retire_inbox_key(log_dir)
                 self.key = load_inbox_key(log_dir)
                 self.key_stamp = inbox_key_stamp(log_dir)
+            else:
+                self._refresh_key()
 
     def _nobody_else(self) -> bool:
         """No other live process lists a pending interview (one with only settled forms, still
@@ -5251,15 +5371,15 @@ class Inbox:
         return not pending and port_is_free(INBOX_HOST, self.port)
 
     def _refresh_key(self) -> bool:
-        """Read the key again when the file was replaced (two processes that started at once may
-        each have made one); whether it changed."""
+        """Read the key again when the file was replaced or retired under us (two processes
+        that started at once may each have made one; the last one to finish retires it); whether
+        it changed."""
         log_dir = self.runtime.config.log_dir
-        stamp = inbox_key_stamp(log_dir)
-        if stamp is None or stamp == self.key_stamp:
+        if inbox_key_stamp(log_dir) == self.key_stamp:
             return False
-        key = load_inbox_key(log_dir)
+        key = load_inbox_key(log_dir)  # a new one when it was retired
         with self.lock:
-            changed, self.key, self.key_stamp = key != self.key, key, stamp
+            changed, self.key, self.key_stamp = key != self.key, key, inbox_key_stamp(log_dir)
         return changed
 
     def _give_up(self, problem: InboxUnavailable) -> None:
@@ -5271,14 +5391,29 @@ class Inbox:
         # Logged once it holds: a form's /state read after this line has no inbox in it.
         self.log.event("inbox-unavailable", "warning", reason=str(problem))
 
-    def _write_entry(self) -> None:
+    def _write_entry(self) -> bool:
+        """Whether the entry is as it should be now; when it could not be written, it is
+        marked to be written again and the failure logged once, until a write succeeds."""
         entry = self._own_entry()
-        if entry["interviews"] or entry["forms"]:
-            self.registry.write(entry)
-            self.published = frozenset(entry["forms"])
-        else:
+        if not (entry["interviews"] or entry["forms"]):
             self.registry.remove()
             self.published = frozenset()
+            return True
+        try:
+            self.registry.write(entry)
+        except InboxWriteFailed as problem:
+            with self.changed:
+                self.dirty = True
+            if not self.write_failed:
+                self.log.event("inbox-write-failed", "warning", reason=str(problem),
+                               effect="tried again every %d s" % INBOX_RETRY_SECONDS)
+            self.write_failed = True
+            return False
+        self.published = frozenset(entry["forms"])
+        if self.write_failed:
+            self.write_failed = False
+            self.log.event("inbox-written-again")
+        return True
 
     def _try_to_hold(self, forms: bool) -> None:
         """Bind the port, or learn who holds it: the probe runs the first time and while a form
@@ -5335,12 +5470,20 @@ class Inbox:
         with self.lock:
             self.others, self.stamp, self.folder_stamp, self.scanned = [], None, None, float("-inf")
 
+    def fresh_listing(self) -> dict:
+        """listing(), with another process's entry written a moment ago in it: the folder is
+        looked at (one stat) before answering, not only at the worker's next look."""
+        self._scan()
+        return self.listing()
+
     def _scan(self, force: bool = False) -> None:
+        with self.scan_lock:
+            self._scan_now(force)
+
+    def _scan_now(self, force: bool) -> None:
         """Read the other processes' entries again when the folder changed (one stat), when a
         page is watching, when forced, and at least every INBOX_RETRY_SECONDS (for processes
         that died without a word)."""
-        if self.server is not None:
-            self._refresh_key()  # what it serves under, and checks the pages' proofs with
         folder_stamp = self.registry.folder_stamp()
         now = time.monotonic()
         if not (force or self.streams or folder_stamp != self.folder_stamp
@@ -5438,7 +5581,9 @@ NOTICE_LIMIT_SECONDS = 5.0  # a notifier, or a push, that takes longer has faile
 # may still open the form.
 NOTICE_ACTION_SECONDS = 3600.0
 NOTICE_TEXT_CHARS = 200  # a title or a folder name longer than this is cut in a notice
-NOTICE_ACTION = "open"  # the action's name, as notify-send prints it when clicked
+# The actions' names, as notify-send prints the one clicked: "default" is a click on the notice
+# itself, "open" its button.
+NOTICE_ACTIONS = ("default", "open")
 # Windows accepts toasts only from a registered app id; Windows PowerShell's own always is.
 TOAST_APP_ID = "{1AC14E77-02E7-4E5D-B744-2EB1AE5198B7}\\WindowsPowerShell\\v1.0\\powershell.exe"
 SLACK_HOSTS = frozenset({"hooks.slack.com"})
@@ -5571,12 +5716,13 @@ class NoticeCommand:
     """One desktop notifier to run: its argv (never a shell), and whether it waits for a click
     on its "open the form" action and prints the action's name when there is one."""
 
-    __slots__ = ("name", "argv", "action")
+    __slots__ = ("name", "argv", "action", "cwd")
 
-    def __init__(self, name: str, argv: list, action: bool = False) -> None:
+    def __init__(self, name: str, argv: list, action: bool = False, cwd=None) -> None:
         self.name = name
         self.argv = argv
         self.action = action
+        self.cwd = cwd
 
     def __repr__(self) -> str:
         return "NoticeCommand(%r, %r, action=%r)" % (self.name, self.argv, self.action)
@@ -5607,6 +5753,8 @@ def desktop_facts(environ=None) -> dict:
         "session_bus": bool(env.get("DBUS_SESSION_BUS_ADDRESS"))
         or bool(runtime_dir) and os.path.exists(os.path.join(runtime_dir, "bus")),
         "notify_send_actions": False,
+        # powershell.exe started from WSL warns about (or fails in) a Linux working folder.
+        "windows_root": WSL_WINDOWS_ROOT if wsl and os.path.isdir(WSL_WINDOWS_ROOT) else None,
     }
     if facts["installed"]["notify-send"] and facts["session_bus"]:
         try:
@@ -5625,7 +5773,9 @@ def plan_desktop_notice(facts: dict, notice: dict):
     windows = platform == "win32" or facts.get("wsl") and facts.get("interop")
     if windows:
         if installed.get("powershell.exe"):
-            return toast_command(installed["powershell.exe"], notice), None
+            command = toast_command(installed["powershell.exe"], notice)
+            command.cwd = facts.get("windows_root")
+            return command, None
         return None, "powershell.exe is not installed"
     if platform == "darwin":
         if installed.get("osascript"):
@@ -5645,7 +5795,7 @@ def notify_send_command(program: str, notice: dict, actions: bool) -> NoticeComm
 
     argv = [program, "--app-name=%s" % SERVER_NAME, "--urgency=normal"]
     if actions:
-        argv.append("--action=%s=%s" % (NOTICE_ACTION, notice["open"]))
+        argv += ["--action=%s=%s" % (name, notice["open"]) for name in NOTICE_ACTIONS]
     argv += ["--", notice["heading"], escape(notice["body"])]
     return NoticeCommand("notify-send", argv, action=actions)
 
@@ -5812,7 +5962,7 @@ class DesktopTarget:
         with tempfile.TemporaryFile() as errors:
             try:
                 process = subprocess.Popen(
-                    command.argv, stdin=subprocess.DEVNULL, stderr=errors, close_fds=True,
+                    command.argv, cwd=command.cwd, stdin=subprocess.DEVNULL, stderr=errors, close_fds=True,
                     stdout=subprocess.PIPE if command.action else subprocess.DEVNULL,  # never our stdout
                 )
             except OSError as error:
@@ -5853,7 +6003,7 @@ class DesktopTarget:
     def _clicked(self, process, url: str) -> None:
         said = process.stdout.read(200).decode("utf-8", "replace").split()
         process.wait()
-        if NOTICE_ACTION in said and url:
+        if set(NOTICE_ACTIONS) & set(said) and url:
             self.on_click(url)
 
     def _forget(self, process) -> None:
@@ -6018,9 +6168,12 @@ class Notices:
 
     def observe(self, interview: Interview) -> None:
         """Something changed on an interview (a page view, a settle): look again now."""
+        settled = not interview.is_pending()
         with self.changed:
             if interview.id in self.needs:
                 self.changed.notify_all()
+            elif settled:
+                self.last_sent.pop(interview.id, None)  # nothing more is ever sent for it
 
     def poke(self) -> None:
         """Look again now (a test that moved its clock)."""
@@ -6067,6 +6220,8 @@ class Notices:
                 plan = plan_notice(dict(need, viewed=False, pending=True, lastSent=now), now, self.config.notify_after)
             if plan["next"] is None:
                 del self.needs[interview_id]
+                if not facts["pending"]:
+                    self.last_sent.pop(interview_id, None)
                 if viewed or not facts["pending"]:
                     self.log.event("notices-stopped", interview=interview_id,
                                    why="viewed" if facts["pending"] else "settled")
@@ -8172,6 +8327,7 @@ class InterviewTools:
                 return result
         elif call.shows_apps():
             self.log.event("shown-in-host", interview=interview.id)
+            self.runtime.notices.arm(interview, opened=True)  # as after a browser opened it
             return shown_in_host_result(interview)
         return self.deliver_by_browser(interview, call, interview.options["timeoutSeconds"])
 
@@ -8240,7 +8396,11 @@ class InterviewTools:
     def form_state(self, arguments: dict, call):
         def state(interview):
             shown = form_state(self.runtime, interview)
-            return 200, dict(interview.form_payload(), **shown) if arguments.get("full") is True else shown
+            if arguments.get("full") is not True:
+                return 200, shown
+            # The app loading the whole interview is its page view (it stops the notices).
+            self.runtime.hub.record_page_view(interview, "app in %s" % (agent_name(call.client_info) or "a host"))
+            return 200, dict(interview.form_payload(), **shown)
 
         return self.app_operation(arguments, state)
 

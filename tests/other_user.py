@@ -103,6 +103,8 @@ outcome = {}
 for family, address in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
     with socket.socket(family) as attempt:
         attempt.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if hasattr(socket, "SO_REUSEPORT"):  # shares a port only between sockets of one user
+            attempt.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         if family == socket.AF_INET6:
             attempt.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
         try:

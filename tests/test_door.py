@@ -296,3 +296,30 @@ def test_doctor_reports_the_door_the_fallback_and_whether_the_public_url_reaches
     assert "does NOT reach us from here" in lines[-1]
     off = askrich._doctor_door(askrich.Config.from_env(dict(env, ASK_USER_RICH_INBOX_PORT="0"))[0])
     assert off == ["front door: off (ASK_USER_RICH_INBOX_PORT=0); every form is shown at its own process's port"]
+
+
+def test_every_url_the_agent_and_the_person_see_is_the_doors(tmp_path):
+    """The result, every progress message and the form's own inbox link lead through the door."""
+    from support import InProcessServer
+
+    port = free_port()
+    logs = tmp_path / "logs"
+    runtime = askrich.Runtime(askrich.Config(log_dir=str(logs), open_browser=False, inbox_port=port, progress_ms=30),
+                              askrich.Log(str(logs), stream=LogWatch()))
+    peer = InProcessServer(runtime)
+    try:
+        peer.initialize()
+        awaiting = peer.tool("ask_user_rich", dict(ONE_QUESTION, delivery="link"))["result"]["structuredContent"]
+        door = "http://localhost:%d/s/" % port
+        assert awaiting["url"].startswith(door)
+        assert door in peer.tool("await_user_answers", {"sessionId": awaiting["sessionId"], "timeoutSeconds": 1})[
+            "result"]["content"][0]["text"]
+        peer.request("tools/call", {"name": "await_user_answers", "arguments": {"sessionId": awaiting["sessionId"]},
+                                    "_meta": {"progressToken": "tok"}})
+        messages = [peer.receive(lambda m: m.get("method") == "notifications/progress")["params"]["message"]
+                    for _ in range(3)]
+        assert all(message.endswith(". Form: " + awaiting["url"]) for message in messages)
+        assert submit(awaiting["url"], {}).status == 200
+    finally:
+        peer.close()
+        runtime.close()

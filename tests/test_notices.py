@@ -11,7 +11,11 @@ import io
 import json
 import os
 import re
+import shutil
+import signal
+import subprocess
 import threading
+import time
 import xml.etree.ElementTree as ElementTree
 from xml.sax.saxutils import escape
 
@@ -21,7 +25,7 @@ from hypothesis import strategies as st
 
 from inbox_support import free_port
 from notices_support import HOSTILE, PushServer, StandIns
-from support import WAIT, LogWatch, SubprocessServer, askrich, choice, http_request, interview, submit
+from support import WAIT, InProcessServer, LogWatch, SubprocessServer, askrich, choice, http_request, interview, submit
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the stand-ins are POSIX scripts")
 
@@ -193,8 +197,8 @@ def test_linux_runs_notify_send_with_each_text_one_argument_and_the_body_escaped
     run(dict(facts, platform="linux", wsl=False, interop=None), notice)
     call = stand_ins.wait_call()
     assert call["name"] == "notify-send"
-    assert call["argv"] == ["--app-name=ask-user-rich", "--urgency=normal", "--action=open=Open the form",
-                            "--", notice["heading"], escape(notice["body"])]
+    assert call["argv"] == ["--app-name=ask-user-rich", "--urgency=normal", "--action=default=Open the form",
+                            "--action=open=Open the form", "--", notice["heading"], escape(notice["body"])]
     assert "\n" not in notice["heading"] + notice["body"]
 
 
@@ -238,6 +242,12 @@ def test_windows_and_wsl_show_a_toast_whose_texts_powershell_never_reads(stand_i
     assert "Windows.UI.Notifications" in script
 
 
+def test_from_wsl_the_toast_runs_in_a_windows_folder(stand_ins):
+    facts = facts_for("linux", stand_ins, wsl=True, interop=True, windows_root="/mnt/c")
+    command, _ = askrich.plan_desktop_notice(facts, hostile_notice("x"))
+    assert command.cwd == "/mnt/c" and command.argv[0] == stand_ins.path("powershell.exe")
+
+
 def test_each_platform_without_its_notifier_says_what_is_missing(stand_ins):
     nothing = {"notify-send": None, "osascript": None, "powershell.exe": None}
     notice = hostile_notice("x")
@@ -257,6 +267,68 @@ def test_clicking_the_notices_action_opens_the_form(stand_ins):
     facts = facts_for("linux", clicker, session_bus=True, notify_send_actions=True)
     run(facts, hostile_notice("x"), clicked=opened.append)
     assert opened == [URL + "?x"]
+
+
+@pytest.fixture
+def desktop_session(tmp_path, monkeypatch):
+    """A real desktop for notices: Xvfb, a session bus of our own, and dunst; every program
+    ended by its pid at teardown."""
+    needed = ("Xvfb", "dbus-daemon", "dunst", "dunstctl", "notify-send")
+    missing = [name for name in needed if shutil.which(name) is None]
+    if missing:
+        if os.environ.get("ASK_USER_RICH_TESTS_REQUIRE_DESKTOP") == "1":
+            pytest.fail("missing %s" % ", ".join(missing))
+        pytest.skip("a real desktop needs %s (apt-get install xvfb dbus-daemon dunst libnotify-bin)" % ", ".join(missing))
+    started = []
+    read, write = os.pipe()
+    try:
+        started.append(subprocess.Popen(["Xvfb", "-displayfd", str(write), "-screen", "0", "640x200x24"],
+                                        pass_fds=(write,), stderr=subprocess.DEVNULL))
+        os.close(write)
+        with os.fdopen(read) as ready:  # Xvfb writes its display number once it serves
+            display = ":" + ready.readline().strip()
+        bus = subprocess.run(["dbus-daemon", "--session", "--fork", "--print-address=1", "--print-pid=1"],
+                             stdout=subprocess.PIPE, check=True, timeout=WAIT).stdout.decode().split()
+        started.append(int(bus[1]))
+        monkeypatch.setenv("DISPLAY", display)
+        monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", bus[0])
+        started.append(subprocess.Popen(["dunst"], stderr=subprocess.DEVNULL))
+        wait_for_command(["dunstctl", "is-paused"], lambda out: out.strip() == "false")
+        yield dict(os.environ)
+    finally:
+        for process in reversed(started):
+            if isinstance(process, int):
+                os.kill(process, signal.SIGTERM)
+            else:
+                process.kill()
+                process.wait()
+
+
+def wait_for_command(argv: list, done) -> None:
+    """Run `argv` until `done(its output)`: the one thing dunst offers to wait on."""
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        finished = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        if finished.returncode == 0 and done(finished.stdout.decode()):
+            return
+    raise AssertionError("%s never said so" % " ".join(argv))
+
+
+def test_a_real_notification_daemon_shows_the_notice_and_a_click_opens_the_form(desktop_session, monkeypatch):
+    monkeypatch.setattr(askrich, "NOTICE_LIMIT_SECONDS", 0.5)
+    facts = askrich.desktop_facts(desktop_session)
+    assert facts["session_bus"] and facts["notify_send_actions"]  # the real notify-send says so
+    opened, clicked = [], threading.Event()
+    target = askrich.DesktopTarget(facts, lambda url: (opened.append(url), clicked.set()))
+    try:
+        notice = hostile_notice(HOSTILE[1])
+        assert target.send(notice) == "shown by notify-send, its action opens the form"
+        wait_for_command(["dunstctl", "count", "displayed"], lambda out: out.strip() == "1")
+        subprocess.run(["dunstctl", "action", "0"], check=True)  # a click on the notice
+        assert clicked.wait(WAIT)
+        assert opened == [notice["url"]]
+    finally:
+        target.close()
 
 
 def test_a_notifier_that_waits_for_a_click_is_left_running_and_killed_at_close(stand_ins, monkeypatch):
@@ -510,6 +582,25 @@ def test_follow_ups_on_a_form_nobody_looked_at_since_are_told_a_minute_after_the
     # The form shows them (it reports none unseen): no reminder.
     scene.runtime.hub.record_unseen(form, 0)
     scene.watch.wait_for("notices-stopped", "why=viewed", nth=2)
+
+
+def test_a_form_shown_in_the_host_waits_unviewed_and_the_apps_load_is_its_page_view(scene):
+    server = InProcessServer(scene.runtime)
+    try:
+        server.initialize(capabilities={"extensions": {"io.modelcontextprotocol/ui": {
+            "mimeTypes": ["text/html;profile=mcp-app"]}}})
+        shown = server.tool("ask_user_rich", interview(choice("q", "a")))["result"]["structuredContent"]
+        assert shown["reason"] == "Shown in the conversation."
+        scene.watch.wait_for("notices-armed", "interview=%s" % shown["sessionId"], "first_in=20")
+        scene.at(1019)
+        token = shown["url"].rsplit("/s/", 1)[1]
+        server.tool("form_state", {"sessionId": shown["sessionId"], "token": token, "full": True})
+        scene.watch.wait_for("notices-stopped", "why=viewed")
+        scene.watch.wait_for("page-view", "user_agent=\"app in Tests\"")
+        scene.at(1020)
+        assert scene.notices_sent() == 0
+    finally:
+        server.close()
 
 
 def test_a_second_call_on_the_same_interview_arms_nothing_new(scene):

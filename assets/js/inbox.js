@@ -6,6 +6,7 @@ import { t, tPlain, setLanguage, translatePage, language } from "./i18n.js";
 import { load, save } from "./state.js";
 import { setPhrases } from "./dom.js";
 import { askProof, canProve, hmacHex, newNonce } from "./prove.js";
+import { showShare } from "./share.js";
 
 const $ = (sel, root = document) => root.querySelector(sel);
 const key = (location.pathname.match(/^\/inbox\/([^/]+)/) || [])[1] || "";
@@ -85,6 +86,7 @@ function fillRow(li, row) {
 
 function render(listing) {
   rows = Array.isArray(listing.interviews) ? listing.interviews : [];
+  $("#btn-share").hidden = listing.share !== true;
   const list = $("#inbox-list");
   const existing = new Map([...list.children].map((li) => [li.dataset.key, li]));
   const wanted = new Set(rows.map(rowKey));
@@ -219,6 +221,13 @@ function bind() {
     save("askrich:theme", theme);
     applyTheme(theme);
     announce(t(`theme.announce.${theme}`));
+  });
+  // The inbox on another device: a one-time way in, fresh for each showing (a QR code lives on
+  // screen longer than a ticket's minute would allow if it were made with the listing).
+  $("#btn-share").addEventListener("click", async () => {
+    const r = await fetch(key ? `/api/inbox/${key}/share` : "/inbox/share", { cache: "no-store" }).catch(() => null);
+    const body = r && r.ok ? await r.json().catch(() => null) : null;
+    if (body && typeof body.url === "string") showShare(body.url, t("share.inboxText"));
   });
   $("#btn-notify").addEventListener("click", async () => {
     try { await Notification.requestPermission(); } catch { /* dismissed */ }

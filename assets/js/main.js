@@ -18,6 +18,7 @@ import { onRankChange, onRankAnnounce, cancelHold, applyRecommended } from "./ra
 import { startLive, reportProgress } from "./live.js";
 import { isTrusted, proofRefused, whenRefused } from "./guard.js";
 import { bindAttachments, uploadsRunning, uploadsSettled } from "./attach.js";
+import { showShare } from "./share.js";
 import { connect, request, hostTheme, submitted, offerFullscreen } from "./transport.js";
 
 const THEMES = ["auto", "light", "dark"];
@@ -407,6 +408,7 @@ function onState(s) {
   // "waiting" while an agent's call waits for the answers.
   document.body.dataset.live = s.waiting ? "waiting" : "open";
   syncInboxLink(s.inbox);
+  syncShare(s.share);
   if (state.phase !== "open") return;
   if (s.state === "submitted" || s.state === "declined" || s.state === "cancelled") { finished(s.state, s.handedBack === true); return; }
   if (s.version > state.version) pullSpec();
@@ -415,6 +417,14 @@ function onState(s) {
     notice("info", t("waiting.stopped"), { id: "stopped" });
   }
   state.waiting = s.waiting;
+}
+
+// "Other device" in the header, while the server names the address this form has through the
+// person's tunnel (a public URL is set).
+function syncShare(url) {
+  const button = $("#btn-share");
+  button.hidden = !(typeof url === "string" && /^https?:\/\//.test(url));
+  if (!button.hidden) button.dataset.url = url;
 }
 
 // "2 more waiting" in the header, to the inbox, while other interviews wait anywhere. The server
@@ -507,6 +517,7 @@ function bindControls() {
       case "btn-view": toggleShowAll(); break;
       case "btn-help": openHelp(); break;
       case "help-close": $("#help").close(); break;
+      case "btn-share": showShare($("#btn-share").dataset.url, t("share.formText")); break;
       case "btn-skip": case "btn-skip-bar": openSkip(); break;
       case "skip-cancel": $("#skip").close(); break;
       case "skip-confirm": skipInterview(); break;

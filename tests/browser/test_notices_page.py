@@ -40,7 +40,7 @@ def test_a_waiting_call_tells_the_desktop_and_a_page_view_in_chromium_stops_the_
         told = notifiers.wait_call()
         assert told["name"] == "notify-send"
         assert told["argv"][-2:] == ["Claude Code stellt Ihnen 2 Fragen", "Pick a database · shop-api"]
-        assert "--action=open=Formular öffnen" in told["argv"]
+        assert "--action=default=Formular öffnen" in told["argv"] and "--action=open=Formular öffnen" in told["argv"]
         server.log.wait_for("notice-sent", "target=\"desktop (notify-send)\"")
 
         page = browser.new_page(viewport=DESKTOP)
