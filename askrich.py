@@ -2227,6 +2227,9 @@ class Interview:
         self.unseen = None  # (follow-ups unseen, questions then), as the form last reported
         self.attachments = attachments
         self.task_ids: list = []  # the tasks made on it, for the archive (TaskRegistry.create)
+        # Cancelled because its questions went back to the client's own prompt (the hook gave
+        # up waiting): the form says where to answer them instead.
+        self.handed_back = False
 
     # -- reading --------------------------------------------------------------------------
 
@@ -2242,7 +2245,10 @@ class Interview:
             return self._state_json()
 
     def _state_json(self) -> dict:
-        return {"state": self.state, "waiting": self.waiters > 0, "version": self.version}
+        state = {"state": self.state, "waiting": self.waiters > 0, "version": self.version}
+        if self.handed_back:
+            state["handedBack"] = True
+        return state
 
     def form_payload(self) -> dict:
         """What GET /api/s/<token> answers."""
@@ -2379,12 +2385,12 @@ class Interview:
                 "url": self.url,
             }
 
-    def settle(self, decide, version=None):
+    def settle(self, decide, version=None, handed_back=False):
         """PENDING -> the result's status, exactly once. With the lock held: InterviewSettled
         unless pending, StaleVersion unless `version` (None: not checked) is the current one,
         then `decide(delivered)` returns (result, outcome) or raises, which leaves the interview
         pending; delivered is whether a waiter is there to receive the result. The result is
-        recorded and every wait woken; (outcome, delivered)."""
+        recorded and every wait woken; (outcome, delivered). `handed_back`: see __init__."""
         with self._lock:
             self._check_pending()
             if version is not None and (
@@ -2395,6 +2401,7 @@ class Interview:
             result, outcome = decide(delivered)
             self.result = result
             self.state = result["status"]
+            self.handed_back = handed_back
             self.settled_monotonic = time.monotonic()
             self._touch()
         return outcome, delivered
@@ -2765,11 +2772,14 @@ class SessionHub:
         self.log.event(result["status"], interview=interview.id, delivered=delivered, **counts)
         return {"ok": True, "counts": counts, "delivered": delivered}
 
-    def settle_without_form(self, interview: Interview, answers: dict, status: str, via: str):
-        """Settle through another channel (a native elicitation); None if already settled."""
+    def settle_without_form(self, interview: Interview, answers: dict, status: str, via: str,
+                            handed_back: bool = False):
+        """Settle through another channel (a native elicitation, the hook giving the questions
+        back to Claude Code); None if already settled."""
         submission = {"answers": answers, "generalNotes": None, "attachments": None, "status": status}
         try:
-            (result, path), _ = interview.settle(lambda delivered: self._result(interview, submission, via))
+            (result, path), _ = interview.settle(lambda delivered: self._result(interview, submission, via),
+                                                 handed_back=handed_back)
         except InterviewSettled:
             return None
         self._log_archived(interview, path)
@@ -8652,7 +8662,8 @@ def appended_result(reply: dict, title: str) -> dict:
 # Command line
 # ============================================================================================
 
-USAGE = """usage: askrich.py [demo | ask FILE.json | inbox | notify --test | doctor] [--link | --no-open]
+USAGE = """usage: askrich.py [demo | ask FILE.json | inbox | notify --test | doctor | hook ask-user-question]
+                  [--link | --no-open]
 
   (no command)         run the stdio MCP server (what an MCP client launches)
   demo                 ask the built-in demo interview and print the result JSON
@@ -8661,7 +8672,12 @@ USAGE = """usage: askrich.py [demo | ask FILE.json | inbox | notify --test | doc
                        (served from here until Ctrl-C when no ask-user-rich holds it)
   notify --test        send one test notice to every notice target and say how each went
   doctor               check Python, the log directory, the browser opener, the form server,
-                       the inbox and the notice targets
+                       the inbox, the notice targets and the AskUserQuestion hook
+  hook ask-user-question [--timeout SECONDS]
+                       Claude Code's PreToolUse hook: its AskUserQuestion asked in the form
+                       (SECONDS: the hook's timeout in Claude Code's config; default 60)
+  hook ask-user-question --enable | --disable
+                       turn that hook on or off for every session that has it configured
   --link               with demo/ask/inbox: do not open a browser; print the link
   --no-open            the same as --link
   --version            print the version
@@ -8684,6 +8700,8 @@ def main(argv=None, detach: bool = False):
         sys.stdout.write("%s %s\n" % (SERVER_NAME, __version__))
         return 0
     command, rest = args[0], args[1:]
+    if command == "hook":
+        return run_hook(rest)
     flags = [arg for arg in rest if arg.startswith("--")]
     positional = [arg for arg in rest if not arg.startswith("--") or arg == "-"]
     unknown = [flag for flag in flags if flag not in ("--link", "--no-open")]
@@ -8821,29 +8839,44 @@ def run_cli_interview(source: str, open_it: bool) -> int:
     except InvalidInterview as problems:
         sys.stderr.write("%s\n" % problems)
         return 2
-    config, warnings = Config.from_env()
-    runtime = Runtime(config)
-    for warning in warnings:
-        runtime.log.event("config-warning", "warning", detail=warning)
-    try:
-        interview = runtime.open_interview(arguments)
-        sys.stderr.write("\nThe interview %s is at:\n  %s\n\n" % (quote(interview.spec["title"]), interview.url))
-        if open_it and interview.options["delivery"] != "link":
-            opened, why = open_browser(interview.url, config, runtime.log)
-            if not opened:
-                sys.stderr.write("Could not open the browser (%s).\n" % why)
 
-        def report(facts: dict, first: bool) -> None:
-            sys.stderr.write("[ask-user-rich] %s\n" % progress_message(facts))
-
-        result, why = runtime.hub.wait(
-            interview, None, interview.options["timeoutSeconds"], report, config.progress_ms / 1000.0
-        )
+    def print_result(runtime, interview, result, why) -> int:
         if result is None:
             sys.stderr.write("askrich.py: stopped waiting (%s); the form is closed.\n" % why)
             return 1
         sys.stdout.write(json.dumps(result, ensure_ascii=False, indent=2) + "\n")
         return 0
+
+    return ask_here(arguments, open_it, print_result)
+
+
+def ask_here(arguments: dict, open_it: bool, finish, agent=None, timeout=None, cancellation=None) -> int:
+    """How the command line asks (demo, ask, the AskUserQuestion hook): open the interview in
+    this process (its link on stderr), open the browser, wait for the submit, `timeout` seconds
+    (else the interview's own timeoutSeconds) or `cancellation`; then `finish(runtime,
+    interview, result, why)` returns the exit code while the form is still served. `arguments`
+    were validated."""
+    config, warnings = Config.from_env()
+    runtime = Runtime(config)
+    for warning in warnings:
+        runtime.log.event("config-warning", "warning", detail=warning)
+    try:
+        interview = runtime.open_interview(arguments, agent=agent)
+        sys.stderr.write("\nThe interview %s is at:\n  %s\n\n" % (quote(interview.spec["title"]), interview.url))
+        opened = False
+        if open_it and interview.options["delivery"] != "link":
+            opened, why = open_browser(interview.url, config, runtime.log)
+            if not opened:
+                sys.stderr.write("Could not open the browser (%s).\n" % why)
+        runtime.notices.arm(interview, opened)  # a wait on the person starts, as for a tool call
+
+        def report(facts: dict, first: bool) -> None:
+            sys.stderr.write("[ask-user-rich] %s\n" % progress_message(facts))
+
+        if timeout is None:
+            timeout = interview.options["timeoutSeconds"]
+        result, why = runtime.hub.wait(interview, cancellation, timeout, report, config.progress_ms / 1000.0)
+        return finish(runtime, interview, result, why)
     except FormServerUnavailable as error:
         sys.stderr.write("askrich.py: could not start the form server on %s:%d (%s); free the port "
                          "or set %s to another one.\n" % (error.host, error.port, error.reason, ENV_PORT))
@@ -8852,6 +8885,265 @@ def run_cli_interview(source: str, open_it: bool) -> int:
         return 1
     finally:
         runtime.close()
+
+
+# -- Claude Code's own questions: a PreToolUse hook on AskUserQuestion -------------------------
+#
+# Claude Code runs `askrich.py hook ask-user-question` before its built-in AskUserQuestion
+# shows anything, with the call as JSON on stdin. The same questions go to the form (and so to
+# the door, the inbox and the notices); the person's answers go back as the hook output that
+# Claude Code 2.1.328 takes as the person's own answers: it then shows no dialog, and the model
+# gets an ordinary AskUserQuestion result. Whatever goes wrong on our side ends with exit 0 and
+# no output, which leaves Claude Code to ask in its terminal as if the hook were not there (exit
+# 2 would block the tool instead). tests/README.md ("Claude Code's own questions") has the
+# shapes as seen in a real session.
+
+HOOK_TOOL = "AskUserQuestion"
+HOOK_AGENT = "Claude Code"
+# The hook answers only while this file is in the log directory: the plugin ships the hook,
+# and the person turns it on and off with --enable / --disable.
+HOOK_SWITCH = "hook-ask-user-question.on"
+# Claude Code's own limit for a command hook when its config sets none, in seconds.
+HOOK_DEFAULT_TIMEOUT = 60
+# How long before Claude Code's limit the hook gives up: Claude Code kills a hook at its limit
+# and then asks in the terminal anyway, but only a hook that ends by itself can tell the form.
+HOOK_MARGIN_SECONDS = 15
+# The built-in tool's convention for the option the model recommends.
+RECOMMENDED_SUFFIX = "(Recommended)"
+HOOK_SKIPPED = "The person skipped these questions in the ask-user-rich form"
+# What the model reads for a question the person did not answer with a choice.
+HOOK_OPEN_ANSWERS = {
+    "deferred": "(not decided yet: the person deferred this question)",
+    "needs-info": "(the person needs more information before deciding; see the notes)",
+    "unanswered": "(not answered)",
+}
+HOOK_USAGE = "hook ask-user-question [--timeout SECONDS | --enable | --disable]"
+
+
+class HookInputUnfit(ValueError):
+    """The hook's input is not an AskUserQuestion call we can ask: Claude Code asks itself."""
+
+
+def interview_from_ask_user_question(tool_input) -> dict:
+    """AskUserQuestion's input -> ask_user_rich arguments, its questions in the same order.
+    The question text becomes the header, the short `header` chip names the question (its id)
+    and, joined, the interview's title; an option's preview is shown as the built-in shows it,
+    in monospace, unless it brings its own code fence. Every question keeps its Other field.
+    No limit of the built-in (4 questions, 4 options, 12-character chips) applies."""
+    questions = tool_input.get("questions") if isinstance(tool_input, dict) else None
+    if not isinstance(questions, list) or not questions:
+        raise HookInputUnfit("no questions")
+    asked, chips, ids = [], [], set()
+    for number, question in enumerate(questions, 1):
+        if not isinstance(question, dict) or not _is_text(question.get("question")):
+            raise HookInputUnfit("question %d has no text" % number)
+        chip = question.get("header").strip() if _is_text(question.get("header")) else ""
+        options, recommended = _hook_options(question.get("options"), number)
+        entry = {"id": _unique_id(slugify(chip) or "q%d" % number, ids), "header": question["question"],
+                 "options": options, "multiSelect": question.get("multiSelect") is True}
+        if recommended:
+            entry["recommended"] = recommended if entry["multiSelect"] else recommended[0]
+        asked.append(entry)
+        if chip:
+            chips.append(chip)
+    title = " · ".join(chips) or cut(" ".join(questions[0]["question"].split()), 80)
+    return {"title": title, "questions": asked}
+
+
+def _is_text(value) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+def _unique_id(wanted: str, taken: set) -> str:
+    qid, n = wanted, 2
+    while qid in taken:
+        qid = "%s-%d" % (wanted, n)
+        n += 1
+    taken.add(qid)
+    return qid
+
+
+def _hook_options(raw, number: int) -> tuple:
+    """An AskUserQuestion question's options -> (our options, the ids labelled recommended)."""
+    if raw is None:
+        return [], []
+    if not isinstance(raw, list):
+        raise HookInputUnfit("question %d's options are not a list" % number)
+    options, recommended = [], []
+    for index, option in enumerate(raw, 1):
+        if not isinstance(option, dict) or not _is_text(option.get("label")):
+            raise HookInputUnfit("question %d, option %d has no label" % (number, index))
+        ours = {"id": "o%d" % index, "label": option["label"]}
+        if _is_text(option.get("description")):
+            ours["description"] = option["description"]
+        if _is_text(option.get("preview")):
+            ours["preview"] = _monospace(option["preview"])
+        if option["label"].rstrip().endswith(RECOMMENDED_SUFFIX):
+            recommended.append(ours["id"])
+        options.append(ours)
+    return options, recommended
+
+
+def _monospace(preview: str) -> str:
+    """The built-in shows a preview (an ASCII mockup, a snippet) in a monospace box: a fenced
+    block keeps its lines and spaces, unless the preview is markdown with its own fences."""
+    if "```" in preview or "~~~" in preview:
+        return preview
+    return "```text\n%s\n```" % preview.strip("\n")
+
+
+def ask_user_question_answer(tool_input: dict, result: dict) -> dict:
+    """The hook output for a settled result: the person's answers as AskUserQuestion's own
+    (`answers`: labels joined by ", ", an Other text as the answer itself; `annotations`: notes,
+    and the preview of a single choice that had one), keyed by question text; or a refusal
+    when they skipped."""
+    if result["status"] != SUBMITTED:
+        reason = HOOK_SKIPPED
+        if result.get("generalNotes"):
+            reason += ", saying: %s" % result["generalNotes"]
+        return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+                                       "permissionDecisionReason": reason + "."}}
+    rows = {row["id"]: row for row in result["answers"]}
+    asked = interview_from_ask_user_question(tool_input)["questions"]
+    answers, annotations = {}, {}
+    for ours, original in zip(asked, tool_input["questions"]):
+        text = original["question"]
+        answers[text], note = _hook_answer(rows.get(ours["id"], {}), ours, original)
+        if note:
+            annotations[text] = note
+    general = result.get("generalNotes")
+    if general:
+        first = annotations.setdefault(asked[0]["header"], {})
+        first["notes"] = ("%s\n\n" % first["notes"] if first.get("notes") else "") + "General notes: " + general
+    updated = dict(tool_input, answers=answers, annotations=annotations)
+    return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow",
+                                   "updatedInput": updated}}
+
+
+def _hook_answer(row: dict, asked: dict, original: dict) -> tuple:
+    """One question's (answer text, annotation or None)."""
+    status = row.get("status", "unanswered")
+    selected = [oid for oid in row.get("selected") or [] if oid.startswith("o") and oid[1:].isdigit()]
+    chosen = [original["options"][int(oid[1:]) - 1] for oid in selected]
+    texts = [option["label"] for option in chosen] + ([row["other"]] if row.get("other") else [])
+    if status == "answered" and texts:
+        text = ", ".join(texts)
+    else:
+        text = HOOK_OPEN_ANSWERS.get(status, HOOK_OPEN_ANSWERS["unanswered"])
+    note = {}
+    if len(chosen) == 1 and len(texts) == 1 and _is_text(chosen[0].get("preview")):
+        note["preview"] = chosen[0]["preview"]
+    if row.get("notes"):
+        note["notes"] = row["notes"]
+    return text, note or None
+
+
+def hook_switch_path(config: "Config") -> str:
+    return os.path.join(config.log_dir, HOOK_SWITCH)
+
+
+def hook_is_on(config: "Config") -> bool:
+    return os.path.isfile(hook_switch_path(config))
+
+
+def run_hook(args: list) -> int:
+    """`hook ask-user-question`: always 0, and output only when it answers (see above)."""
+    config, _ = Config.from_env()
+    if args[:1] != ["ask-user-question"]:
+        return usage_error("the hooks are: %s" % HOOK_USAGE)
+    flags = args[1:]
+    if flags in (["--enable"], ["--disable"]):
+        return switch_hook(config, flags[0] == "--enable")
+    timeout = HOOK_DEFAULT_TIMEOUT
+    if flags[:1] == ["--timeout"] and len(flags) == 2 and flags[1].isdigit() and int(flags[1]) > 0:
+        timeout = int(flags[1])
+    elif flags:
+        return usage_error("usage: askrich.py %s" % HOOK_USAGE)
+    try:
+        source = sys.stdin.read()
+        if not hook_is_on(config):
+            return 0
+        answer = answer_ask_user_question(source, timeout)
+    except Exception as error:  # anything of ours: Claude Code asks in the terminal
+        sys.stderr.write("askrich.py hook: %r; Claude Code asks in the terminal.\n" % (error,))
+        return 0
+    if answer is not None:
+        sys.stdout.write(json.dumps(answer) + "\n")
+        sys.stdout.flush()
+    return 0
+
+
+def switch_hook(config: "Config", on: bool) -> int:
+    path = hook_switch_path(config)
+    try:
+        if on:
+            os.makedirs(config.log_dir, mode=0o700, exist_ok=True)
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write("Claude Code's AskUserQuestion is asked through ask-user-rich's form.\n")
+        elif os.path.lexists(path):
+            os.unlink(path)
+    except OSError as error:
+        sys.stderr.write("askrich.py: cannot %s %s: %s\n" % ("write" if on else "remove", path, error))
+        return 1
+    sys.stdout.write(
+        "Claude Code's questions (AskUserQuestion) now open in ask-user-rich's form, in every "
+        "session with the ask-user-rich plugin (or the hook in your settings).\n" if on else
+        "Claude Code's questions (AskUserQuestion) are asked in its terminal again.\n")
+    return 0
+
+
+# How long a hook that gave up keeps serving an open form, so that its event stream, woken by
+# the change, tells the page before the process (and with it the form server) ends.
+HOOK_GOODBYE_SECONDS = 2.0
+
+
+def say_goodbye(interview: Interview, patience: float) -> None:
+    """Return once no page watches the interview, or after `patience` seconds."""
+    deadline = time.monotonic() + patience
+
+    def check():
+        left = deadline - time.monotonic()
+        return True if interview.streams == 0 or left <= 0 else left
+
+    interview.wait_until(check)
+
+
+def answer_ask_user_question(source: str, timeout: int):
+    """The hook output for one PreToolUse call, or None to let Claude Code ask itself."""
+    import signal
+
+    payload = parse_json(source)
+    if not isinstance(payload, dict) or payload.get("tool_name") != HOOK_TOOL or \
+            payload.get("hook_event_name", "PreToolUse") != "PreToolUse":
+        raise HookInputUnfit("not a PreToolUse call of %s" % HOOK_TOOL)
+    tool_input = payload.get("tool_input")
+    arguments = interview_from_ask_user_question(tool_input)
+    validate_interview(arguments)
+    folder = payload.get("cwd")
+    if isinstance(folder, str) and os.path.isdir(folder):
+        os.chdir(folder)  # the project the inbox and the notices name
+    cancellation = Cancellation()
+    for name in STOP_SIGNALS:  # Claude Code stops a hook (Esc, its own limit) with SIGTERM
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), lambda *_: threading.Thread(target=cancellation.cancel).start())
+    margin = min(HOOK_MARGIN_SECONDS, timeout / 4.0)
+    outcome = {}
+
+    def finish(runtime, interview, result, why) -> int:
+        if result is None:  # the form says where the questions went, before the process ends
+            unanswered_all = {question["id"]: unanswered() for question in interview.questions()}
+            if runtime.hub.settle_without_form(interview, unanswered_all, CANCELLED, "browser",
+                                               handed_back=why == "timeout") is not None:
+                runtime.log.event("hook-gave-up", interview=interview.id, why=why)
+                say_goodbye(interview, min(HOOK_GOODBYE_SECONDS, margin / 2))
+                return 0
+            result = interview.settled_result()  # a submit that came as the wait ended
+        outcome["answer"] = ask_user_question_answer(tool_input, result)
+        return 0
+
+    ask_here(arguments, True, finish, agent=HOOK_AGENT, timeout=max(1.0, timeout - margin),
+             cancellation=cancellation)
+    return outcome.get("answer")
 
 
 def run_inbox(open_it: bool) -> int:
@@ -8986,6 +9278,7 @@ def run_doctor(environ=None, facts=None, out=None) -> int:
     line(_doctor_inbox(config))
     for text in _doctor_door(config) + _doctor_notices(config, env):
         line(text)
+    line(_doctor_hook(config))
     problem = _doctor_self_test(config, line)
     if problem is not None:
         broken.append(problem)
@@ -9199,6 +9492,15 @@ def run_notify_test(environ=None, out=None) -> int:
         ok, said = outcomes.get(target.name, (False, "no answer within %gs" % (NOTICE_LIMIT_SECONDS * 2)))
         out.write("%s  %s: %s\n" % ("ok  " if ok else "FAIL", target.name, said))
     return 0 if all(outcomes.get(target.name, (False,))[0] for target in targets) else 1
+
+
+def _doctor_hook(config: Config) -> str:
+    if hook_is_on(config):
+        return ("AskUserQuestion hook: on (%s): Claude Code's own questions open in the form where the "
+                "hook is configured (the plugin ships it); off with: askrich.py hook ask-user-question "
+                "--disable" % hook_switch_path(config))
+    return ("AskUserQuestion hook: off: Claude Code asks its own questions in its terminal; on with: "
+            "askrich.py hook ask-user-question --enable")
 
 
 def _doctor_port(host: str, port: int) -> str:

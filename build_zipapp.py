@@ -14,7 +14,8 @@ SOURCE_DATE_EPOCH when set), modes normalized to 0644, no directory entries, no 
 extra fields. `python -m zipapp` is not used: it drops main()'s exit code and stamps file times.
 
 `--plugin` also writes dist/ask-user-rich-marketplace/, a Claude Code plugin marketplace holding
-one plugin (manifest, `.mcp.json` that runs the `.pyz` beside it, the `.pyz`, one skill), and
+one plugin (manifest, `.mcp.json` that runs the `.pyz` beside it, the `.pyz`, one skill, and the
+AskUserQuestion hook, which answers only once the person turns it on), and
 the same folder as dist/ask-user-rich-marketplace.zip, built by the same fixed-metadata rules.
 
 Standard library only; runs on Python 3.8 and newer.
@@ -356,6 +357,10 @@ PLUGIN_LICENSE = "MIT"
 DEFAULT_HOMEPAGE = "https://github.com/ask-user-rich/ask-user-rich"
 # Claude Code's hard limit for one tool call, in ms: an interview may wait on a person for hours.
 TOOL_TIMEOUT_MS = 4 * 3600 * 1000
+# The hook that asks Claude Code's own AskUserQuestion in the form. It answers only once the
+# person turned it on (`askrich.pyz hook ask-user-question --enable`), and gives the questions
+# back to the terminal shortly before this limit (seconds), which it is told.
+HOOK_TIMEOUT_SECONDS = 3600
 SKILL_MD = """\
 ---
 name: ask-user-rich
@@ -421,8 +426,15 @@ def plugin_files(pyz, version, homepage):
         "args": ["${CLAUDE_PLUGIN_ROOT}/askrich.pyz"],
         "timeout": TOOL_TIMEOUT_MS,
     }}}
+    hooks = {"hooks": {"PreToolUse": [{"matcher": "AskUserQuestion", "hooks": [{
+        "type": "command",
+        "command": 'python3 "${CLAUDE_PLUGIN_ROOT}/askrich.pyz" hook ask-user-question --timeout %d'
+                   % HOOK_TIMEOUT_SECONDS,
+        "timeout": HOOK_TIMEOUT_SECONDS,
+    }]}]}}
     files = [
         (".claude-plugin/marketplace.json", _json_bytes(marketplace)),
+        (PLUGIN_NAME + "/hooks/hooks.json", _json_bytes(hooks)),
         (PLUGIN_NAME + "/.claude-plugin/plugin.json", _json_bytes(plugin)),
         (PLUGIN_NAME + "/.mcp.json", _json_bytes(servers)),
         (PLUGIN_NAME + "/askrich.pyz", pyz),

@@ -5,13 +5,20 @@ checks on what arrived where."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
+import signal
+import struct
 import subprocess
 import sys
+import termios
+import threading
 import time
 
 import clients_support as cs
+import pyte
 from scripted_model import ToolUse
 from support import WAIT, EventsReader, LoopbackReports, api_url, http_request, submit
 
@@ -223,3 +230,162 @@ def assert_big_answers(result):
     for qid, answer in BIG_ANSWERS.items():
         assert rows[qid]["selected"] == ["col"], rows[qid]
         assert rows[qid].get("notes") == answer.get("notes"), rows[qid]
+
+
+# -- an interactive session: Claude Code's full-screen UI in a pseudo-terminal ---------------------
+
+API_KEY = "sk-ant-scripted-test"
+COLUMNS, ROWS = 120, 40
+INTERACTIVE_WAIT = 60  # seconds for any one thing an interactive session does (start, a turn, a poll)
+
+
+def seed_home(env, work):
+    """What a person's first run would ask (theme, the API key, trusting the folder), answered
+    beforehand in the throwaway HOME, so that the session starts at its prompt."""
+    with open(os.path.join(env["HOME"], ".claude.json"), "w", encoding="utf-8") as f:
+        json.dump({"hasCompletedOnboarding": True, "theme": "dark", "numStartups": 1,
+                   "customApiKeyResponses": {"approved": [API_KEY[-20:]], "rejected": []},
+                   "projects": {str(work): {"hasTrustDialogAccepted": True, "allowedTools": []}}}, f)
+
+
+# -- the person's terminal --------------------------------------------------------------------
+
+class Terminal:
+    """A CLI in a pseudo-terminal, its output rendered as a terminal would show it."""
+
+    def __init__(self, argv, env, cwd, columns=COLUMNS, rows=ROWS):
+        self.screen = pyte.Screen(columns, rows)
+        self.stream = pyte.ByteStream(self.screen)
+        self.changed = threading.Condition()
+        self.ended = False
+        self.frames = []  # every screen shown, flat: a state that lasts a moment is still seen
+        master, slave = os.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+        try:
+            # A session of its own: its process group (the CLI and the servers it starts) ends
+            # by one id, whatever the test did.
+            self.process = subprocess.Popen(argv, env=env, cwd=str(cwd), stdin=slave, stdout=slave,
+                                            stderr=slave, start_new_session=True)
+        except BaseException:
+            os.close(master)
+            raise
+        finally:
+            os.close(slave)
+        self.fd = master
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        while True:
+            try:
+                data = os.read(self.fd, 65536)
+            except OSError:  # EIO: the CLI closed the terminal
+                data = b""
+            with self.changed:
+                if not data:
+                    self.ended = True
+                    self.changed.notify_all()
+                    return
+                self.stream.feed(data)
+                flat = " ".join("\n".join(line.rstrip() for line in self.screen.display).split())
+                if not self.frames or self.frames[-1] != flat:
+                    self.frames.append(flat)
+                self.changed.notify_all()
+
+    def text(self):
+        """The screen now, one line per row."""
+        with self.changed:
+            return "\n".join(line.rstrip() for line in self.screen.display)
+
+    def flat(self):
+        """The screen's words with all runs of blanks as one space, so that a text the UI
+        wrapped over rows (with its indentation) still reads as one."""
+        return " ".join(self.text().split())
+
+    def wait_for(self, what, found, timeout=INTERACTIVE_WAIT):
+        """Wait until found(flat screen text) is true; return that text. Fails naming `what`
+        and showing the screen, if it does not come within `timeout` or the CLI ended."""
+        return self._wait(lambda: [self.flat_now()], found, timeout,
+                          "%s did not appear on the screen within %ss%s; the screen:\n%s", what)
+
+    def wait_for_shown(self, what, found, timeout=INTERACTIVE_WAIT):
+        """Like wait_for, but true of any screen shown so far, however briefly."""
+        return self._wait(lambda: self.frames, found, timeout,
+                          "%s was never shown within %ss%s; the last screen:\n%s", what)
+
+    def flat_now(self):
+        """flat(), with the lock already held."""
+        return " ".join("\n".join(line.rstrip() for line in self.screen.display).split())
+
+    def _wait(self, screens, found, timeout, failure, what):
+        deadline = time.monotonic() + timeout
+        with self.changed:
+            while True:
+                for flat in screens():
+                    if found(flat):
+                        return flat
+                left = deadline - time.monotonic()
+                if left <= 0 or self.ended:
+                    raise AssertionError(failure % (what, timeout, " (the CLI ended)" if self.ended else "",
+                                                    "\n".join(line.rstrip() for line in self.screen.display)))
+                self.changed.wait(min(left, 1.0))
+
+    def wait_for_text(self, text, timeout=INTERACTIVE_WAIT, what=None):
+        return self.wait_for(what or repr(text), lambda flat: text in flat, timeout)
+
+    def type(self, text):
+        os.write(self.fd, text.encode("utf-8"))
+
+    def close(self):
+        """End the CLI's process group by its id: SIGTERM, then SIGKILL after 5 s."""
+        if self.process.poll() is None:
+            for sig, grace in ((signal.SIGTERM, 5), (signal.SIGKILL, 10)):
+                try:
+                    os.killpg(self.process.pid, sig)
+                except ProcessLookupError:
+                    break
+                try:
+                    self.process.wait(grace)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        else:
+            try:  # the CLI is gone; anything left in its group is not
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        os.close(self.fd)
+        self.reader.join(5)
+
+
+DOWN, ENTER, ESCAPE = "\x1b[B", "\r", "\x1b"
+
+
+# -- the person's browser -----------------------------------------------------------------------
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+def require_chromium():
+    """Skip without Chromium, or fail when the test command promised it."""
+    import pytest
+
+    if not os.path.exists(CHROMIUM):
+        if os.environ.get("ASK_USER_RICH_TESTS_REQUIRE_CHROMIUM") == "1":
+            pytest.fail("%s is missing but ASK_USER_RICH_TESTS_REQUIRE_CHROMIUM=1" % CHROMIUM)
+        pytest.skip("%s is not installed (apt-get install chromium)" % CHROMIUM)
+
+
+@contextlib.contextmanager
+def chromium_page():
+    """A page of a headless Chromium that is closed however the test ends."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+            "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync"])
+        try:
+            yield browser.new_page()
+        finally:
+            browser.close()

@@ -65,6 +65,21 @@ def interview(*questions, **extra):
     return args
 
 
+# One call of Claude Code's built-in AskUserQuestion, as its PreToolUse hook receives it
+# (tests/test_hook.py, tests/test_sessions_hook.py): a question text with quotes and a newline,
+# a preview, a recommendation by the built-in's "(Recommended)" convention, and a multi-select.
+ASKED_DB = 'Which "database" should we use?\nWe store orders.'
+ASKED_LANGS = "Which client languages?"
+ASK_USER_QUESTION = {"questions": [
+    {"question": ASKED_DB, "header": "Database", "multiSelect": False, "options": [
+        {"label": "Postgres (Recommended)", "description": "Row store we run already",
+         "preview": "+--------+\n| orders |\n+--------+"},
+        {"label": "MySQL", "description": "Ops knows it"}]},
+    {"question": ASKED_LANGS, "header": "Langs", "multiSelect": True, "options": [
+        {"label": "Python", "description": "p"}, {"label": "Go", "description": "g"},
+        {"label": "Rust", "description": "r"}]}]}
+
+
 def quiet_runtime(log_dir, stream=None, **settings) -> askrich.Runtime:
     """A Runtime on `log_dir` that opens no browser and logs into `stream` (a StringIO)."""
     config = askrich.Config(log_dir=str(log_dir), open_browser=False, **settings)

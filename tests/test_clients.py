@@ -103,15 +103,21 @@ def _install_plugin(marketplace, env, cwd):
 
 # The build -------------------------------------------------------------------------------------
 
-def test_the_plugin_holds_the_manifests_the_server_entry_the_archive_and_one_skill(built):
+def test_the_plugin_holds_the_manifests_the_server_entry_the_archive_one_skill_and_the_hook(built):
     files = _folder_contents(built)
     assert sorted(files) == [
         ".claude-plugin/marketplace.json",
         "ask-user-rich/.claude-plugin/plugin.json",
         "ask-user-rich/.mcp.json",
         "ask-user-rich/askrich.pyz",
+        "ask-user-rich/hooks/hooks.json",
         "ask-user-rich/skills/ask-user-rich/SKILL.md",
     ]
+    # The AskUserQuestion hook, told Claude Code's limit for it so that it gives up first.
+    hooks = json.loads(files["ask-user-rich/hooks/hooks.json"][1])
+    assert hooks == {"hooks": {"PreToolUse": [{"matcher": "AskUserQuestion", "hooks": [{
+        "type": "command", "timeout": 3600,
+        "command": 'python3 "${CLAUDE_PLUGIN_ROOT}/askrich.pyz" hook ask-user-question --timeout 3600'}]}]}}
     marketplace = json.loads(files[".claude-plugin/marketplace.json"][1])
     assert [p["name"] for p in marketplace["plugins"]] == ["ask-user-rich"]
     assert marketplace["plugins"][0]["source"] == "./ask-user-rich"
@@ -162,6 +168,7 @@ def test_claude_code_validates_the_marketplace_and_the_plugin_without_a_warning(
     out = _ok(cs.run("claude", ["plugin", "validate", os.path.join(built, "ask-user-rich")], env, tmp_path))
     assert "✔ Validation passed" in out, out
     assert "mcpServers: ask-user-rich stdio python3" in out and "skills: ask-user-rich:ask-user-rich" in out, out
+    assert "hooks: PreToolUse AskUserQuestion command" in out, out
 
 
 def test_claude_code_installs_the_plugin_and_connects_to_the_plugins_own_archive(built, tmp_path):

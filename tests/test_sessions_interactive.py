@@ -13,19 +13,12 @@ task runs inline until the auto-background time, then moves to the background th
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
-import signal
-import struct
-import subprocess
 import sys
-import termios
-import threading
 import time
 
-import pyte
 import pytest
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -33,7 +26,10 @@ if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 import clients_support as cs  # noqa: E402
 from scripted_model import ScriptedModel, Text, ToolUse  # noqa: E402
-from sessions_support import NOTE, PICK_A_DATABASE, StdioTap, end_logged_servers  # noqa: E402
+from sessions_support import (API_KEY, COLUMNS, DOWN, ENTER, NOTE, PICK_A_DATABASE, ROWS,  # noqa: E402
+                              StdioTap, Terminal, chromium_page, end_logged_servers, require_chromium,
+                              seed_home)
+from sessions_support import INTERACTIVE_WAIT as WAIT  # noqa: E402
 from support import MODULE, RecordingOpener, api_url, http_request, submit  # noqa: E402
 
 pytestmark = pytest.mark.sessions
@@ -41,125 +37,6 @@ TOOL = "mcp__ask-user-rich__ask_user_rich"
 BACKGROUND_MS = 15000  # CLAUDE_CODE_MCP_AUTO_BACKGROUND_MS for the call without a task
 ARGS = PICK_A_DATABASE
 PROMPT = "Ask me which database to use."
-API_KEY = "sk-ant-scripted-test"
-COLUMNS, ROWS = 120, 40
-WAIT = 60  # seconds for any one thing a session does (start, a model turn, a poll)
-
-
-# -- the person's terminal --------------------------------------------------------------------
-
-class Terminal:
-    """A CLI in a pseudo-terminal, its output rendered as a terminal would show it."""
-
-    def __init__(self, argv, env, cwd, columns=COLUMNS, rows=ROWS):
-        self.screen = pyte.Screen(columns, rows)
-        self.stream = pyte.ByteStream(self.screen)
-        self.changed = threading.Condition()
-        self.ended = False
-        self.frames = []  # every screen shown, flat: a state that lasts a moment is still seen
-        master, slave = os.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
-        try:
-            # A session of its own: its process group (the CLI and the servers it starts) ends
-            # by one id, whatever the test did.
-            self.process = subprocess.Popen(argv, env=env, cwd=str(cwd), stdin=slave, stdout=slave,
-                                            stderr=slave, start_new_session=True)
-        except BaseException:
-            os.close(master)
-            raise
-        finally:
-            os.close(slave)
-        self.fd = master
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self):
-        while True:
-            try:
-                data = os.read(self.fd, 65536)
-            except OSError:  # EIO: the CLI closed the terminal
-                data = b""
-            with self.changed:
-                if not data:
-                    self.ended = True
-                    self.changed.notify_all()
-                    return
-                self.stream.feed(data)
-                flat = " ".join("\n".join(line.rstrip() for line in self.screen.display).split())
-                if not self.frames or self.frames[-1] != flat:
-                    self.frames.append(flat)
-                self.changed.notify_all()
-
-    def text(self):
-        """The screen now, one line per row."""
-        with self.changed:
-            return "\n".join(line.rstrip() for line in self.screen.display)
-
-    def flat(self):
-        """The screen's words with all runs of blanks as one space, so that a text the UI
-        wrapped over rows (with its indentation) still reads as one."""
-        return " ".join(self.text().split())
-
-    def wait_for(self, what, found, timeout=WAIT):
-        """Wait until found(flat screen text) is true; return that text. Fails naming `what`
-        and showing the screen, if it does not come within `timeout` or the CLI ended."""
-        deadline = time.monotonic() + timeout
-        with self.changed:
-            while True:
-                flat = " ".join("\n".join(line.rstrip() for line in self.screen.display).split())
-                if found(flat):
-                    return flat
-                left = deadline - time.monotonic()
-                if left <= 0 or self.ended:
-                    raise AssertionError("%s did not appear on the screen within %ss%s; the screen:\n%s" % (
-                        what, timeout, " (the CLI ended)" if self.ended else "",
-                        "\n".join(line.rstrip() for line in self.screen.display)))
-                self.changed.wait(min(left, 1.0))
-
-    def wait_for_shown(self, what, found, timeout=WAIT):
-        """Like wait_for, but true of any screen shown so far, however briefly."""
-        deadline = time.monotonic() + timeout
-        with self.changed:
-            while True:
-                for flat in self.frames:
-                    if found(flat):
-                        return flat
-                left = deadline - time.monotonic()
-                if left <= 0 or self.ended:
-                    raise AssertionError("%s was never shown within %ss%s; the last screen:\n%s" % (
-                        what, timeout, " (the CLI ended)" if self.ended else "",
-                        "\n".join(line.rstrip() for line in self.screen.display)))
-                self.changed.wait(min(left, 1.0))
-
-    def wait_for_text(self, text, timeout=WAIT, what=None):
-        return self.wait_for(what or repr(text), lambda flat: text in flat, timeout)
-
-    def type(self, text):
-        os.write(self.fd, text.encode("utf-8"))
-
-    def close(self):
-        """End the CLI's process group by its id: SIGTERM, then SIGKILL after 5 s."""
-        if self.process.poll() is None:
-            for sig, grace in ((signal.SIGTERM, 5), (signal.SIGKILL, 10)):
-                try:
-                    os.killpg(self.process.pid, sig)
-                except ProcessLookupError:
-                    break
-                try:
-                    self.process.wait(grace)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
-        else:
-            try:  # the CLI is gone; anything left in its group is not
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        os.close(self.fd)
-        self.reader.join(5)
-
-
-DOWN, ENTER, ESCAPE = "\x1b[B", "\r", "\x1b"
 
 
 # -- the model --------------------------------------------------------------------------------
@@ -193,15 +70,6 @@ def session_policy(model, request):
 
 # -- one session ------------------------------------------------------------------------------
 
-def _seed_home(env, work):
-    """What a person's first run would ask (theme, the API key, trusting the folder), answered
-    beforehand in the throwaway HOME, so that the session starts at its prompt."""
-    with open(os.path.join(env["HOME"], ".claude.json"), "w", encoding="utf-8") as f:
-        json.dump({"hasCompletedOnboarding": True, "theme": "dark", "numStartups": 1,
-                   "customApiKeyResponses": {"approved": [API_KEY[-20:]], "rejected": []},
-                   "projects": {str(work): {"hasTrustDialogAccepted": True, "allowedTools": []}}}, f)
-
-
 class Session:
     """One interactive Claude Code session with our server behind the tap; `with` ends every
     process it started, by id, however the test ends."""
@@ -217,7 +85,7 @@ class Session:
                          "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost",
                          "TERM": "xterm-256color", "COLUMNS": str(COLUMNS), "LINES": str(ROWS)})
         self.env.update(dict(extra_env))
-        _seed_home(self.env, self.work)
+        seed_home(self.env, self.work)
         self.module = module
         self.model = model
         self.terminal = None
@@ -382,44 +250,31 @@ def test_interactive_session_makes_a_task_shows_its_link_and_hands_the_answers_t
     _task_session(tmp_path, through_the_api, "form API")
 
 
-CHROMIUM = "/usr/bin/chromium"
-
-
 @pytest.mark.browser
 def test_interactive_session_answered_in_chromium(tmp_path):
-    if not os.path.exists(CHROMIUM):
-        if os.environ.get("ASK_USER_RICH_TESTS_REQUIRE_CHROMIUM") == "1":
-            pytest.fail("%s is missing but ASK_USER_RICH_TESTS_REQUIRE_CHROMIUM=1" % CHROMIUM)
-        pytest.skip("%s is not installed (apt-get install chromium)" % CHROMIUM)
-    from playwright.sync_api import expect, sync_playwright
+    require_chromium()
+    from playwright.sync_api import expect
 
     def in_the_browser(url, terminal):
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
-                "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync"])
-            try:
-                page = browser.new_page()
-                page.goto(url)  # the link the recording opener was given, as a browser would
-                page.wait_for_selector("body.ready")
-                # The page told our server it is open; the task's status line says so at the next poll.
-                terminal.wait_for("the form open in the task's status line",
-                                  lambda flat: "answered, form open (" in flat)
-                question = page.locator('section.question[data-qid="db"]')
-                if not question.is_visible():  # a welcome screen first
-                    page.keyboard.press("ArrowRight")
-                question.locator('li.opt[data-opt="my"] input.opt-input').click()
-                question.locator(".note-text").fill(NOTE)
-                page.keyboard.press("Escape")
-                page.keyboard.press("End")
-                submitted = time.monotonic()
-                page.locator("#btn-submit").click()
-                expect(page.locator("section.end h2")).to_have_text("Answers sent")
-                # The end screen names the agent from the session's clientInfo, and says it has them.
-                expect(page.locator("section.end")).to_contain_text("has your answers now")
-                assert "Claude Code" in page.locator("section.end").inner_text()
-            finally:
-                browser.close()
+        with chromium_page() as page:
+            page.goto(url)  # the link the recording opener was given, as a browser would
+            page.wait_for_selector("body.ready")
+            # The page told our server it is open; the task's status line says so at the next poll.
+            terminal.wait_for("the form open in the task's status line",
+                              lambda flat: "answered, form open (" in flat)
+            question = page.locator('section.question[data-qid="db"]')
+            if not question.is_visible():  # a welcome screen first
+                page.keyboard.press("ArrowRight")
+            question.locator('li.opt[data-opt="my"] input.opt-input').click()
+            question.locator(".note-text").fill(NOTE)
+            page.keyboard.press("Escape")
+            page.keyboard.press("End")
+            submitted = time.monotonic()
+            page.locator("#btn-submit").click()
+            expect(page.locator("section.end h2")).to_have_text("Answers sent")
+            # The end screen names the agent from the session's clientInfo, and says it has them.
+            expect(page.locator("section.end")).to_contain_text("has your answers now")
+            assert "Claude Code" in page.locator("section.end").inner_text()
         return submitted
 
     _task_session(tmp_path, in_the_browser, "Chromium")

@@ -363,12 +363,14 @@ async function settledState() {
   }
 }
 
-// `settled`: the interview's state, "submitted", "declined" or "cancelled".
-function finished(settled) {
+// `settled`: the interview's state, "submitted", "declined" or "cancelled"; `handedBack`: it was
+// cancelled because the agent asks these questions in its own terminal instead.
+function finished(settled, handedBack = false) {
   state.phase = "submitted";
   stopLive();
   forget(draftKey());
-  if (settled === "cancelled") endScreen(t("end.cancelled"), t("end.cancelledText"), t("end.closeTab"));
+  if (settled === "cancelled" && handedBack) endScreen(t("end.handedBack"), t("end.handedBackText"), t("end.closeTab"));
+  else if (settled === "cancelled") endScreen(t("end.cancelled"), t("end.cancelledText"), t("end.closeTab"));
   else if (settled === "declined") endScreen(t("end.declined"), t("end.declinedText"), t("end.closeTab"));
   else endScreen(t("end.already"), t("end.alreadyText"), t("end.closeTab"));
 }
@@ -408,7 +410,7 @@ function onState(s) {
   syncInboxLink(s.inbox);
   syncShare(s.share);
   if (state.phase !== "open") return;
-  if (s.state === "submitted" || s.state === "declined" || s.state === "cancelled") { finished(s.state); return; }
+  if (s.state === "submitted" || s.state === "declined" || s.state === "cancelled") { finished(s.state, s.handedBack === true); return; }
   if (s.version > state.version) pullSpec();
   if (s.waiting) { state.everWaited = true; clearNotice("stopped"); }
   else if (state.everWaited && state.waiting) {
