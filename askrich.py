@@ -2004,12 +2004,26 @@ class AttachmentStore:
 # Interviews and the waits on them: the session hub
 # ============================================================================================
 
+# An interview's id is 12 lowercase hex digits; a task's is "<interviewId>.<n>" (TaskRegistry.create),
+# and it names its interview wherever a sessionId is asked for. The tools' schemas state the same.
+SESSION_ID_PATTERN = "^[0-9a-f]{12}(\\.[0-9]+)?$"
+
+
 def is_session_id(value) -> bool:
+    """An interview's id."""
     return (
         isinstance(value, str)
         and len(value) == 12
         and all(ch in "0123456789abcdef" for ch in value)
     )
+
+
+def task_interview_id(value: str):
+    """The interview a task id "<interviewId>.<n>" names, or None when it is not one."""
+    interview_id, dot, number = value.partition(".")
+    if dot and number.isdigit() and number.isascii() and is_session_id(interview_id):
+        return interview_id
+    return None
 
 
 def token_key(token: str) -> bytes:
@@ -4672,8 +4686,8 @@ APPEND_RESULT_SCHEMA = {
 
 _SESSION_ID = {
     "type": "string",
-    "pattern": "^[0-9a-f]{12}$",
-    "description": "The sessionId (= interviewId) from ask_user_rich.",
+    "pattern": SESSION_ID_PATTERN,
+    "description": "The sessionId (= interviewId) from ask_user_rich, or a task id \"<sessionId>.<n>\".",
 }
 _TIMEOUT = {
     "type": "integer",
@@ -5338,8 +5352,8 @@ class TaskRegistry:
         of its interview (completed), or the task index of one still pending when that process
         ended (failed). server.log is never read: it may be off, rotated, or hold any text a
         title or a user agent put there. A task of another live process is not ours to tell."""
-        interview_id, dot, number = task_id.partition(".")
-        if not (is_session_id(interview_id) and dot and number.isdigit() and number.isascii()):
+        interview_id = task_interview_id(task_id)
+        if interview_id is None:
             return None
         record = self.archive.find(interview_id)
         made = record.get("tasks") if record is not None else None
@@ -6448,10 +6462,7 @@ def url_refusal_reason(why: str, action, detail) -> str:
 def interview_id_of(session_id: str) -> str:
     """The interview a sessionId names: a task id `<interviewId>.<n>` names its interview,
     since a model that has only the task id will pass that."""
-    interview_id, dot, number = session_id.rpartition(".")
-    if dot and number.isdigit() and number.isascii() and is_session_id(interview_id):
-        return interview_id
-    return session_id
+    return task_interview_id(session_id) or session_id
 
 
 def check_session_arguments(arguments: dict, fields) -> Problems:

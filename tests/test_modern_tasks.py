@@ -457,6 +457,22 @@ def test_a_task_id_given_as_session_id_reaches_its_interview(peer, tool):
         assert completed(peer, second["taskId"])["result"]["structuredContent"]["interviewId"] == asked["sessionId"]
 
 
+def test_the_session_id_schema_admits_every_id_the_server_hands_out_and_refuses_garbage(peer):
+    asked = ask_link(peer)
+    handed_out = [asked["sessionId"]] + [await_task(peer, asked["sessionId"])["taskId"] for _ in range(2)]
+    tools = {tool["name"]: tool for tool in result_of(call_modern(peer, "tools/list"))["tools"]}
+    garbage = ["", "abc", "ABCDEF012345", asked["sessionId"] + ".", asked["sessionId"] + ".1.2",
+               asked["sessionId"] + ".-1", asked["sessionId"] + ".x", asked["sessionId"][:11] + ".1",
+               " " + asked["sessionId"], "x" + asked["sessionId"]]
+    for name in ("await_user_answers", "append_questions"):
+        schema = tools[name]["inputSchema"]["properties"]["sessionId"]
+        for session_id in handed_out:
+            jsonschema.validate(session_id, schema)
+        for session_id in garbage:
+            with pytest.raises(jsonschema.ValidationError):
+                jsonschema.validate(session_id, schema)
+
+
 def test_the_instructions_say_how_to_get_from_a_task_id_to_its_interview(peer):
     instructions = result_of(call_modern(peer, "server/discover"))["instructions"]
     assert '"<sessionId>.<n>" names its interview' in instructions
