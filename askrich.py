@@ -5492,6 +5492,7 @@ class McpServer:
         self.protocol_version = None
         self.log_level = None
         self.modern_calls: dict = {}  # request id -> ModernCall, until its response or task
+        self.modern_interviews: set = set()  # every interview a 2026-07-28 call worked on
         self.worker = threading.local()  # .call: the ToolCall this worker thread runs
         self.log.listener = self.forward_log
 
@@ -5522,9 +5523,14 @@ class McpServer:
         modern = modern_meta or (self.modern_enabled and method == "server/discover")
         if method == "initialize":
             modern = False
-        self.log.event("request", "debug", method=method, era="modern" if modern else "legacy")
         if not modern:
+            self.log.event("request", "debug", method=method, era="legacy")
             return self._serve(LEGACY_METHODS, request_id, method, params, None)
+        self.worker.modern_request = True
+        try:
+            self.log.event("request", "debug", method=method, era="modern")
+        finally:
+            self.worker.modern_request = False
         request = ModernRequest.parse(meta)
         if request is None:  # a server/discover without the _meta every modern request carries
             raise JsonRpcError(-32602, "Invalid params: %s needs _meta with %s and %s, as every %s request"
@@ -5680,14 +5686,18 @@ class McpServer:
         gets the events that belong to it (logged by its worker, or naming its request, an
         interview it works on, or its task) at or above the logLevel of its own `_meta`, while
         it is in flight and not cancelled; the initialize era's logging/setLevel admits every
-        other event, never one of a modern call. Queued, never written from the logging
-        thread: that may be a form server thread."""
+        other event, never one that belongs to the 2026-07-28 era: its requests, its calls, its
+        tasks, and every interview one of its calls worked on, for as long as the process runs.
+        Queued, never written from the logging thread: that may be a form server thread."""
         rank = LOG_LEVELS.index(level)
         current = getattr(self.worker, "call", None)
         interview, task, request = fields.get("interview"), fields.get("task"), fields.get("request")
         with self.handshake_lock:
             wanted = False
-            modern = isinstance(current, ModernCall)
+            if isinstance(current, ModernCall) and isinstance(interview, str):
+                self.modern_interviews.add(interview)
+            modern = (isinstance(current, ModernCall) or getattr(self.worker, "modern_request", False)
+                      or task is not None or (isinstance(interview, str) and interview in self.modern_interviews))
             for call in self.modern_calls.values():
                 if call is current and isinstance(interview, str):
                     call.interviews.add(interview)
@@ -6755,11 +6765,14 @@ def run_inbox(open_it: bool) -> int:
 
 
 def _show_inbox(url: str, open_it: bool, config: Config, log) -> None:
-    # On stderr, as demo and ask print their link.
+    # --link: the address alone on stdout, for `open "$(askrich.py inbox --link)"`;
+    # otherwise on stderr for the person, as demo and ask print their link.
+    if not open_it:
+        sys.stdout.write(url + "\n")
+        sys.stdout.flush()
+        return
     sys.stderr.write("The inbox is at:\n  %s\n" % url)
     sys.stderr.flush()
-    if not open_it:
-        return
     opened, why = open_browser(url, config, log if log is not None else Log(config.log_dir, stream=_Quiet()))
     if not opened:
         sys.stderr.write("Could not open the browser (%s).\n" % why)
