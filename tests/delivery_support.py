@@ -69,6 +69,7 @@ def server_env(log_dir, **extra) -> dict:
         "ASK_USER_RICH_LOG_DIR": str(log_dir),
         "ASK_USER_RICH_PROGRESS_MS": "60000",
         "ASK_USER_RICH_INBOX_PORT": "0",  # never the user's inbox on its well-known port
+        "ASK_USER_RICH_NOTIFY": "off",  # nor a notice on the machine the tests run on
         "PATH": os.environ.get("PATH", os.defpath),
         "XDG_CACHE_HOME": str(log_dir) + "-cache",  # never the user's cache folder
     }

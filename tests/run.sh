@@ -26,10 +26,27 @@ apt_install() {
 # CJK fonts, so that the Japanese, Chinese and Korean pages are laid out (and screenshotted) with
 # real glyphs rather than boxes of another width.
 if ! { command -v fc-list >/dev/null && [ -n "$(fc-list :lang=ja)" ]; }; then apt_install fonts-noto-cjk; fi
+# The front door's real tunnels: an OpenSSH server and client on loopback (ssh -L), and nginx as
+# a TLS reverse proxy with a certificate openssl makes at test time; zbarimg reads back the
+# "Open on another device" QR codes.
+missing=()
+[ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+command -v ssh >/dev/null || missing+=(openssh-client)
+[ -x /usr/sbin/nginx ] || missing+=(nginx)
+command -v openssl >/dev/null || missing+=(openssl)
+command -v zbarimg >/dev/null || missing+=(zbar-tools)
+# A real desktop notice: a notification daemon (dunst) on a virtual screen (Xvfb), on a session
+# bus of the test's own, shown by notify-send.
+command -v Xvfb >/dev/null || missing+=(xvfb)
+command -v dunst >/dev/null || missing+=(dunst)
+command -v notify-send >/dev/null || missing+=(libnotify-bin)
+command -v dbus-daemon >/dev/null || missing+=(dbus-daemon)
+[ ${#missing[@]} = 0 ] || apt_install "${missing[@]}"
 
 # The MCP clients' own CLIs (Claude Code, Gemini CLI, Codex), pinned, on a Node 22 from npm,
 # cached per machine and reused by later runs (tests/clients_support.py holds the pins). npm itself
-# comes from Debian when the machine has none.
+# comes from Debian when the machine has none. The same step installs the MCP Apps test host
+# (AppBridge from @modelcontextprotocol/ext-apps, bundled by esbuild; pins in clients_support.py).
 command -v npm >/dev/null || apt_install npm
 ASK_USER_RICH_TESTS_CLIENTS_DIR=$("$PY" tests/clients_support.py)
 export ASK_USER_RICH_TESTS_CLIENTS_DIR
@@ -37,4 +54,8 @@ export ASK_USER_RICH_TESTS_CLIENTS_DIR
 # Chromium and the client CLIs were just ensured, so a test that finds one missing must fail, not skip.
 export ASK_USER_RICH_TESTS_REQUIRE_CHROMIUM=1
 export ASK_USER_RICH_TESTS_REQUIRE_CLIENTS=1
+export ASK_USER_RICH_TESTS_REQUIRE_DESKTOP=1
+# The attacks by another local user run as uid 65534 through setpriv, which needs root: CI runs as
+# root, so there they must run; a developer's run as themselves skips them and says why.
+if [ "$(id -u)" = 0 ] || [ -n "${CI:-}" ]; then export ASK_USER_RICH_TESTS_REQUIRE_OTHER_USER=1; fi
 exec "$PY" -m pytest tests "$@"

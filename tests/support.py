@@ -311,6 +311,7 @@ class SubprocessServer(McpPeer):
                 "ASK_USER_RICH_LOG_DIR": str(log_dir),
                 "ASK_USER_RICH_OPEN": "0",
                 "ASK_USER_RICH_INBOX_PORT": "0",  # a test opts in with a free port of its own
+                "ASK_USER_RICH_NOTIFY": "off",  # and to notices with a stand-in notifier
                 # Whatever a server might cache stays out of the user's cache folder.
                 "XDG_CACHE_HOME": str(log_dir) + "-cache",
             }

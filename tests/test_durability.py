@@ -60,7 +60,9 @@ def _log_files(log_dir):
 
 def test_server_log_rotates_at_5_mib_keeping_three_with_two_processes_writing(tmp_path):
     log_dir = str(tmp_path)
-    with open(os.path.join(log_dir, "server.log"), "w") as prefilled:
+    # An earlier server's log: ours, 0600, as the server makes it (any other is not used).
+    descriptor = os.open(os.path.join(log_dir, "server.log"), os.O_WRONLY | os.O_CREAT, 0o600)
+    with open(descriptor, "w") as prefilled:
         line = 0
         while prefilled.tell() < ROTATE_BYTES - 64 * 1024:
             line += 1

@@ -5,6 +5,7 @@ answer, writes nothing but strict JSON lines, and still answers ping afterwards.
 from __future__ import annotations
 
 import collections
+import contextlib
 import io
 import json
 import os
@@ -249,28 +250,70 @@ def _peak_rss_kib(pid: int) -> int:
     raise AssertionError("no VmHWM")
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc for peak memory")
-def test_a_64_mb_line_is_refused_without_reading_it_whole_and_the_server_goes_on(tmp_path):
+@contextlib.contextmanager
+def growth_of_peak_memory(tmp_path):
+    """(a started server, a function giving how many MB its peak RSS grew since it started); the
+    server must still answer a ping and exit cleanly at the end."""
     peer = SubprocessServer(tmp_path / "logs")
     try:
         peer.initialize()
         baseline = _peak_rss_kib(peer.process.pid)
+        yield peer, lambda: (_peak_rss_kib(peer.process.pid) - baseline) / 1024
+        assert peer.call("ping")["result"] == {}
+    finally:
+        assert peer.close() == 0
+
+
+def send_line(peer, data: bytes) -> None:
+    peer.process.stdin.write(data)
+    peer.process.stdin.flush()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc for peak memory")
+def test_a_64_mb_line_is_refused_without_reading_it_whole_and_the_server_goes_on(tmp_path):
+    with growth_of_peak_memory(tmp_path) as (peer, grown):
         chunk = b"A" * (1 << 20)
         size_mb = 64
         for _ in range(size_mb):
             peer.process.stdin.write(chunk)
-        peer.process.stdin.write(b"\n")
-        peer.process.stdin.flush()
+        send_line(peer, b"\n")
         refused = peer.receive(lambda m: isinstance(m, dict) and "error" in m)
         assert refused["id"] is None and refused["error"]["code"] == -32700
         assert "longer than %d bytes" % askrich.MAX_LINE_BYTES in refused["error"]["message"]
         assert peer.call("ping")["result"] == {}
-        grown_mb = (_peak_rss_kib(peer.process.pid) - baseline) / 1024
+        grown_mb = grown()
         print("64 MB stdin line: peak RSS grew by %.1f MB" % grown_mb)
         # At most one 16 MB read buffer (and its copy) is ever held, not the 64 MB line.
         assert grown_mb < 40, grown_mb
-    finally:
-        assert peer.close() == 0
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc for peak memory")
+def test_a_line_of_tiny_values_costs_a_bounded_memory_and_a_batch_a_bounded_count(tmp_path):
+    # 8 MB of `0,` once cost 3.1 GB and a 490 MB reply: one error reply per item.
+    with growth_of_peak_memory(tmp_path) as (peer, grown):
+        send_line(peer, b"[" + b"0," * (4 * 1024 * 1024 - 1) + b"0]\n")  # 8 MB, 4 Mi values
+        refused = peer.receive(lambda m: isinstance(m, dict) and "error" in m)
+        assert refused["id"] is None and refused["error"]["code"] == -32600
+        assert "more than %d JSON values" % askrich.MAX_LINE_VALUES in refused["error"]["message"]
+        # As much as a line may hold of one-member objects, the costliest shape per counted mark
+        # (its comma, brace and colon; about 180 bytes of objects each), just under the bound.
+        most = askrich.MAX_LINE_VALUES // 3 - 20
+        params = "[" + ",".join(['{"":0}'] * most) + "]"
+        line = '{"jsonrpc":"2.0","id":"most","method":"ping","params":{"p":%s}}\n' % params
+        assert askrich.json_values_bound(line) <= askrich.MAX_LINE_VALUES
+        send_line(peer, line.encode())
+        assert peer.receive(lambda m: isinstance(m, dict) and m.get("id") == "most")["result"] == {}
+        send_line(peer, b"[" + b",".join([b'{"jsonrpc":"2.0","id":1,"method":"ping"}'] * (askrich.MAX_BATCH + 1)) + b"]\n")
+        refused = peer.receive(lambda m: isinstance(m, dict) and "batch holds at most" in str(m.get("error")))
+        assert refused["id"] is None and refused["error"]["code"] == -32600
+        send_line(peer, b"[" + b",".join([b"0"] * askrich.MAX_BATCH) + b"]\n")
+        batch = peer.receive(lambda m: isinstance(m, list))
+        assert len(batch) == askrich.MAX_BATCH and all(r["error"]["code"] == -32600 for r in batch)
+        grown_mb = grown()
+        print("8 MB line of 4 Mi tiny values, then %d one-member objects in one line: peak RSS grew by %.1f MB"
+              % (most, grown_mb))
+        # The bound tests/README.md states: under 64 MB here, where the unbounded server took 3.1 GB.
+        assert grown_mb < 64, grown_mb
 
 
 # -- the real process: stdout purity and shutdown ---------------------------------------------

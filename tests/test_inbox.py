@@ -5,7 +5,9 @@ different folder; the tests wait on the inbox's own stream, on log lines and on 
 from __future__ import annotations
 
 import http.server
+import json
 import io
+import json
 import os
 import stat
 import subprocess
@@ -93,7 +95,10 @@ def test_three_agents_in_three_folders_are_listed_and_an_answer_leaves_within_a_
         listing = stream.wait_for(lambda l: "API versioning" not in titles(l), timeout=WAIT, what="the answered one gone")
         assert time.monotonic() - answered < 1.0
         assert titles(listing) == ["Database choice", "Docs layout"]
-        wait_for_file(logs / "inbox" / ("%d.json" % codex.pid), present=False)
+        # Its file stays while the answered form can be read (the front door serves it), and
+        # lists nothing pending.
+        entry = json.loads((logs / "inbox" / ("%d.json" % codex.pid)).read_text())
+        assert entry["interviews"] == [] and len(entry["forms"]) == 1
     finally:
         stream.close()
 
@@ -228,7 +233,9 @@ def test_the_inbox_command_serves_the_inbox_itself_when_nobody_holds_it(tmp_path
     finally:
         command.send_signal(2)
         assert command.wait(WAIT) == 0
-    assert askrich.prove_inbox_holder(port, read_key(tmp_path / "logs")) == "free"
+    assert askrich.prove_inbox_holder(port, key) == "free"
+    # Nobody has an interview pending any more: the key is retired, the next inbox gets a new one.
+    assert not (tmp_path / "logs" / "inbox.key").exists()
 
 
 def link_of(stdout) -> str:
@@ -252,7 +259,9 @@ def inbox_threads():
     return [t for t in threading.enumerate() if t.name.startswith("ask-user-rich-inbox")]
 
 
-def test_a_process_with_nothing_pending_does_no_inbox_work(tmp_path):
+def test_a_process_with_nothing_readable_does_no_inbox_work(tmp_path, monkeypatch):
+    # A settled form stays readable (and served by the front door) for 30 minutes; here, a moment.
+    monkeypatch.setattr(askrich, "SETTLED_RETENTION_SECONDS", 0.5)
     port = free_port()
     logs = tmp_path / "logs"
     rt, log = inbox_runtime(logs, port)
@@ -263,13 +272,14 @@ def test_a_process_with_nothing_pending_does_no_inbox_work(tmp_path):
         entry = logs / "inbox" / ("%d.json" % os.getpid())
         wait_for_file(entry)
         worker = rt.inbox.worker
+        key = read_key(logs)
         submit(interview.url, {})
-        worker.join(WAIT)  # the worker ends once nothing is pending: no timer, no port, no file
+        worker.join(WAIT)  # the worker ends once nothing is readable: no timer, no port, no file
         assert not worker.is_alive()
         log.wait_for("inbox-released")
         assert not entry.exists()
         assert inbox_threads() == []
-        assert askrich.prove_inbox_holder(port, read_key(logs)) == "free"
+        assert askrich.prove_inbox_holder(port, key) == "free"
     finally:
         rt.close()
 
@@ -346,8 +356,9 @@ def test_the_holder_checks_host_and_origin_and_sends_the_forms_headers(tmp_path)
         assert http_request(base + "/s/" + key).status == 404
         assert http_request(base + "/assets/js/inbox.js").status == 200
         nonce = "ab" * 16
-        proof = http_request(base + "/api/inbox/prove?nonce=" + nonce).json()["proof"]
-        assert proof == askrich.inbox_proof(key, nonce)
+        proved = http_request(base + "/api/inbox/prove?nonce=" + nonce).json()
+        assert proved["proof"] == askrich.proof_of(key, nonce)
+        assert proved["pageProof"] == askrich.proof_of(askrich.page_verifier(key), nonce)
     finally:
         rt.close()
 
@@ -366,7 +377,7 @@ def test_a_form_learns_how_many_more_wait_elsewhere_through_its_own_stream(tmp_p
         events = form_events(interview.url)
         try:
             state = events.wait_for(lambda s: s.get("inbox", {}).get("waiting") == 2)
-            assert state["inbox"]["url"] == "http://localhost:%d/inbox/%s" % (port, read_key(logs))
+            assert state["inbox"]["url"] == "/api/s/%s/inbox" % interview.token
             assert state["state"] == "pending" and state["version"] == 1
             submit(other.url, {})
             events.wait_for(lambda s: s["inbox"]["waiting"] == 1)
@@ -481,10 +492,48 @@ def test_a_form_of_a_process_that_does_not_hold_the_inbox_links_to_it_once_the_h
         events = form_events(interview.url)
         try:
             state = events.wait_for(lambda s: (s.get("inbox") or {}).get("url") is not None)
-            assert state["inbox"] == {"waiting": 1,
-                                      "url": "http://localhost:%d/inbox/%s" % (port, read_key(logs))}
+            # The form's own way to the inbox (a one-time ticket), never the inbox's key.
+            assert state["inbox"] == {"waiting": 1, "url": "/api/s/%s/inbox" % interview.token}
+            assert read_key(logs) not in json.dumps(state)
             assert rt.inbox.server is None  # it never held the port: the holder proved the key
         finally:
             events.close()
     finally:
         rt.close()
+
+
+# -- what the worker does next: a pure function of plain facts ----------------------------------
+
+
+def facts(**changes):
+    """A worker that holds nothing, wrote and read the folder at 0, and may try to bind at 5."""
+    base = {"now": 1.0, "closed": False, "active": True, "streams": 0, "formsOpen": False, "holding": False,
+            "probed": 0.0, "dirty": False, "lastWrite": 0.0, "lastScan": 0.0, "nextTry": 5.0,
+            "readableUntil": None}
+    base.update(changes)
+    return base
+
+
+@pytest.mark.parametrize("changes, expected", [
+    # nothing to do, or closing: the worker ends
+    ({"active": False}, (True, 0, False, False, False)),
+    ({"closed": True, "dirty": True}, (True, 0, False, False, False)),
+    # idle: sleep until the next bind attempt (which also reads the folder)
+    ({}, (False, 4.0, False, False, False)),
+    ({"now": 5.0}, (False, 0, False, True, True)),
+    # holding the port: no bind attempts; the folder every 5 s
+    ({"holding": True, "nextTry": float("-inf")}, (False, 4.0, False, False, False)),
+    # a change: written at most every 250 ms
+    ({"dirty": True, "lastWrite": 0.9}, (False, 0.15, False, False, False)),
+    ({"dirty": True}, (False, 0, True, False, False)),
+    # a page watching: the folder every half second
+    ({"holding": True, "streams": 1, "now": 0.5}, (False, 0, False, False, True)),
+    # a form opened and the holder not proved lately: who holds the door, now
+    ({"formsOpen": True, "now": 6.0, "probed": 0.5, "nextTry": 10.0}, (False, 0, False, True, True)),
+    ({"formsOpen": True, "now": 1.0, "probed": 0.5, "nextTry": 10.0}, (False, 1.0, False, False, False)),
+    # a settled form stops being readable: wake then, to drop it from the entry
+    ({"holding": True, "readableUntil": 2.5}, (False, 1.5, False, False, False)),
+])
+def test_the_workers_next_step_is_planned_from_plain_facts(changes, expected):
+    step = askrich.plan_inbox_step(facts(**changes))
+    assert (step.finish, pytest.approx(step.wait), step.write, step.bind, step.scan) == expected

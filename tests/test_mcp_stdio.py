@@ -72,7 +72,8 @@ def test_with_the_legacy_setting_server_discover_is_refused_so_clients_fall_back
 def test_initialize_echoes_a_supported_protocol_version(server, version):
     result = server.initialize(version=version)["result"]
     assert result["protocolVersion"] == version
-    assert result["capabilities"] == {"tools": {"listChanged": False}, "logging": {}}
+    assert result["capabilities"] == {"tools": {"listChanged": False}, "logging": {}, "resources": {},
+                                      "extensions": {"io.modelcontextprotocol/ui": {}}}
     assert result["serverInfo"] == {
         "name": "ask-user-rich", "title": "Ask User Rich", "version": askrich.__version__,
     }
@@ -149,7 +150,7 @@ def test_messages_that_are_not_json_rpc_get_invalid_request(server, message):
 
 
 def test_an_unknown_method_is_32601_and_an_unknown_tool_or_bad_params_32602(server):
-    assert error_code(server.call("resources/list")) == -32601
+    assert error_code(server.call("prompts/list")) == -32601  # resources/* serve the MCP Apps form
     assert error_code(server.call("tools/call", {"name": "nope", "arguments": {}})) == -32602
     assert error_code(server.call("tools/call", {"name": "ask_user_rich", "arguments": [1]})) == -32602
     assert error_code(server.call("ping", [1, 2])) == -32602
@@ -219,9 +220,8 @@ def test_await_returns_the_answers_after_a_submit_with_strictly_increasing_progr
     assert [n["params"]["progress"] for n in notes] == [1, 2, 3]
     assert all(n["params"]["progressToken"] == "tok" for n in notes)
     assert structured["url"] in notes[0]["params"]["message"]
-    # The token-bearing URL is in the first notification only.
-    token = structured["url"].rsplit("/", 1)[1]
-    assert all(token not in n["params"]["message"] for n in notes[1:])
+    # Every notification ends with the form's link: a terminal client shows only the latest.
+    assert all(n["params"]["message"].endswith(". Form: " + structured["url"]) for n in notes)
     assert notes[1]["params"]["message"].startswith(
         'Waiting for answers to "Test interview": 0 of 1 answered, form not opened yet ('
     )
@@ -524,14 +524,15 @@ def test_closing_the_form_server_does_not_wait_out_its_poll_interval(tmp_path, m
     config = askrich.Config(log_dir=str(tmp_path), open_browser=False)
     runtime = askrich.Runtime(config, askrich.Log(str(tmp_path), stream=io.StringIO()))
     runtime.open_interview(interview(delivery="link"))
-    thread = runtime.server_thread
-    assert thread.is_alive()
+    threads = runtime.form_server.threads  # one serve loop for each loopback
+    assert threads and all(thread.is_alive() for thread in threads)
     closed = threading.Event()
     closer = threading.Thread(target=lambda: (runtime.close(), closed.set()), daemon=True)
     closer.start()
     assert closed.wait(10), "closing waited for the serve loop's poll interval"
-    thread.join(10)
-    assert not thread.is_alive()
+    for thread in threads:
+        thread.join(10)
+        assert not thread.is_alive()
 
 
 def test_sigint_alone_ends_the_process_with_the_log_flushed(subprocess_server):

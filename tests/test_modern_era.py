@@ -81,7 +81,8 @@ def test_server_discover_answers_with_every_version_the_tasks_extension_and_the_
     assert result == {
         "resultType": "complete",
         "supportedVersions": SUPPORTED_VERSIONS,
-        "capabilities": {"tools": {}, "logging": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}},
+        "capabilities": {"tools": {}, "logging": {}, "resources": {},
+                         "extensions": {"io.modelcontextprotocol/tasks": {}, "io.modelcontextprotocol/ui": {}}},
         "ttlMs": 3600000,
         "cacheScope": "public",
         "instructions": instructions,
@@ -95,9 +96,11 @@ def test_server_discover_fits_the_official_schema_and_the_sdk_strict_validator(m
     assert_fits_the_2026_schema("server/discover", result)
 
 
-def test_modern_tools_list_may_be_cached_by_anyone_for_an_hour(modern):
+def test_modern_tools_list_may_be_cached_for_an_hour_by_the_caller_alone(modern):
+    # The list depends on whether the request declared MCP Apps (tests/test_apps.py), so a shared
+    # cache must not hand one caller's list to another.
     result = result_of(call_modern(modern, "tools/list"))
-    assert result["cacheScope"] == "public" and result["ttlMs"] > 0
+    assert result["cacheScope"] == "private" and result["ttlMs"] > 0
     assert_fits_the_schema("ListToolsResult", result)
     assert "nextCursor" not in result  # one page
 
@@ -601,7 +604,7 @@ def test_after_a_legacy_set_level_a_modern_call_without_log_level_gets_no_log_me
     submit_like_a_browser(asked["url"])
     assert result_of(modern.response(call_id))["structuredContent"]["status"] == "submitted"
     form_state(asked["url"])
-    modern.call("ping")
+    result_of(call_modern(modern, "ping"))  # every message before its response is written
     assert [m["data"] for m in log_messages_since(modern, since)] == []
 
 

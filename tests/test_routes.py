@@ -16,6 +16,8 @@ PATHS = {
     "/api/s/TOKEN": {"GET"},
     "/api/s/TOKEN/state": {"GET"},
     "/api/s/TOKEN/events": {"GET"},
+    "/api/s/TOKEN/inbox": {"GET"},
+    "/api/prove": {"GET"},
     "/api/s/TOKEN/progress": {"POST"},
     "/api/s/TOKEN/submit": {"POST"},
     "/api/s/TOKEN/attachments": {"POST"},

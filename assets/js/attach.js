@@ -3,7 +3,9 @@
 // Each is uploaded at once to our own server; the draft keeps what was uploaded (ids and
 // metadata), so a reload shows the same files. Thumbnails come from our own route, so the page's
 // Content-Security-Policy (img-src 'self' data:) needs no blob: or other source.
-import { state, api, saveDraft } from "./state.js";
+import { state, saveDraft } from "./state.js";
+import { mayTalk } from "./guard.js";
+import { request, upload as sendFile, attachmentSrc } from "./transport.js";
 import { t, tPlain, figure } from "./i18n.js";
 import { announce as say } from "./dom.js";
 
@@ -126,7 +128,10 @@ function itemEl(file) {
     const img = document.createElement("img");
     img.className = "attach-thumb";
     img.alt = ""; // the name beside it says what it is
-    img.src = api(`/attachments/${encodeURIComponent(file.id)}`);
+    // An image request carries the token too: only to a server that has not been lost (none
+    // in the app inside a host, which shows the images it uploaded as data).
+    const src = attachmentSrc(file.id);
+    if (src) img.src = src;
     li.append(img);
   }
   const name = document.createElement("span");
@@ -170,30 +175,25 @@ function showProblem(key, lines) {
 }
 
 // ---- upload and removal ----
-function upload(key, file) {
+async function upload(key, file) {
   const name = file.name || "pasted";
+  if (await mayTalk() !== "ours") return t("attach.unreachable", { name });
   return new Promise((resolve) => {
     const block = blocks.get(key);
     const item = pendingEl(name);
     block.list.append(item);
     block.list.hidden = false;
-    const xhr = new XMLHttpRequest();
-    xhr.open("POST", api("/attachments"));
-    xhr.setRequestHeader("Content-Type", file.type || "application/octet-stream");
-    xhr.setRequestHeader("X-Attachment-Name", encodeURIComponent(name));
-    xhr.upload.addEventListener("progress", (e) => {
-      if (e.lengthComputable) item.querySelector("progress").value = Math.round((e.loaded / e.total) * 100);
-    });
     const finish = (problem) => {
       inFlight.count--;
       inFlight.bytes -= file.size;
       item.remove();
       resolve(problem);
     };
-    xhr.addEventListener("load", () => {
-      let body = {};
-      try { body = JSON.parse(xhr.responseText); } catch { /* not JSON */ }
-      if (xhr.status === 201 && typeof body.id === "string") {
+    const progressed = (sent, total) => { item.querySelector("progress").value = Math.round((sent / total) * 100); };
+    inFlight.count++;
+    inFlight.bytes += file.size;
+    sendFile(file, progressed, name).then(({ status, body }) => {
+      if (status === 201 && typeof body.id === "string") {
         filesOf(key).push({ id: body.id, name: body.name, mimeType: body.mimeType, bytes: body.bytes });
         saveDraft();
         renderList(key);
@@ -201,12 +201,8 @@ function upload(key, file) {
         finish(null);
         return;
       }
-      finish(refusalText(name, xhr.status, body && typeof body === "object" ? body : {}));
-    });
-    xhr.addEventListener("error", () => finish(t("attach.unreachable", { name })));
-    inFlight.count++;
-    inFlight.bytes += file.size;
-    xhr.send(file);
+      finish(refusalText(name, status, body && typeof body === "object" ? body : {}));
+    }, () => finish(t("attach.unreachable", { name })));
   });
 }
 
@@ -241,7 +237,7 @@ async function removeFile(key, id, button) {
   let status = 0;
   let body = {};
   try {
-    const r = await fetch(api(`/attachments/${encodeURIComponent(id)}`), { method: "DELETE" });
+    const r = await request(`/attachments/${encodeURIComponent(id)}`, { method: "DELETE" });
     status = r.status;
     if (status !== 204) body = await r.json().catch(() => ({}));
   } catch { /* unreachable: status 0 */ }

@@ -2,6 +2,7 @@
 // else the browser's, else English), the strings of assets/i18n/<tag>.json, plurals through
 // Intl.PluralRules, and the page's lang/dir. A missing string falls back to English, a missing
 // file to English, and a missing English to the key itself: words never break the page.
+import { languageFile, inApp } from "./transport.js";
 
 export const LANGUAGES = ["en", "ja", "zh-CN", "zh-TW", "ko", "es", "fr", "de", "pt-BR", "ru", "ar"];
 const RTL = new Set(["ar"]);
@@ -41,9 +42,7 @@ export function chooseLanguage(requested, browserLanguages) {
 
 async function fetchStrings(tag) {
   try {
-    const r = await fetch(`/assets/i18n/${tag}.json`);
-    if (!r.ok) return {};
-    const data = await r.json();
+    const data = await languageFile(tag);
     return data && typeof data === "object" ? data : {};
   } catch {
     return {};
@@ -116,7 +115,9 @@ export const isolate = (v) => (bare(v) ? String(v) : `${FSI}${v}${PDI}`);
 
 function fill(key, params, wrap) {
   const count = typeof params.count === "number" ? params.count : undefined;
-  const template = lookup(strings, key, count) ?? lookup(english, key, count) ?? key;
+  // Inside a host, the words that speak of a browser tab have their own (inHost.<key>).
+  const hosted = inApp ? lookup(strings, `inHost.${key}`, count) ?? lookup(english, `inHost.${key}`, count) : undefined;
+  const template = hosted ?? lookup(strings, key, count) ?? lookup(english, key, count) ?? key;
   const values = { agent: agentName || lookup(strings, "agent.fallback") || lookup(english, "agent.fallback") || "", ...params };
   // A sentence that starts with the common noun for the agent starts with a capital (inside the
   // isolate); the same noun later in the sentence does not.

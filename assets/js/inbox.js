@@ -1,12 +1,16 @@
 // The inbox page: every interview waiting for the user, from every agent, live. The listing
-// comes from /api/inbox/<key>/events (Server-Sent Events); the rows are updated in place, so
-// that focus and scrolling stay where they are when one arrives or leaves.
+// comes from /api/inbox/<key>/events (Server-Sent Events), or from /inbox/events on a page a
+// form's link opened (its session cookie opens it; it never sees the key); the rows are updated
+// in place, so that focus and scrolling stay where they are when one arrives or leaves.
 import { t, tPlain, setLanguage, translatePage, language } from "./i18n.js";
 import { load, save } from "./state.js";
 import { setPhrases } from "./dom.js";
+import { askProof, canProve, hmacHex, newNonce } from "./prove.js";
+import { showShare } from "./share.js";
 
 const $ = (sel, root = document) => root.querySelector(sel);
 const key = (location.pathname.match(/^\/inbox\/([^/]+)/) || [])[1] || "";
+const STREAM = key ? `/api/inbox/${key}/events` : "/inbox/events";
 const THEMES = ["auto", "light", "dark"];
 const RETRY_MS = 3000;
 const AGE_REFRESH_MS = 30000;
@@ -82,6 +86,7 @@ function fillRow(li, row) {
 
 function render(listing) {
   rows = Array.isArray(listing.interviews) ? listing.interviews : [];
+  $("#btn-share").hidden = listing.share !== true;
   const list = $("#inbox-list");
   const existing = new Map([...list.children].map((li) => [li.dataset.key, li]));
   const wanted = new Set(rows.map(rowKey));
@@ -138,24 +143,34 @@ function syncNotifyButton() {
   button.textContent = t(Notification.permission === "denied" ? "inbox.notifyBlocked" : "inbox.notify");
 }
 
-function lost(on) {
+// A notice of `kind` ("warn", "error") named `id`, saying the string `id` names, shown once.
+function showNotice(kind, id) {
   const box = $("#notices");
-  const there = box.querySelector('[data-id="lost"]');
-  if (!on) { if (there) there.remove(); return; }
-  if (there) return;
+  if (box.querySelector(`[data-id="${id}"]`)) return;
   const n = document.createElement("div");
-  n.className = "notice notice-warn";
-  n.dataset.id = "lost";
+  n.className = `notice notice-${kind}`;
+  n.dataset.id = id;
   const p = document.createElement("p");
-  p.textContent = t("inbox.lost");
+  p.textContent = t(`inbox.${id}`);
   n.append(p);
   box.append(n);
 }
 
-// The stream, reopened when the browser gives up on it: when the process holding the inbox
-// exits, another takes over the same address within seconds.
+function lost(on) {
+  if (on) showNotice("warn", "lost");
+  else $('#notices [data-id="lost"]')?.remove();
+}
+
+// The stream. When it drops, it is closed at once rather than left to the browser, which would
+// reconnect by itself, key or cookie and all, to whatever holds the port by then: when the
+// process holding the inbox exits, another of ours takes over the address within seconds, but
+// so may another user's program. So the page first has the server prove it knows the key
+// (prove.js; a page opened from a form checks a proof keyed by what /inbox/verifier gave it on
+// its first load), and sends nothing to a server that cannot.
+let verifier = null;
+
 function connect() {
-  const es = new EventSource(`/api/inbox/${key}/events`);
+  const es = new EventSource(STREAM);
   es.addEventListener("inbox", (ev) => {
     let listing = null;
     try { listing = JSON.parse(ev.data); } catch { return; }
@@ -165,12 +180,39 @@ function connect() {
     render(listing);
   });
   es.addEventListener("error", () => {
+    es.close();
     lost(true);
-    if (es.readyState === EventSource.CLOSED) {
-      es.close();
-      setTimeout(connect, RETRY_MS);
-    }
+    setTimeout(reconnect, RETRY_MS);
   });
+}
+
+async function proven() {
+  if (!canProve()) return "ours"; // no Web Crypto outside a secure context: nothing to check with
+  const nonce = newNonce();
+  return askProof(`/api/inbox/prove?nonce=${nonce}`, async (body) => (key
+    ? body.proof === await hmacHex(key, nonce)
+    : verifier !== null && body.pageProof === await hmacHex(verifier, nonce)));
+}
+
+async function reconnect() {
+  const verdict = await proven();
+  if (verdict === "ours") { connect(); return; }
+  if (verdict === "unreachable") { setTimeout(reconnect, RETRY_MS); return; }
+  stopped();
+}
+
+function stopped() {
+  lost(false);
+  showNotice("error", "impostor");
+}
+
+async function learnVerifier() {
+  if (key) return;
+  try {
+    const r = await fetch("/inbox/verifier", { cache: "no-store" });
+    const body = r.ok ? await r.json() : null;
+    if (body && typeof body.verifier === "string") verifier = body.verifier;
+  } catch { /* the stream's own failure tells the person */ }
 }
 
 function bind() {
@@ -179,6 +221,13 @@ function bind() {
     save("askrich:theme", theme);
     applyTheme(theme);
     announce(t(`theme.announce.${theme}`));
+  });
+  // The inbox on another device: a one-time way in, fresh for each showing (a QR code lives on
+  // screen longer than a ticket's minute would allow if it were made with the listing).
+  $("#btn-share").addEventListener("click", async () => {
+    const r = await fetch(key ? `/api/inbox/${key}/share` : "/inbox/share", { cache: "no-store" }).catch(() => null);
+    const body = r && r.ok ? await r.json().catch(() => null) : null;
+    if (body && typeof body.url === "string") showShare(body.url, t("share.inboxText"));
   });
   $("#btn-notify").addEventListener("click", async () => {
     try { await Notification.requestPermission(); } catch { /* dismissed */ }
@@ -201,6 +250,7 @@ async function start() {
   document.title = tPlain("inbox.title");
   syncNotifyButton();
   bind();
+  await learnVerifier();
   connect();
 }
 

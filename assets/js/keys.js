@@ -63,7 +63,7 @@ function onKeyDown(e) {
     if (e.key === "?") { e.preventDefault(); help.close(); }
     return; // the dialog handles Esc and Tab itself
   }
-  if (document.getElementById("skip").open) return;
+  if (document.getElementById("skip").open || document.getElementById("share")?.open) return;
   const t = e.target;
   const mod = e.ctrlKey || e.metaKey;
   if (state.phase !== "open") return;

@@ -1,12 +1,19 @@
 // The line to the server while the form is open: state pushed through /events (Server-Sent
-// Events), a /state poll every 2.5 s only when EventSource fails, and debounced /progress posts.
+// Events), and debounced /progress posts. When the stream drops, it is closed at once (the
+// browser would reconnect by itself, token and all, to whatever holds the port by then) and
+// /state is polled every 2.5 s through guard.js, which first has the server prove it knows the
+// token; once it has and answers, the stream is opened again. The app inside a host has no
+// stream: it polls /state (the form_state tool) every 2.5 s from the start.
 import { api, state } from "./state.js";
+import { connectionLost } from "./guard.js";
+import { request, streams } from "./transport.js";
 
 const POLL_MS = 2500;
 
 export function startLive({ onState, onGone, onBack }) {
   let pollTimer = null;
   let gone = false;
+  let stopped = false;
   let es = null;
 
   const seen = (s) => {
@@ -22,13 +29,14 @@ export function startLive({ onState, onGone, onBack }) {
   };
   const checkOnce = async () => {
     try {
-      const r = await fetch(api("/state"), { cache: "no-store" });
+      const r = await request("/state", { cache: "no-store" });
       if (!r.ok) {
         const body = await r.json().catch(() => ({}));
         lost(body && typeof body.code === "string" ? body.code : null);
         return false;
       }
       seen(await r.json());
+      if (pollTimer && !es) openStream();
       return true;
     } catch {
       lost(null);
@@ -36,30 +44,36 @@ export function startLive({ onState, onGone, onBack }) {
     }
   };
   const poll = () => {
-    if (pollTimer) return;
+    if (pollTimer || stopped) return;
     pollTimer = setInterval(checkOnce, POLL_MS);
     checkOnce();
   };
 
-  if (typeof EventSource !== "function") { poll(); return stop; }
-  try {
-    es = new EventSource(api("/events"));
-  } catch {
-    poll();
-    return stop;
+  function openStream() {
+    if (stopped || !streams || typeof EventSource !== "function") return;
+    try {
+      es = new EventSource(api("/events"));
+    } catch {
+      es = null;
+      return;
+    }
+    if (pollTimer) { clearInterval(pollTimer); pollTimer = null; }
+    es.addEventListener("state", (ev) => {
+      try { seen(JSON.parse(ev.data)); } catch { /* a malformed event is skipped */ }
+    });
+    es.addEventListener("error", () => {
+      es.close();
+      es = null;
+      connectionLost();
+      poll();
+    });
   }
-  es.addEventListener("state", (ev) => {
-    try { seen(JSON.parse(ev.data)); } catch { /* a malformed event is skipped */ }
-  });
-  es.addEventListener("error", () => {
-    // The browser reconnects by itself while the stream is CONNECTING; ask /state directly to
-    // tell a restarting stream from a server that is gone, and fall back to polling when the
-    // browser gave up on the stream.
-    if (es.readyState === EventSource.CLOSED) { es.close(); es = null; poll(); return; }
-    checkOnce();
-  });
+
+  openStream();
+  if (!es) poll();
 
   function stop() {
+    stopped = true;
     if (es) { es.close(); es = null; }
     if (pollTimer) { clearInterval(pollTimer); pollTimer = null; }
   }
@@ -77,7 +91,7 @@ export function reportProgress(countsFn, delay = 700) {
       followUpsUnseen: state.newIds.size });
     if (body === lastSent) return;
     lastSent = body;
-    fetch(api("/progress"), { method: "POST", headers: { "Content-Type": "application/json" }, body })
+    request("/progress", { method: "POST", headers: { "Content-Type": "application/json" }, body })
       .catch(() => { lastSent = ""; });
   }, delay);
 }

@@ -1,7 +1,7 @@
 // Start-up and wiring: loads the interview, binds the controls (delegated on the screen root),
 // navigation, submit, and the live line to the server.
 import {
-  state, token, api, answerOf, questionById, statusOf, counts, screens, mergeSpec, restoreDraft,
+  state, api, answerOf, questionById, statusOf, counts, screens, mergeSpec, restoreDraft,
   saveDraft, draftKey, forget, load, save, toggleOption, setOther, takeRecommendation,
   missingTexts, payload, hasRecommendation, isAnswered,
 } from "./state.js";
@@ -16,7 +16,10 @@ import { bindKeys, KEY_TABLE } from "./keys.js";
 import { t, sentences, setLanguage, setAgent, translatePage, fillKeys } from "./i18n.js";
 import { onRankChange, onRankAnnounce, cancelHold, applyRecommended } from "./rank.js";
 import { startLive, reportProgress } from "./live.js";
+import { isTrusted, proofRefused, whenRefused } from "./guard.js";
 import { bindAttachments, uploadsRunning, uploadsSettled } from "./attach.js";
+import { showShare } from "./share.js";
+import { connect, request, hostTheme, submitted, offerFullscreen } from "./transport.js";
 
 const THEMES = ["auto", "light", "dark"];
 let theme = "auto";
@@ -238,7 +241,7 @@ async function submit() {
   }
   $(".review .confirm").hidden = true;
   if (!(await uploadsFinished())) return;
-  const sent = await send(payload());
+  const sent = await send(payload(), submit);
   if (!sent) return;
   const { r, body } = sent;
   if (r.ok) {
@@ -260,26 +263,28 @@ async function submit() {
   await refused(r, body, submit);
 }
 
-// Posts the answers; {r, body} once the server answered, null when it could not be reached.
-async function send(body) {
+// Posts the answers; {r, body} once the server answered, null when it could not be reached
+// (then `again` is offered: behind the front door, another process takes over within seconds).
+async function send(body, again) {
   state.phase = "submitting";
   document.body.classList.add("busy");
   let r;
   try {
-    r = await fetch(api("/submit"), {
+    r = await request("/submit", {
       method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
     });
   } catch {
     state.phase = "open";
     document.body.classList.remove("busy");
     serverGone();
-    submitProblem(t("submit.unreachable"));
+    submitProblem(t("submit.unreachable"), [], again);
     return null;
   }
   document.body.classList.remove("busy");
   let reply = {};
   try { reply = await r.json(); } catch { /* empty or non-JSON body */ }
   state.phase = r.ok ? "done" : "open";
+  if (r.ok) submitted(state.spec.title, reply.summary);
   return { r, body: reply };
 }
 
@@ -291,10 +296,15 @@ function done(heading, text, more, how) {
 
 // A submit the server did not take, for a reason other than new questions, told by the body's
 // `code` (its English `error` may be reworded). "not-saved": it could not keep them (a full
-// disk); nothing settled, and `again` sends the same answers once more.
+// disk); nothing settled, and `again` sends the same answers once more. "owner-unreachable",
+// "owner-timeout": the front door could not reach the process that holds the form.
 async function refused(r, body, again) {
   if (body.code === "not-pending") { finished(await settledState()); return; }
   if (body.code === "not-found") { expired(); return; }
+  if (body.code === "owner-unreachable" || body.code === "owner-timeout") {
+    submitProblem(t("submit.unreachable"), [], again);
+    return;
+  }
   if (body.code === "not-saved") {
     submitProblem(t("submit.notSaved", { reason: body.reason || body.error || `HTTP ${r.status}` }), [], again);
     return;
@@ -332,7 +342,7 @@ async function skipInterview() {
 async function sendSkip(body) {
   if (uploadsRunning() && state.screen !== "review") go("review"); // where the wait is shown
   if (!(await uploadsFinished())) return;
-  const sent = await send(Object.assign(body, { attachments: payload().attachments }));
+  const sent = await send(Object.assign(body, { attachments: payload().attachments }), () => sendSkip(body));
   if (!sent) { if (state.screen !== "review") go("review"); return; }
   if (sent.r.ok) {
     done(t("end.skipped"), t("end.skippedText"), t(sent.body.delivered ? "end.closeTab" : "end.skippedSaved"));
@@ -346,7 +356,7 @@ async function sendSkip(body) {
 // the server cannot say).
 async function settledState() {
   try {
-    const r = await fetch(api("/state"), { cache: "no-store" });
+    const r = await request("/state", { cache: "no-store" });
     return (await r.json()).state ?? null;
   } catch {
     return null;
@@ -371,7 +381,7 @@ function expired() {
 
 // ---------------------------------------------------------------- live
 async function pullSpec() {
-  const r = await fetch(api(), { cache: "no-store" });
+  const r = await request("", { cache: "no-store" });
   if (!r.ok) return [];
   const data = await r.json();
   if (data.version === state.version && state.spec) return [];
@@ -396,6 +406,7 @@ function onState(s) {
   // "waiting" while an agent's call waits for the answers.
   document.body.dataset.live = s.waiting ? "waiting" : "open";
   syncInboxLink(s.inbox);
+  syncShare(s.share);
   if (state.phase !== "open") return;
   if (s.state === "submitted" || s.state === "declined" || s.state === "cancelled") { finished(s.state); return; }
   if (s.version > state.version) pullSpec();
@@ -406,14 +417,28 @@ function onState(s) {
   state.waiting = s.waiting;
 }
 
+// "Other device" in the header, while the server names the address this form has through the
+// person's tunnel (a public URL is set).
+function syncShare(url) {
+  const button = $("#btn-share");
+  button.hidden = !(typeof url === "string" && /^https?:\/\//.test(url));
+  if (!button.hidden) button.dataset.url = url;
+}
+
 // "2 more waiting" in the header, to the inbox, while other interviews wait anywhere. The server
-// names the inbox only once whoever holds its port proved it is ours.
+// names the inbox only once whoever holds its port proved it is ours, and the link goes to this
+// form's own server, which sends the browser on with a one-time ticket: the form never holds the
+// inbox's key. Following it sends the token, so only to a server that has not been lost.
 function syncInboxLink(inbox) {
   const link = $("#inbox-more");
   const count = inbox && typeof inbox.waiting === "number" ? inbox.waiting : 0;
-  const url = inbox && typeof inbox.url === "string" && /^http:\/\/localhost:\d+\/inbox\//.test(inbox.url) ? inbox.url : null;
-  link.hidden = !(count > 0 && url && state.phase === "open");
+  const url = inbox && inbox.url === api("/inbox") ? inbox.url : null;
+  link.hidden = !(count > 0 && url && state.phase === "open" && isTrusted());
   if (link.hidden) return;
+  if (!link.dataset.guarded) {
+    link.dataset.guarded = "1";
+    link.addEventListener("click", (e) => { if (!isTrusted()) e.preventDefault(); });
+  }
   if (link.getAttribute("href") !== url) link.href = url;
   link.textContent = t("inbox.moreWaiting", { count });
 }
@@ -422,7 +447,16 @@ function syncInboxLink(inbox) {
 // interview (it restarted), which is final.
 function serverGone(code) {
   if (code === "not-found") { expired(); return; }
+  if (proofRefused()) return;
   notice("error", t("server.gone"), { id: "gone" });
+}
+
+// Whatever holds this address now could not prove it knows this form's link: nothing more goes
+// to it, and the person is told why, with the answers left on screen and in this browser.
+function impostor() {
+  stopLive();
+  clearNotice("gone");
+  notice("error", t("server.impostor"), { id: "impostor" });
 }
 
 // ---------------------------------------------------------------- controls
@@ -481,6 +515,7 @@ function bindControls() {
       case "btn-view": toggleShowAll(); break;
       case "btn-help": openHelp(); break;
       case "help-close": $("#help").close(); break;
+      case "btn-share": showShare($("#btn-share").dataset.url, t("share.formText")); break;
       case "btn-skip": case "btn-skip-bar": openSkip(); break;
       case "skip-cancel": $("#skip").close(); break;
       case "skip-confirm": skipInterview(); break;
@@ -548,8 +583,10 @@ async function start() {
   bindControls();
   bindAttachments();
   let r = null;
-  if (token) {
-    try { r = await fetch(api(), { cache: "no-store" }); } catch { /* reported below */ }
+  const known = await connect();
+  theme = hostTheme() || theme;
+  if (known) {
+    try { r = await request("", { cache: "no-store" }); } catch { /* reported below */ }
   }
   const body = r ? await r.json().catch(() => null) : null;
   const data = r && r.ok ? body : null;
@@ -558,7 +595,7 @@ async function start() {
   // A page that got no interview (expired, unreachable, refused) must not go on saying it is
   // loading one: its header names the product instead.
   if (!data) $("#title").textContent = "Ask User Rich";
-  if (!token || (body && body.code === "not-found")) { expired(); return; }
+  if (!known || (body && body.code === "not-found")) { expired(); return; }
   if (!r) {
     state.phase = "error";
     endScreen(t("end.unreachable"), t("end.unreachableText"), t("end.unreachableMore"));
@@ -596,6 +633,8 @@ async function start() {
   syncRail();
   document.body.classList.add("ready");
   reportProgress(counts, 0);
+  offerFullscreen(state.spec.questions.length);
+  whenRefused(impostor);
   stopLive = startLive({ onState, onGone: serverGone, onBack: () => clearNotice("gone") });
 }
 

@@ -127,6 +127,17 @@ FIGURES = [
     ("inbox_off_rss", "inbox off, an interview pending: VmRSS", "MB", None),
     ("inbox_holder_rss", "inbox holder, an interview pending: VmRSS", "MB", None),
     ("inbox_other_rss", "inbox not held, an interview pending: VmRSS", "MB", None),
+    ("door_direct_submit", "front door: HTTP submit -> 200, direct to the owner's port (log dir on disk)", "ms", None),
+    ("door_submit", "front door: HTTP submit -> 200, through the door (log dir on disk)", "ms", None),
+    ("door_submit_ratio", "front door: submit through the door / direct (log dir on disk)", "x", 1.3),
+    ("door_direct_submit_tmpfs", "front door: HTTP submit -> 200, direct (log dir on tmpfs)", "ms", None),
+    ("door_submit_tmpfs", "front door: HTTP submit -> 200, through the door (log dir on tmpfs)", "ms", None),
+    ("door_submit_ratio_tmpfs", "front door: submit through the door / direct (log dir on tmpfs)", "x", 1.3),
+    ("door_direct_append", "front door: append_questions -> page's event, direct", "ms", None),
+    ("door_append", "front door: append_questions -> page's event, through the door", "ms", None),
+    ("door_append_extra", "front door: the event's extra time through the door", "ms", 20.0),
+    ("door_holder_rss_alone", "front door: holder's VmRSS, its own form only", "MB", None),
+    ("door_holder_rss_ten", "front door: holder's VmRSS, {door} other processes registered", "MB", None),
 ]
 BROWSER_FIGURES = {
     "append_visible", "small_interactive", "big_interactive", "big_step_frame", "big_step_script", "big_review_frame",
@@ -139,11 +150,11 @@ MODES = {
     # inbox: seconds the inbox's processes are watched idle. shutdown: servers stopped by SIGINT
     # per variant.
     "full": dict(spawn=21, memory=3, latency=21, loads=5, steps=20, questions=1000, options=20, many=50, appends=10,
-                 inbox=30, shutdown=21),
+                 inbox=30, shutdown=21, door=10),
     "quick": dict(spawn=9, memory=2, latency=9, loads=2, steps=10, questions=1000, options=20, many=50, appends=5,
-                  inbox=10, shutdown=9),
+                  inbox=10, shutdown=9, door=10),
     "tiny": dict(spawn=2, memory=1, latency=2, loads=1, steps=3, questions=30, options=5, many=5, appends=2,
-                 inbox=1, shutdown=2),
+                 inbox=1, shutdown=2, door=2),
 }
 
 
@@ -514,6 +525,142 @@ def bench_inbox(mode: dict, pyz: str, work: str, results: dict) -> None:
     finally:
         for client in clients:
             client.close()
+
+
+class StampedEvents:
+    """A form's events stream read raw on a thread, each `state` event's JSON stamped (ms) as
+    its line arrives: what a page's EventSource would get, and when."""
+
+    def __init__(self, url: str) -> None:
+        import socket
+
+        parts = urllib.parse.urlsplit(api_url(url, "events"))
+        self.socket = socket.create_connection(("127.0.0.1", parts.port), timeout=WAIT)
+        self.socket.sendall(("GET %s HTTP/1.0\r\nHost: localhost:%d\r\n\r\n" % (parts.path, parts.port)).encode())
+        self.events: list = []
+        self.arrived = threading.Condition()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for raw in self.socket.makefile("rb"):
+            if raw.startswith(b"data: "):
+                stamp = now_ms()
+                with self.arrived:
+                    self.events.append((stamp, json.loads(raw[6:])))
+                    self.arrived.notify_all()
+
+    def wait_version(self, version: int) -> float:
+        """When the first event of `version` arrived."""
+        with self.arrived:
+            found = self.arrived.wait_for(lambda: any(e["version"] >= version for _, e in self.events), WAIT)
+            if not found:
+                raise RuntimeError("no event of version %d" % version)
+            return next(stamp for stamp, e in self.events if e["version"] >= version)
+
+    def close(self) -> None:
+        self.socket.close()
+
+
+def own_url(log_dir: str, pid: int, session: str) -> str:
+    """A form's own address (its process's port), from that process's registry file."""
+    with open(os.path.join(log_dir, "inbox", "%d.json" % pid)) as handle:
+        entry = json.load(handle)
+    return next(row["url"] for row in entry["interviews"] if row["interviewId"] == session)
+
+
+def bench_door(mode: dict, work: str, results: dict) -> None:
+    """The front door's cost: a holder and an owner, two `askrich.py` on one log folder, the
+    owner's forms shown at the holder's door. Submit -> 200 direct to the owner's port and
+    through the door, alternately, with the log folder on disk (the archive is fsynced before
+    the 200, as users run it) and on tmpfs (the server's own cost); an append's event on two
+    streams of one form at once, one direct and one through the door; then the holder's memory
+    with `door` more processes registered, each with a form."""
+    door_round_trips(mode, work, results, "", everything=True)
+    if os.path.isdir("/dev/shm"):
+        door_round_trips(mode, "/dev/shm", results, "_tmpfs", everything=False)
+
+
+def door_round_trips(mode: dict, base: str, results: dict, suffix: str, everything: bool) -> None:
+    import socket
+    import tempfile
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    folder = tempfile.mkdtemp(dir=base, prefix="askrich-door-")
+    logs = os.path.join(folder, "logs")
+    env = dict(server_env(logs), ASK_USER_RICH_INBOX_PORT=str(port))
+    clients = []
+    try:
+        holder = Client([PYTHON, MODULE], env)
+        clients.append(holder)
+        holder.initialize()
+        holder.tool_result(holder.tool("ask_user_rich", small_interview("Held")))
+        owner = Client([PYTHON, MODULE], env)
+        clients.append(owner)
+        owner.initialize()
+        direct, door, direct_event, door_event = [], [], [], []
+        for round_number in range(mode["door"] * 2 + 1):
+            interview = small_interview("Door %d" % round_number)
+            _, opened = owner.tool_result(owner.tool("ask_user_rich", interview))
+            if not opened["url"].startswith("http://localhost:%d/" % port):
+                raise RuntimeError("the owner shows %s, not the door" % opened["url"])
+            wait_for_file(os.path.join(logs, "inbox", "%d.json" % owner.process.pid))
+            own = own_url(logs, owner.process.pid, opened["sessionId"])
+            if everything:
+                through, straight = door_append(owner, opened, own)
+            waiting = owner.tool("await_user_answers", {"sessionId": opened["sessionId"]})
+            url = opened["url"] if round_number % 2 else own  # alternately, so load hits both alike
+            wait_until_waiting(url)
+            status, body, took = request(api_url(url, "submit"), "POST", answers_for(interview, "d"))
+            if status != 200 or not json.loads(body)["delivered"]:
+                raise RuntimeError("submit answered %d: %s" % (status, body[:200]))
+            owner.tool_result(waiting)
+            if round_number:  # the first round warmed every code path
+                (door if round_number % 2 else direct).append(took)
+                if everything:
+                    door_event.append(through)
+                    direct_event.append(straight)
+        results["door_direct_submit" + suffix] = figure(direct)
+        results["door_submit" + suffix] = figure(door)
+        results["door_submit_ratio" + suffix] = figure([statistics.median(door) / statistics.median(direct)])
+        if everything:
+            results["door_direct_append"] = figure(direct_event)
+            results["door_append"] = figure(door_event)
+            results["door_append_extra"] = figure([a - b for a, b in zip(door_event, direct_event)])
+            door_memory(mode, holder, env, logs, clients, results)
+    finally:
+        for client in clients:
+            client.close()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def door_append(owner, opened: dict, own: str):
+    """(through the door, direct): ms from append_questions sent to the new version's event."""
+    streams = [StampedEvents(opened["url"]), StampedEvents(own)]
+    try:
+        for stream in streams:
+            stream.wait_version(1)
+        sent = now_ms()
+        owner.tool_result(owner.tool("append_questions", {"sessionId": opened["sessionId"], "questions": [
+            {"id": "more", "header": "More?"}]}))
+        return tuple(stream.wait_version(2) - sent for stream in streams)
+    finally:
+        for stream in streams:
+            stream.close()
+
+
+def door_memory(mode: dict, holder, env: dict, logs: str, clients: list, results: dict) -> None:
+    time.sleep(IDLE_SECONDS)
+    results["door_holder_rss_alone"] = figure([vm_status(holder.process.pid)["VmRSS"]])
+    for index in range(mode["door"]):
+        other = Client([PYTHON, MODULE], env)
+        clients.append(other)
+        other.initialize()
+        other.tool_result(other.tool("ask_user_rich", small_interview("Registered %d" % index)))
+        wait_for_file(os.path.join(logs, "inbox", "%d.json" % other.process.pid))
+    time.sleep(IDLE_SECONDS + askrich.INBOX_RETRY_SECONDS)  # the holder has read them all
+    results["door_holder_rss_ten"] = figure([vm_status(holder.process.pid)["VmRSS"]])
 
 
 def wait_for_file(path: str, timeout: float = WAIT) -> None:
@@ -935,7 +1082,8 @@ def format_value(value, unit) -> str:
 
 
 def label_of(label: str, mode: dict) -> str:
-    return label.format(big="%s x %d" % (format(mode["questions"], ","), mode["options"]), many=mode["many"])
+    return label.format(big="%s x %d" % (format(mode["questions"], ","), mode["options"]), many=mode["many"],
+                        door=mode["door"])
 
 
 def table(results, mode: dict) -> str:
@@ -960,12 +1108,13 @@ def main(argv=None) -> int:
     group.add_argument("--tiny", action="store_const", dest="mode", const="tiny",
                        help="one or two runs and a 30-question form: proves the benchmark runs")
     parser.add_argument("--json", default=os.path.join(ARTIFACTS, "results.json"), help="where to write the JSON")
-    parser.add_argument("--only", default="", help="comma-separated parts: startup,memory,latency,many,browser,inbox,shutdown")
+    parser.add_argument("--only", default="", help="comma-separated parts: startup,memory,latency,many,browser,inbox,"
+                        "shutdown,door")
     args = parser.parse_args(argv)
     mode_name = args.mode or "full"
     mode = MODES[mode_name]
     parts = [p for p in args.only.split(",") if p] or ["startup", "memory", "latency", "many", "browser", "inbox",
-                                                       "shutdown"]
+                                                       "shutdown", "door"]
 
     work = os.path.join(ARTIFACTS, "work")
     shutil.rmtree(work, ignore_errors=True)
@@ -993,6 +1142,8 @@ def main(argv=None) -> int:
             bench_inbox(mode, pyz, work, results)
         elif part == "shutdown":
             bench_shutdown(mode, work, results)
+        elif part == "door":
+            bench_door(mode, work, results)
         else:
             parser.error("unknown part %r" % part)
         print("[bench] %s done in %.1fs" % (part, time.monotonic() - started), file=sys.stderr)

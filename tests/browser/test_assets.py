@@ -13,10 +13,10 @@ ASSETS = ROOT / "assets"
 def test_vendored_files_match_the_checksums_in_their_readme():
     readme = (ASSETS / "vendor" / "README").read_text(encoding="utf-8")
     recorded = dict(re.findall(r"file:\s+(\S+).*?\n\s+sha256:\s+([0-9a-f]{64})", readme))
-    assert set(recorded) == {"marked.esm.js", "purify.es.mjs"}
+    assert set(recorded) == {"marked.esm.js", "purify.es.mjs", "qrcode.mjs"}
     for name, digest in recorded.items():
         assert hashlib.sha256((ASSETS / "vendor" / name).read_bytes()).hexdigest() == digest, name
-    for licence in ("marked.LICENSE", "dompurify.LICENSE"):
+    for licence in ("marked.LICENSE", "dompurify.LICENSE", "qrcode.LICENSE"):
         assert (ASSETS / "vendor" / licence).stat().st_size > 500
 
 
@@ -38,7 +38,8 @@ def loaded_by_the_page():
 
 def test_every_file_the_page_loads_is_on_the_allow_list():
     names = loaded_by_the_page()
-    assert {"form.html", "form.css", "js/main.js", "vendor/marked.esm.js", "vendor/purify.es.mjs"} <= names
+    assert {"form.html", "form.css", "js/main.js", "vendor/marked.esm.js", "vendor/purify.es.mjs",
+            "js/share.js", "vendor/qrcode.mjs"} <= names
     assert names <= set(askrich.ASSET_FILES)
 
 

@@ -256,8 +256,23 @@ def test_the_form_says_how_many_more_wait_and_links_to_the_inbox(browser, inbox_
         link.wait_for(state="visible")
         page.wait_for_function("() => document.querySelector('#inbox-more').textContent === '2 more waiting'")
         key = read_key(inbox_rt.config.log_dir)
-        assert link.get_attribute("href") == "http://localhost:%d/inbox/%s" % (inbox_rt.config.inbox_port, key)
+        # One token, one interview: the form's page and its state never hold the inbox's key;
+        # its link goes through the form's own server, which hands out a one-time ticket.
+        assert link.get_attribute("href") == "/api/s/%s/inbox" % mine.token
         assert link.get_attribute("rel") == "noopener noreferrer"
+        assert key not in page.content()
+        assert key not in page.evaluate("fetch(location.pathname.replace('/s/', '/api/s/') + '/state').then(r => r.text())")
+        with context.expect_page() as opened:
+            link.click()
+        inbox = opened.value
+        inbox.wait_for_function("() => document.querySelectorAll('#inbox-list > li').length === 3")
+        assert inbox.url == "http://localhost:%d/inbox" % inbox_rt.config.inbox_port
+        assert key not in inbox.content()
+        cookies = {c["name"]: c for c in context.cookies()}
+        session = cookies["ask-user-rich-inbox"]
+        assert session["httpOnly"] and session["sameSite"] == "Strict" and session["path"] == "/inbox"
+        assert key not in session["value"]
+        inbox.close()
         assert serious(page) == []
         page.set_viewport_size(PHONE)  # the header keeps it on a phone, nothing cut off
         box = link.bounding_box()

@@ -1,0 +1,116 @@
+"""A squatter takes the ports of a form and of the inbox the moment their server exits, as
+another user of this machine (uid 65534, tests/other_user.py), and logs every request it gets.
+The pages open in Chromium reconnect to it: each asks it to prove it knows the page's secret,
+gets a wrong proof, sends it nothing more, and tells the person why (tests/README.md, "Another
+user of this machine")."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from formkit import DESKTOP, WATCH_CSP, askrich  # noqa: E402
+from inbox_support import free_port, read_key  # noqa: E402
+from other_user import OtherUserProcess  # noqa: E402
+from support import LogWatch  # noqa: E402
+
+# Binds every port it is given on both loopbacks as soon as it can, reports each request head
+# (one JSON line), and answers every prove with a proof it cannot know.
+SQUATTER = r"""
+import json, socket, sys, threading, time
+said = threading.Lock()
+
+def report(value):
+    with said:
+        sys.stdout.write(json.dumps(value) + "\n")
+        sys.stdout.flush()
+
+def serve(listener, port):
+    while True:
+        connection, _ = listener.accept()
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = connection.recv(4096)
+            if not chunk:
+                break
+            head += chunk
+        report({"port": port, "request": head.decode("latin-1")})
+        body = b'{"proof": "%s", "pageProof": "%s"}' % (b"0" * 64, b"0" * 64)
+        connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+                           b"Connection: close\r\n\r\n%s" % (len(body), body))
+        connection.close()
+
+def squat(port):
+    for family, address in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+        listener = socket.socket(family)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        while True:
+            try:
+                listener.bind((address, port))
+                break
+            except OSError:
+                time.sleep(0.01)
+        listener.listen(16)
+        threading.Thread(target=serve, args=(listener, port), daemon=True).start()
+    report({"squatting": port})
+
+for port in sys.argv[1:]:
+    threading.Thread(target=squat, args=(int(port),), daemon=True).start()
+threading.Event().wait()
+"""
+
+
+def test_pages_whose_servers_were_replaced_by_another_user_send_it_no_secret(browser, tmp_path):
+    log = LogWatch()
+    logs = str(tmp_path / "logs")
+    inbox_port = free_port()
+    rt = askrich.Runtime(askrich.Config(log_dir=logs, open_browser=False, inbox_port=inbox_port),
+                         askrich.Log(logs, stream=log))
+    context = browser.new_context(viewport=DESKTOP, locale="en-US")
+    context.add_init_script(WATCH_CSP)
+    squatter = None
+    try:
+        form = rt.open_interview({"title": "Rotate the keys?", "questions": [
+            {"id": "go", "header": "Rotate now?", "options": [{"id": "yes", "label": "Yes"}, {"id": "no", "label": "No"}]}]})
+        other = rt.open_interview({"title": "Another", "questions": [{"id": "q", "header": "Ok?"}]})
+        log.wait_for("inbox-holding")
+        key = read_key(logs)
+        form_port = rt.form_server.port
+        page = context.new_page()
+        page.goto(form.url)
+        page.wait_for_selector("body.ready")
+        page.locator("#inbox-more").wait_for(state="visible")
+        with context.expect_page() as opened:
+            page.locator("#inbox-more").click()  # the inbox through a ticket and a session cookie
+        by_cookie = opened.value
+        by_cookie.wait_for_function("() => document.querySelectorAll('#inbox-list > li').length === 2")
+        by_key = context.new_page()
+        by_key.goto("http://localhost:%d/inbox/%s" % (inbox_port, key))
+        by_key.wait_for_function("() => document.querySelectorAll('#inbox-list > li').length === 2")
+        session = {c["name"]: c["value"] for c in context.cookies()}["ask-user-rich-inbox"]
+
+        squatter = OtherUserProcess(SQUATTER, str(form_port), str(inbox_port))
+        rt.close()  # the agent's process is gone; the squatter takes both ports
+        for port in (form_port, inbox_port):
+            squatter.wait_for(lambda r: r.get("squatting") == port, "squatting on %d" % port)
+        # Gated on the squatter's own log: the form and both inbox pages asked it for a proof.
+        squatter.wait_for(lambda r: r.get("request", "").startswith("GET /api/prove?"), "the form's proof request")
+        for n in (1, 2):
+            squatter.wait_for(lambda r, n=n: sum(s.get("request", "").startswith("GET /api/inbox/prove?")
+                                                 for s in squatter.seen) >= n, "inbox proof request %d" % n)
+        page.locator('[data-id="impostor"]').wait_for()
+        by_key.locator('[data-id="impostor"]').wait_for()
+        by_cookie.locator('[data-id="impostor"]').wait_for()
+        assert "could not prove" in page.locator('[data-id="impostor"]').inner_text()
+        assert "could not prove" in by_key.locator('[data-id="impostor"]').inner_text()
+        received = "\n".join(report.get("request", "") for report in squatter.seen)
+        for secret in (form.token, other.token, key, session):
+            assert secret not in received
+        assert "/api/s/" not in received and "/events" not in received and "Cookie:" not in received
+        # The person's answers are still on the page.
+        assert page.locator("#main").is_visible()
+    finally:
+        context.close()
+        rt.close()
+        if squatter is not None:
+            squatter.close()

@@ -1,0 +1,325 @@
+"""The front door (tests/README.md, "The front door"): the inbox's holder serves every form of
+every process of this user on its one port, by forwarding each request to the process that owns
+the token. Real server processes on one log folder; the holder is this test's own process where
+a test must reach into it (its patience with a slow owner), a subprocess elsewhere."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import threading
+
+import pytest
+
+from inbox_support import Agent, free_port, read_key
+from support import WAIT, EventsReader, LogWatch, api_url, askrich, http_request, submit
+from test_hardening_http import exchange  # a request written byte for byte, the answer whole
+
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="process signals and file modes are POSIX")
+
+ONE_QUESTION = {"title": "Mine", "questions": [{"id": "q", "header": "ok?", "options": [
+    {"id": "a", "label": "A"}, {"id": "b", "label": "B"}]}]}
+
+
+class Trap:
+    """A listener of the test's own: the door must never connect to it, whatever a request says."""
+
+    def __init__(self) -> None:
+        self.socket = socket.socket()
+        self.socket.bind(("127.0.0.1", 0))
+        self.socket.listen(16)
+        self.socket.settimeout(0)
+        self.port = self.socket.getsockname()[1]
+
+    def connections(self) -> int:
+        count = 0
+        while True:
+            try:
+                connection, _ = self.socket.accept()
+            except OSError:
+                return count
+            connection.close()
+            count += 1
+
+    def close(self) -> None:
+        self.socket.close()
+
+
+@pytest.fixture
+def door(tmp_path):
+    """This process holds the door (its inbox on a free port); `agent(...)` starts another
+    process, one interview asked, on the same log folder."""
+    port = free_port()
+    logs = tmp_path / "logs"
+    log = LogWatch()
+    runtime = askrich.Runtime(askrich.Config(log_dir=str(logs), open_browser=False, inbox_port=port),
+                              askrich.Log(str(logs), stream=log))
+    mine = runtime.open_interview(dict(ONE_QUESTION))
+    log.wait_for("inbox-holding")
+    started = []
+
+    def agent(name, title, **kwargs):
+        started.append(Agent(logs, port, name, tmp_path / name, title, **kwargs))
+        return started[-1]
+
+    yield runtime, mine, agent, port
+    for one in started:
+        one.close()
+    runtime.close()
+
+
+def test_two_processes_forms_through_one_port_with_their_own_answers_headers_and_streams(door):
+    runtime, mine, agent, port = door
+    other = agent("codex", "Theirs")
+    origin = "http://localhost:%d" % port
+    # Every URL shown is the door's; each process's own port keeps working.
+    assert mine.url == "%s/s/%s" % (origin, mine.token) and mine.own_url != mine.url
+    assert other.url.startswith(origin + "/s/")
+    for form in (mine.url, other.url):
+        page = http_request(form)
+        assert page.status == 200 and b"/assets/js/main.js" in page.body
+        assert page.headers["Content-Security-Policy"] == askrich.CONTENT_SECURITY_POLICY
+        assert page.headers["X-Frame-Options"] == "DENY"
+    theirs = http_request(api_url(other.url)).json()
+    assert theirs["spec"]["title"] == "Theirs" and theirs["id"] == other.session
+    own = http_request(api_url(other.url.replace(origin, "http://localhost:%d" % own_port(other)))).json()
+    assert own == theirs
+    assert http_request(origin + "/assets/js/main.js").status == 200
+
+    # An append reaches the page's stream through the door; the submit through the door
+    # settles the call that waits at the owner.
+    events = EventsReader(api_url(other.url, "events"), "state")
+    try:
+        assert events.headers["Content-Type"].startswith("text/event-stream")
+        events.wait_for(lambda s: s["version"] == 1)
+        waiting = other.server.request("tools/call", {"name": "await_user_answers",
+                                                      "arguments": {"sessionId": other.session}})
+        events.wait_for(lambda s: s["waiting"], what="the call waiting")
+        appended = other.server.tool("append_questions", {"sessionId": other.session, "questions": [
+            {"id": "more", "header": "And this?"}]})
+        assert appended["result"]["structuredContent"]["appended"] == 1
+        events.wait_for(lambda s: s["version"] == 2, what="the appended version")
+        progress = http_request(api_url(other.url, "progress"), "POST",
+                                {"answered": 1, "deferred": 0, "needsInfo": 0, "open": 1})
+        assert progress.status == 204
+        reply = submit(other.url, {"q1": {"status": "answer", "selected": ["a"]}}, specVersion=2)
+        assert reply.status == 200 and reply.json()["delivered"] is True
+        result = other.server.response(waiting)["result"]["structuredContent"]
+        assert result["status"] == "submitted" and result["answers"][0]["selected"] == ["a"]
+        events.wait_for(lambda s: s["state"] == "submitted")
+    finally:
+        events.close()
+    # Settled, it stays readable through the door; a refused submit comes back unchanged.
+    again = submit(other.url, {})
+    assert again.status == 409 and again.json()["code"] == "not-pending"
+    assert http_request(api_url(other.url, "state")).json()["state"] == "submitted"
+
+
+def own_port(agent) -> int:
+    """The port of the agent's own form server, from its log."""
+    line = agent.server.log.wait_for("http-started")
+    return int(line.rsplit("port=", 1)[1].split()[0])
+
+
+def test_uploads_pass_through_the_door_bounded_as_at_the_owner(door):
+    runtime, mine, agent, port = door
+    image = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 300
+    upload = http_request(api_url(mine.url, "attachments"), "POST", image, headers={
+        "Content-Type": "image/png", "X-Attachment-Name": "shot%20one.png"})
+    assert upload.status == 201, upload.body
+    entry = upload.json()
+    assert entry["name"] == "shot one.png" and entry["bytes"] == len(image)
+    back = http_request(api_url(mine.url, "attachments/" + entry["id"]))
+    assert back.status == 200 and back.body == image and back.headers["Content-Type"] == "image/png"
+    assert http_request(api_url(mine.url, "attachments/" + entry["id"]), "DELETE").status == 204
+    # Over the limit: refused at the door, before a byte goes on.
+    answer = exchange(port, ("POST /api/s/%s/attachments HTTP/1.1\r\nHost: localhost:%d\r\n"
+                                "X-Attachment-Name: big\r\nContent-Length: %d\r\n\r\n"
+                                % (mine.token, port, 10 * 1024 * 1024 + 1)).encode())
+    assert answer.status == 413 and answer.json()["code"] == "too-large"
+    missing = http_request(api_url(mine.url, "submit"), "POST", b"{}", headers={
+        "Content-Type": "application/json", "Content-Length": ""})
+    assert missing.status in (400, 411)
+
+
+def test_the_door_forwards_only_to_ports_our_registry_names(door):
+    runtime, mine, agent, port = door
+    trap = Trap()
+    try:
+        token = mine.token
+        tricks = [
+            # absolute-form request lines naming the trap
+            b"GET http://127.0.0.1:%d/s/%s HTTP/1.1\r\nHost: localhost:%d\r\n\r\n" % (trap.port, token.encode(), port),
+            b"GET http://127.0.0.1:%d/api/s/%s/state HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % (
+                trap.port, token.encode(), trap.port),
+            # a Host that names the trap's port
+            b"GET /api/s/%s/state HTTP/1.1\r\nHost: localhost:%d\r\n\r\n" % (token.encode(), trap.port),
+            b"GET /s/%s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % (token.encode(), trap.port),
+            # path tricks and encoded slashes
+            b"GET /s/../api/s/%s/state HTTP/1.1\r\nHost: localhost:%d\r\n\r\n" % (token.encode(), port),
+            b"GET /s/%s/../../127.0.0.1:%d/ HTTP/1.1\r\nHost: localhost:%d\r\n\r\n" % (token.encode(), trap.port, port),
+            b"GET /api/s/%s%%2F..%%2F..%%2Fx/state HTTP/1.1\r\nHost: localhost:%d\r\n\r\n" % (token.encode(), port),
+            b"GET /api/s/%s/attachments/..%%2f..%%2f HTTP/1.1\r\nHost: localhost:%d\r\n\r\n" % (token.encode(), port),
+            b"GET /s/127.0.0.1:%d HTTP/1.1\r\nHost: localhost:%d\r\n\r\n" % (trap.port, port),
+            b"GET //127.0.0.1:%d/s/%s HTTP/1.1\r\nHost: localhost:%d\r\n\r\n" % (trap.port, token.encode(), port),
+            b"CONNECT 127.0.0.1:%d HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % (trap.port, trap.port),
+        ]
+        for trick in tricks:
+            answer = exchange(port, trick)
+            # Refused, or (a Host naming another port is still our loopback name) served by
+            # the token's own owner: never the trap.
+            assert answer.status in (200, 400, 403, 404, 405, 501), (trick, answer.raw[:200])
+        assert trap.connections() == 0
+    finally:
+        trap.close()
+
+
+def test_unknown_tokens_a_foreign_host_and_a_foreign_origin_are_refused_at_the_door(door):
+    runtime, mine, agent, port = door
+    base = "http://127.0.0.1:%d" % port
+    missing = http_request(base + "/s/" + "A" * 24)
+    assert missing.status == 404 and missing.body == b"Interview not found or expired."
+    assert http_request(base + "/api/s/%s/state" % ("A" * 24)).json()["code"] == "not-found"
+    foreign = http_request(base + "/s/" + mine.token, headers={"Host": "evil.example:%d" % port})
+    assert foreign.status == 403 and foreign.json()["code"] == "forbidden-host"
+    cross = http_request(api_url(mine.url, "submit"), "POST", {"answers": {}},
+                         headers={"Origin": "http://evil.example"})
+    assert cross.status == 403 and cross.json()["code"] == "forbidden-origin"
+    assert mine.is_pending()
+    same = http_request(api_url(mine.url, "state"), headers={"Origin": "http://localhost:%d" % port})
+    assert same.status == 200
+    # A page that lost its connection proves the server through the door: the owner, found by
+    # the token's digest, answers; a digest nobody serves is a 404.
+    other = agent("codex", "Proved")
+    token = other.url.rsplit("/", 1)[1]
+    nonce = "ab" * 16
+    proof = http_request(base + "/api/prove?nonce=%s&token-sha256=%s" % (nonce, askrich.token_digest(token)))
+    assert proof.json() == {"proof": askrich.proof_of(token, nonce)}
+    assert http_request(base + "/api/prove?nonce=%s&token-sha256=%s" % (nonce, "0" * 64)).status == 404
+    assert http_request(base + "/api/prove?nonce=%s&token-sha256=xyz" % nonce).status == 400
+
+
+def test_a_dead_owner_is_a_502_and_a_stopped_one_a_504_never_a_hung_door(door, tmp_path):
+    runtime, mine, agent, port = door
+    # A registry entry of a live process of ours whose port nobody listens on any more.
+    closed = free_port()
+    token = "Z" * 24
+    entry = {"pid": os.getppid(), "startedAt": "", "agent": None, "project": "", "interviews": [],
+             "port": closed, "forms": [askrich.token_digest(token)]}
+    planted = tmp_path / "logs" / "inbox" / ("%d.json" % os.getppid())
+    planted.write_text(json.dumps(entry))
+    planted.chmod(0o600)  # as our own registry files are, or it is not read
+    page = http_request("http://localhost:%d/s/%s" % (port, token))
+    assert page.status == 502 and page.headers["Content-Type"].startswith("text/plain")
+    assert b"does not answer" in page.body
+    api = http_request("http://localhost:%d/api/s/%s/state" % (port, token))
+    assert api.status == 502 and api.json()["code"] == "owner-unreachable"
+
+    stopped = agent("codex", "Stopped")
+    runtime.inbox.answer_seconds = 0.5
+    os.kill(stopped.pid, signal.SIGSTOP)
+    try:
+        slow = http_request(api_url(stopped.url, "state"))
+        assert slow.status == 504 and slow.json()["code"] == "owner-timeout"
+        # The door still serves everyone else meanwhile.
+        assert http_request(api_url(mine.url, "state")).status == 200
+    finally:
+        os.kill(stopped.pid, signal.SIGCONT)
+    assert http_request(api_url(stopped.url, "state")).status == 200
+
+
+def test_a_public_url_is_shown_and_accepted_and_the_door_still_binds_loopback_only(tmp_path):
+    port = free_port()
+    logs = tmp_path / "logs"
+    log = LogWatch()
+    public = "https://devbox.example-tailnet.ts.net:8443"
+    runtime = askrich.Runtime(askrich.Config(log_dir=str(logs), open_browser=False, inbox_port=port,
+                                             public_url=public), askrich.Log(str(logs), stream=log))
+    try:
+        form = runtime.open_interview(dict(ONE_QUESTION))
+        assert form.url == "%s/s/%s" % (public, form.token)
+        assert {server.server_address[0] for server in runtime.inbox.server.servers} <= {"127.0.0.1", "::1"}
+        local = "http://127.0.0.1:%d" % port
+        path = "/api/s/%s/state" % form.token
+        tunnel = {"Host": "devbox.example-tailnet.ts.net:8443", "Origin": public}
+        assert http_request(local + path, headers=tunnel).status == 200
+        assert http_request(local + path, headers={"Host": "other.example-tailnet.ts.net"}).status == 403
+        assert http_request(local + path, headers={"Origin": "https://evil.example"}).status == 403
+        listing = http_request(local + "/api/inbox/" + read_key(logs)).json()
+        assert listing["interviews"][0]["url"] == form.url
+    finally:
+        runtime.close()
+
+
+def test_the_url_falls_back_to_the_process_port_when_the_door_is_off_or_foreign(tmp_path):
+    off = askrich.Runtime(askrich.Config(log_dir=str(tmp_path / "a"), open_browser=False),
+                          askrich.Log(str(tmp_path / "a"), stream=LogWatch()))
+    try:
+        form = off.open_interview(dict(ONE_QUESTION))
+        assert form.url == form.own_url
+    finally:
+        off.close()
+    squatter = socket.socket()
+    squatter.bind(("127.0.0.1", 0))
+    squatter.listen(1)
+    port = squatter.getsockname()[1]
+    closer = threading.Thread(target=lambda: [squatter.accept()[0].close() for _ in range(4)], daemon=True)
+    closer.start()
+    log = LogWatch()
+    beside = askrich.Runtime(askrich.Config(log_dir=str(tmp_path / "b"), open_browser=False, inbox_port=port),
+                             askrich.Log(str(tmp_path / "b"), stream=log))
+    try:
+        form = beside.open_interview(dict(ONE_QUESTION))
+        assert form.url == form.own_url  # the door's port is not ours: the form's own address
+        assert http_request(form.url).status == 200
+    finally:
+        beside.close()
+        squatter.close()
+
+
+def test_doctor_reports_the_door_the_fallback_and_whether_the_public_url_reaches_us(door, tmp_path):
+    runtime, mine, agent, port = door
+    agent("codex", "Another")
+    env = {"ASK_USER_RICH_LOG_DIR": str(tmp_path / "logs"), "ASK_USER_RICH_INBOX_PORT": str(port)}
+    lines = askrich._doctor_door(askrich.Config.from_env(env)[0])
+    # The agent's forms (the doctor counts the registry files of other processes: here, the
+    # test's own process holds the door).
+    assert lines[0] == "front door: http://localhost:%d serves the forms of 1 process" % port
+    assert "fall back to their own process's port" in lines[1]
+    # A public URL that reaches this door (here, another loopback name for it) and one that does not.
+    lines = askrich._doctor_door(askrich.Config.from_env(dict(env, ASK_USER_RICH_PUBLIC_URL="http://127.0.0.1:%d" % port))[0])
+    assert lines[-1] == "public URL: http://127.0.0.1:%d (every URL shown starts with it): reaches our front door from here" % port
+    closed = free_port()
+    lines = askrich._doctor_door(askrich.Config.from_env(dict(env, ASK_USER_RICH_PUBLIC_URL="http://localhost:%d" % closed))[0])
+    assert "does NOT reach us from here" in lines[-1]
+    off = askrich._doctor_door(askrich.Config.from_env(dict(env, ASK_USER_RICH_INBOX_PORT="0"))[0])
+    assert off == ["front door: off (ASK_USER_RICH_INBOX_PORT=0); every form is shown at its own process's port"]
+
+
+def test_every_url_the_agent_and_the_person_see_is_the_doors(tmp_path):
+    """The result, every progress message and the form's own inbox link lead through the door."""
+    from support import InProcessServer
+
+    port = free_port()
+    logs = tmp_path / "logs"
+    runtime = askrich.Runtime(askrich.Config(log_dir=str(logs), open_browser=False, inbox_port=port, progress_ms=30),
+                              askrich.Log(str(logs), stream=LogWatch()))
+    peer = InProcessServer(runtime)
+    try:
+        peer.initialize()
+        awaiting = peer.tool("ask_user_rich", dict(ONE_QUESTION, delivery="link"))["result"]["structuredContent"]
+        door = "http://localhost:%d/s/" % port
+        assert awaiting["url"].startswith(door)
+        assert door in peer.tool("await_user_answers", {"sessionId": awaiting["sessionId"], "timeoutSeconds": 1})[
+            "result"]["content"][0]["text"]
+        peer.request("tools/call", {"name": "await_user_answers", "arguments": {"sessionId": awaiting["sessionId"]},
+                                    "_meta": {"progressToken": "tok"}})
+        messages = [peer.receive(lambda m: m.get("method") == "notifications/progress")["params"]["message"]
+                    for _ in range(3)]
+        assert all(message.endswith(". Form: " + awaiting["url"]) for message in messages)
+        assert submit(awaiting["url"], {}).status == 200
+    finally:
+        peer.close()
+        runtime.close()
