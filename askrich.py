@@ -388,7 +388,6 @@ class InvalidInterview(ValueError):
 
     def __init__(self, problems: list[str], heading: str = "Invalid interview:") -> None:
         self.problems = problems
-        self.heading = heading
         super().__init__("\n".join([heading] + ["- " + p for p in problems]))
 
 
@@ -2223,7 +2222,6 @@ class Interview:
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self.created = time.time()
-        self.created_monotonic = time.monotonic()
         self.version = 1
         self.note = None
         self.state = PENDING
@@ -7391,7 +7389,6 @@ class McpServer:
         self.handshake_lock = threading.Lock()
         self.client_capabilities: dict = {}
         self.client_info: dict = {}
-        self.protocol_version = None
         self.log_level = None
         self.modern_calls: dict = {}  # request id -> ModernCall, until its response or task
         self.modern_interviews: set = set()  # every interview a 2026-07-28 call worked on
@@ -7550,7 +7547,6 @@ class McpServer:
         capabilities = params.get("capabilities")
         client_info = params.get("clientInfo")
         with self.handshake_lock:
-            self.protocol_version = version
             self.client_capabilities = capabilities if isinstance(capabilities, dict) else {}
             self.client_info = client_info if isinstance(client_info, dict) else {}
         self.log.event(
