@@ -65,6 +65,14 @@ def interview(*questions, **extra):
     return args
 
 
+def ask_link(peer, args=None, **params) -> dict:
+    """ask_user_rich with delivery "link" on a legacy peer: the awaiting reply's structured part."""
+    reply = peer.tool("ask_user_rich", dict(args or interview(), delivery="link"), **params)
+    structured = reply["result"]["structuredContent"]
+    assert structured["status"] == "awaiting"
+    return structured
+
+
 def quiet_runtime(log_dir, stream=None, **settings) -> askrich.Runtime:
     """A Runtime on `log_dir` that opens no browser and logs into `stream` (a StringIO)."""
     config = askrich.Config(log_dir=str(log_dir), open_browser=False, **settings)

@@ -28,6 +28,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 import askrich
 import hypothesis_profiles
 from support import (
+    ask_link,
     InProcessServer,
     SubprocessServer,
     answer_while_waited_on,
@@ -45,11 +46,6 @@ WAIT = 20.0
 
 # Under ASK_USER_RICH_FUZZ=long every test here is a long run: `-m slow` selects them.
 pytestmark = [pytest.mark.slow] if hypothesis_profiles.LONG else []
-
-
-def ask_link(peer, args=None):
-    reply = peer.tool("ask_user_rich", dict(args or interview(), delivery="link"))
-    return reply["result"]["structuredContent"]
 
 
 def archived(log_dir) -> dict:
