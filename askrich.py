@@ -2203,7 +2203,7 @@ class Interview:
 
     Like concurrent.futures.Future, the interview owns every change of its state: each method
     below takes its lock itself, and nothing outside this class writes its fields or enters its
-    lock (tests/test_module_shape.py proves it). The state moves once, from PENDING to the
+    lock (tests/interview/test_module_shape.py proves it). The state moves once, from PENDING to the
     result's status (SUBMITTED, DECLINED or CANCELLED), through settle(). `revision` grows on
     every change that the /state JSON shows; the condition is also notified on form activity
     (progress, streams opening and closing) that only the progress reports use. Waiters enter

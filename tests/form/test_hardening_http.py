@@ -90,7 +90,7 @@ def build(method: str, path: str, headers=(), body: bytes = b"", length=True, cl
 
 def _documented_error_codes() -> frozenset:
     """The codes in the table of tests/README.md: what a local tool may rely on."""
-    text = open(os.path.join(os.path.dirname(__file__), "README.md"), encoding="utf-8").read()
+    text = open(os.path.join(os.path.dirname(os.path.dirname(__file__)), "README.md"), encoding="utf-8").read()
     table = text.split("Every JSON error body also carries a stable `code`", 1)[1].split("\n\n", 2)[1]
     return frozenset(re.findall(r"^\| `([a-z-]+)` \|", table, re.M))
 

@@ -97,7 +97,7 @@ def test_server_discover_fits_the_official_schema_and_the_sdk_strict_validator(m
 
 
 def test_modern_tools_list_may_be_cached_for_an_hour_by_the_caller_alone(modern):
-    # The list depends on whether the request declared MCP Apps (tests/test_apps.py), so a shared
+    # The list depends on whether the request declared MCP Apps (tests/protocol/test_apps.py), so a shared
     # cache must not hand one caller's list to another.
     result = result_of(call_modern(modern, "tools/list"))
     assert result["cacheScope"] == "private" and result["ttlMs"] > 0
