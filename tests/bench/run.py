@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The benchmark of issue 6: start-up, memory, latency, a 1,000-question form, 50 at once.
+"""The benchmark (tests/bench/README.md): start-up, memory, latency, a 1,000-question form, 50 at once.
 
     python3 tests/bench/run.py            # the full run (about 3 minutes on 2 cores)
     python3 tests/bench/run.py --quick    # fewer runs, same figures (about 1 minute)

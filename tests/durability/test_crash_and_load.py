@@ -1,4 +1,4 @@
-"""Crashes and load (issue 5): kill -9 right after an acknowledged submit leaves its archive
+"""Crashes and load (tests/README.md, "How it is tested"): kill -9 right after an acknowledged submit leaves its archive
 complete; an unwritable or full log directory loses no answer and crashes nothing; 50
 concurrent interviews with waiters, racing appends, cancellations and double submits settle
 each exactly once and wake every waiter; 1,000 interviews leave no thread or memory behind."""

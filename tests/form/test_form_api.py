@@ -1,4 +1,4 @@
-"""The form server's HTTP API and its checks (CONTRACT §7, §8)."""
+"""The form server's HTTP API and its checks (tests/README.md, "The form server's HTTP API")."""
 
 from __future__ import annotations
 

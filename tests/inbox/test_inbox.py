@@ -1,4 +1,4 @@
-"""The inbox (CONTRACT §14): every pending interview of every server process of this user, on
+"""The inbox (tests/README.md, "The inbox"): every pending interview of every server process of this user, on
 one page at one address. Real server processes on one log folder, each a different agent in a
 different folder; the tests wait on the inbox's own stream, on log lines and on files."""
 

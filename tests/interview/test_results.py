@@ -1,4 +1,4 @@
-"""Results (CONTRACT §4): the structured answers and the summary the model reads first."""
+"""Results: the structured answers and the summary the model reads first."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The MCP transport and the three tools over stdio (CONTRACT §1, §2, §4, §5)."""
+"""The MCP transport and the three tools over stdio."""
 
 from __future__ import annotations
 
