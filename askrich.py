@@ -1850,16 +1850,21 @@ def sweep_stray_temporaries(log_dir: str) -> int:
     return removed
 
 
+def proc_stat(pid: int):
+    """The fields of /proc/PID/stat after the command name (which may hold spaces), from the
+    state on; None where there is no /proc (macOS, Windows) or no such process."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as handle:
+            return handle.read().rsplit(b")", 1)[-1].split()
+    except OSError:
+        return None
+
+
 def process_start(pid: int):
     """When process `pid` started, as the kernel counts it (Linux), or None where unknown: with
     the pid, it tells a live process from a later one that reuses its pid."""
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as handle:
-            data = handle.read()
-    except OSError:
-        return None
-    fields = data.rsplit(b")", 1)[-1].split()  # after the command name, which may hold spaces
-    return fields[19].decode("ascii") if len(fields) > 19 else None
+    fields = proc_stat(pid)
+    return fields[19].decode("ascii") if fields is not None and len(fields) > 19 else None
 
 
 def process_alive(pid, started=None) -> bool:
@@ -4432,11 +4437,8 @@ def pid_alive(pid: int) -> bool:
         os.kill(pid, 0)
     except OSError:
         return False  # gone, or the number now belongs to another user's process
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as handle:
-            return handle.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
-    except (OSError, IndexError):
-        return True  # no /proc (macOS): kill() said it is there
+    fields = proc_stat(pid)
+    return not fields or fields[0] != b"Z"  # no /proc (macOS): kill() said it is there
 
 
 def _windows_pid_alive(pid: int) -> bool:
