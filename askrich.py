@@ -7609,6 +7609,29 @@ class McpServer:
             if self.modern_calls.get(_hashable(call.request_id)) is call:
                 del self.modern_calls[_hashable(call.request_id)]
 
+    def _owners_of(self, fields: dict):
+        """Under the handshake lock: the 2026-07-28 calls in flight that a log event belongs to,
+        and whether it belongs to that era at all."""
+        current = getattr(self.worker, "call", None)
+        interview, task, request = fields.get("interview"), fields.get("task"), fields.get("request")
+        interview = interview if isinstance(interview, str) else None
+        if isinstance(current, ModernCall) and interview is not None:
+            self.modern_interviews.add(interview)
+            current.interviews.add(interview)
+        owners = [call for call in self.modern_calls.values()
+                  if call is current or interview in call.interviews
+                  or (task is not None and task == call.task_id)
+                  or (request is not None and request == str(call.request_id))]
+        modern = (bool(owners) or isinstance(current, ModernCall) or task is not None
+                  or getattr(self.worker, "modern_request", False) or interview in self.modern_interviews)
+        return owners, modern
+
+    @staticmethod
+    def _asks_for(call, rank: int) -> bool:
+        """Whether a call in flight asked, with the logLevel of its `_meta`, for an event of this rank."""
+        asked = call.request.log_level
+        return asked is not None and not call.cancellation.is_set and rank >= LOG_LEVELS.index(asked)
+
     def forward_log(self, level: str, event: str, fields: dict) -> None:
         """A log event as notifications/message, when someone asked for it. A 2026-07-28 call
         gets the events that belong to it (logged by its worker, or naming its request, an
@@ -7618,27 +7641,10 @@ class McpServer:
         tasks, and every interview one of its calls worked on, for as long as the process runs.
         Queued, never written from the logging thread: that may be a form server thread."""
         rank = LOG_LEVELS.index(level)
-        current = getattr(self.worker, "call", None)
-        interview, task, request = fields.get("interview"), fields.get("task"), fields.get("request")
         with self.handshake_lock:
-            wanted = False
-            if isinstance(current, ModernCall) and isinstance(interview, str):
-                self.modern_interviews.add(interview)
-            modern = (isinstance(current, ModernCall) or getattr(self.worker, "modern_request", False)
-                      or task is not None or (isinstance(interview, str) and interview in self.modern_interviews))
-            for call in self.modern_calls.values():
-                if call is current and isinstance(interview, str):
-                    call.interviews.add(interview)
-                belongs = (call is current or interview in call.interviews
-                           or (task is not None and task == call.task_id)
-                           or (request is not None and request == str(call.request_id)))
-                modern = modern or belongs
-                level_asked = call.request.log_level
-                if belongs and level_asked is not None and not call.cancellation.is_set \
-                        and rank >= LOG_LEVELS.index(level_asked):
-                    wanted = True
-            if not modern and self.log_level is not None and rank >= LOG_LEVELS.index(self.log_level):
-                wanted = True
+            owners, modern = self._owners_of(fields)
+            wanted = any(self._asks_for(call, rank) for call in owners) or (
+                not modern and self.log_level is not None and rank >= LOG_LEVELS.index(self.log_level))
             if not wanted:
                 return
             data = {"event": event}
