@@ -2822,7 +2822,6 @@ class SessionHub:
             path = None
         if path != result["archivePath"]:
             result = with_archive_path(result, interview.spec, path)
-        result = fit_result(result, interview.spec)
         return result, (result, path)
 
     def _log_archived(self, interview: Interview, path) -> None:
@@ -6706,8 +6705,11 @@ def error_result(text: str) -> dict:
     return {"content": [{"type": "text", "text": text}], "isError": True}
 
 
-def answers_result(result: dict) -> dict:
-    """A settled interview: the summary, then the JSON without it (one line when compact)."""
+def answers_result(result: dict, spec: dict) -> dict:
+    """A settled interview as the agent receives it: fitted to its context here, where the
+    result leaves for the agent, and nowhere else (the form, the archive and the command line
+    keep the whole result); the summary, then the JSON without it (one line when compact)."""
+    result = fit_result(result, spec)
     full = {key: value for key, value in result.items() if key != "summary"}
     return {
         "content": [
@@ -6761,7 +6763,12 @@ def archived_result(record: dict) -> dict:
             row.setdefault("attachments", [])
     result.setdefault("archivePath", None)
     result["summary"] = summarize(result, spec)
-    return fit_result(result, spec)
+    return result
+
+
+def archived_answers(record: dict) -> dict:
+    """The tool result of an interview found in the archive."""
+    return answers_result(archived_result(record), record.get("interview") or {"questions": []})
 
 
 def unknown_session_text(session_id) -> str:
@@ -7267,7 +7274,7 @@ class TaskRegistry:
         task = Task(task_id, interview_id, "", Cancellation(), time.time())
         if record is not None:
             task.status = "completed"
-            task.result = modern_envelope(answers_result(archived_result(record)))
+            task.result = modern_envelope(archived_answers(record))
             task.message = task.result["structuredContent"]["summary"].split("\n", 1)[0]
         else:
             task.status = "failed"
@@ -8369,14 +8376,14 @@ class InterviewTools:
             if record is None:
                 raise UnknownInterview(session_id)
             self.log.event("archive-hit", interview=session_id)
-            return answers_result(archived_result(record))
+            return archived_answers(record)
         return self.wait_for_answers(interview, call, timeout)
 
     def wait_for_answers(self, interview: Interview, call, timeout):
         """Block until the submit; the result, an awaiting result, or None (no response)."""
         result = interview.settled_result()
         if result is not None:
-            return answers_result(result)
+            return answers_result(result, interview.spec)
         call.about_to_block(interview)
         self.runtime.notices.arm(interview, opened=False)  # after a link: nothing was opened
         report = None
@@ -8390,7 +8397,7 @@ class InterviewTools:
             interview, call.cancellation, timeout, report, self.runtime.config.progress_ms / 1000.0
         )
         if why == "settled":
-            return answers_result(result)
+            return answers_result(result, interview.spec)
         if why == "timeout":
             return awaiting_result(interview, "Stopped waiting after %ds (timeoutSeconds)." % timeout)
         return None
@@ -8481,7 +8488,7 @@ class InterviewTools:
         outcome, response = call.elicit(URL_ELICITATION_KEY, params, interview)
         if outcome == "settled":
             call.elicitation_finished(URL_ELICITATION_KEY, interview)
-            return answers_result(interview.result)
+            return answers_result(interview.result, interview.spec)
         if outcome != "answered":
             return None
         action, detail = elicitation_action(response)
@@ -8514,7 +8521,7 @@ class InterviewTools:
         self.log.event("form-elicitation", interview=interview.id, questions=len(questions))
         outcome, response = call.elicit(FORM_ELICITATION_KEY, params, interview)
         if outcome == "settled":
-            return True, answers_result(interview.result)
+            return True, answers_result(interview.result, interview.spec)
         if outcome != "answered":
             return True, None
         action, detail = elicitation_action(response)
@@ -8534,7 +8541,7 @@ class InterviewTools:
         self.log.event("form-elicitation-answer", interview=interview.id, action=action)
         # None: the web form was submitted first, and its answers stand.
         result = self.runtime.hub.settle_without_form(interview, answers, status, "elicitation")
-        return True, answers_result(result if result is not None else interview.result)
+        return True, answers_result(result if result is not None else interview.result, interview.spec)
 
 
 FORM_ELICITATION_KEY = "answers"
