@@ -389,7 +389,6 @@ class InvalidInterview(ValueError):
 
     def __init__(self, problems: list[str], heading: str = "Invalid interview:") -> None:
         self.problems = problems
-        self.heading = heading
         super().__init__("\n".join([heading] + ["- " + p for p in problems]))
 
 
@@ -1852,16 +1851,21 @@ def sweep_stray_temporaries(log_dir: str) -> int:
     return removed
 
 
+def proc_stat(pid: int):
+    """The fields of /proc/PID/stat after the command name (which may hold spaces), from the
+    state on; None where there is no /proc (macOS, Windows) or no such process."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as handle:
+            return handle.read().rsplit(b")", 1)[-1].split()
+    except OSError:
+        return None
+
+
 def process_start(pid: int):
     """When process `pid` started, as the kernel counts it (Linux), or None where unknown: with
     the pid, it tells a live process from a later one that reuses its pid."""
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as handle:
-            data = handle.read()
-    except OSError:
-        return None
-    fields = data.rsplit(b")", 1)[-1].split()  # after the command name, which may hold spaces
-    return fields[19].decode("ascii") if len(fields) > 19 else None
+    fields = proc_stat(pid)
+    return fields[19].decode("ascii") if fields is not None and len(fields) > 19 else None
 
 
 def process_alive(pid, started=None) -> bool:
@@ -2152,12 +2156,26 @@ class AttachmentStore:
 # Interviews and the waits on them: the session hub
 # ============================================================================================
 
+# An interview's id is 12 lowercase hex digits; a task's is "<interviewId>.<n>" (TaskRegistry.create),
+# and it names its interview wherever a sessionId is asked for. The tools' schemas state the same.
+SESSION_ID_PATTERN = "^[0-9a-f]{12}(\\.[0-9]+)?$"
+
+
 def is_session_id(value) -> bool:
+    """An interview's id."""
     return (
         isinstance(value, str)
         and len(value) == 12
         and all(ch in "0123456789abcdef" for ch in value)
     )
+
+
+def task_interview_id(value: str):
+    """The interview a task id "<interviewId>.<n>" names, or None when it is not one."""
+    interview_id, dot, number = value.partition(".")
+    if dot and number.isdigit() and number.isascii() and is_session_id(interview_id):
+        return interview_id
+    return None
 
 
 def form_url(origin: str, token: str) -> str:
@@ -2191,7 +2209,7 @@ class Interview:
 
     Like concurrent.futures.Future, the interview owns every change of its state: each method
     below takes its lock itself, and nothing outside this class writes its fields or enters its
-    lock (tests/test_module_shape.py proves it). The state moves once, from PENDING to the
+    lock (tests/interview/test_module_shape.py proves it). The state moves once, from PENDING to the
     result's status (SUBMITTED, DECLINED or CANCELLED), through settle(). `revision` grows on
     every change that the /state JSON shows; the condition is also notified on form activity
     (progress, streams opening and closing) that only the progress reports use. Waiters enter
@@ -2210,7 +2228,6 @@ class Interview:
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self.created = time.time()
-        self.created_monotonic = time.monotonic()
         self.version = 1
         self.note = None
         self.state = PENDING
@@ -2816,7 +2833,6 @@ class SessionHub:
             path = None
         if path != result["archivePath"]:
             result = with_archive_path(result, interview.spec, path)
-        result = fit_result(result, interview.spec)
         return result, (result, path)
 
     def _log_archived(self, interview: Interview, path) -> None:
@@ -4439,11 +4455,8 @@ def pid_alive(pid: int) -> bool:
         os.kill(pid, 0)
     except OSError:
         return False  # gone, or the number now belongs to another user's process
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as handle:
-            return handle.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
-    except (OSError, IndexError):
-        return True  # no /proc (macOS): kill() said it is there
+    fields = proc_stat(pid)
+    return not fields or fields[0] != b"Z"  # no /proc (macOS): kill() said it is there
 
 
 def _windows_pid_alive(pid: int) -> bool:
@@ -6532,8 +6545,8 @@ APPEND_RESULT_SCHEMA = {
 
 _SESSION_ID = {
     "type": "string",
-    "pattern": "^[0-9a-f]{12}$",
-    "description": "The sessionId (= interviewId) from ask_user_rich.",
+    "pattern": SESSION_ID_PATTERN,
+    "description": "The sessionId (= interviewId) from ask_user_rich, or a task id \"<sessionId>.<n>\".",
 }
 _TIMEOUT = {
     "type": "integer",
@@ -6782,8 +6795,11 @@ def error_result(text: str) -> dict:
     return {"content": [{"type": "text", "text": text}], "isError": True}
 
 
-def answers_result(result: dict) -> dict:
-    """A settled interview: the summary, then the JSON without it (one line when compact)."""
+def answers_result(result: dict, spec: dict) -> dict:
+    """A settled interview as the agent receives it: fitted to its context here, where the
+    result leaves for the agent, and nowhere else (the form, the archive and the command line
+    keep the whole result); the summary, then the JSON without it (one line when compact)."""
+    result = fit_result(result, spec)
     full = {key: value for key, value in result.items() if key != "summary"}
     return {
         "content": [
@@ -6837,7 +6853,12 @@ def archived_result(record: dict) -> dict:
             row.setdefault("attachments", [])
     result.setdefault("archivePath", None)
     result["summary"] = summarize(result, spec)
-    return fit_result(result, spec)
+    return result
+
+
+def archived_answers(record: dict) -> dict:
+    """The tool result of an interview found in the archive."""
+    return answers_result(archived_result(record), record.get("interview") or {"questions": []})
 
 
 def unknown_session_text(session_id) -> str:
@@ -7327,8 +7348,8 @@ class TaskRegistry:
         of its interview (completed), or the task index of one still pending when that process
         ended (failed). server.log is never read: it may be off, rotated, or hold any text a
         title or a user agent put there. A task of another live process is not ours to tell."""
-        interview_id, dot, number = task_id.partition(".")
-        if not (is_session_id(interview_id) and dot and number.isdigit() and number.isascii()):
+        interview_id = task_interview_id(task_id)
+        if interview_id is None:
             return None
         record = self.archive.find(interview_id)
         made = record.get("tasks") if record is not None else None
@@ -7343,7 +7364,7 @@ class TaskRegistry:
         task = Task(task_id, interview_id, "", Cancellation(), time.time())
         if record is not None:
             task.status = "completed"
-            task.result = modern_envelope(answers_result(archived_result(record)))
+            task.result = modern_envelope(archived_answers(record))
             task.message = task.result["structuredContent"]["summary"].split("\n", 1)[0]
         else:
             task.status = "failed"
@@ -7467,9 +7488,9 @@ class McpServer:
         self.handshake_lock = threading.Lock()
         self.client_capabilities: dict = {}
         self.client_info: dict = {}
-        self.protocol_version = None
         self.log_level = None
         self.modern_calls: dict = {}  # request id -> ModernCall, until its response or task
+        self.modern_interviews: set = set()  # every interview a 2026-07-28 call worked on
         self.worker = threading.local()  # .call: the ToolCall this worker thread runs
         self.log.listener = self.forward_log
 
@@ -7500,9 +7521,14 @@ class McpServer:
         modern = modern_meta or (self.modern_enabled and method == "server/discover")
         if method == "initialize":
             modern = False
-        self.log.event("request", "debug", method=method, era="modern" if modern else "legacy")
         if not modern:
+            self.log.event("request", "debug", method=method, era="legacy")
             return self._serve(LEGACY_METHODS, request_id, method, params, None)
+        self.worker.modern_request = True
+        try:
+            self.log.event("request", "debug", method=method, era="modern")
+        finally:
+            self.worker.modern_request = False
         request = ModernRequest.parse(meta)
         if request is None:  # a server/discover without the _meta every modern request carries
             raise JsonRpcError(-32602, "Invalid params: %s needs _meta with %s and %s, as every %s request"
@@ -7620,7 +7646,6 @@ class McpServer:
         capabilities = params.get("capabilities")
         client_info = params.get("clientInfo")
         with self.handshake_lock:
-            self.protocol_version = version
             self.client_capabilities = capabilities if isinstance(capabilities, dict) else {}
             self.client_info = client_info if isinstance(client_info, dict) else {}
         self.log.event(
@@ -7681,32 +7706,42 @@ class McpServer:
             if self.modern_calls.get(_hashable(call.request_id)) is call:
                 del self.modern_calls[_hashable(call.request_id)]
 
+    def _owners_of(self, fields: dict):
+        """Under the handshake lock: the 2026-07-28 calls in flight that a log event belongs to,
+        and whether it belongs to that era at all."""
+        current = getattr(self.worker, "call", None)
+        interview, task, request = fields.get("interview"), fields.get("task"), fields.get("request")
+        interview = interview if isinstance(interview, str) else None
+        if isinstance(current, ModernCall) and interview is not None:
+            self.modern_interviews.add(interview)
+            current.interviews.add(interview)
+        owners = [call for call in self.modern_calls.values()
+                  if call is current or interview in call.interviews
+                  or (task is not None and task == call.task_id)
+                  or (request is not None and request == str(call.request_id))]
+        modern = (bool(owners) or isinstance(current, ModernCall) or task is not None
+                  or getattr(self.worker, "modern_request", False) or interview in self.modern_interviews)
+        return owners, modern
+
+    @staticmethod
+    def _asks_for(call, rank: int) -> bool:
+        """Whether a call in flight asked, with the logLevel of its `_meta`, for an event of this rank."""
+        asked = call.request.log_level
+        return asked is not None and not call.cancellation.is_set and rank >= LOG_LEVELS.index(asked)
+
     def forward_log(self, level: str, event: str, fields: dict) -> None:
         """A log event as notifications/message, when someone asked for it. A 2026-07-28 call
         gets the events that belong to it (logged by its worker, or naming its request, an
         interview it works on, or its task) at or above the logLevel of its own `_meta`, while
         it is in flight and not cancelled; the initialize era's logging/setLevel admits every
-        other event, never one of a modern call. Queued, never written from the logging
-        thread: that may be a form server thread."""
+        other event, never one that belongs to the 2026-07-28 era: its requests, its calls, its
+        tasks, and every interview one of its calls worked on, for as long as the process runs.
+        Queued, never written from the logging thread: that may be a form server thread."""
         rank = LOG_LEVELS.index(level)
-        current = getattr(self.worker, "call", None)
-        interview, task, request = fields.get("interview"), fields.get("task"), fields.get("request")
         with self.handshake_lock:
-            wanted = False
-            modern = isinstance(current, ModernCall)
-            for call in self.modern_calls.values():
-                if call is current and isinstance(interview, str):
-                    call.interviews.add(interview)
-                belongs = (call is current or interview in call.interviews
-                           or (task is not None and task == call.task_id)
-                           or (request is not None and request == str(call.request_id)))
-                modern = modern or belongs
-                level_asked = call.request.log_level
-                if belongs and level_asked is not None and not call.cancellation.is_set \
-                        and rank >= LOG_LEVELS.index(level_asked):
-                    wanted = True
-            if not modern and self.log_level is not None and rank >= LOG_LEVELS.index(self.log_level):
-                wanted = True
+            owners, modern = self._owners_of(fields)
+            wanted = any(self._asks_for(call, rank) for call in owners) or (
+                not modern and self.log_level is not None and rank >= LOG_LEVELS.index(self.log_level))
             if not wanted:
                 return
             data = {"event": event}
@@ -8439,14 +8474,14 @@ class InterviewTools:
             if record is None:
                 raise UnknownInterview(session_id)
             self.log.event("archive-hit", interview=session_id)
-            return answers_result(archived_result(record))
+            return archived_answers(record)
         return self.wait_for_answers(interview, call, timeout)
 
     def wait_for_answers(self, interview: Interview, call, timeout):
         """Block until the submit; the result, an awaiting result, or None (no response)."""
         result = interview.settled_result()
         if result is not None:
-            return answers_result(result)
+            return answers_result(result, interview.spec)
         call.about_to_block(interview)
         self.runtime.notices.arm(interview, opened=False)  # after a link: nothing was opened
         report = None
@@ -8460,7 +8495,7 @@ class InterviewTools:
             interview, call.cancellation, timeout, report, self.runtime.config.progress_ms / 1000.0
         )
         if why == "settled":
-            return answers_result(result)
+            return answers_result(result, interview.spec)
         if why == "timeout":
             return awaiting_result(interview, "Stopped waiting after %ds (timeoutSeconds)." % timeout)
         return None
@@ -8551,7 +8586,7 @@ class InterviewTools:
         outcome, response = call.elicit(URL_ELICITATION_KEY, params, interview)
         if outcome == "settled":
             call.elicitation_finished(URL_ELICITATION_KEY, interview)
-            return answers_result(interview.result)
+            return answers_result(interview.result, interview.spec)
         if outcome != "answered":
             return None
         action, detail = elicitation_action(response)
@@ -8584,7 +8619,7 @@ class InterviewTools:
         self.log.event("form-elicitation", interview=interview.id, questions=len(questions))
         outcome, response = call.elicit(FORM_ELICITATION_KEY, params, interview)
         if outcome == "settled":
-            return True, answers_result(interview.result)
+            return True, answers_result(interview.result, interview.spec)
         if outcome != "answered":
             return True, None
         action, detail = elicitation_action(response)
@@ -8604,7 +8639,7 @@ class InterviewTools:
         self.log.event("form-elicitation-answer", interview=interview.id, action=action)
         # None: the web form was submitted first, and its answers stand.
         result = self.runtime.hub.settle_without_form(interview, answers, status, "elicitation")
-        return True, answers_result(result if result is not None else interview.result)
+        return True, answers_result(result if result is not None else interview.result, interview.spec)
 
 
 FORM_ELICITATION_KEY = "answers"
@@ -8626,10 +8661,7 @@ def url_refusal_reason(why: str, action, detail) -> str:
 def interview_id_of(session_id: str) -> str:
     """The interview a sessionId names: a task id `<interviewId>.<n>` names its interview,
     since a model that has only the task id will pass that."""
-    interview_id, dot, number = session_id.rpartition(".")
-    if dot and number.isdigit() and number.isascii() and is_session_id(interview_id):
-        return interview_id
-    return session_id
+    return task_interview_id(session_id) or session_id
 
 
 def check_session_arguments(arguments: dict, fields) -> Problems:
@@ -9207,11 +9239,14 @@ def run_inbox(open_it: bool) -> int:
 
 
 def _show_inbox(url: str, open_it: bool, config: Config, log) -> None:
-    # On stderr, as demo and ask print their link.
+    # --link: the address alone on stdout, for `open "$(askrich.py inbox --link)"`;
+    # otherwise on stderr for the person, as demo and ask print their link.
+    if not open_it:
+        sys.stdout.write(url + "\n")
+        sys.stdout.flush()
+        return
     sys.stderr.write("The inbox is at:\n  %s\n" % url)
     sys.stderr.flush()
-    if not open_it:
-        return
     opened, why = open_browser(url, config, log if log is not None else Log(config.log_dir, stream=_Quiet()))
     if not opened:
         sys.stderr.write("Could not open the browser (%s).\n" % why)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 
@@ -13,6 +14,15 @@ os.environ["ASK_USER_RICH_INBOX_PORT"] = "0"
 # Nor does one pop a notice up on the machine the tests run on: a test of notices turns them on
 # with a stand-in notifier or a loopback push target of its own.
 os.environ["ASK_USER_RICH_NOTIFY"] = "off"
+
+# The tests live in folders by what they exercise (tests/README.md, "Layout"), beside the helpers
+# in this one; a test module that reuses another's finds it by its file name, whatever the folder
+# and whichever pytest collects first.
+_TESTS = os.path.dirname(os.path.abspath(__file__))
+for _folder in sorted(os.listdir(_TESTS)):
+    _path = os.path.join(_TESTS, _folder)
+    if os.path.isdir(_path) and any(name.startswith("test_") for name in os.listdir(_path)):
+        sys.path.insert(1, _path)
 
 from modern_support import assert_every_modern_message_fits  # noqa: E402
 from support import DISCARD, InProcessServer, SubprocessServer, askrich  # noqa: E402

@@ -1,5 +1,5 @@
 """What the session tests share: the stdio tap every one of them registers as the server, and for
-the Codex and Gemini CLI sessions (tests/test_sessions_codex.py, tests/test_sessions_gemini.py)
+the Codex and Gemini CLI sessions (tests/sessions/test_sessions_codex.py, tests/sessions/test_sessions_gemini.py)
 the interview the scripted model asks, the answers the test submits, one round trip, and the
 checks on what arrived where."""
 

@@ -66,7 +66,7 @@ def interview(*questions, **extra):
 
 
 # One call of Claude Code's built-in AskUserQuestion, as its PreToolUse hook receives it
-# (tests/test_hook.py, tests/test_sessions_hook.py): a question text with quotes and a newline,
+# (tests/cli/test_hook.py, tests/sessions/test_sessions_hook.py): a question text with quotes and a newline,
 # a preview, a recommendation by the built-in's "(Recommended)" convention, and a multi-select.
 ASKED_DB = 'Which "database" should we use?\nWe store orders.'
 ASKED_LANGS = "Which client languages?"
@@ -78,6 +78,13 @@ ASK_USER_QUESTION = {"questions": [
     {"question": ASKED_LANGS, "header": "Langs", "multiSelect": True, "options": [
         {"label": "Python", "description": "p"}, {"label": "Go", "description": "g"},
         {"label": "Rust", "description": "r"}]}]}
+
+def ask_link(peer, args=None, **params) -> dict:
+    """ask_user_rich with delivery "link" on a legacy peer: the awaiting reply's structured part."""
+    reply = peer.tool("ask_user_rich", dict(args or interview(), delivery="link"), **params)
+    structured = reply["result"]["structuredContent"]
+    assert structured["status"] == "awaiting"
+    return structured
 
 
 def quiet_runtime(log_dir, stream=None, **settings) -> askrich.Runtime:

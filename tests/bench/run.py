@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""The benchmark of issue 6: start-up, memory, latency, a 1,000-question form, 50 at once.
+"""The benchmark (tests/bench/README.md): start-up, memory, latency, a 1,000-question form, 50 at once.
 
     python3 tests/bench/run.py            # the full run (about 3 minutes on 2 cores)
     python3 tests/bench/run.py --quick    # fewer runs, same figures (about 1 minute)
     python3 tests/bench/run.py --tiny     # one or two runs of everything, a 30-question form:
-                                          # proves the benchmark works (tests/test_bench_smoke.py)
+                                          # proves the benchmark works (tests/cli/test_bench_smoke.py)
 
 Prints a table (median, min, max and the budget of every figure) and writes the same as JSON to
 tests/.artifacts/bench/results.json (or --json PATH).

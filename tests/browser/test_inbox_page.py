@@ -1,4 +1,4 @@
-"""The inbox page in Chromium (CONTRACT §14): rows appearing and leaving live in English,
+"""The inbox page in Chromium (tests/README.md, "The inbox"): rows appearing and leaving live in English,
 Japanese and Arabic, the tab's count, the calm empty state, notifications once allowed, axe in
 light and dark, a 360 px phone, the keyboard; and the form's "more waiting" link to it."""
 from __future__ import annotations

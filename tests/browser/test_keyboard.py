@@ -1,4 +1,4 @@
-"""Every row of the keyboard table (seed README, CONTRACT §9), proven on the answers the server
+"""Every row of the keyboard table (the README's keyboard table), proven on the answers the server
 receives where a row changes an answer."""
 from formkit import FSI, PDI, ROOT, answer_of, choice, isolated
 

@@ -421,6 +421,26 @@ TOOL_ROWS = """() => {
 }"""
 
 
+HEADER_HEIGHT = "() => Math.round(document.querySelector('#bar .bar-top').getBoundingClientRect().height)"
+
+
+def header_heights(f) -> list:
+    """The header's height at each of the two views."""
+    heights = []
+    for _ in range(2):
+        heights.append(f.page.evaluate(HEADER_HEIGHT))
+        f.page.locator("#btn-view").click()
+    return heights
+
+
+@pytest.mark.parametrize("tag", ["de", "fr", "ru"])
+def test_the_phone_header_is_as_tall_as_in_english(form, tag):
+    # The title and the tools take the rows they take in English (113 px): a longer word for a
+    # tool, as in these three, must not push Skip (or any tool) onto a row of its own (141 px).
+    english = header_heights(form(spec_in("en"), viewport=PHONE))
+    assert header_heights(form(spec_in(tag), viewport=PHONE)) == english, tag
+
+
 @pytest.mark.parametrize("tag", LANGUAGES)
 def test_the_phone_header_keeps_its_tools_on_one_row_in_every_state(form, tag):
     # The header is the title and one row of tools: with a long word for a theme or a view the

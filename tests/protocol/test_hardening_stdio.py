@@ -1,4 +1,4 @@
-"""Hostile stdin (issue 5): whatever an MCP client writes, the server answers what deserves an
+"""Hostile stdin (tests/README.md, "Security"): whatever an MCP client writes, the server answers what deserves an
 answer, writes nothing but strict JSON lines, and still answers ping afterwards. A line over
 16 MB is refused without being held; EOF and signals end it cleanly while calls wait."""
 

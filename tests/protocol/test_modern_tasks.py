@@ -44,7 +44,7 @@ def peer(subprocess_server):
     return subprocess_server()
 
 
-def ask_link(peer, arguments=TWO_QUESTIONS) -> dict:
+def ask_link_modern(peer, arguments=TWO_QUESTIONS) -> dict:
     result = result_of(tool_modern(peer, "ask_user_rich", arguments, tasks=True))
     assert_modern_result(result)  # delivery "link" ends at once: never a task
     return result["structuredContent"]
@@ -85,7 +85,7 @@ def completed(peer, task_id: str) -> dict:
 
 
 def test_await_on_a_pending_interview_answers_at_once_with_a_task_that_tasks_get_finds(peer):
-    asked = ask_link(peer)
+    asked = ask_link_modern(peer)
     task = await_task(peer, asked["sessionId"])
     assert_created_task(task, asked["sessionId"])
     assert task["statusMessage"].startswith('Waiting for answers to "Test interview": 0 of 2 answered, ')
@@ -100,7 +100,7 @@ def test_await_on_a_pending_interview_answers_at_once_with_a_task_that_tasks_get
 
 
 def test_the_status_message_follows_the_form_and_the_task_completes_with_the_blocking_result(peer):
-    asked = ask_link(peer)
+    asked = ask_link_modern(peer)
     task = await_task(peer, asked["sessionId"])
     post_progress(asked["url"], answered=1, still_open=1)
     moved = poll_task(peer, task["taskId"], lambda t: "1 of 2 answered" in t["statusMessage"],
@@ -133,7 +133,7 @@ def test_the_status_message_follows_the_form_and_the_task_completes_with_the_blo
 def test_the_status_message_counts_questions_appended_after_the_task_began(subprocess_server):
     # An append is the agent's doing, not the user's: it shows from the next progress tick on.
     peer = subprocess_server(env={"ASK_USER_RICH_PROGRESS_MS": "200"})
-    asked = ask_link(peer)
+    asked = ask_link_modern(peer)
     task = await_task(peer, asked["sessionId"])
     appended = result_of(tool_modern(peer, "append_questions", {
         "sessionId": asked["sessionId"], "questions": [choice("later", "a", "b")]}))
@@ -167,7 +167,7 @@ def test_ask_in_a_browser_becomes_a_task_once_the_form_is_open(subprocess_server
 
 
 def test_every_task_gets_a_fresh_id_and_all_of_them_receive_the_one_submit(peer):
-    asked = ask_link(peer)
+    asked = ask_link_modern(peer)
     first, second = await_task(peer, asked["sessionId"]), await_task(peer, asked["sessionId"])
     assert first["taskId"] != second["taskId"]
     for task in (first, second):
@@ -198,7 +198,7 @@ def test_an_accepted_url_elicitation_becomes_a_task(subprocess_server):
 def start_task_with_a_progress_token(subprocess_server):
     """A task made by an await that carried a progressToken: (peer, the link, call id, task)."""
     peer = subprocess_server(env={"ASK_USER_RICH_PROGRESS_MS": "100"})
-    asked = ask_link(peer)
+    asked = ask_link_modern(peer)
     call_id = send_modern(peer, "tools/call", {"name": "await_user_answers",
                                                "arguments": {"sessionId": asked["sessionId"]}},
                           tasks=True, progress_token="task-call")
@@ -234,7 +234,7 @@ def test_no_progress_is_sent_for_a_request_once_it_was_answered_with_a_task(subp
 
 
 def test_without_the_extension_the_call_blocks_until_the_submit(peer):
-    asked = ask_link(peer)
+    asked = ask_link_modern(peer)
     call_id = send_modern(peer, "tools/call", {"name": "await_user_answers",
                                                "arguments": {"sessionId": asked["sessionId"]}})
     wait_until_waiting(peer, asked["sessionId"])
@@ -245,7 +245,7 @@ def test_without_the_extension_the_call_blocks_until_the_submit(peer):
 
 
 def test_an_extension_declared_in_an_earlier_request_makes_no_task(peer):
-    asked = ask_link(peer)  # declared the extension
+    asked = ask_link_modern(peer)  # declared the extension
     call_id = send_modern(peer, "tools/call", {"name": "await_user_answers",
                                                "arguments": {"sessionId": asked["sessionId"]}})
     wait_until_waiting(peer, asked["sessionId"])
@@ -284,7 +284,7 @@ def test_a_legacy_session_never_gets_a_task(peer):
 
 
 def test_cancelling_a_task_leaves_the_form_open_and_collectable(peer):
-    asked = ask_link(peer)
+    asked = ask_link_modern(peer)
     task = await_task(peer, asked["sessionId"])
     acknowledged = result_of(call_modern(peer, "tasks/cancel", {"taskId": task["taskId"]}, tasks=True))
     assert_modern_result(acknowledged)
@@ -299,7 +299,7 @@ def test_cancelling_a_task_leaves_the_form_open_and_collectable(peer):
 
 
 def test_timeout_seconds_completes_the_task_with_awaiting_never_with_an_answer(peer):
-    asked = ask_link(peer)
+    asked = ask_link_modern(peer)
     task = await_task(peer, asked["sessionId"], timeoutSeconds=1)
     assert_created_task(task, asked["sessionId"])
     done = completed(peer, task["taskId"])
@@ -317,7 +317,7 @@ def test_timeout_seconds_completes_the_task_with_awaiting_never_with_an_answer(p
 
 
 def test_tasks_update_is_acknowledged_and_changes_nothing(peer):
-    asked = ask_link(peer)
+    asked = ask_link_modern(peer)
     task = await_task(peer, asked["sessionId"])
     acknowledged = result_of(call_modern(peer, "tasks/update", {
         "taskId": task["taskId"], "inputResponses": {"anything": {"action": "accept", "content": {"db": "my"}}}},
@@ -353,7 +353,7 @@ def test_a_missing_or_mistyped_task_id_is_refused_with_32602(peer, params):
 
 def test_after_a_restart_an_archived_task_is_completed_and_a_lost_one_failed(subprocess_server):
     before = subprocess_server()
-    answered, lost = ask_link(before), ask_link(before)
+    answered, lost = ask_link_modern(before), ask_link_modern(before)
     answered_task = await_task(before, answered["sessionId"])
     lost_task = await_task(before, lost["sessionId"])
     submit_like_a_browser(answered["url"])
@@ -384,7 +384,7 @@ def test_after_a_restart_an_archived_task_is_completed_and_a_lost_one_failed(sub
 
 
 def test_stdin_eof_with_tasks_and_a_blocking_modern_call_in_flight_exits_0_within_a_second(peer):
-    asked = ask_link(peer)
+    asked = ask_link_modern(peer)
     await_task(peer, asked["sessionId"])
     send_modern(peer, "tools/call", {"name": "await_user_answers", "arguments": {"sessionId": asked["sessionId"]}})
     wait_until_waiting(peer, asked["sessionId"], nth=2)  # the task's wait and this call's
@@ -397,7 +397,7 @@ def test_stdin_eof_with_tasks_and_a_blocking_modern_call_in_flight_exits_0_withi
 
 
 def test_a_working_task_names_its_interview_and_ends_with_the_form_link(peer):
-    asked = ask_link(peer)
+    asked = ask_link_modern(peer)
     task = await_task(peer, asked["sessionId"])
     message = task["statusMessage"]
     assert message.endswith(" Form: " + asked["url"])
@@ -409,7 +409,7 @@ def test_a_working_task_with_a_long_title_keeps_its_whole_link_within_200_charac
     # Claude Code shows a task's statusMessage cut at 200 characters: the link at its end
     # must survive the cut, so the title gives way, never the link or the counts.
     title = "Which of these storage engines should the new analytics pipeline use for raw events"
-    asked = ask_link(peer, dict(TWO_QUESTIONS, title=title))
+    asked = ask_link_modern(peer, dict(TWO_QUESTIONS, title=title))
     task = await_task(peer, asked["sessionId"])
     for shown in (task, result_of(get_task(peer, task["taskId"]))):
         message = shown["statusMessage"]
@@ -420,7 +420,7 @@ def test_a_working_task_with_a_long_title_keeps_its_whole_link_within_200_charac
 
 
 def test_a_completed_task_says_the_results_summary_line_not_waiting(peer):
-    asked = ask_link(peer)
+    asked = ask_link_modern(peer)
     task = await_task(peer, asked["sessionId"])
     submit_like_a_browser(asked["url"])
     done = completed(peer, task["taskId"])
@@ -431,7 +431,7 @@ def test_a_completed_task_says_the_results_summary_line_not_waiting(peer):
 
 
 def test_a_cancelled_task_says_so_and_where_the_form_stays_open(peer):
-    asked = ask_link(peer)
+    asked = ask_link_modern(peer)
     task = await_task(peer, asked["sessionId"])
     cancelled = result_of(call_modern(peer, "tasks/cancel", {"taskId": task["taskId"]}, tasks=True))
     assert cancelled["resultType"] == "complete"
@@ -443,7 +443,7 @@ def test_a_cancelled_task_says_so_and_where_the_form_stays_open(peer):
 
 @pytest.mark.parametrize("tool", ["await_user_answers", "append_questions"])
 def test_a_task_id_given_as_session_id_reaches_its_interview(peer, tool):
-    asked = ask_link(peer)
+    asked = ask_link_modern(peer)
     task = await_task(peer, asked["sessionId"])
     if tool == "append_questions":
         result = result_of(tool_modern(peer, tool, {"sessionId": task["taskId"],
@@ -455,6 +455,22 @@ def test_a_task_id_given_as_session_id_reaches_its_interview(peer, tool):
         assert_created_task(second, asked["sessionId"])
         submit_like_a_browser(asked["url"])
         assert completed(peer, second["taskId"])["result"]["structuredContent"]["interviewId"] == asked["sessionId"]
+
+
+def test_the_session_id_schema_admits_every_id_the_server_hands_out_and_refuses_garbage(peer):
+    asked = ask_link_modern(peer)
+    handed_out = [asked["sessionId"]] + [await_task(peer, asked["sessionId"])["taskId"] for _ in range(2)]
+    tools = {tool["name"]: tool for tool in result_of(call_modern(peer, "tools/list"))["tools"]}
+    garbage = ["", "abc", "ABCDEF012345", asked["sessionId"] + ".", asked["sessionId"] + ".1.2",
+               asked["sessionId"] + ".-1", asked["sessionId"] + ".x", asked["sessionId"][:11] + ".1",
+               " " + asked["sessionId"], "x" + asked["sessionId"]]
+    for name in ("await_user_answers", "append_questions"):
+        schema = tools[name]["inputSchema"]["properties"]["sessionId"]
+        for session_id in handed_out:
+            jsonschema.validate(session_id, schema)
+        for session_id in garbage:
+            with pytest.raises(jsonschema.ValidationError):
+                jsonschema.validate(session_id, schema)
 
 
 def test_the_instructions_say_how_to_get_from_a_task_id_to_its_interview(peer):

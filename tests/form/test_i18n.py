@@ -1,5 +1,5 @@
 """The form in eleven languages, the agent's own name, and skipping the whole interview
-(CONTRACT §2.1 language, §4.1 declined via browser, §7 declined, §9), without a browser."""
+(tests/README.md, "The form's languages"), without a browser."""
 
 from __future__ import annotations
 

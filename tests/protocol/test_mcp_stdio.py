@@ -1,4 +1,4 @@
-"""The MCP transport and the three tools over stdio (CONTRACT §1, §2, §4, §5)."""
+"""The MCP transport and the three tools over stdio."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import askrich
 from support import (
+    ask_link,
     InProcessServer,
     LogWatch,
     api_url,
@@ -24,13 +25,6 @@ from support import (
     submit,
     wait_for_interview,
 )
-
-
-def ask_link(peer, args=None, **params):
-    reply = peer.tool("ask_user_rich", dict(args or interview(), delivery="link"), **params)
-    structured = reply["result"]["structuredContent"]
-    assert structured["status"] == "awaiting"
-    return structured
 
 
 def error_code(reply):

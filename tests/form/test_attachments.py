@@ -22,7 +22,8 @@ PNG = (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08
        b"\x15\xc4\x89\x00\x00\x00\rIDATx\x9cc\xf8\xff\xff?\x00\x05\xfe\x02\xfe\xa7\x35\x81\x84\x00"
        b"\x00\x00\x00IEND\xaeB`\x82")
 MIB = 1024 * 1024
-# What an upload may be refused with (CONTRACT §13 and the checks of every request).
+# What an upload may be refused with (tests/README.md, "The form server's HTTP API", and the
+# checks of every request).
 UPLOAD_STATUSES = {400, 403, 404, 409, 411, 413}
 
 

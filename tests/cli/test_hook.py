@@ -3,7 +3,7 @@ PreToolUse hook on the built-in AskUserQuestion (tests/README.md, "Claude Code's
 
 The mapping both ways is pure and tested as such; then the command as Claude Code runs it, in a
 subprocess, answered through the real form server. The real Claude Code session is in
-tests/test_sessions_hook.py."""
+tests/sessions/test_sessions_hook.py."""
 
 from __future__ import annotations
 

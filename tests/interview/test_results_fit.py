@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 
 import askrich
-from support import WAIT, choice, interview, submit, wait_for_interview
+from support import WAIT, api_url, choice, http_request, interview, submit, wait_for_interview
 
 LIMIT = 40000
 
@@ -88,12 +88,12 @@ def _at_size(note_length):
 
 def test_the_compact_form_starts_just_above_40000_characters():
     # Find the note length at which the larger of the two measures is exactly the limit.
-    _, _, probe = _at_size(1000)
-    tool = askrich.answers_result(probe)
+    spec, _, probe = _at_size(1000)
+    tool = askrich.answers_result(probe, spec)
     grows_to = max(compact_size(probe), text_size(tool))
     at_limit = 1000 + LIMIT - grows_to
-    _, _, fitted = _at_size(at_limit)
-    tool = askrich.answers_result(fitted)
+    spec, _, fitted = _at_size(at_limit)
+    tool = askrich.answers_result(fitted, spec)
     assert max(compact_size(fitted), text_size(tool)) == LIMIT
     assert "compact" not in fitted
     _, _, over = _at_size(at_limit + 1)
@@ -136,7 +136,7 @@ def test_a_300_question_result_is_compact_and_keeps_every_choice_and_note():
     assert lines[-1] == "Everything, as JSON: /tmp/answers/x.json"
     jsonschema.validate(fitted, result_schema())
     # The text blocks: the same summary, then the compact JSON on one line.
-    tool = askrich.answers_result(fitted)
+    tool = askrich.answers_result(fitted, spec)
     assert tool["content"][0]["text"] == fitted["summary"]
     second = tool["content"][1]["text"]
     assert "\n" not in second
@@ -197,8 +197,13 @@ def test_a_submitted_300_question_interview_arrives_compact_and_its_archive_hold
     assert record["answers"][7]["notes"] == "Yes, but watch the cost."
     assert record["answers"][7]["header"] == held.spec["questions"][7]["header"]
     assert record["generalNotes"] == "Ship it"
+    # The form's API keeps the whole result: every row with its header, every note.
+    page = http_request(api_url(held.url)).json()["result"]
+    assert "compact" not in page and len(page["answers"]) == 300
+    assert all("header" in row for row in page["answers"]) and page["answers"][7]["notes"] == "Yes, but watch the cost."
+    assert page["summary"] == askrich.summarize(page, held.spec)
     # Read back from the archive (a restarted server): compact again, naming the same file.
-    again = askrich.archived_result(runtime.archive.find(held.id))
+    again = askrich.archived_answers(runtime.archive.find(held.id))["structuredContent"]
     assert again["compact"] is True and again["archivePath"] == path
     assert again["answers"] == structured["answers"] and again["summary"] == structured["summary"]
 

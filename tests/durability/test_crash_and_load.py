@@ -1,4 +1,4 @@
-"""Crashes and load (issue 5): kill -9 right after an acknowledged submit leaves its archive
+"""Crashes and load (tests/README.md, "How it is tested"): kill -9 right after an acknowledged submit leaves its archive
 complete; an unwritable or full log directory loses no answer and crashes nothing; 50
 concurrent interviews with waiters, racing appends, cancellations and double submits settle
 each exactly once and wake every waiter; 1,000 interviews leave no thread or memory behind."""
@@ -28,6 +28,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 import askrich
 import hypothesis_profiles
 from support import (
+    ask_link,
     InProcessServer,
     SubprocessServer,
     answer_while_waited_on,
@@ -45,11 +46,6 @@ WAIT = 20.0
 
 # Under ASK_USER_RICH_FUZZ=long every test here is a long run: `-m slow` selects them.
 pytestmark = [pytest.mark.slow] if hypothesis_profiles.LONG else []
-
-
-def ask_link(peer, args=None):
-    reply = peer.tool("ask_user_rich", dict(args or interview(), delivery="link"))
-    return reply["result"]["structuredContent"]
 
 
 def archived(log_dir) -> dict:

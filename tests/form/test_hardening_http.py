@@ -1,4 +1,4 @@
-"""Hostile HTTP (issue 5): fuzzed methods, paths, headers and bodies on every route; malformed
+"""Hostile HTTP (tests/README.md, "Security"): fuzzed methods, paths, headers and bodies on every route; malformed
 requests; traversal; slow clients and 200 held connections; SSE streams piling up; tokens kept
 out of logs, error texts and later progress messages, and looked up by digest.
 
@@ -30,7 +30,7 @@ from support import InProcessServer, choice, interview, threads_still_running, w
 # Under ASK_USER_RICH_FUZZ=long every test here is a long run: `-m slow` selects them.
 pytestmark = [pytest.mark.slow] if hypothesis_profiles.LONG else []
 
-# Every status the form server may send (CONTRACT §7, plus what http.server itself answers to
+# Every status the form server may send (tests/README.md, "The form server's HTTP API", plus what http.server itself answers to
 # requests it cannot parse: 414, 431, 501, 505).
 DOCUMENTED = {200, 204, 400, 403, 404, 405, 409, 411, 413, 414, 415, 422, 431, 501, 505}
 SECURITY_HEADERS = {
@@ -90,7 +90,7 @@ def build(method: str, path: str, headers=(), body: bytes = b"", length=True, cl
 
 def _documented_error_codes() -> frozenset:
     """The codes in the table of tests/README.md: what a local tool may rely on."""
-    text = open(os.path.join(os.path.dirname(__file__), "README.md"), encoding="utf-8").read()
+    text = open(os.path.join(os.path.dirname(os.path.dirname(__file__)), "README.md"), encoding="utf-8").read()
     table = text.split("Every JSON error body also carries a stable `code`", 1)[1].split("\n\n", 2)[1]
     return frozenset(re.findall(r"^\| `([a-z-]+)` \|", table, re.M))
 

@@ -1,4 +1,4 @@
-"""Validation (CONTRACT §3): every problem at once, with the exact texts and their fixes."""
+"""Validation: every problem at once, with the exact texts and their fixes."""
 
 from __future__ import annotations
 

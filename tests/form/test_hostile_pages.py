@@ -1,4 +1,4 @@
-"""Hostile pages in a real browser (issue 5): a page on another localhost port tries every way
+"""Hostile pages in a real browser (tests/README.md, "Security"): a page on another localhost port tries every way
 to read or submit an interview (simple POSTs in text/plain and form encodings, fetch with and
 without credentials, sendBeacon, a sandboxed frame whose Origin is null, a DNS-rebinding Host,
 framing the form) and is refused every time; markdown that would run script renders inert;

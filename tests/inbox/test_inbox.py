@@ -1,4 +1,4 @@
-"""The inbox (CONTRACT §14): every pending interview of every server process of this user, on
+"""The inbox (tests/README.md, "The inbox"): every pending interview of every server process of this user, on
 one page at one address. Real server processes on one log folder, each a different agent in a
 different folder; the tests wait on the inbox's own stream, on log lines and on files."""
 
@@ -208,7 +208,7 @@ def test_the_inbox_command_serves_the_inbox_itself_when_nobody_holds_it(tmp_path
     port = free_port()
     command = inbox_command(tmp_path, port, "--link")
     try:
-        url = link_of(command.stderr)
+        url = link_of(command.stdout)
         key = read_key(tmp_path / "logs")
         assert url == "http://localhost:%d/inbox/%s" % (port, key)
         stream = inbox_events(port, key)
@@ -224,7 +224,8 @@ def test_the_inbox_command_serves_the_inbox_itself_when_nobody_holds_it(tmp_path
             other = inbox_command(tmp_path, port, "--link")
             out, err = other.communicate(timeout=WAIT)
             assert other.returncode == 0, err
-            assert link_of(iter(err.splitlines(True))) == url and out == b""
+            assert out == url.encode() + b"\n"  # the address alone, for open "$(askrich.py inbox --link)"
+            assert url.encode() not in err
             submit(agent.url, {})
             stream.wait_for(lambda l: l["interviews"] == [], what="the empty inbox")
         finally:
@@ -237,11 +238,11 @@ def test_the_inbox_command_serves_the_inbox_itself_when_nobody_holds_it(tmp_path
     assert not (tmp_path / "logs" / "inbox.key").exists()
 
 
-def link_of(lines) -> str:
-    """The address the inbox command printed on stderr (the line after "The inbox is at:")."""
-    for line in lines if not hasattr(lines, "readline") else iter(lines.readline, b""):
-        if line.startswith(b"  http://"):
-            return line.decode().strip()
+def link_of(stdout) -> str:
+    """The address `inbox --link` printed: its first line on stdout, alone."""
+    for line in iter(stdout.readline, b""):
+        assert line.startswith(b"http://") and line.endswith(b"\n"), line
+        return line.decode().strip()
     raise AssertionError("the inbox command printed no address")
 
 

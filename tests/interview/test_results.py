@@ -1,4 +1,4 @@
-"""Results (CONTRACT §4): the structured answers and the summary the model reads first."""
+"""Results: the structured answers and the summary the model reads first."""
 
 from __future__ import annotations
 
@@ -152,10 +152,12 @@ def test_a_100_question_result_stays_well_under_100_kb():
         for i in range(100)
     ]
     raw = {"q%03d" % i: {"selected": ["opt1"], "notes": "a note of some length " * 3} for i in range(100)}
+    spec, _ = askrich.validate_interview(interview(*questions))
     result = settle(interview(*questions), raw)
-    tool_result = askrich.answers_result(result)
+    tool_result = askrich.answers_result(result, spec)
+    sent = askrich.fit_result(result, spec)
     assert json.loads(tool_result["content"][1]["text"]) == {
-        key: value for key, value in result.items() if key != "summary"
+        key: value for key, value in sent.items() if key != "summary"
     }
     # What the model reads (Claude Code shows it structuredContent alone) stays well under
     # 100 KB, i.e. far below the ~25k tokens past which a result is moved to a file.

@@ -20,7 +20,7 @@ import zipfile
 
 import pytest
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
+_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/
 if _HERE not in sys.path:  # the helpers beside this file, whatever pytest's import mode
     sys.path.insert(0, _HERE)
 import clients_support as cs  # noqa: E402

@@ -1,4 +1,4 @@
-"""The command line (CONTRACT §10): main(argv) in-process, demo/ask as a user runs them."""
+"""The command line: main(argv) in-process, demo/ask as a user runs them."""
 
 from __future__ import annotations
 

@@ -26,6 +26,7 @@ from modern_support import (
     modern_meta,
     modern_params,
     poll_task,
+    post_progress,
     result_of,
     send_modern,
     server_requests,
@@ -96,7 +97,7 @@ def test_server_discover_fits_the_official_schema_and_the_sdk_strict_validator(m
 
 
 def test_modern_tools_list_may_be_cached_for_an_hour_by_the_caller_alone(modern):
-    # The list depends on whether the request declared MCP Apps (tests/test_apps.py), so a shared
+    # The list depends on whether the request declared MCP Apps (tests/protocol/test_apps.py), so a shared
     # cache must not hand one caller's list to another.
     result = result_of(call_modern(modern, "tools/list"))
     assert result["cacheScope"] == "private" and result["ttlMs"] > 0
@@ -588,6 +589,27 @@ def test_a_legacy_set_level_never_applies_to_modern_requests(modern):
     legacy_id = legacy["result"]["structuredContent"]["sessionId"]
     modern.call("ping")
     assert naming(log_messages(modern), interview=legacy_id)
+
+
+def test_after_a_legacy_set_level_a_modern_call_without_log_level_gets_no_log_message_at_all(modern):
+    modern.initialize()
+    assert modern.call("logging/setLevel", {"level": "debug"})["result"] == {}
+    since = len(written_messages(modern))
+    asked = result_of(tool_modern(modern, "ask_user_rich", interview(delivery="link")))["structuredContent"]
+    form_state(asked["url"])
+    call_id = send_modern(modern, "tools/call", {"name": "await_user_answers",
+                                                 "arguments": {"sessionId": asked["sessionId"]}})
+    modern.log.wait_for("wait-start", "interview=" + asked["sessionId"])
+    post_progress(asked["url"], 1, 1)
+    submit_like_a_browser(asked["url"])
+    assert result_of(modern.response(call_id))["structuredContent"]["status"] == "submitted"
+    form_state(asked["url"])
+    result_of(call_modern(modern, "ping"))  # every message before its response is written
+    assert [m["data"] for m in log_messages_since(modern, since)] == []
+
+
+def log_messages_since(peer, since: int) -> list:
+    return [m["params"] for m in written_messages(peer)[since:] if m.get("method") == "notifications/message"]
 
 
 def test_no_log_message_follows_a_create_task_result(modern):

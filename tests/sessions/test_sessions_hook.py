@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
+_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 import clients_support as cs  # noqa: E402

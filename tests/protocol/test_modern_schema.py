@@ -203,7 +203,7 @@ def test_a_message_with_a_value_the_spec_forbids_fails_the_check(captured, kind,
 
 
 def test_a_failed_task_must_carry_its_error(captured):
-    # Our failed tasks come only after a restart (tests/test_modern_tasks.py checks those, and the
+    # Our failed tasks come only after a restart (tests/protocol/test_modern_tasks.py checks those, and the
     # fixtures hold them to the schema); here the rule itself, on a captured task.
     kinds, _peer, _methods = captured
     failed = copy.deepcopy(kinds["tasks/get cancelled"])
