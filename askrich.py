@@ -2393,14 +2393,17 @@ class Interview:
             if note is not None and note.strip():
                 self.note = {"version": self.version, "text": note}
             self._touch()
-            return {
+            reply = {
                 "status": "appended",
                 "sessionId": self.id,
                 "appended": len(questions),
                 "total": len(self.spec["questions"]),
                 "version": self.version,
-                "url": self.url,
             }
+        # The URL asks the inbox, whose worker holds its own lock while it nudges this
+        # interview: never ask it under this interview's lock.
+        reply["url"] = self.url
+        return reply
 
     def settle(self, decide, version=None, handed_back=False):
         """PENDING -> the result's status, exactly once. With the lock held: InterviewSettled
@@ -5388,11 +5391,15 @@ class Inbox:
             if step.bind:
                 self._try_to_hold(step.probe)
                 times["nextTry"] = time.monotonic() + INBOX_RETRY_SECONDS
-            if step.scan or step.write:
+            scan = step.scan or step.write
+            if scan:
                 times["lastScan"] = time.monotonic()
                 if self.server is not None:
                     self._refresh_key()  # what it serves under, and checks the pages' proofs with
-                self._scan(force=step.write)
+        if scan:
+            # Outside the door's lock: a scan nudges this process's interviews, and a caller that
+            # holds an interview's lock may be waiting on the door's lock for its URL.
+            self._scan(force=step.write)
 
     def _load_key(self) -> None:
         """The key, a new one when nobody needs the old one: no other live process lists an
