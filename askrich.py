@@ -1766,15 +1766,16 @@ def private_folder(path: str, log: Log | None = None, create: bool = True) -> st
     return path
 
 
-def private_file_refusal(descriptor: int):
+def private_file_refusal(descriptor: int, owner_checked: bool = True):
     """Why an open file is not one of ours, or None: ours is a regular file of this user that
-    only this user can read or write, as everything this server writes is."""
+    only this user can read or write, as everything this server writes is. In a folder only
+    this user can write into (private_folder), `owner_checked` false: only the type counts."""
     import stat
 
     status = os.fstat(descriptor)
     if not stat.S_ISREG(status.st_mode):
         return "is not a regular file"
-    return owner_refusal(status, 0o077, "can be read or written by others")
+    return owner_refusal(status, 0o077, "can be read or written by others") if owner_checked else None
 
 
 # Opening never follows a symlink, and never waits: a FIFO planted in our place would block
@@ -1782,27 +1783,35 @@ def private_file_refusal(descriptor: int):
 PRIVATE_OPEN_FLAGS = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
 
 
-def open_private_file(path: str):
-    """A file of ours to read back, or None (private_file_refusal()). Anything else in a folder
-    we read was not written by us, and is never taken for the user's answers."""
-    try:
-        descriptor = os.open(path, os.O_RDONLY | PRIVATE_OPEN_FLAGS)
-    except OSError:
-        return None
-    if private_file_refusal(descriptor) is not None:
+class ForeignFile(PermissionError):
+    """A file where one of ours should be that is not ours: private_file_refusal() says why."""
+
+
+def open_private_file(path: str, owner_checked: bool = True):
+    """A file of ours, opened to read back. OSError when it cannot be opened (FileNotFoundError
+    when there is none), ForeignFile when it is not ours (private_file_refusal()): anything
+    else in a folder we read was not written by us, and is never taken for the user's answers."""
+    descriptor = os.open(path, os.O_RDONLY | PRIVATE_OPEN_FLAGS)
+    why = private_file_refusal(descriptor, owner_checked)
+    if why is not None:
         os.close(descriptor)
-        return None
+        raise ForeignFile("%s %s" % (path, why))
     return os.fdopen(descriptor, "rb")
 
 
-def write_whole(temporary: str, fill, give_name) -> None:
-    """A file whole or not at all: `fill(handle)` writes a new file at `temporary` (0600, never
-    through a file or symlink planted under that name); it is flushed and fsynced before
-    `give_name(temporary)` renames it, and the folder is fsynced after. If any step fails, the
-    temporary file goes."""
+def create_private_file(path: str):
+    """A new file at `path` (0600), opened for writing; FileExistsError when anything is there
+    already, a file or a symlink planted under that name included."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    return os.fdopen(os.open(path, flags, 0o600), "wb")
+
+
+def write_whole(temporary: str, fill, give_name) -> None:
+    """A file whole or not at all: `fill(handle)` writes a new private file at `temporary`
+    (create_private_file); it is flushed and fsynced before `give_name(temporary)` renames it,
+    and the folder is fsynced after. If any step fails, the temporary file goes."""
     try:
-        with os.fdopen(os.open(temporary, flags, 0o600), "wb") as handle:
+        with create_private_file(temporary) as handle:
             fill(handle)
             handle.flush()
             os.fsync(handle.fileno())
@@ -1851,14 +1860,21 @@ def sweep_stray_temporaries(log_dir: str) -> int:
     return removed
 
 
-def proc_stat(pid: int):
-    """The fields of /proc/PID/stat after the command name (which may hold spaces), from the
-    state on; None where there is no /proc (macOS, Windows) or no such process."""
+def read_proc(path: str):
+    """A file of /proc (the kernel's word on a process or a setting), whole; None where there
+    is no /proc (macOS, Windows) or no such file, or it cannot be read."""
     try:
-        with open("/proc/%d/stat" % pid, "rb") as handle:
-            return handle.read().rsplit(b")", 1)[-1].split()
+        with open(path, "rb") as handle:
+            return handle.read()
     except OSError:
         return None
+
+
+def proc_stat(pid: int):
+    """The fields of /proc/PID/stat after the command name (which may hold spaces), from the
+    state on; None where there is no /proc or no such process."""
+    stat = read_proc("/proc/%d/stat" % pid)
+    return None if stat is None else stat.rsplit(b")", 1)[-1].split()
 
 
 def process_start(pid: int):
@@ -1946,11 +1962,8 @@ class Archive:
         return None
 
     def _read(self, path: str):
-        handle = open_private_file(path)
-        if handle is None:
-            return None
         try:
-            with handle:
+            with open_private_file(path) as handle:
                 return json.loads(handle.read().decode("utf-8"))
         except (OSError, ValueError):
             return None
@@ -4332,7 +4345,6 @@ def load_inbox_key(log_dir: str) -> str:
     """The inbox's secret, made once (18 random bytes, base64url, 0600): <log dir>/inbox.key.
     InboxUnavailable when the log folder or the key file is not private."""
     import secrets
-    import stat
 
     try:
         os.makedirs(log_dir, mode=0o700, exist_ok=True)
@@ -4342,19 +4354,15 @@ def load_inbox_key(log_dir: str) -> str:
     path = os.path.join(log_dir, "inbox.key")
     for _ in range(3):
         try:
-            descriptor = os.open(path, os.O_RDONLY | PRIVATE_OPEN_FLAGS)
+            with open_private_file(path) as handle:
+                key = handle.read(64).decode("ascii", "replace").strip()
         except FileNotFoundError:
             _make_inbox_key(path, secrets.token_urlsafe(18))
             continue
+        except ForeignFile as error:
+            raise InboxUnavailable("%s, so it is not private" % error) from None
         except OSError as error:
             raise InboxUnavailable("%s cannot be read: %s" % (path, error.strerror or error)) from None
-        with os.fdopen(descriptor, "rb") as handle:
-            status = os.fstat(handle.fileno())
-            if not stat.S_ISREG(status.st_mode):
-                raise InboxUnavailable("%s is not a file" % path)
-            if os.name == "posix" and (status.st_uid != os.getuid() or status.st_mode & 0o077):
-                raise InboxUnavailable("%s is not private: it belongs to another user or others can read it" % path)
-            key = handle.read(64).decode("ascii", "replace").strip()
         if len(key) == 24 and set(key) <= TOKEN_CHARS:
             return key
         if key:
@@ -4385,18 +4393,10 @@ def retire_inbox_key(log_dir: str) -> None:
 def _make_inbox_key(path: str, key: str) -> None:
     """Write the key whole under a temporary name, then link it into place: of two processes
     making it at once, one wins and both read the winner's key."""
+    data = key.encode("ascii") + b"\n"
     temporary = "%s.%d.tmp" % (path, os.getpid())
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    try:
-        try:
-            os.unlink(temporary)
-        except FileNotFoundError:
-            pass
-        descriptor = os.open(temporary, flags, 0o600)
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(key.encode("ascii") + b"\n")
-            handle.flush()
-            os.fsync(handle.fileno())
+
+    def link(temporary: str) -> None:
         try:
             os.link(temporary, path)
         except FileExistsError:
@@ -4404,12 +4404,17 @@ def _make_inbox_key(path: str, key: str) -> None:
         except OSError:
             # No hard links here (FAT, some network shares): create the file itself, exclusively.
             try:
-                descriptor = os.open(path, flags, 0o600)
+                with create_private_file(path) as handle:
+                    handle.write(data)
             except FileExistsError:
-                return
-            with os.fdopen(descriptor, "wb") as handle:
-                handle.write(key.encode("ascii") + b"\n")
-        sync_directory(os.path.dirname(path))
+                pass
+
+    try:
+        try:
+            os.unlink(temporary)  # a crashed process's, whose pid this one now has
+        except FileNotFoundError:
+            pass
+        write_whole(temporary, lambda handle: handle.write(data), link)
     except OSError as error:
         raise InboxUnavailable("%s cannot be written: %s" % (path, error.strerror or error)) from None
     finally:
@@ -4535,17 +4540,14 @@ class InboxRegistry:
         cannot be written now (nothing is left behind)."""
         inbox_folder(self.folder)
         temporary = os.path.join(self.folder, ".%d.json.tmp" % self.pid)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
         try:
-            descriptor = os.open(temporary, flags, 0o600)
-            with os.fdopen(descriptor, "wb") as handle:
-                handle.write(json_utf8(entry))
-            os.replace(temporary, self.path)
-        except OSError as error:
             try:
-                os.unlink(temporary)
-            except OSError:
+                os.unlink(temporary)  # a crashed process's, whose pid this one now has
+            except FileNotFoundError:
                 pass
+            write_whole(temporary, lambda handle: handle.write(json_utf8(entry)),
+                        lambda temporary: os.replace(temporary, self.path))
+        except OSError as error:
             raise InboxWriteFailed("%s cannot be written: %s" % (self.path, error.strerror or error)) from None
         self.written = True
 
@@ -4566,8 +4568,11 @@ class InboxRegistry:
 
     def scan(self):
         """(stamp, entries): the entries of every other live process, and a value that changes
-        whenever any of them may have."""
+        whenever any of them may have. Nothing from a folder that another user could write
+        into: each entry names the ports the front door forwards to."""
         try:
+            if folder_refusal(self.folder) is not None:
+                return (), []
             names = os.listdir(self.folder)
         except OSError:
             return (), []
@@ -4607,14 +4612,8 @@ class InboxRegistry:
 
     @staticmethod
     def _read(path: str, pid: int):
-        import stat
-
         try:
-            # Without waiting: a FIFO in the folder would otherwise block every process's inbox.
-            descriptor = os.open(path, os.O_RDONLY | PRIVATE_OPEN_FLAGS)
-            with os.fdopen(descriptor, "rb") as handle:
-                if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                    return None
+            with open_private_file(path, owner_checked=False) as handle:  # scan() checked the folder
                 data = handle.read(INBOX_ENTRY_MAX_BYTES + 1)
         except OSError:
             return None
@@ -7941,12 +7940,10 @@ def _wsl_interop() -> bool:
     except OSError:
         return False
     for name in entries:
-        try:
-            with open(os.path.join(WSL_INTEROP_DIR, name), encoding="utf-8") as handle:
-                if handle.readline().strip() != "disabled":
-                    return True
-        except OSError:
-            return True  # listed but unreadable: the entry is there, which is what counts
+        entry = read_proc(os.path.join(WSL_INTEROP_DIR, name))
+        # Listed but unreadable (None): the entry is there, which is what counts.
+        if entry is None or entry.split(b"\n", 1)[0].strip() != b"disabled":
+            return True
     return False
 
 
@@ -9117,8 +9114,8 @@ def switch_hook(config: "Config", on: bool) -> int:
     try:
         if on:
             os.makedirs(config.log_dir, mode=0o700, exist_ok=True)
-            with open(path, "w", encoding="utf-8") as handle:
-                handle.write("Claude Code's AskUserQuestion is asked through ask-user-rich's form.\n")
+            write_private_file(config.log_dir, HOOK_SWITCH,
+                               b"Claude Code's AskUserQuestion is asked through ask-user-rich's form.\n")
         elif os.path.lexists(path):
             os.unlink(path)
     except OSError as error:
