@@ -3956,30 +3956,48 @@ class FormRequestPlumbing:
     def stream_events(self, interview):
         """Server-Sent Events: the /state JSON at once and on every change."""
         hub = self.runtime.hub
+        seen, sent = None, None
+
+        def next_events():
+            nonlocal seen, sent
+            if not hub.is_live(interview):
+                return None
+            changed, states, seen = interview.next_states(seen, SSE_PING_SECONDS, lambda: hub.closed)
+            if hub.closed:
+                return None
+            if not changed:
+                return []
+            fresh = [json.dumps(self.runtime.inbox.beside(interview, state)) for state in states]
+            fresh = [data for previous, data in zip([sent] + fresh, fresh) if data != previous]
+            sent = fresh[-1] if fresh else sent
+            return [("state", data) for data in fresh]
+
+        hub.record_stream(interview, +1)
+        try:
+            self.send_event_stream(next_events)
+        finally:
+            hub.record_stream(interview, -1)
+
+    def send_event_stream(self, next_events) -> None:
+        """Server-Sent Events on this connection, kept until the page or the server goes:
+        `next_events()` waits up to SSE_PING_SECONDS and returns the (name, JSON text) events to
+        send, an empty list when there are none (a ping goes instead, which also finds a page
+        that went away), or None to end the stream."""
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
         self.send_security_headers()
         self.end_headers()
         self.close_connection = True
-        hub.record_stream(interview, +1)
         try:
-            seen, sent = None, None
-            while hub.is_live(interview):
-                changed, states, seen = interview.next_states(seen, SSE_PING_SECONDS, lambda: hub.closed)
-                if hub.closed or self.page_gone():
-                    break
-                chunk = ": ping\n\n"
-                if changed:
-                    fresh = [json.dumps(self.runtime.inbox.beside(interview, state)) for state in states]
-                    fresh = [data for previous, data in zip([sent] + fresh, fresh) if data != previous]
-                    chunk = "".join("event: state\ndata: %s\n\n" % data for data in fresh) or chunk
-                    sent = fresh[-1] if fresh else sent
+            while True:
+                events = next_events()
+                if events is None or self.page_gone():
+                    return
+                chunk = "".join("event: %s\ndata: %s\n\n" % event for event in events) or ": ping\n\n"
                 self.wfile.write(chunk.encode("utf-8"))
                 self.wfile.flush()
         except OSError:
             pass  # the page went away
-        finally:
-            hub.record_stream(interview, -1)
 
     def page_gone(self) -> bool:
         """True once the page closed its end (readable, yet nothing to read). Writing alone
@@ -4060,11 +4078,8 @@ def _build_form_server_class():
             self.replies = RepliesInFlight()
             self.address_family = family
             super().__init__(address, FormRequestHandler)
-            port = self.server_address[1]
-            config = runtime.config
-            names = {"localhost", "127.0.0.1", "[::1]", config.public_host.lower()}
-            self.allowed_hosts = frozenset(names)
-            self.allowed_origins = frozenset("http://%s:%d" % (name, port) for name in names)
+            self.allowed_hosts, self.allowed_origins = allowed_hosts(self.server_address[1],
+                                                                     host=runtime.config.public_host)
 
         def handle_error(self, request, client_address):
             # A broken connection is routine for a local form; never print a traceback to
@@ -4163,6 +4178,22 @@ class LoopbackListener:
     def close(self) -> None:
         for server in self.servers:
             server.server_close()
+
+
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
+
+
+def allowed_hosts(port: int, host: str = "localhost", public_url=None) -> tuple:
+    """(Host names, Origins) that a listener on loopback `port` answers; any other is a page
+    rebinding its name to us, or another site. The loopback names at that port, `host` (the
+    name the form's URLs say, ASK_USER_RICH_PUBLIC_HOST) at that port too, and the host of
+    `public_url` (a tunnel that reaches this port from afar) with that origin."""
+    names = set(LOOPBACK_NAMES) | {host.lower()}
+    origins = {"http://%s:%d" % (name, port) for name in names}
+    if public_url:
+        names.add(host_name(public_url.split("://", 1)[1]))
+        origins.add(public_url)
+    return frozenset(names), frozenset(origins)
 
 
 def host_name(host_header: str) -> str:
@@ -4972,15 +5003,8 @@ def _build_inbox_server_class():
         def __init__(self, inbox, address, family=socket.AF_INET):
             self.inbox = inbox
             super().__init__(inbox.runtime, address, family)
-            names = ("localhost", "127.0.0.1", "[::1]")
-            port = self.server_address[1]
-            origins = {"http://%s:%d" % (name, port) for name in names}
-            public = inbox.runtime.config.public_url
-            if public:  # the tunnel's name, which reaches this loopback port from afar
-                names += (host_name(public.split("://", 1)[1]),)
-                origins.add(public)
-            self.allowed_hosts = frozenset(names)
-            self.allowed_origins = frozenset(origins)
+            self.allowed_hosts, self.allowed_origins = allowed_hosts(self.server_address[1],
+                                                                     public_url=inbox.runtime.config.public_url)
 
         def server_bind(self):
             if os.name == "nt" and hasattr(socket, "SO_EXCLUSIVEADDRUSE"):
@@ -5562,36 +5586,31 @@ class Inbox:
 
     def stream(self, request) -> None:
         """Server-Sent Events: the listing at once and whenever it changes, a ping every 15 s."""
-        request.send_response(200)
-        request.send_header("Content-Type", "text/event-stream; charset=utf-8")
-        request.send_security_headers()
-        request.end_headers()
-        request.close_connection = True
-        with self.changed:
-            self.streams += 1
-            self.changed.notify_all()
         sent = None
-        try:
-            while True:
-                data = json.dumps(self.listing())
-                if data != sent:
-                    request.wfile.write(("event: inbox\ndata: %s\n\n" % data).encode("utf-8"))
-                    request.wfile.flush()
-                    sent = data
+
+        def next_events():
+            nonlocal sent
+            if sent is not None:
                 with self.changed:
                     seen = self.revision
                     changed = self.changed.wait_for(
                         lambda: self.revision != seen or self.closed or self.server is None, SSE_PING_SECONDS
                     )
                     if self.closed or self.server is None:
-                        return
-                if request.page_gone():
-                    return
+                        return None
                 if not changed:
-                    request.wfile.write(b": ping\n\n")
-                    request.wfile.flush()
-        except OSError:
-            pass  # the page went away
+                    return []
+            data = json.dumps(self.listing())
+            if data == sent:
+                return []
+            sent = data
+            return [("inbox", data)]
+
+        with self.changed:
+            self.streams += 1
+            self.changed.notify_all()
+        try:
+            request.send_event_stream(next_events)
         finally:
             with self.changed:
                 self.streams -= 1
