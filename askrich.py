@@ -470,7 +470,8 @@ class FormServerUnavailable(InterviewError):
 
 ID_MAX = 200
 ID_ALLOWED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:-")
-DELIVERIES = ("browser", "link", "elicitation")
+ID_PATTERN = "^[A-Za-z0-9_.:-]{1,%d}$" % ID_MAX  # ID_ALLOWED, as the tools' schemas say it
+DELIVERIES = ("browser", "link", "elicitation")  # the first is the default
 KINDS = ("choice", "rank")
 ASK_FIELDS = ("title", "intro", "questions", "delivery", "timeoutSeconds", "language")
 APPEND_FIELDS = ("sessionId", "questions", "note")
@@ -945,7 +946,7 @@ def validate_interview(args) -> tuple[dict, dict]:
     intro = problems.text("intro", args, "intro")
     delivery = args.get("delivery")
     if delivery is None:
-        delivery = "browser"
+        delivery = DELIVERIES[0]
     elif delivery not in DELIVERIES:
         problems.add(
             "delivery",
@@ -6360,15 +6361,30 @@ class Notices:
 # Tool definitions: instructions, schemas and the results' shapes
 # ============================================================================================
 
+def spoken_list(words) -> str:
+    """'"a", "b" or "c"': JSON strings as a sentence lists them."""
+    quoted = [json.dumps(word) for word in words]
+    return " or ".join([", ".join(quoted[:-1]), quoted[-1]] if len(quoted) > 1 else quoted)
+
+
+def each_of(names: tuple, table: dict) -> dict:
+    """`table` in the order of `names`, which must be its keys exactly: a name added to one and
+    not the other stops this module from importing, so the two never drift apart."""
+    if set(table) != set(names):
+        raise ValueError("the table's keys and the names differ: %s" % sorted(set(table) ^ set(names)))
+    return {name: table[name] for name in names}
+
+
 RULES_TEXT = """Rules (a call that breaks one is rejected with every problem listed, and nothing is shown to the user):
-- ids (question ids, option ids, recommended and dependsOn entries) match ^[A-Za-z0-9_.:-]{1,200}$: ASCII only, no spaces or accents ("secao-tabs", not "seção-tabs"). Labels, headers and markdown take any Unicode.
+- ids (question ids, option ids, recommended and dependsOn entries) match %(id_pattern)s: ASCII only, no spaces or accents ("secao-tabs", not "seção-tabs"). Labels, headers and markdown take any Unicode.
 - Question ids are unique in the interview (appends included); option ids are unique in their question.
 - recommended names option ids, never labels: a single id, or an array of ids when multiSelect is true. Several ids on a single-select question are rejected.
 - kind "rank": the user orders every option. It needs at least 2 options, takes no multiSelect and no textInput (allowOther is ignored there); its recommended is the full order, an array holding every option id exactly once.
 - A question with no options and allowOther false cannot be answered and is rejected.
 - dependsOn lists ids of earlier questions only (not itself, not a later one).
 - Unknown fields are rejected (a typo such as "multiselect" must not silently change the interview).
-- timeoutSeconds is an integer from 1 to 604800; delivery is "browser", "link" or "elicitation"."""
+- timeoutSeconds is an integer from 1 to %(max_timeout)d; delivery is %(deliveries)s.""" % {
+    "id_pattern": ID_PATTERN, "max_timeout": MAX_TIMEOUT_SECONDS, "deliveries": spoken_list(DELIVERIES)}
 
 AFTER_TEXT = """After the call:
 - status "submitted": read every answer and its notes (notes often change the meaning). "deferred" and "needs-info" are open questions, not consent: do not act as if the recommendation was accepted; answer the needs-info notes and ask again when it matters.
@@ -6400,14 +6416,19 @@ SERVER_INSTRUCTIONS = (
     + AFTER_TEXT
 )
 
-_ID = {"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,200}$"}
+def fields_schema(fields: tuple, properties: dict, **schema) -> dict:
+    """An object schema whose properties are the validator's table `fields`, in its order:
+    each field the validator takes is one the schema names, and the reverse, or this module
+    does not import."""
+    return dict({"type": "object", "additionalProperties": False}, **schema, properties=each_of(fields, properties))
+
+
+_ID = {"type": "string", "pattern": ID_PATTERN}
 _MARKDOWN = {"type": "string", "description": "Markdown."}
 
-QUESTION_SCHEMA = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["id", "header"],
-    "properties": {
+QUESTION_SCHEMA = fields_schema(
+    QUESTION_FIELDS,
+    {
         "id": dict(_ID, description="Unique in the interview. ASCII: A-Z a-z 0-9 _ . : -"),
         "header": {"type": "string", "minLength": 1, "description": "The question itself; any length."},
         "body": dict(_MARKDOWN, description="Markdown context shown under the header."),
@@ -6421,11 +6442,9 @@ QUESTION_SCHEMA = {
             "type": "array",
             "default": [],
             "description": "Any number. Empty: a free-text question (needs allowOther true).",
-            "items": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["id", "label"],
-                "properties": {
+            "items": fields_schema(
+                OPTION_FIELDS,
+                {
                     "id": dict(_ID, description="Unique in the question. ASCII."),
                     "label": {"type": "string", "minLength": 1},
                     "description": dict(_MARKDOWN, description="Markdown: what it means, the trade-off."),
@@ -6433,20 +6452,20 @@ QUESTION_SCHEMA = {
                         _MARKDOWN,
                         description="Markdown shown in a box beside the option, e.g. a fenced code block.",
                     ),
-                    "textInput": {
-                        "type": "object",
-                        "additionalProperties": False,
-                        "description": "A text field shown when this option is picked (not on rank).",
-                        "properties": {
+                    "textInput": fields_schema(
+                        TEXT_INPUT_FIELDS,
+                        {
                             "placeholder": {"type": "string"},
                             "required": {
                                 "type": "boolean",
                                 "description": "The answer cannot be submitted with this option picked and the field empty.",
                             },
                         },
-                    },
+                        description="A text field shown when this option is picked (not on rank).",
+                    ),
                 },
-            },
+                required=["id", "label"],
+            ),
         },
         "recommended": {
             "description": "Option id (single select), array of ids (multiSelect), or for rank the full recommended order. Ids, never labels.",
@@ -6466,7 +6485,8 @@ QUESTION_SCHEMA = {
             "description": "Ids of earlier questions this one builds on (display only).",
         },
     },
-}
+    required=["id", "header"],
+)
 
 # append_questions takes questions of exactly ask_user_rich's shape; the schema is not repeated,
 # since every tool definition is paid for in the model's context in every session.
@@ -6592,6 +6612,13 @@ ANNOTATIONS = {
 MAX_RESULT_SIZE_CHARS = 500000
 
 
+DELIVERY_MEANINGS = {
+    "browser": "open the form and wait",
+    "link": "return the URL at once (then call await_user_answers)",
+    "elicitation": "the client's own form for small flat interviews (no rank, no textInput); falls back to browser",
+}
+
+
 def claude_code_hints(search_hint: str) -> dict:
     """A tool's `_meta` for Claude Code: the words its tool search matches while MCP tools
     are deferred (whole words: "question" does not find "questions"), and the inline size."""
@@ -6612,19 +6639,20 @@ TOOLS = (
             "headers, previews or rankings. " + LANGUAGE_TEXT + "\n\n" + RULES_TEXT + "\n\n" + AFTER_TEXT
             + "\n- " + COMPACT_TEXT
         ),
-        "inputSchema": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["title", "questions"],
-            "properties": {
+        "inputSchema": fields_schema(
+            ASK_FIELDS,
+            {
                 "title": {"type": "string", "minLength": 1, "description": "The interview's title."},
                 "intro": dict(_MARKDOWN, description="Markdown shown on an intro screen before the first question."),
                 "questions": {"type": "array", "minItems": 1, "items": QUESTION_SCHEMA},
                 "delivery": {
                     "type": "string",
                     "enum": list(DELIVERIES),
-                    "default": "browser",
-                    "description": "browser (default): open the form and wait. link: return the URL at once (then call await_user_answers). elicitation: the client's own form for small flat interviews (no rank, no textInput); falls back to browser.",
+                    "default": DELIVERIES[0],
+                    "description": " ".join(
+                        "%s%s: %s." % (name, " (default)" if name == DELIVERIES[0] else "", meaning)
+                        for name, meaning in each_of(DELIVERIES, DELIVERY_MEANINGS).items()
+                    ),
                 },
                 "timeoutSeconds": _TIMEOUT,
                 "language": {
@@ -6632,7 +6660,8 @@ TOOLS = (
                     "description": "The language of the form's own words (buttons, help); default: the browser's.",
                 },
             },
-        },
+            required=["title", "questions"],
+        ),
         "outputSchema": RESULT_SCHEMA,
         "annotations": ANNOTATIONS,
         "_meta": claude_code_hints(
@@ -6651,16 +6680,15 @@ TOOLS = (
             "an earlier one in this call; problems are numbered from questions[0], the first "
             "appended question. Fails once the user has submitted: then ask a new interview."
         ),
-        "inputSchema": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["sessionId", "questions"],
-            "properties": {
+        "inputSchema": fields_schema(
+            APPEND_FIELDS,
+            {
                 "sessionId": _SESSION_ID,
                 "questions": {"type": "array", "minItems": 1, "items": FOLLOW_UP_SCHEMA},
                 "note": dict(_MARKDOWN, description="Markdown shown to the user with the new questions."),
             },
-        },
+            required=["sessionId", "questions"],
+        ),
         "outputSchema": APPEND_RESULT_SCHEMA,
         "annotations": ANNOTATIONS,
         "_meta": claude_code_hints(
@@ -6678,12 +6706,9 @@ TOOLS = (
             "attachments: files with absolute paths you can open with your own file tools. "
             + COMPACT_TEXT
         ),
-        "inputSchema": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["sessionId"],
-            "properties": {"sessionId": _SESSION_ID, "timeoutSeconds": _TIMEOUT},
-        },
+        "inputSchema": fields_schema(
+            AWAIT_FIELDS, {"sessionId": _SESSION_ID, "timeoutSeconds": _TIMEOUT}, required=["sessionId"]
+        ),
         "outputSchema": RESULT_SCHEMA,
         "annotations": ANNOTATIONS,
         "_meta": claude_code_hints(
