@@ -123,8 +123,8 @@ MAX_LINE_VALUES = 200000  # JSON values in one stdin line: what parsing it may c
 MAX_BATCH = 100  # messages in one JSON-RPC batch, so its replies are bounded too
 MAX_BODY_BYTES = 5 * 1024 * 1024
 # Every free text the user writes (an Other, an option's text, notes, the general notes, a skip
-# reason): no single field can blow up the agent's context. The form (assets/js/state.js) and
-# the elicitation schema hold the same number.
+# reason): no single field can blow up the agent's context. The form reads it from /api/s
+# (form_payload), and the elicitation schema states it.
 FREE_TEXT_MAX = 20000
 SSE_PING_SECONDS = 15.0
 STATE_HISTORY = 32  # states an event stream can catch up on after a burst of changes
@@ -2008,6 +2008,7 @@ class Archive:
 ATTACHMENT_MAX_BYTES = 10 * 1024 * 1024
 ATTACHMENTS_MAX_COUNT = 20
 ATTACHMENTS_MAX_TOTAL_BYTES = 50 * 1024 * 1024
+ATTACHMENT_TOO_LARGE = "a file may be at most %d MiB" % (ATTACHMENT_MAX_BYTES >> 20)
 ATTACHMENT_NAME_MAX = 100
 ATTACHMENT_NAME_MAX_BYTES = 200  # 100 four-byte characters would pass most file systems' 255
 ATTACHMENT_CHUNK_BYTES = 64 * 1024
@@ -2076,14 +2077,15 @@ class AttachmentStore:
         import secrets
 
         if length > ATTACHMENT_MAX_BYTES:
-            raise AttachmentRefused("too-large", "a file may be at most 10 MiB")
+            raise AttachmentRefused("too-large", ATTACHMENT_TOO_LARGE)
         with self.lock:
             if self.reserved_count + 1 > ATTACHMENTS_MAX_COUNT:
                 raise AttachmentRefused(
                     "too-many-files", "an interview may have at most %d attachments" % ATTACHMENTS_MAX_COUNT
                 )
             if self.reserved_bytes + length > ATTACHMENTS_MAX_TOTAL_BYTES:
-                raise AttachmentRefused("attachments-too-large", "an interview's attachments may be at most 50 MiB in all")
+                raise AttachmentRefused("attachments-too-large", "an interview's attachments may be at most %d MiB in all"
+                                        % (ATTACHMENTS_MAX_TOTAL_BYTES >> 20))
             self.reserved_count += 1
             self.reserved_bytes += length
             attachment_id = secrets.token_hex(8)
@@ -3575,6 +3577,18 @@ def require_json_body(request) -> None:
 # call these, so every check and error code lives once.
 
 
+def form_payload(interview) -> dict:
+    """What GET /api/s/<token> answers: the interview, and the limits the form keeps before it
+    sends (the server's own numbers, so the two cannot differ; each is checked here again)."""
+    limits = {
+        "freeText": FREE_TEXT_MAX,
+        "attachmentBytes": ATTACHMENT_MAX_BYTES,
+        "attachments": ATTACHMENTS_MAX_COUNT,
+        "attachmentsBytes": ATTACHMENTS_MAX_TOTAL_BYTES,
+    }
+    return dict(interview.form_payload(), limits=limits)
+
+
 def form_state(runtime, interview) -> dict:
     return runtime.inbox.beside(interview, interview.state_json())
 
@@ -3669,7 +3683,7 @@ def route_asset(request, params: dict):
 
 
 def route_interview(request, params: dict):
-    return json_reply(200, api_interview(request, params).form_payload())
+    return json_reply(200, form_payload(api_interview(request, params)))
 
 
 def route_state(request, params: dict):
@@ -3727,7 +3741,7 @@ def route_attachment_upload(request, params: dict):
     return operation_reply(form_attach(
         request.runtime, interview, urllib.parse.unquote(encoded, errors="replace"),
         attachment_media_type(request.headers.get("Content-Type", "")),
-        lambda: request.body_length(ATTACHMENT_MAX_BYTES, "a file may be at most 10 MiB"), request.rfile,
+        lambda: request.body_length(ATTACHMENT_MAX_BYTES, ATTACHMENT_TOO_LARGE), request.rfile,
     ))
 
 
@@ -4784,7 +4798,7 @@ DOOR_FORWARDED_HEADERS = ("Content-Type", "X-Attachment-Name", "User-Agent", "Ac
 DOOR_BODY_LIMITS = MappingProxyType({
     "/api/s/<token>/submit": (MAX_BODY_BYTES, ""),
     "/api/s/<token>/progress": (MAX_PROGRESS_BYTES, ""),
-    "/api/s/<token>/attachments": (ATTACHMENT_MAX_BYTES, "a file may be at most 10 MiB"),
+    "/api/s/<token>/attachments": (ATTACHMENT_MAX_BYTES, ATTACHMENT_TOO_LARGE),
 })
 DOOR_FAILURES = MappingProxyType({
     502: ("owner-unreachable", "the ask-user-rich process that serves this form does not answer; it may "
@@ -8445,7 +8459,7 @@ class AppUploads:
             if isinstance(size, bool) or not isinstance(size, int) or size < 0:
                 raise HttpRefusal(400, "size must be the file's size in bytes")
             if size > ATTACHMENT_MAX_BYTES:
-                raise HttpRefusal(413, "a file may be at most 10 MiB")
+                raise HttpRefusal(413, ATTACHMENT_TOO_LARGE)
             if sum(1 for upload in self.uploads.values() if upload["interview"] == interview.id) >= APP_OPEN_UPLOADS:
                 # Held in memory until complete: a few at a time (the form sends one after another).
                 raise HttpRefusal(413, "at most %d uploads may be open at once" % APP_OPEN_UPLOADS,
@@ -8571,7 +8585,7 @@ class InterviewTools:
                 return 200, shown
             # The app loading the whole interview is its page view (it stops the notices).
             self.runtime.hub.record_page_view(interview, "app in %s" % (agent_name(call.client_info) or "a host"))
-            return 200, dict(interview.form_payload(), **shown)
+            return 200, dict(form_payload(interview), **shown)
 
         return self.app_operation(arguments, state)
 

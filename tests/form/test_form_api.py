@@ -121,6 +121,20 @@ def test_api_returns_the_filled_spec_and_state(opened):
     }
 
 
+def test_the_api_carries_the_limits_the_form_keeps_and_the_form_has_no_number_of_its_own(opened):
+    assert http_request(api_url(opened.url)).json()["limits"] == {
+        "freeText": askrich.FREE_TEXT_MAX,
+        "attachmentBytes": askrich.ATTACHMENT_MAX_BYTES,
+        "attachments": askrich.ATTACHMENTS_MAX_COUNT,
+        "attachmentsBytes": askrich.ATTACHMENTS_MAX_TOTAL_BYTES,
+    }
+    # The form reads them from there (browser/test_form_limits.py lowers them in the server).
+    scripts = "".join(askrich.read_asset("js/" + name).decode("utf-8")
+                      for name in ("attach.js", "state.js", "main.js"))
+    for number in ("20000", "20 * 1024", "10 * 1024 * 1024", "50 * 1024 * 1024", "= 20;"):
+        assert number not in scripts, number
+
+
 def test_a_submit_is_checked_type_size_json_shape_version_answers_in_that_order(opened, runtime):
     url = api_url(opened.url, "submit")
     # 1. media type (a form or text/plain post, which needs no preflight, is refused)
