@@ -609,6 +609,7 @@ async function start() {
     return;
   }
   state.interviewId = data.id;
+  state.limits = data.limits;
   setPhrases($("#title"), data.spec.title);
   document.title = `${data.spec.title} · Ask User Rich`;
   if (data.state !== "pending") {
