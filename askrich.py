@@ -49,9 +49,8 @@ __all__ = (
     "main",
 )
 
-# Only what the MCP handshake needs is imported here: every agent session spawns this server,
-# so start-up time is felt. The HTTP server, subprocess, unicodedata, difflib, secrets and the
-# like are imported where they are first used.
+# Only what the MCP handshake needs is imported here; everything else where it is first used
+# (see "Start-up and memory").
 import collections
 import json
 import os
@@ -8753,6 +8752,71 @@ def appended_result(reply: dict, title: str) -> dict:
 
 
 # ============================================================================================
+# Start-up and memory: a spawned server answers at once and idles small
+# ============================================================================================
+#
+# Every agent session spawns this server, waits for its handshake and then keeps it idle for
+# hours: start-up time and idle memory have budgets, checked by the benchmark's rows (names as
+# `python3 tests/bench/run.py --quick --only startup,memory` prints them; tests/bench/README.md).
+# The measures, each with its reason and the row it buys:
+#
+# - Lazy imports. Only json, os, sys, threading, time and signal load before the handshake; the
+#   HTTP server, subprocess, unicodedata, difflib, secrets and the like are imported inside the
+#   function that first needs them (tests/interview/test_module_shape.py holds import to that).
+#   Rows "askrich.py: spawn -> initialize / floor" (budget 2.0x) and ".pyz: spawn -> initialize
+#   / floor" (1.3x).
+# - os.urandom, not secrets, for the process's random id (process_identity): secrets imports
+#   hashlib, hmac and OpenSSL's _hashlib, some 3.5 MB held all day. Rows "askrich.py: idle VmRSS
+#   after initialize" (24 MB) and ".pyz: idle VmRSS after initialize" (16 MB).
+# - The code cache (build_zipapp.py's __main__.py, ENV_CODE_CACHE): zipimport never writes
+#   bytecode, so askrich.pyz keeps this module compiled in a per-user cache instead of compiling
+#   it at every start; after a miss it starts over from the cache (ENV_RESTARTED), since
+#   compiling leaves some 6 MB behind. Rows ".pyz: spawn -> initialize / floor" (1.3x), ".pyz:
+#   first start (code cache miss) -> initialize" and ".pyz: idle VmRSS after initialize" (16 MB).
+# - Serving from a thread (serves_from_thread, serve_stdio_detached) and malloc_trim
+#   (release_start_up_memory), which only work together: run as a script, CPython keeps this
+#   file's syntax tree (some 12 MB) until the script's body returns, so the body returns at once
+#   and the stdio server serves from a thread; the freed tree still stays resident in the C
+#   heap until glibc is asked to give it back, a second after start. Row "askrich.py: idle
+#   VmRSS after initialize" (24 MB; 32.2 -> 19.2 MB on 3.11 when they came).
+
+START_UP_TRIM_SECONDS = 1.0  # when the client's first requests are served
+
+
+def serves_from_thread() -> bool:
+    """Whether `python3 askrich.py` serves from a thread and lets the script's body return.
+    Only on Linux, where the freed heap is then handed back (release_start_up_memory) and a
+    signal still reaches the main thread while it waits for that thread (on Windows that wait
+    cannot be interrupted); and not on 3.12.0 to 3.12.2, which refuse to start a thread once
+    the main thread has finished."""
+    return sys.platform.startswith("linux") and not (3, 12, 0) <= sys.version_info[:3] < (3, 12, 3)
+
+
+def serve_stdio_detached(server, runtime, protocol_out) -> None:
+    """serve_stdio on the serving thread: what the main thread would have printed on a crash,
+    with its exit code."""
+    try:
+        serve_stdio(server, runtime, protocol_out)
+    except BaseException:
+        sys.excepthook(*sys.exc_info())
+        leave_now(1, protocol_out)
+
+
+def release_start_up_memory() -> None:
+    """Hand the C heap's free pages back to the system: glibc keeps them resident unless asked,
+    and the server idles for hours. Without glibc or ctypes: nothing."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        trim = ctypes.CDLL(None).malloc_trim
+    except (ImportError, OSError, AttributeError):  # no ctypes, or a C library without it (musl)
+        return
+    trim(0)
+
+
+# ============================================================================================
 # Command line
 # ============================================================================================
 
@@ -8834,24 +8898,6 @@ def read_interview_file(path: str):
         return None
 
 
-START_UP_TRIM_SECONDS = 1.0  # when the client's first requests are served
-
-
-def release_start_up_memory() -> None:
-    """Hand the C heap's free pages back to the system. Run as a script, this file's syntax
-    tree (some 12 MB) is freed once the script's body returns, but glibc keeps the pages
-    resident unless asked, and the server idles for hours. Without glibc or ctypes: nothing."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        trim = ctypes.CDLL(None).malloc_trim
-    except (ImportError, OSError, AttributeError):  # no ctypes, or a C library without it (musl)
-        return
-    trim(0)
-
-
 def run_stdio_server(detach: bool = False):
     """Serve MCP on stdin and stdout until EOF or a stop signal; 0. With `detach`, the serving
     goes on a thread of its own and this returns None at once: the interpreter waits for that
@@ -8900,14 +8946,6 @@ def serve_stdio(server, runtime: Runtime, protocol_out) -> int:
         # interpreter shutdown", exit -6).
         leave_now(0, protocol_out)
     return 0
-
-
-def serve_stdio_detached(server, runtime: Runtime, protocol_out) -> None:
-    try:
-        serve_stdio(server, runtime, protocol_out)
-    except BaseException:  # what the main thread would have printed, with its exit code
-        sys.excepthook(*sys.exc_info())
-        leave_now(1, protocol_out)
 
 
 def leave_now(code: int, protocol_out) -> None:
@@ -9661,13 +9699,6 @@ def _doctor_self_test(config: Config, line):
 
 
 if __name__ == "__main__":
-    # Run as a script, CPython keeps this file's whole syntax tree until the script's body
-    # returns: the stdio server serves from a thread, and the body returns now. Only on Linux,
-    # where the freed heap is then handed back (release_start_up_memory) and a signal still
-    # reaches the main thread while it waits for that thread (on Windows that wait cannot be
-    # interrupted); and not on 3.12.0 to 3.12.2, which refuse to start a thread once the main
-    # thread has finished.
-    exit_code = main(detach=sys.platform.startswith("linux")
-                     and not (3, 12, 0) <= sys.version_info[:3] < (3, 12, 3))
+    exit_code = main(detach=serves_from_thread())  # see "Start-up and memory"
     if exit_code is not None:
         raise SystemExit(exit_code)
