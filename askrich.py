@@ -4301,11 +4301,6 @@ class Runtime:
         self.notices.follow_ups(self.hub.require(session_id))
         return reply
 
-    def wait_for_result(self, session_id, timeout=None):
-        """The settled result (structuredContent), or None on timeout."""
-        result, _ = self.hub.wait(self.hub.require(session_id), timeout=timeout)
-        return result
-
     def close(self) -> None:
         self.notices.close()
         self.inbox.close()
@@ -7542,7 +7537,6 @@ class McpServer:
     def __init__(self, runtime: Runtime, reader, writer) -> None:
         self.runtime = runtime
         self.log = runtime.log
-        self.writer = writer
         self.transport = JsonRpcStdio(reader, writer, self.log, self)
         self.tools = InterviewTools(runtime)
         self.seal = RequestStateSeal()

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import askrich
-from support import DISCARD, api_url, choice, http_request, interview, submit
+from support import DISCARD, api_url, choice, http_request, interview, submit, wait_for_result
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -222,7 +222,7 @@ def test_events_stream_the_state_at_once_and_on_every_change(opened, runtime):
         "event: state", 'data: {"state": "pending", "waiting": false, "version": 1}']
     runtime.append_questions(opened.id, [choice("late", "x")], note="more")
     assert read_event(response)[1] == 'data: {"state": "pending", "waiting": false, "version": 2}'
-    waiter = threading.Thread(target=runtime.wait_for_result, args=(opened.id, 10))
+    waiter = threading.Thread(target=wait_for_result, args=(runtime, opened.id, 10))
     waiter.start()
     assert read_event(response)[1] == 'data: {"state": "pending", "waiting": true, "version": 2}'
     submit(opened.url, {})
@@ -304,7 +304,7 @@ def test_a_valid_interview_answered_through_http_comes_back_identically(runtime,
     general = data.draw(st.text(max_size=30))
     response = submit(opened.url, raw, generalNotes=general, specVersion=1)
     assert response.status == 200, response.body
-    result = runtime.wait_for_result(opened.id, timeout=5)
+    result = wait_for_result(runtime, opened.id, timeout=5)
     expected = askrich.check_submission(opened.spec, {"answers": raw})["answers"]
     for row in result["answers"]:
         want = expected[row["id"]]
@@ -331,7 +331,7 @@ def test_an_interview_settles_once_and_its_state_follows_the_result_status(runti
     assert http_request(api_url(form.url, "state")).json()["state"] == status
     late = submit(form.url, {"q": {"selected": ["a"]}})
     assert late.status == 409 and late.json() == {"error": "interview already %s" % status, "code": "not-pending"}
-    assert runtime.wait_for_result(form.id, 1)["status"] == status
+    assert wait_for_result(runtime, form.id, 1)["status"] == status
 
 
 def test_a_cancelled_waiter_leaves_the_interview_pending_and_uncounted(runtime):

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 import askrich
 import hypothesis_profiles
 import strategies
-from support import InProcessServer, choice, interview, threads_still_running, wait_for_interview
+from support import InProcessServer, choice, interview, threads_still_running, wait_for_interview, wait_for_result
 
 # Under ASK_USER_RICH_FUZZ=long every test here is a long run: `-m slow` selects them.
 pytestmark = [pytest.mark.slow] if hypothesis_profiles.LONG else []
@@ -590,7 +590,7 @@ def test_lone_surrogates_in_the_interview_and_the_answers_lose_nothing(rt):
     page = exchange(form.port, build("GET", "/api/s/" + form.token, [("Host", "localhost:%d" % form.port)]))
     assert page.status == 200 and page.json()["spec"]["questions"][0]["header"] == "H" + odd
     got = []
-    waiter = threading.Thread(target=lambda: got.append(rt.wait_for_result(form.id, 20)))
+    waiter = threading.Thread(target=lambda: got.append(wait_for_result(rt, form.id, 20)))
     waiter.start()
     body = json.dumps({"answers": {"q": {"selected": ["a"], "notes": "n" + odd}}, "generalNotes": odd}).encode()
     headers = [("Host", "localhost:%d" % form.port), ("Content-Type", "application/json")]
