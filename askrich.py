@@ -4015,8 +4015,8 @@ class FormRequestPlumbing:
 
     def page_gone(self) -> bool:
         """True once the page closed its end (readable, yet nothing to read). Writing alone
-        notices only on the second write after the close, so a reloaded page left a dead
-        stream holding its thread (and counting as "form open") for up to two pings."""
+        notices only on the second write after the close, which would leave a reloaded page's
+        dead stream holding its thread (and counting as "form open") for up to two pings."""
         import socket
 
         # A non-blocking peek rather than select(), which fails above fd 1024.
@@ -4083,8 +4083,8 @@ def _build_form_server_class():
         routes = ROUTES
         allow_reuse_address = True
         # socketserver's listen backlog is 5: a page (or a local client) opening many
-        # connections at once filled it, and later connections, the form's own included, lost
-        # their SYN and waited 1-3 s for a retry (200 connections took 30 s to open).
+        # connections at once fills it, and later connections, the form's own included, lose
+        # their SYN and wait 1-3 s for a retry.
         request_queue_size = 256
 
         def __init__(self, runtime, address, family=socket.AF_INET):
@@ -8772,7 +8772,7 @@ def appended_result(reply: dict, title: str) -> dict:
 #   file's syntax tree (some 12 MB) until the script's body returns, so the body returns at once
 #   and the stdio server serves from a thread; the freed tree still stays resident in the C
 #   heap until glibc is asked to give it back, a second after start. Row "askrich.py: idle
-#   VmRSS after initialize" (24 MB; 32.2 -> 19.2 MB on 3.11 when they came).
+#   VmRSS after initialize" (24 MB; 32.2 MB without them, 19.2 MB with them, on 3.11).
 
 START_UP_TRIM_SECONDS = 1.0  # when the client's first requests are served
 
