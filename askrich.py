@@ -9428,8 +9428,8 @@ def _doctor_log_dir(log_dir: str):
     try:
         os.makedirs(log_dir, mode=0o700, exist_ok=True)
         probe = os.path.join(log_dir, ".doctor-%d" % os.getpid())
-        with open(probe, "w", encoding="utf-8") as handle:
-            handle.write("ok")
+        with create_private_file(probe) as handle:
+            handle.write(b"ok")
         os.unlink(probe)
     except OSError as error:
         return error.strerror or str(error)
