@@ -421,6 +421,21 @@ def test_stale_entries_of_dead_processes_are_dropped(tmp_path):
         rt.close()
 
 
+def test_a_registry_folder_another_user_could_write_into_is_not_read(tmp_path):
+    # Its entries name the ports the front door forwards to: a planted one would be a redirect.
+    folder = tmp_path / "inbox"
+    folder.mkdir()
+    me = os.getppid()  # alive, and not this process
+    (folder / ("%d.json" % me)).write_text(
+        '{"pid": %d, "agent": null, "project": "/p", "interviews": [{"interviewId": "a", "title": "Planted", '
+        '"url": "http://localhost:9/s/t", "createdAt": "2020"}]}' % me)
+    folder.chmod(0o777)
+    registry = askrich.InboxRegistry(str(tmp_path))
+    assert registry.scan() == ((), [])
+    folder.chmod(0o700)
+    assert [row["title"] for row in registry.scan()[1][0]["interviews"]] == ["Planted"]
+
+
 def test_a_damaged_or_hostile_registry_file_costs_only_its_own_rows(tmp_path):
     folder = tmp_path / "inbox"
     folder.mkdir(mode=0o700)
