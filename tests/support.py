@@ -475,6 +475,14 @@ def api_url(interview_url: str, action: str = "") -> str:
     return "%s/api/s/%s%s" % (base, token, "/" + action if action else "")
 
 
+def vm_status(pid="self") -> dict:
+    """VmRSS, VmHWM, ... of a live process (its /proc/PID/status), in MB."""
+    text = askrich.read_proc("/proc/%s/status" % pid)
+    assert text is not None, "no /proc/%s/status" % pid
+    rows = (line.split(":", 1) for line in text.decode("ascii", "replace").splitlines() if line.startswith("Vm"))
+    return {name: int(value.split()[0]) / 1024.0 for name, value in rows}
+
+
 def wait_for_result(runtime, interview_id, timeout=None):
     """The interview's settled result (structuredContent), or None on timeout: a call that waits
     for the answers, as the agent's does (the form shows it waiting)."""

@@ -102,8 +102,7 @@ def link_call_to_start(runs: int) -> list:
 
 
 def cpu_seconds(pid: int) -> float:
-    with open("/proc/%d/stat" % pid) as handle:
-        fields = handle.read().rsplit(")", 1)[1].split()
+    fields = askrich.proc_stat(pid)  # utime and stime, in clock ticks
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 

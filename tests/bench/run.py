@@ -53,7 +53,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 import askrich  # noqa: E402
 import build_zipapp  # noqa: E402
-from support import api_url, http_request  # noqa: E402
+from support import api_url, http_request, vm_status  # noqa: E402
 
 PYTHON = os.path.realpath(sys.executable)
 MODULE = os.path.join(ROOT, "askrich.py")
@@ -165,17 +165,6 @@ MODES = {
 
 def now_ms() -> float:
     return time.perf_counter() * 1000.0
-
-
-def vm_status(pid: int) -> dict:
-    """VmRSS, VmHWM, ... of a live process, in MB."""
-    values = {}
-    with open("/proc/%d/status" % pid) as handle:
-        for line in handle:
-            if line.startswith("Vm"):
-                name, value = line.split(":", 1)
-                values[name] = int(value.split()[0]) / 1024.0
-    return values
 
 
 def server_env(log_dir: str, cache_dir: str | None = None) -> dict:
@@ -474,12 +463,10 @@ def cpu_ms(pid: int) -> float:
     try:
         total = 0
         for task in os.listdir("/proc/%d/task" % pid):
-            with open("/proc/%d/task/%s/schedstat" % (pid, task)) as handle:
-                total += int(handle.read().split()[0])
+            total += int(askrich.read_proc("/proc/%d/task/%s/schedstat" % (pid, task)).split()[0])
         return total / 1e6
-    except (OSError, ValueError, IndexError):
-        with open("/proc/%d/stat" % pid) as handle:
-            fields = handle.read().rsplit(")", 1)[1].split()
+    except (OSError, ValueError, IndexError, AttributeError):
+        fields = askrich.proc_stat(pid)  # utime and stime, in clock ticks
         return (int(fields[11]) + int(fields[12])) * 1000.0 / os.sysconf("SC_CLK_TCK")
 
 

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 import askrich
 import hypothesis_profiles
 import strategies
-from support import DISCARD, MODULE, InProcessServer, SubprocessServer, choice, interview
+from support import DISCARD, MODULE, InProcessServer, SubprocessServer, choice, interview, vm_status
 
 FINAL_PING = b'{"jsonrpc":"2.0","id":"final-ping","method":"ping"}'
 
@@ -242,14 +242,6 @@ def test_a_line_just_under_16_mb_is_still_read_and_answered():
     assert replies[0] == {"jsonrpc": "2.0", "id": "big", "result": {}}
 
 
-def _peak_rss_kib(pid: int) -> int:
-    with open("/proc/%d/status" % pid) as status:
-        for row in status:
-            if row.startswith("VmHWM:"):
-                return int(row.split()[1])
-    raise AssertionError("no VmHWM")
-
-
 @contextlib.contextmanager
 def growth_of_peak_memory(tmp_path):
     """(a started server, a function giving how many MB its peak RSS grew since it started); the
@@ -257,8 +249,8 @@ def growth_of_peak_memory(tmp_path):
     peer = SubprocessServer(tmp_path / "logs")
     try:
         peer.initialize()
-        baseline = _peak_rss_kib(peer.process.pid)
-        yield peer, lambda: (_peak_rss_kib(peer.process.pid) - baseline) / 1024
+        baseline = vm_status(peer.process.pid)["VmHWM"]
+        yield peer, lambda: vm_status(peer.process.pid)["VmHWM"] - baseline
         assert peer.call("ping")["result"] == {}
     finally:
         assert peer.close() == 0
