@@ -492,6 +492,12 @@ def quote(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
+def spoken_list(words) -> str:
+    """'"a", "b" or "c"': JSON strings as a sentence lists them."""
+    quoted = [quote(word) for word in words]
+    return " or ".join([", ".join(quoted[:-1]), quoted[-1]] if len(quoted) > 1 else quoted)
+
+
 def describe(value) -> str:
     """A short, safe rendering of any JSON value for an error text (never recurses)."""
     if isinstance(value, str):
@@ -1060,6 +1066,11 @@ def readable_client_name(name: str) -> str:
 
 ANSWER_FIELDS = ("status", "selected", "optionTexts", "other", "ranked", "notes")
 ANSWER_MODES = MappingProxyType({"answer": "answered", "defer": "deferred", "needs-info": "needs-info"})
+# Each status an answer has in the result (ANSWER_MODES' and "unanswered"), and the key of the
+# result's `counts` that counts it.
+ANSWER_COUNT_KEYS = MappingProxyType(
+    {"answered": "answered", "deferred": "deferred", "needs-info": "needsInfo", "unanswered": "unanswered"}
+)
 
 
 def unanswered(notes=None) -> dict:
@@ -1142,7 +1153,7 @@ def _check_answer(question: dict, raw: dict, path: str, problems: Problems) -> d
             problems.add(path, "unknown field %s" % quote(name))
     mode = raw.get("status", "answer")
     if mode not in ANSWER_MODES:
-        problems.add(path, 'status must be "answer", "defer" or "needs-info", not %s' % describe(mode))
+        problems.add(path, "status must be %s, not %s" % (spoken_list(ANSWER_MODES), describe(mode)))
         return unanswered()
     notes = _answer_text(raw, "notes", path, problems)
     if mode != "answer":
@@ -1302,17 +1313,11 @@ def build_result(
     there; `archive_path` is the archive file that holds the result (None: not written)."""
     attachments = attachments or {}
     rows = []
-    counts = {"answered": 0, "deferred": 0, "needsInfo": 0, "unanswered": 0}
-    count_key = {
-        "answered": "answered",
-        "deferred": "deferred",
-        "needs-info": "needsInfo",
-        "unanswered": "unanswered",
-    }
+    counts = {key: 0 for key in ANSWER_COUNT_KEYS.values()}
     for question in spec["questions"]:
         answer = answers.get(question["id"]) or unanswered()
         labels = {option["id"]: option["label"] for option in question["options"]}
-        counts[count_key[answer["status"]]] += 1
+        counts[ANSWER_COUNT_KEYS[answer["status"]]] += 1
         ranked = answer["ranked"]
         rows.append(
             {
@@ -6369,12 +6374,6 @@ class Notices:
 # Tool definitions: instructions, schemas and the results' shapes
 # ============================================================================================
 
-def spoken_list(words) -> str:
-    """'"a", "b" or "c"': JSON strings as a sentence lists them."""
-    quoted = [json.dumps(word) for word in words]
-    return " or ".join([", ".join(quoted[:-1]), quoted[-1]] if len(quoted) > 1 else quoted)
-
-
 def each_of(names: tuple, table: dict) -> dict:
     """`table` in the order of `names`, which must be its keys exactly: a name added to one and
     not the other stops this module from importing, so the two never drift apart."""
@@ -6528,7 +6527,7 @@ ANSWER_SCHEMA = {
     "properties": {
         "id": {"type": "string"},
         "header": {"type": "string"},
-        "status": {"type": "string", "enum": ["answered", "deferred", "needs-info", "unanswered"]},
+        "status": {"type": "string", "enum": list(ANSWER_COUNT_KEYS)},
         "selected": {"type": "array", "items": {"type": "string"}},
         "selectedLabels": {"type": "array", "items": {"type": "string"}},
         "optionTexts": {"type": "object", "additionalProperties": {"type": "string"}},
@@ -6553,7 +6552,7 @@ RESULT_SCHEMA = {
     "type": "object",
     "required": ["status", "summary"],
     "properties": {
-        "status": {"type": "string", "enum": ["submitted", "declined", "cancelled", "awaiting"]},
+        "status": {"type": "string", "enum": [SUBMITTED, DECLINED, CANCELLED, "awaiting"]},
         "summary": {"type": "string", "description": "One line per question; read it first."},
         "interviewId": {"type": "string"},
         "title": {"type": "string"},
@@ -6563,7 +6562,7 @@ RESULT_SCHEMA = {
         "counts": {
             "type": "object",
             "properties": {
-                key: {"type": "integer"} for key in ("answered", "deferred", "needsInfo", "unanswered")
+                key: {"type": "integer"} for key in ANSWER_COUNT_KEYS.values()
             },
         },
         "generalNotes": _NULLABLE_TEXT,

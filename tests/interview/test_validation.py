@@ -351,3 +351,15 @@ def test_the_rules_and_the_delivery_description_list_every_delivery_and_the_limi
     pattern = re.compile(askrich.ID_PATTERN)
     assert pattern.match("a" * askrich.ID_MAX) and not pattern.match("a" * (askrich.ID_MAX + 1))
     assert {ch for ch in map(chr, range(128)) if pattern.match(ch)} == askrich.ID_ALLOWED
+
+
+def test_every_answer_status_is_counted_and_stated_by_the_result_schema():
+    statuses = set(askrich.ANSWER_MODES.values()) | {askrich.unanswered()["status"]}
+    assert set(askrich.ANSWER_COUNT_KEYS) == statuses
+    answer = askrich.ANSWER_SCHEMA["properties"]["status"]["enum"]
+    counts = askrich.RESULT_SCHEMA["properties"]["counts"]["properties"]
+    assert set(answer) == statuses and list(counts) == list(askrich.ANSWER_COUNT_KEYS.values())
+    lines = askrich.Problems()
+    askrich._check_answer(askrich.validate_interview(interview())[0]["questions"][0], {"status": "maybe"},
+                          "answers.q", lines)
+    assert lines.lines == ['answers.q: status must be "answer", "defer" or "needs-info", not "maybe"']
