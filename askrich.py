@@ -3760,8 +3760,20 @@ ROUTES = (
 
 def match_path(pattern: str, path: str):
     """The parameters of `path` under `pattern`, or None when it does not match."""
-    wanted = pattern.split("/")
-    given = path.split("?", 1)[0].split("/")
+    return _match_parts(pattern_parts(pattern), path.split("?", 1)[0].split("/"))
+
+
+_PATTERN_PARTS: dict = {}  # pattern -> its segments: every request tries each route's pattern
+
+
+def pattern_parts(pattern: str) -> tuple:
+    parts = _PATTERN_PARTS.get(pattern)
+    if parts is None:
+        parts = _PATTERN_PARTS[pattern] = tuple(pattern.split("/"))
+    return parts
+
+
+def _match_parts(wanted: tuple, given: list):
     params = {}
     for index, part in enumerate(wanted):
         if part.endswith("*>"):
@@ -3784,8 +3796,13 @@ def resolve_route(method: str, path: str, routes=ROUTES):
     """(route, params) for a request; HttpRefusal 404 for a path no route has, 405 with an
     Allow header for a path that routes take with other methods only."""
     allowed = []
+    given = path.split("?", 1)[0].split("/")
     for route_method, pattern, route in routes:
-        params = match_path(pattern, path)
+        wanted = pattern_parts(pattern)
+        # Only a pattern with a `<name*>` matches a path of another length.
+        if len(wanted) != len(given) and not wanted[-1].endswith("*>"):
+            continue
+        params = _match_parts(wanted, given)
         if params is None:
             continue
         if route_method == method:
