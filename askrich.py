@@ -5265,9 +5265,11 @@ def plan_inbox_step(facts: dict) -> InboxStep:
       page within a second), every 2 s while a form is open here (its `N more waiting`), else
       with each bind retry.
     - Without the port, a bind is tried every INBOX_RETRY_SECONDS, and at once when a form has
-      opened and the holder was not proved lately. When the bind fails, whoever holds the port
-      is asked to prove the key (is it ours, or a foreign program?) the first time, and while a
-      form is open here (only a form shows the inbox's address), not at every retry.
+      opened and the holder was not proved lately, or when a URL was shown on a stale proof
+      (`reprove`: the caller, maybe holding its own lock, used the last proof and did not
+      wait on the network). When the bind fails, whoever holds the port is asked to prove the
+      key (is it ours, or a foreign program?) the first time, while a form is open here (only a
+      form shows the inbox's address) and when asked to, not at every retry.
     - A settled form stops being readable at `readableUntil`: the worker wakes then to drop it.
     """
     now = facts["now"]
@@ -5275,7 +5277,7 @@ def plan_inbox_step(facts: dict) -> InboxStep:
         return InboxStep(True, 0, False, False, False, False)
     watch = INBOX_WATCH_SECONDS if facts["streams"] else 2.0 if facts["formsOpen"] else INBOX_RETRY_SECONDS
     next_try = facts["nextTry"]
-    if facts["formsOpen"] and not facts["holding"] and now - facts["probed"] > INBOX_RETRY_SECONDS:
+    if not facts["holding"] and (facts["reprove"] or (facts["formsOpen"] and now - facts["probed"] > INBOX_RETRY_SECONDS)):
         next_try = min(next_try, now)
     due = [facts["lastScan"] + watch]
     if facts["dirty"]:
@@ -5293,7 +5295,7 @@ def plan_inbox_step(facts: dict) -> InboxStep:
         wait=0,
         write=facts["dirty"] and now >= facts["lastWrite"] + INBOX_WRITE_SECONDS,
         bind=bind,
-        probe=bind and (not facts["holderKnown"] or facts["formsOpen"]),
+        probe=bind and (not facts["holderKnown"] or facts["formsOpen"] or facts["reprove"]),
         scan=now >= facts["lastScan"] + watch,
     )
 
@@ -5333,6 +5335,7 @@ class Inbox:
         self.server = None  # a LoopbackListener while this process holds the port
         self.holder = None  # None: unknown; "ours", "foreign" or "free" as last probed
         self.probed = float("-inf")  # when it was probed last
+        self.reprove = False  # a URL was shown on a stale proof: the worker proves it again
         self.reported_foreign = False
         self.used_tickets: dict = {}  # nonce -> when it would expire: a ticket opens once
         self.write_failed = False  # the last write of the entry failed (a full disk)
@@ -5368,7 +5371,8 @@ class Inbox:
         """The `inbox` command: bind the port now and hold it until close(), pending or not;
         False when something holds it already. InboxUnavailable when there can be no inbox."""
         self._load_key()
-        self._try_to_hold(True)
+        if self._try_to_hold(True):
+            self._touch_forms()
         if self.server is None:
             return False
         with self.changed:
@@ -5410,20 +5414,39 @@ class Inbox:
         when it cannot: the inbox is off or unavailable, or a foreign program holds the port."""
         if not self.port or self.unavailable is not None or self.closed:
             return None
-        with self.door_lock:
-            try:
-                self._load_key()
-                if self.server is None and token_digest(interview.token) not in self.published:
-                    self._write_entry()
-                if self.server is None and not self._proof_fresh():
-                    self._try_to_hold(True)
-                    self._scan(force=True)  # the form's "N more waiting" is right from its first state
-            except InboxUnavailable as problem:
-                self._give_up(problem)
+        if self.server is None and (self.holder is None or token_digest(interview.token) not in self.published):
+            if not self._open_door():
                 return None
+        elif self.server is None and not self._proof_fresh():
+            # The caller may hold its own lock (a task's status): it gets the last proof's
+            # answer at once, and the worker proves the holder again.
+            with self.changed:
+                self.reprove = True
+                self.changed.notify_all()
         if self.server is None and self.holder != "ours":
             return None
         return self.door_base()
+
+    def _open_door(self) -> bool:
+        """A form's first URL: our registry file names it, and, the first time, the port is
+        bound or its holder proved. False when there can be no inbox here. The rows are taken
+        and the forms told outside the door's lock (an interview's lock is never taken under
+        it)."""
+        entry = self._own_entry()
+        with self.door_lock:
+            try:
+                self._load_key()
+                self._write_entry(entry)
+                first = self.server is None and self.holder is None
+                if first:
+                    self._try_to_hold(True)
+            except InboxUnavailable as problem:
+                self._give_up(problem)
+                return False
+        if first:
+            self._scan(force=True)  # the form's "N more waiting" is right from its first state
+            self._touch_forms()
+        return True
 
     def door_base(self) -> str:
         return self.runtime.config.public_url or "http://localhost:%d" % self.port
@@ -5578,25 +5601,31 @@ class Inbox:
         return {"now": now, "readableUntil": self._readable_until(now), "closed": self.closed,
                 "active": self._active(), "streams": self.streams, "formsOpen": forms,
                 "holding": self.server is not None, "holderKnown": self.holder is not None,
-                "probed": self.probed, "dirty": self.dirty}
+                "probed": self.probed, "dirty": self.dirty, "reprove": self.reprove}
 
     def _act(self, step, times: dict) -> None:
+        entry = self._own_entry() if step.write else None  # the rows: outside the door's lock
         with self.door_lock:
             if step.write:
                 times["lastWrite"] = time.monotonic()
-                if not self._write_entry():
+                if not self._write_entry(entry):
                     times["lastWrite"] += INBOX_RETRY_SECONDS  # the disk may have room by then
             if step.bind:
-                self._try_to_hold(step.probe)
+                learned = self._try_to_hold(step.probe)
                 times["nextTry"] = time.monotonic() + INBOX_RETRY_SECONDS
+                if step.probe:
+                    with self.lock:
+                        self.reprove = False
             scan = step.scan or step.write
             if scan:
                 times["lastScan"] = time.monotonic()
                 if self.server is not None:
                     self._refresh_key()  # what it serves under, and checks the pages' proofs with
+        # Outside the door's lock: the forms are nudged, and a caller that holds an interview's
+        # lock may be waiting on the door's lock for its URL.
+        if step.bind and learned:
+            self._touch_forms()
         if scan:
-            # Outside the door's lock: a scan nudges this process's interviews, and a caller that
-            # holds an interview's lock may be waiting on the door's lock for its URL.
             self._scan(force=step.write)
 
     def _load_key(self) -> None:
@@ -5639,10 +5668,10 @@ class Inbox:
         # Logged once it holds: a form's /state read after this line has no inbox in it.
         self.log.event("inbox-unavailable", "warning", reason=str(problem))
 
-    def _write_entry(self) -> bool:
-        """Whether the entry is as it should be now; when it could not be written, it is
-        marked to be written again and the failure logged once, until a write succeeds."""
-        entry = self._own_entry()
+    def _write_entry(self, entry: dict) -> bool:
+        """Write `entry` (_own_entry(), taken before the door's lock); whether the entry is as
+        it should be now. When it could not be written, it is marked to be written again and
+        the failure logged once, until a write succeeds."""
         if not (entry["interviews"] or entry["forms"]):
             self.registry.remove()
             self.published = frozenset()
@@ -5663,9 +5692,10 @@ class Inbox:
             self.log.event("inbox-written-again")
         return True
 
-    def _try_to_hold(self, probe: bool) -> None:
+    def _try_to_hold(self, probe: bool) -> bool:
         """Bind the port; failing that, with `probe`, learn who holds it (plan_inbox_step says
-        when)."""
+        when). Whether it bound or learned who holds it: the caller then tells the forms, once
+        out of the door's lock."""
         try:
             if not port_is_free(INBOX_HOST, self.port):
                 raise OSError("address in use")
@@ -5673,7 +5703,7 @@ class Inbox:
                 lambda address, family: inbox_server_class()(self, address, family), INBOX_HOST, self.port)
         except OSError as error:
             if not probe:
-                return
+                return False
             # "free" here: the holder exited between the bind and the probe; the next try binds.
             self._refresh_key()
             verdict = prove_inbox_holder(self.port, self.key)
@@ -5684,8 +5714,7 @@ class Inbox:
             if report:
                 self.log.event("inbox-port-taken", "warning", port=self.port, error=str(error),
                                detail="held by a program that is not ask-user-rich; forms work as before")
-            self._touch_forms()
-            return
+            return True
         with self.changed:
             self.server = server
             self.holder = "ours"
@@ -5693,7 +5722,7 @@ class Inbox:
         # wakes it with a connection instead, so it need not look often.
         server.start("ask-user-rich-inbox-http", INBOX_RETRY_SECONDS)
         self.log.event("inbox-holding", port=self.port)
-        self._touch_forms()
+        return True
 
     def _release(self) -> None:
         with self.changed:

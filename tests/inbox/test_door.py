@@ -319,6 +319,38 @@ def test_a_kept_connection_gets_a_whole_body_and_a_refusal_does_not_leave_half_o
     assert http_request(api_url(other.url, "state")).json()["state"] == "submitted"
 
 
+def test_a_stale_proof_is_proved_again_by_the_worker_not_by_whoever_asks_for_the_url(tmp_path, monkeypatch):
+    """A form's URL is asked for under other locks (a task's status): once the holder was proved,
+    asking never waits on the network; the inbox's worker proves the holder again."""
+    port = free_port()
+    logs = tmp_path / "logs"
+    holder = Agent(logs, port, "codex", tmp_path / "codex", "Held")
+    runtime = askrich.Runtime(askrich.Config(log_dir=str(logs), open_browser=False, inbox_port=port),
+                              askrich.Log(str(logs), stream=LogWatch()))
+    try:
+        mine = runtime.open_interview(dict(ONE_QUESTION))
+        door = "http://localhost:%d/s/" % port
+        assert mine.url.startswith(door) and runtime.inbox.server is None
+        provers, proved, real = [], threading.Event(), askrich.prove_inbox_holder
+
+        def watched(*args, **kwargs):
+            provers.append(threading.current_thread().name)
+            try:
+                return real(*args, **kwargs)
+            finally:
+                proved.set()
+
+        monkeypatch.setattr(askrich, "prove_inbox_holder", watched)
+        runtime.inbox.probed -= 60  # the proof went stale
+        assert mine.url.startswith(door)  # the last proof's answer, at once
+        assert proved.wait(WAIT)
+        assert provers and set(provers) == {"ask-user-rich-inbox"}
+        assert mine.url.startswith(door)
+    finally:
+        runtime.close()
+        holder.close()
+
+
 def test_a_public_url_is_shown_and_accepted_and_the_door_still_binds_loopback_only(tmp_path):
     port = free_port()
     logs = tmp_path / "logs"
