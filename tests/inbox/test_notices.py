@@ -23,7 +23,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from inbox_support import free_port
+from inbox_support import Agent, free_port
 from notices_support import HOSTILE, Clock, PushServer, StandIns
 from support import (WAIT, EventsReader, InProcessServer, LogWatch, SubprocessServer, api_url, askrich, choice,
                      http_request, interview, submit)
@@ -780,3 +780,24 @@ def test_a_real_server_tells_the_person_of_a_link_and_the_form_in_view_stops_it(
         assert server.log.count("page-view") == 1 and server.log.count("page-visibility", "sighting=yes") == 1
     finally:
         server.close()
+
+
+def test_a_form_seen_through_the_front_door_stops_the_notices_of_the_process_that_owns_it(tmp_path, stand_ins):
+    port, logs, watch = free_port(), tmp_path / "logs", LogWatch()
+    holder = askrich.Runtime(askrich.Config(log_dir=str(logs), open_browser=False, inbox_port=port),
+                             askrich.Log(str(logs), stream=watch))
+    holder.open_interview(interview(choice("q", "a")))  # pending: this process holds the door
+    watch.wait_for("inbox-holding")
+    env = {"ASK_USER_RICH_NOTIFY": "desktop", "PATH": stand_ins.folder + os.pathsep + os.environ["PATH"],
+           "DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent", "ASK_USER_RICH_NOTIFY_AFTER": "3600"}
+    agent = Agent(logs, port, "codex", tmp_path / "shop", "Plan", env=env)  # no browser opens: told at once
+    try:
+        assert agent.url.startswith("http://localhost:%d/s/" % port)
+        assert stand_ins.wait_call()["argv"][-1] == "Plan · shop"
+        report(agent)
+        agent.server.log.wait_for("page-visibility", "sighting=yes")
+        agent.server.log.wait_for("notices-stopped", "interview=%s" % agent.session, "why=viewed")
+    finally:
+        agent.close()
+        holder.close()
+
