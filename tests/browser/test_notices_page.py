@@ -58,7 +58,8 @@ def test_a_waiting_call_tells_the_desktop_and_a_page_view_in_chromium_stops_the_
         server.close()
 
 
-def test_a_form_loaded_in_a_background_tab_is_not_seen_until_it_is_brought_to_the_front(browser, tmp_path):
+def test_a_form_in_a_background_tab_is_not_seen_until_brought_to_the_front_and_follow_ups_follow_the_focus(
+        browser, tmp_path):
     notifiers = StandIns(tmp_path / "bin")
     watch = LogWatch()
     config = askrich.Config(log_dir=str(tmp_path / "logs"), open_browser=False, notify="desktop", notify_after=20)
@@ -86,9 +87,26 @@ def test_a_form_loaded_in_a_background_tab_is_not_seen_until_it_is_brought_to_th
         watch.wait_for("page-visibility", "in_view=yes", "sighting=yes")
         watch.wait_for("notices-stopped", "why=viewed")
         clock.at(1600)
-        clock.at(4600)
         assert watch.count("notice") == 1 and len(notifiers.lines) == 1
-        assert watch.count("page-visibility", "sighting=yes") == 1
+
+        # Follow-ups while the person looks at it: seen, no notice.
+        runtime.append_questions(form.id, [choice("cache", "yes", "no")])
+        watch.wait_for("notices-stopped", "why=viewed", nth=2)
+        # The person goes back to other work in another tab; more follow-ups are told of.
+        other = cdp.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        watch.wait_for("page-visibility", "interview=%s" % form.id, "in_view=no", nth=2)
+        clock.at(1700)
+        runtime.append_questions(form.id, [choice("queue", "yes", "no")])
+        clock.at(1719)
+        assert watch.count("notice") == 1
+        clock.at(1720)
+        watch.wait_for("notice", "reason=follow-ups")
+        assert notifiers.wait_call(2)["argv"][-1] == "Pick a database · shop"
+        cdp.send("Target.closeTarget", {"targetId": other})
+        cdp.send("Target.activateTarget", {"targetId": tab})
+        watch.wait_for("notices-stopped", "why=viewed", nth=3)
+        clock.at(4600)
+        assert watch.count("notice") == 2 and watch.count("page-visibility", "sighting=yes") == 2
     finally:
         if tab is not None:
             cdp.send("Target.closeTarget", {"targetId": tab})
