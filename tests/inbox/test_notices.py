@@ -200,9 +200,12 @@ def hostile_notice(text: str) -> dict:
 
 
 def facts_for(platform: str, stand_ins, **changes) -> dict:
-    facts = {"platform": platform, "wsl": False, "interop": None, "session_bus": False,
-             "notify_send_actions": False,
-             "installed": {name: stand_ins.path(name) for name in ("notify-send", "osascript", "powershell.exe")}}
+    """This machine's desktop facts with the stand-ins as the only programs on PATH, as
+    `platform` would have them."""
+    facts = askrich.desktop_facts({"PATH": stand_ins.folder, "XDG_RUNTIME_DIR": stand_ins.folder})
+    assert facts["installed"] == {name: stand_ins.path(name) for name in ("notify-send", "osascript", "powershell.exe")}
+    facts.update({"platform": platform, "wsl": False, "interop": None, "session_bus": False,
+                  "notify_send_actions": False, "windows_root": None})
     facts.update(changes)
     return facts
 
