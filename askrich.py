@@ -127,6 +127,7 @@ MAX_BODY_BYTES = 5 * 1024 * 1024
 FREE_TEXT_MAX = 20000
 SSE_PING_SECONDS = 15.0
 STATE_HISTORY = 32  # states an event stream can catch up on after a burst of changes
+PAGES_REMEMBERED = 16  # an interview's pages whose last visibility report is kept (Interview._in_view)
 PROGRESS_CHANGE_MIN_SECONDS = 1.0  # answered-count changes are reported at most once a second
 OPENER_GRACE_SECONDS = 5.0  # an opener still running after this long is a foreground launcher
 HTTP_IDLE_TIMEOUT_SECONDS = 30  # a client that trickles its request in loses its thread
@@ -162,6 +163,7 @@ ASSET_FILES = frozenset(
         "js/prove.js",
         "js/guard.js",
         "js/share.js",
+        "js/visibility.js",
         "inbox.html",
         "vendor/marked.esm.js",
         "vendor/purify.es.mjs",
@@ -2256,6 +2258,11 @@ class Interview:
         self.counts_revision = 0
         self.page_views = 0
         self.streams = 0
+        # The person's eyes, as the form's pages report them (record_visibility): each page's
+        # last word on whether it is in view, and how often one came into view (or the app
+        # loaded). A page load is not a sighting: the opener loads tabs in the background too.
+        self._in_view: dict = {}
+        self._sightings = 0
         self.unseen = None  # (follow-ups unseen, questions then), as the form last reported
         self.attachments = attachments
         self.task_ids: list = []  # the tasks made on it, for the archive (TaskRegistry.create)
@@ -2344,10 +2351,11 @@ class Interview:
         return self.unseen[0] + max(0, len(questions) - self.unseen[1])
 
     def attention(self) -> dict:
-        """What the notices judge by: still pending, page views, forms open, follow-ups unseen."""
+        """What the notices judge by: still pending, forms open, sightings so far, and whether
+        a page shows the form now (it said so and its event stream is still open)."""
         with self._lock:
-            return {"pending": self.state == PENDING and not self.closed, "pageViews": self.page_views,
-                    "streams": self.streams, "unseen": self._unseen()}
+            return {"pending": self.state == PENDING and not self.closed, "streams": self.streams,
+                    "sightings": self._sightings, "inView": self.streams > 0 and any(self._in_view.values())}
 
     def record_unseen(self, count: int) -> None:
         """The form's count of follow-up questions not shown to the user yet; questions
@@ -2469,10 +2477,23 @@ class Interview:
             self._check_pending()
             self.attachments.remove(attachment_id)
 
-    def record_page_view(self) -> None:
+    def record_page_view(self, seen: bool = False) -> None:
+        """A page loaded; `seen`: where it cannot load unseen (the app, in the conversation)."""
         with self._lock:
             self.page_views += 1
+            self._sightings += seen
             self._changed.notify_all()
+
+    def record_visibility(self, page: str, in_view: bool) -> bool:
+        """A page says whether it is in view now; True when it just came into view."""
+        with self._lock:
+            came = in_view and not self._in_view.pop(page, False)
+            self._in_view[page] = in_view
+            for stale in list(self._in_view)[:-PAGES_REMEMBERED]:  # the pages heard from longest ago
+                del self._in_view[stale]
+            self._sightings += came
+            self._changed.notify_all()
+            return came
 
     def record_stream(self, delta: int) -> None:
         """An event stream opened (+1) or closed (-1)."""
@@ -2769,10 +2790,19 @@ class SessionHub:
 
     # -- changes from the form ------------------------------------------------------------
 
-    def record_page_view(self, interview: Interview, user_agent: str) -> None:
-        interview.record_page_view()
+    def record_page_view(self, interview: Interview, user_agent: str, seen: bool = False) -> None:
+        """A page loaded (`seen`: see Interview.record_page_view)."""
+        interview.record_page_view(seen)
         self.log.event("page-view", interview=interview.id, user_agent=user_agent)
-        self._observe(interview)  # a page view stops the notices
+        self._observe(interview)
+
+    def record_visibility(self, interview: Interview, page: str, in_view: bool) -> None:
+        """A form's page in view (visible and focused) or not: only a page the person can see
+        stops the notices."""
+        came = interview.record_visibility(page, in_view)
+        self.log.event("page-visibility", "debug", interview=interview.id, page=page,
+                       in_view="yes" if in_view else "no", **({"sighting": "yes"} if came else {}))
+        self._observe(interview)
 
     def record_stream(self, interview: Interview, delta: int) -> None:
         """A form's event stream opened (+1) or closed (-1)."""
@@ -3428,6 +3458,7 @@ def build_app_document(read=read_asset) -> bytes:
 TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 HEX_DIGITS = frozenset("0123456789abcdef")
 MAX_PROGRESS_BYTES = 64 * 1024
+MAX_VISIBILITY_BYTES = 1024
 NOT_FOUND_TEXT = "Interview not found or expired."
 JSON_CONTENT_TYPE = "application/json; charset=utf-8"
 
@@ -3604,6 +3635,27 @@ def form_progress(runtime, interview, payload):
     return 204, None
 
 
+def form_visibility(runtime, interview, payload):
+    """A page's report of whether the person can see it: {"page": its id, "visibility":
+    "visible" or "hidden" (document.visibilityState), "focus": document.hasFocus()}. In view
+    means visible and focused: a tab the opener put behind other windows is visible to the
+    browser in some desktops, yet nobody looks at it."""
+    if not isinstance(payload, dict):
+        raise HttpRefusal(400, "visibility must be an object of page, visibility and focus", code="invalid-visibility")
+    page, visibility, focus = payload.get("page"), payload.get("visibility"), payload.get("focus")
+    problems = []
+    if not isinstance(page, str) or not is_token_shaped(page):
+        problems.append("page must be the page's id: 1 to 64 letters, digits, '-' or '_' (got %s)" % describe(page))
+    if visibility not in ("visible", "hidden"):
+        problems.append("visibility must be \"visible\" or \"hidden\" (got %s)" % describe(visibility))
+    if not isinstance(focus, bool):
+        problems.append("focus must be true or false (got %s)" % describe(focus))
+    if problems:
+        raise HttpRefusal(400, "; ".join(problems), code="invalid-visibility")
+    runtime.hub.record_visibility(interview, page, visibility == "visible" and focus)
+    return 204, None
+
+
 def form_submit(runtime, interview, read_payload):
     """`read_payload()` gives the submitted JSON (or refuses it) once the interview is known to
     be pending: a settled one is told so before its body is read."""
@@ -3720,6 +3772,12 @@ def route_progress(request, params: dict):
     return operation_reply(form_progress(request.runtime, interview, request.read_json(MAX_PROGRESS_BYTES)))
 
 
+def route_visibility(request, params: dict):
+    interview = api_interview(request, params)
+    require_json_body(request)
+    return operation_reply(form_visibility(request.runtime, interview, request.read_json(MAX_VISIBILITY_BYTES)))
+
+
 def route_submit(request, params: dict):
     interview = api_interview(request, params)
     require_json_body(request)
@@ -3778,6 +3836,7 @@ ROUTES = (
     ("GET", "/api/s/<token>/inbox", route_to_inbox),
     ("GET", "/api/prove", route_prove),
     ("POST", "/api/s/<token>/progress", route_progress),
+    ("POST", "/api/s/<token>/visibility", route_visibility),
     ("POST", "/api/s/<token>/submit", route_submit),
     ("POST", "/api/s/<token>/attachments", route_attachment_upload),
     ("GET", "/api/s/<token>/attachments/<id>", route_attachment),
@@ -4848,6 +4907,7 @@ DOOR_FORWARDED_HEADERS = ("Content-Type", "X-Attachment-Name", "User-Agent", "Ac
 DOOR_BODY_LIMITS = MappingProxyType({
     "/api/s/<token>/submit": (MAX_BODY_BYTES, ""),
     "/api/s/<token>/progress": (MAX_PROGRESS_BYTES, ""),
+    "/api/s/<token>/visibility": (MAX_VISIBILITY_BYTES, ""),
     "/api/s/<token>/attachments": (ATTACHMENT_MAX_BYTES, ATTACHMENT_TOO_LARGE),
 })
 DOOR_FAILURES = MappingProxyType({
@@ -6461,19 +6521,33 @@ def send_to_all(targets: list, notice: dict, log: Log, interview_id=None, done=N
 
 # -- the scheduler: one thread per process, asleep until the next notice is due -----------
 
+class NoticeClock:
+    """The scheduler's time: `now()`, and `sleep(condition, until)`, called with `condition`
+    held, which waits on it until `now()` reaches `until` (None: until notified). A test's clock
+    moves when the test says and tells it when the scheduler sleeps again."""
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, condition: threading.Condition, until) -> None:
+        condition.wait(None if until is None else max(0.0, until - self.now()))
+
+
 class Notices:
     """Every interview that needs the person, and the thread that tells them when due.
 
     The thread starts with the first need and sleeps on a condition until the next notice is
-    due or something changes (a page view, a settle, follow-ups, close): no polling. Sending
-    happens on threads of their own (send_to_all), so nothing here ever waits on a notifier."""
+    due or something changes (a page in view, a settle, follow-ups, close): no polling. A need
+    is met by a sighting (Interview.attention), never by a page load alone: a tab the opener put
+    in the background loads unseen. Sending happens on threads of their own (send_to_all), so
+    nothing here ever waits on a notifier."""
 
-    def __init__(self, config: Config, log: Log, project: str = "", clock=time.monotonic,
+    def __init__(self, config: Config, log: Log, project: str = "", clock=None,
                  facts=None, open_form=None) -> None:
         self.config = config
         self.log = log
         self.project = project
-        self.clock = clock
+        self.clock = clock or NoticeClock()
         self.facts = facts  # the desktop's facts; None: read on the first notice
         self.open_form = open_form or (lambda url: open_browser(url, config, log))
         self.changed = threading.Condition(threading.Lock())
@@ -6482,7 +6556,6 @@ class Notices:
         self.targets = None
         self.thread = None
         self.closed = False
-        self.passes = 0  # scheduler passes made: what a test waits on after moving its clock
 
     @property
     def enabled(self) -> bool:
@@ -6491,22 +6564,25 @@ class Notices:
     def arm(self, interview: Interview, opened: bool) -> None:
         """A call starts waiting on `interview` (`opened`: a browser showed it). A need already
         there stays as it is: a second call on the same interview changes nothing."""
+        facts = interview.attention()
         with self.changed:
             if not self.enabled or self.closed or interview.id in self.needs:
                 return
-            self._add(interview, "waiting", opened, views=0)
+            self._add(interview, "waiting", opened, facts["sightings"])
 
     def follow_ups(self, interview: Interview) -> None:
-        """Follow-ups landed: a need of their own, seen once the form shows them."""
+        """Follow-ups landed: a need of their own, met at once on a form in view, else by the
+        next sighting."""
         facts = interview.attention()
         with self.changed:
             if not self.enabled or self.closed:
                 return
-            self._add(interview, "follow-ups", facts["streams"] > 0, views=facts["pageViews"])
+            self._add(interview, "follow-ups", facts["streams"] > 0, facts["sightings"])
 
-    def _add(self, interview: Interview, kind: str, opened: bool, views: int) -> None:
-        self.needs[interview.id] = {"interview": interview, "kind": kind, "since": self.clock(),
-                                    "opened": opened, "sent": 0, "views": views}
+    def _add(self, interview: Interview, kind: str, opened: bool, sightings: int) -> None:
+        # Seen once a page comes into view after this, or while one is in view.
+        self.needs[interview.id] = {"interview": interview, "kind": kind, "since": self.clock.now(),
+                                    "opened": opened, "sent": 0, "sightings": sightings}
         self.log.event("notices-armed", interview=interview.id, reason=kind,
                        first_in=self.config.notify_after if opened else 0)
         if self.thread is None:
@@ -6515,18 +6591,13 @@ class Notices:
         self.changed.notify_all()
 
     def observe(self, interview: Interview) -> None:
-        """Something changed on an interview (a page view, a settle): look again now."""
+        """Something changed on an interview (a page in view, a settle): look again now."""
         settled = not interview.is_pending()
         with self.changed:
             if interview.id in self.needs:
                 self.changed.notify_all()
             elif settled:
                 self.last_sent.pop(interview.id, None)  # nothing more is ever sent for it
-
-    def poke(self) -> None:
-        """Look again now (a test that moved its clock)."""
-        with self.changed:
-            self.changed.notify_all()
 
     def close(self) -> None:
         """Stop telling; kill notifiers still waiting for a click. Never waits."""
@@ -6542,12 +6613,9 @@ class Notices:
             with self.changed:
                 if self.closed:
                     return
-                now = self.clock()
-                due, wake = self._plan(now)
-                self.passes += 1
-                self.changed.notify_all()
+                due, wake = self._plan(self.clock.now())
                 if not due:
-                    self.changed.wait(None if wake is None else max(0.0, wake - now))
+                    self.clock.sleep(self.changed, wake)
                     continue
             for interview, kind, number in due:
                 self._send(interview, kind, number)
@@ -6558,7 +6626,7 @@ class Notices:
         for interview_id, need in list(self.needs.items()):
             interview = need["interview"]
             facts = interview.attention()
-            viewed = facts["pageViews"] > need["views"] or (need["kind"] == "follow-ups" and facts["unseen"] == 0)
+            viewed = facts["sightings"] > need["sightings"] or facts["inView"]
             plan = plan_notice(dict(need, viewed=viewed, pending=facts["pending"],
                                     lastSent=self.last_sent.get(interview_id)), now, self.config.notify_after)
             if plan["send"]:
@@ -8804,8 +8872,10 @@ class InterviewTools:
             shown = form_state(self.runtime, interview)
             if arguments.get("full") is not True:
                 return 200, shown
-            # The app loading the whole interview is its page view (it stops the notices).
-            self.runtime.hub.record_page_view(interview, "app in %s" % (agent_name(call.client_info) or "a host"))
+            # The app loading the whole interview is its page view, and a sighting: the host
+            # shows it in the conversation (it stops the notices).
+            self.runtime.hub.record_page_view(interview, "app in %s" % (agent_name(call.client_info) or "a host"),
+                                              seen=True)
             return 200, dict(form_payload(interview), **shown)
 
         return self.app_operation(arguments, state)
