@@ -127,6 +127,7 @@ MAX_BODY_BYTES = 5 * 1024 * 1024
 FREE_TEXT_MAX = 20000
 SSE_PING_SECONDS = 15.0
 STATE_HISTORY = 32  # states an event stream can catch up on after a burst of changes
+PAGES_REMEMBERED = 16  # an interview's pages whose last visibility report is kept (Interview._in_view)
 PROGRESS_CHANGE_MIN_SECONDS = 1.0  # answered-count changes are reported at most once a second
 OPENER_GRACE_SECONDS = 5.0  # an opener still running after this long is a foreground launcher
 HTTP_IDLE_TIMEOUT_SECONDS = 30  # a client that trickles its request in loses its thread
@@ -162,6 +163,7 @@ ASSET_FILES = frozenset(
         "js/prove.js",
         "js/guard.js",
         "js/share.js",
+        "js/visibility.js",
         "inbox.html",
         "vendor/marked.esm.js",
         "vendor/purify.es.mjs",
@@ -2261,6 +2263,11 @@ class Interview:
         self.counts_revision = 0
         self.page_views = 0
         self.streams = 0
+        # The person's eyes, as the form's pages report them (record_visibility): each page's
+        # last word on whether it is in view, and how often one came into view (or the app
+        # loaded). A page load is not a sighting: the opener loads tabs in the background too.
+        self._in_view: dict = {}
+        self._sightings = 0
         self.unseen = None  # (follow-ups unseen, questions then), as the form last reported
         self.attachments = attachments
         self.task_ids: list = []  # the tasks made on it, for the archive (TaskRegistry.create)
@@ -2349,10 +2356,11 @@ class Interview:
         return self.unseen[0] + max(0, len(questions) - self.unseen[1])
 
     def attention(self) -> dict:
-        """What the notices judge by: still pending, page views, forms open, follow-ups unseen."""
+        """What the notices judge by: still pending, forms open, sightings so far, and whether
+        a page shows the form now (it said so and its event stream is still open)."""
         with self._lock:
-            return {"pending": self.state == PENDING and not self.closed, "pageViews": self.page_views,
-                    "streams": self.streams, "unseen": self._unseen()}
+            return {"pending": self.state == PENDING and not self.closed, "streams": self.streams,
+                    "sightings": self._sightings, "inView": self.streams > 0 and any(self._in_view.values())}
 
     def record_unseen(self, count: int) -> None:
         """The form's count of follow-up questions not shown to the user yet; questions
@@ -2474,10 +2482,23 @@ class Interview:
             self._check_pending()
             self.attachments.remove(attachment_id)
 
-    def record_page_view(self) -> None:
+    def record_page_view(self, seen: bool = False) -> None:
+        """A page loaded; `seen`: where it cannot load unseen (the app, in the conversation)."""
         with self._lock:
             self.page_views += 1
+            self._sightings += seen
             self._changed.notify_all()
+
+    def record_visibility(self, page: str, in_view: bool) -> bool:
+        """A page says whether it is in view now; True when it just came into view."""
+        with self._lock:
+            came = in_view and not self._in_view.pop(page, False)
+            self._in_view[page] = in_view
+            for stale in list(self._in_view)[:-PAGES_REMEMBERED]:  # the pages heard from longest ago
+                del self._in_view[stale]
+            self._sightings += came
+            self._changed.notify_all()
+            return came
 
     def record_stream(self, delta: int) -> None:
         """An event stream opened (+1) or closed (-1)."""
@@ -2774,10 +2795,19 @@ class SessionHub:
 
     # -- changes from the form ------------------------------------------------------------
 
-    def record_page_view(self, interview: Interview, user_agent: str) -> None:
-        interview.record_page_view()
+    def record_page_view(self, interview: Interview, user_agent: str, seen: bool = False) -> None:
+        """A page loaded (`seen`: see Interview.record_page_view)."""
+        interview.record_page_view(seen)
         self.log.event("page-view", interview=interview.id, user_agent=user_agent)
-        self._observe(interview)  # a page view stops the notices
+        self._observe(interview)
+
+    def record_visibility(self, interview: Interview, page: str, in_view: bool) -> None:
+        """A form's page in view (visible and focused) or not: only a page the person can see
+        stops the notices."""
+        came = interview.record_visibility(page, in_view)
+        self.log.event("page-visibility", "debug", interview=interview.id, page=page,
+                       in_view="yes" if in_view else "no", **({"sighting": "yes"} if came else {}))
+        self._observe(interview)
 
     def record_stream(self, interview: Interview, delta: int) -> None:
         """A form's event stream opened (+1) or closed (-1)."""
@@ -3433,6 +3463,7 @@ def build_app_document(read=read_asset) -> bytes:
 TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 HEX_DIGITS = frozenset("0123456789abcdef")
 MAX_PROGRESS_BYTES = 64 * 1024
+MAX_VISIBILITY_BYTES = 1024
 NOT_FOUND_TEXT = "Interview not found or expired."
 JSON_CONTENT_TYPE = "application/json; charset=utf-8"
 
@@ -3609,6 +3640,27 @@ def form_progress(runtime, interview, payload):
     return 204, None
 
 
+def form_visibility(runtime, interview, payload):
+    """A page's report of whether the person can see it: {"page": its id, "visibility":
+    "visible" or "hidden" (document.visibilityState), "focus": document.hasFocus()}. In view
+    means visible and focused: a tab the opener put behind other windows is visible to the
+    browser in some desktops, yet nobody looks at it."""
+    if not isinstance(payload, dict):
+        raise HttpRefusal(400, "visibility must be an object of page, visibility and focus", code="invalid-visibility")
+    page, visibility, focus = payload.get("page"), payload.get("visibility"), payload.get("focus")
+    problems = []
+    if not isinstance(page, str) or not is_token_shaped(page):
+        problems.append("page must be the page's id: 1 to 64 letters, digits, '-' or '_' (got %s)" % describe(page))
+    if visibility not in ("visible", "hidden"):
+        problems.append("visibility must be \"visible\" or \"hidden\" (got %s)" % describe(visibility))
+    if not isinstance(focus, bool):
+        problems.append("focus must be true or false (got %s)" % describe(focus))
+    if problems:
+        raise HttpRefusal(400, "; ".join(problems), code="invalid-visibility")
+    runtime.hub.record_visibility(interview, page, visibility == "visible" and focus)
+    return 204, None
+
+
 def form_submit(runtime, interview, read_payload):
     """`read_payload()` gives the submitted JSON (or refuses it) once the interview is known to
     be pending: a settled one is told so before its body is read."""
@@ -3725,6 +3777,12 @@ def route_progress(request, params: dict):
     return operation_reply(form_progress(request.runtime, interview, request.read_json(MAX_PROGRESS_BYTES)))
 
 
+def route_visibility(request, params: dict):
+    interview = api_interview(request, params)
+    require_json_body(request)
+    return operation_reply(form_visibility(request.runtime, interview, request.read_json(MAX_VISIBILITY_BYTES)))
+
+
 def route_submit(request, params: dict):
     interview = api_interview(request, params)
     require_json_body(request)
@@ -3783,6 +3841,7 @@ ROUTES = (
     ("GET", "/api/s/<token>/inbox", route_to_inbox),
     ("GET", "/api/prove", route_prove),
     ("POST", "/api/s/<token>/progress", route_progress),
+    ("POST", "/api/s/<token>/visibility", route_visibility),
     ("POST", "/api/s/<token>/submit", route_submit),
     ("POST", "/api/s/<token>/attachments", route_attachment_upload),
     ("GET", "/api/s/<token>/attachments/<id>", route_attachment),
@@ -3792,8 +3851,20 @@ ROUTES = (
 
 def match_path(pattern: str, path: str):
     """The parameters of `path` under `pattern`, or None when it does not match."""
-    wanted = pattern.split("/")
-    given = path.split("?", 1)[0].split("/")
+    return _match_parts(pattern_parts(pattern), path.split("?", 1)[0].split("/"))
+
+
+_PATTERN_PARTS: dict = {}  # pattern -> its segments: every request tries each route's pattern
+
+
+def pattern_parts(pattern: str) -> tuple:
+    parts = _PATTERN_PARTS.get(pattern)
+    if parts is None:
+        parts = _PATTERN_PARTS[pattern] = tuple(pattern.split("/"))
+    return parts
+
+
+def _match_parts(wanted: tuple, given: list):
     params = {}
     for index, part in enumerate(wanted):
         if part.endswith("*>"):
@@ -3816,8 +3887,13 @@ def resolve_route(method: str, path: str, routes=ROUTES):
     """(route, params) for a request; HttpRefusal 404 for a path no route has, 405 with an
     Allow header for a path that routes take with other methods only."""
     allowed = []
+    given = path.split("?", 1)[0].split("/")
     for route_method, pattern, route in routes:
-        params = match_path(pattern, path)
+        wanted = pattern_parts(pattern)
+        # Only a pattern with a `<name*>` matches a path of another length.
+        if len(wanted) != len(given) and not wanted[-1].endswith("*>"):
+            continue
+        params = _match_parts(wanted, given)
         if params is None:
             continue
         if route_method == method:
@@ -3894,7 +3970,41 @@ class FormRequestPlumbing:
         if self.request_version == "HTTP/0.9":
             self.send_error(400)
             return False
+        if self.headers.get(DOOR_KEEP_HEADER) == "keep-alive":
+            self.keep_for_door()
         return True
+
+    def keep_for_door(self) -> None:
+        """The front door sends its next request on this connection when this one is answered
+        (a fresh connection and thread per request cost more than the door's whole hop). The
+        body is read whole first, so that what a route leaves unread cannot be taken for the
+        next request; a large or short one ends the connection as usual."""
+        import io
+        import socket
+
+        length = (self.headers.get("Content-Length") or "0").strip()
+        if not (length.isascii() and length.isdigit()) or int(length) > ATTACHMENT_CHUNK_BYTES:
+            return
+        # An answer's head and body are two writes: on a kept connection Nagle's rule would
+        # hold the body back until the door's delayed acknowledgement (40 ms).
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        body = self.rfile.read(int(length))
+        self.kept_rfile, self.rfile = self.rfile, io.BytesIO(body)
+        self.close_connection = len(body) < int(length)
+
+    def handle_one_request(self):
+        self.kept_rfile = None
+        try:
+            super().handle_one_request()
+        finally:
+            if self.kept_rfile is not None:  # the connection's own reader, for the next request
+                self.rfile, self.kept_rfile = self.kept_rfile, None
+
+    def end_headers(self):
+        # Said only to the door, which takes it off before the page sees the answer.
+        if getattr(self, "kept_rfile", None) is not None and not self.close_connection:
+            self.send_header("Connection", "keep-alive")
+        super().end_headers()
 
     def handle_routed(self):
         """Every method the base class knows comes here: the two checks, then the route."""
@@ -4005,8 +4115,8 @@ class FormRequestPlumbing:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
         self.send_security_headers()
+        self.close_connection = True  # before the headers: it ends when the stream does
         self.end_headers()
-        self.close_connection = True
         try:
             while True:
                 events = next_events()
@@ -4790,6 +4900,11 @@ def route_inbox_verifier(request, params: dict):
 # is rebuilt from its checked parts (route, token, upload id, a few headers): nothing the
 # request says chooses where it goes. The owner's answer is relayed byte for byte, as it comes.
 
+# The door's kept connections to the owners (OwnerConnections): how long one may stay idle
+# (well under the owner's HTTP_IDLE_TIMEOUT_SECONDS), and how many per owner.
+DOOR_KEEP_SECONDS = 10.0
+DOOR_KEPT_PER_OWNER = 8
+DOOR_KEEP_HEADER = "X-Ask-User-Rich-Door"
 # Headers a form's requests need at the owner; Host is the owner's own, Origin was checked here.
 DOOR_FORWARDED_HEADERS = ("Content-Type", "X-Attachment-Name", "User-Agent", "Accept", "Accept-Language",
                           "Last-Event-ID")
@@ -4797,6 +4912,7 @@ DOOR_FORWARDED_HEADERS = ("Content-Type", "X-Attachment-Name", "User-Agent", "Ac
 DOOR_BODY_LIMITS = MappingProxyType({
     "/api/s/<token>/submit": (MAX_BODY_BYTES, ""),
     "/api/s/<token>/progress": (MAX_PROGRESS_BYTES, ""),
+    "/api/s/<token>/visibility": (MAX_VISIBILITY_BYTES, ""),
     "/api/s/<token>/attachments": (ATTACHMENT_MAX_BYTES, ATTACHMENT_TOO_LARGE),
 })
 DOOR_FAILURES = MappingProxyType({
@@ -4866,9 +4982,10 @@ def door_failure(status: int, forward: Forward) -> Reply:
     return json_reply(status, error_body(status, text, code))
 
 
-def _owner_request(request, forward: Forward, length: int) -> bytes:
+def _owner_request(request, forward: Forward, length: int, keep: bool) -> bytes:
     """The request line and headers the owner gets: HTTP/1.0, its own Host, a few of the page's
-    headers (HttpRefusal 400 for one that would split a line)."""
+    headers (HttpRefusal 400 for one that would split a line), and with `keep` the door's ask
+    to keep the connection for its next request."""
     lines = ["%s %s HTTP/1.0" % (forward.method, forward.path), "Host: 127.0.0.1:%d" % forward.port]
     for name in DOOR_FORWARDED_HEADERS:
         value = request.headers.get(name)
@@ -4879,35 +4996,143 @@ def _owner_request(request, forward: Forward, length: int) -> bytes:
         lines.append("%s: %s" % (name, value))
     if forward.limit is not None:
         lines.append("Content-Length: %d" % length)
+    if keep:
+        lines.append("%s: keep-alive" % DOOR_KEEP_HEADER)
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace")
+
+
+class OwnerConnections:
+    """The door's idle connections to each owner's port, kept for the next request: a request
+    through the door then costs no connection and no new thread at the owner. A connection
+    idle for DOOR_KEEP_SECONDS is closed (the owner drops it at HTTP_IDLE_TIMEOUT_SECONDS), and
+    one the owner has closed is noticed before it is used."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.idle: dict = {}  # port -> [(socket, when it was given back)]
+
+    def take(self, port: int, keep: bool):
+        """(socket, whether it carried a request before): a kept one when `keep` and there is
+        one still open, else a new connection to 127.0.0.1 (no name to resolve). OSError when
+        the owner cannot be reached."""
+        import socket
+
+        now = time.monotonic()
+        stale = []
+        with self.lock:
+            for each in list(self.idle):  # owners gone quiet or gone: their connections go too
+                fresh = [(owner, since) for owner, since in self.idle[each] if now - since < DOOR_KEEP_SECONDS]
+                stale += [owner for owner, since in self.idle[each] if now - since >= DOOR_KEEP_SECONDS]
+                if fresh:
+                    self.idle[each] = fresh
+                else:
+                    del self.idle[each]
+            kept = self.idle.get(port, []) if keep else []
+            found = None
+            while kept and found is None:
+                owner = kept.pop()[0]
+                if still_open(owner):
+                    found = owner
+                else:
+                    stale.append(owner)
+        for owner in stale:
+            owner.close()
+        if found is not None:
+            return found, True
+        owner = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            owner.settimeout(DOOR_CONNECT_SECONDS)
+            owner.connect((INBOX_HOST, port))
+            owner.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            owner.close()
+            raise
+        return owner, False
+
+    def give_back(self, port: int, owner) -> None:
+        with self.lock:
+            kept = self.idle.setdefault(port, [])
+            if len(kept) < DOOR_KEPT_PER_OWNER:
+                kept.append((owner, time.monotonic()))
+                return
+        owner.close()
+
+    def close(self) -> None:
+        with self.lock:
+            idle, self.idle = self.idle, {}
+        for kept in idle.values():
+            for owner, _ in kept:
+                owner.close()
+
+
+def still_open(owner) -> bool:
+    """Whether a kept connection can carry a request: nothing to read on it (an end, or bytes
+    nobody asked for, rule it out)."""
+    import socket
+
+    owner.settimeout(0)
+    try:
+        owner.recv(1, socket.MSG_PEEK)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def forward_to_owner(request, forward: Forward) -> None:
     """Send the request on to the owner and relay its answer unchanged as it comes (an events
     stream included); 502 when the owner cannot be reached, 504 when it does not begin to
-    answer in time. Never waits without a deadline."""
+    answer in time. Never waits without a deadline. A small body is read whole first and the
+    request goes on a kept connection; an upload goes on its own, passed on as it arrives."""
     import socket
 
     inbox = request.server.inbox
     try:
         length = request.body_length(*forward.limit) if forward.limit is not None else 0
-        head = _owner_request(request, forward, length)
     except HttpRefusal as refusal:
         return request.send_reply(refusal.reply())
-    try:
-        owner = socket.create_connection(("127.0.0.1", forward.port), timeout=DOOR_CONNECT_SECONDS)
-    except OSError as error:
-        return _forward_failed(request, forward, 502, error)
-    with owner:
-        owner.settimeout(inbox.answer_seconds)
-        owner.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    small, body = length <= ATTACHMENT_CHUNK_BYTES, b""
+    if small and length:
         try:
-            _pass_body(request, owner, head, length)
+            body = request.rfile.read(length)
+        except OSError:
+            return None
+    keep = small and len(body) == length
+    try:
+        head = _owner_request(request, forward, length, keep)
+    except HttpRefusal as refusal:
+        return request.send_reply(refusal.reply())
+    for attempt in range(2):
+        try:
+            owner, reused = inbox.owners.take(forward.port, keep and attempt == 0)
+        except OSError as error:
+            return _forward_failed(request, forward, 502, error)
+        reusable = False
+        try:
+            owner.settimeout(inbox.answer_seconds)
+            if small:
+                owner.sendall(head + body)
+                if not keep:
+                    owner.shutdown(socket.SHUT_WR)  # cut short: the owner sees the same short body
+            else:
+                _pass_body(request, owner, head, length)
+            status, reusable = _relay_answer(request, owner, inbox.answer_seconds, keep)
         except _PageGone:
             return None
         except OSError as error:
-            return _forward_failed(request, forward, 504 if isinstance(error, socket.timeout) else 502, error)
-        status = _relay_answer(request, owner, inbox.answer_seconds)
+            status = 504 if isinstance(error, socket.timeout) else 502
+            if not reused:
+                return _forward_failed(request, forward, status, error)
+        finally:
+            if reusable:
+                inbox.owners.give_back(forward.port, owner)
+            else:
+                owner.close()
+        # Nothing at all came back on a kept connection: the owner had closed it (it had not
+        # read the request), so it goes once more on a new one.
+        if not (reused and status == 502):
+            break
     if status is not None:
         _forward_failed(request, forward, status, None)
     return None
@@ -4918,17 +5143,8 @@ class _PageGone(Exception):
 
 
 def _pass_body(request, owner, head: bytes, length: int) -> None:
-    """The request line, headers and body to the owner: a small body in the same write as the
-    head (one packet, as the page sent it), a large one in chunks as it arrives."""
-    if length <= ATTACHMENT_CHUNK_BYTES:
-        try:
-            body = request.rfile.read(length) if length else b""
-        except OSError:
-            raise _PageGone() from None
-        owner.sendall(head + body)
-        if len(body) < length:
-            owner.shutdown(1)  # cut short: the owner sees the same short body
-        return
+    """The request line and headers of an upload to the owner, then its body in chunks as it
+    arrives."""
     owner.sendall(head)
     while length > 0:
         try:
@@ -4943,23 +5159,41 @@ def _pass_body(request, owner, head: bytes, length: int) -> None:
         length -= len(chunk)
 
 
-def _relay_answer(request, owner, patience: float):
-    """Copy the owner's answer to the page as it comes, flushed per chunk; None once done, or
-    the status to answer instead (502, 504) when the owner said nothing at all."""
+def _kept_answer_head(head: bytes):
+    """(the head as the page gets it, the body's length or None, whether the owner keeps the
+    connection): the owner's `Connection: keep-alive` is the door's business alone."""
+    lines = head.split(b"\r\n")
+    kept, length, shown = False, None, []
+    for line in lines:
+        name, _, value = line.partition(b":")
+        name = name.strip().lower()
+        if name == b"connection":
+            kept = value.strip().lower() == b"keep-alive"
+            continue
+        if name == b"content-length" and value.strip().isdigit():
+            length = int(value.strip())
+        shown.append(line)
+    return b"\r\n".join(shown), length, kept and length is not None
+
+
+def _relay_answer(request, owner, patience: float, keep: bool):
+    """Copy the owner's answer to the page as it comes, flushed per chunk. (None once done, or
+    the status to answer instead (502, 504) when the owner said nothing at all; whether the
+    connection can carry the next request: with `keep`, once the whole body has come)."""
     import selectors
 
     with selectors.DefaultSelector() as watch:
         watch.register(owner, selectors.EVENT_READ, "owner")
         watch.register(request.connection, selectors.EVENT_READ, "page")
-        started = False
+        started, pending, left = False, b"", None  # left: body bytes still to come, when known
         while True:
             ready = watch.select(DOOR_IDLE_SECONDS if started else patience)
             if not ready:
-                return None if started else 504
+                return (None if started else 504), False
             for key, _ in ready:
                 if key.data == "page":
                     if request.page_gone():
-                        return None  # the page left: so does the forwarded request
+                        return None, False  # the page left: so does the forwarded request
                     watch.unregister(request.connection)  # it sent more: not ours to read
                     continue
                 try:
@@ -4967,12 +5201,35 @@ def _relay_answer(request, owner, patience: float):
                 except OSError:
                     chunk = b""
                 if not chunk:
-                    return None if started else 502
-                try:
-                    request.connection.sendall(chunk)
-                except OSError:
-                    return None
+                    if pending:  # an answer without a whole head: passed on as it came
+                        _send_to_page(request, pending)
+                    return (None if started or pending else 502), False
+                if keep and left is None:
+                    pending += chunk
+                    end = pending.find(b"\r\n\r\n")
+                    if end < 0 and len(pending) <= ATTACHMENT_CHUNK_BYTES:
+                        continue
+                    head, body = (pending[:end], pending[end:]) if end >= 0 else (b"", pending)
+                    head, length, kept = _kept_answer_head(head) if end >= 0 else (b"", None, False)
+                    chunk, pending, keep = head + body, b"", kept
+                    left = length + 4 if kept else None  # the blank line after the head, then the body
+                    if left is not None:
+                        left -= len(body)
+                elif left is not None:
+                    left -= len(chunk)
+                if not _send_to_page(request, chunk):
+                    return None, False
                 started = True
+                if left is not None and left <= 0:
+                    return None, left == 0
+
+
+def _send_to_page(request, chunk: bytes) -> bool:
+    try:
+        request.connection.sendall(chunk)
+    except OSError:
+        return False
+    return True
 
 
 def _forward_failed(request, forward: Forward, status: int, error) -> None:
@@ -5105,9 +5362,11 @@ def plan_inbox_step(facts: dict) -> InboxStep:
       page within a second), every 2 s while a form is open here (its `N more waiting`), else
       with each bind retry.
     - Without the port, a bind is tried every INBOX_RETRY_SECONDS, and at once when a form has
-      opened and the holder was not proved lately. When the bind fails, whoever holds the port
-      is asked to prove the key (is it ours, or a foreign program?) the first time, and while a
-      form is open here (only a form shows the inbox's address), not at every retry.
+      opened and the holder was not proved lately, or when a URL was shown on a stale proof
+      (`reprove`: the caller, maybe holding its own lock, used the last proof and did not
+      wait on the network). When the bind fails, whoever holds the port is asked to prove the
+      key (is it ours, or a foreign program?) the first time, while a form is open here (only a
+      form shows the inbox's address) and when asked to, not at every retry.
     - A settled form stops being readable at `readableUntil`: the worker wakes then to drop it.
     """
     now = facts["now"]
@@ -5115,7 +5374,7 @@ def plan_inbox_step(facts: dict) -> InboxStep:
         return InboxStep(True, 0, False, False, False, False)
     watch = INBOX_WATCH_SECONDS if facts["streams"] else 2.0 if facts["formsOpen"] else INBOX_RETRY_SECONDS
     next_try = facts["nextTry"]
-    if facts["formsOpen"] and not facts["holding"] and now - facts["probed"] > INBOX_RETRY_SECONDS:
+    if not facts["holding"] and (facts["reprove"] or (facts["formsOpen"] and now - facts["probed"] > INBOX_RETRY_SECONDS)):
         next_try = min(next_try, now)
     due = [facts["lastScan"] + watch]
     if facts["dirty"]:
@@ -5133,7 +5392,7 @@ def plan_inbox_step(facts: dict) -> InboxStep:
         wait=0,
         write=facts["dirty"] and now >= facts["lastWrite"] + INBOX_WRITE_SECONDS,
         bind=bind,
-        probe=bind and (not facts["holderKnown"] or facts["formsOpen"]),
+        probe=bind and (not facts["holderKnown"] or facts["formsOpen"] or facts["reprove"]),
         scan=now >= facts["lastScan"] + watch,
     )
 
@@ -5163,6 +5422,7 @@ class Inbox:
         # (an unknown token: read the folder again) or a caller's about to show a door URL.
         self.door_lock = threading.RLock()
         self.answer_seconds = DOOR_ANSWER_SECONDS  # the door's patience with an owner
+        self.owners = OwnerConnections()  # the door's kept connections to them
         self.dirty = False
         self.worker = None
         self.closed = False
@@ -5172,6 +5432,7 @@ class Inbox:
         self.server = None  # a LoopbackListener while this process holds the port
         self.holder = None  # None: unknown; "ours", "foreign" or "free" as last probed
         self.probed = float("-inf")  # when it was probed last
+        self.reprove = False  # a URL was shown on a stale proof: the worker proves it again
         self.reported_foreign = False
         self.used_tickets: dict = {}  # nonce -> when it would expire: a ticket opens once
         self.write_failed = False  # the last write of the entry failed (a full disk)
@@ -5207,7 +5468,8 @@ class Inbox:
         """The `inbox` command: bind the port now and hold it until close(), pending or not;
         False when something holds it already. InboxUnavailable when there can be no inbox."""
         self._load_key()
-        self._try_to_hold(True)
+        if self._try_to_hold(True):
+            self._touch_forms()
         if self.server is None:
             return False
         with self.changed:
@@ -5249,20 +5511,39 @@ class Inbox:
         when it cannot: the inbox is off or unavailable, or a foreign program holds the port."""
         if not self.port or self.unavailable is not None or self.closed:
             return None
-        with self.door_lock:
-            try:
-                self._load_key()
-                if self.server is None and token_digest(interview.token) not in self.published:
-                    self._write_entry()
-                if self.server is None and not self._proof_fresh():
-                    self._try_to_hold(True)
-                    self._scan(force=True)  # the form's "N more waiting" is right from its first state
-            except InboxUnavailable as problem:
-                self._give_up(problem)
+        if self.server is None and (self.holder is None or token_digest(interview.token) not in self.published):
+            if not self._open_door():
                 return None
+        elif self.server is None and not self._proof_fresh():
+            # The caller may hold its own lock (a task's status): it gets the last proof's
+            # answer at once, and the worker proves the holder again.
+            with self.changed:
+                self.reprove = True
+                self.changed.notify_all()
         if self.server is None and self.holder != "ours":
             return None
         return self.door_base()
+
+    def _open_door(self) -> bool:
+        """A form's first URL: our registry file names it, and, the first time, the port is
+        bound or its holder proved. False when there can be no inbox here. The rows are taken
+        and the forms told outside the door's lock (an interview's lock is never taken under
+        it)."""
+        entry = self._own_entry()
+        with self.door_lock:
+            try:
+                self._load_key()
+                self._write_entry(entry)
+                first = self.server is None and self.holder is None
+                if first:
+                    self._try_to_hold(True)
+            except InboxUnavailable as problem:
+                self._give_up(problem)
+                return False
+        if first:
+            self._scan(force=True)  # the form's "N more waiting" is right from its first state
+            self._touch_forms()
+        return True
 
     def door_base(self) -> str:
         return self.runtime.config.public_url or "http://localhost:%d" % self.port
@@ -5417,25 +5698,31 @@ class Inbox:
         return {"now": now, "readableUntil": self._readable_until(now), "closed": self.closed,
                 "active": self._active(), "streams": self.streams, "formsOpen": forms,
                 "holding": self.server is not None, "holderKnown": self.holder is not None,
-                "probed": self.probed, "dirty": self.dirty}
+                "probed": self.probed, "dirty": self.dirty, "reprove": self.reprove}
 
     def _act(self, step, times: dict) -> None:
+        entry = self._own_entry() if step.write else None  # the rows: outside the door's lock
         with self.door_lock:
             if step.write:
                 times["lastWrite"] = time.monotonic()
-                if not self._write_entry():
+                if not self._write_entry(entry):
                     times["lastWrite"] += INBOX_RETRY_SECONDS  # the disk may have room by then
             if step.bind:
-                self._try_to_hold(step.probe)
+                learned = self._try_to_hold(step.probe)
                 times["nextTry"] = time.monotonic() + INBOX_RETRY_SECONDS
+                if step.probe:
+                    with self.lock:
+                        self.reprove = False
             scan = step.scan or step.write
             if scan:
                 times["lastScan"] = time.monotonic()
                 if self.server is not None:
                     self._refresh_key()  # what it serves under, and checks the pages' proofs with
+        # Outside the door's lock: the forms are nudged, and a caller that holds an interview's
+        # lock may be waiting on the door's lock for its URL.
+        if step.bind and learned:
+            self._touch_forms()
         if scan:
-            # Outside the door's lock: a scan nudges this process's interviews, and a caller that
-            # holds an interview's lock may be waiting on the door's lock for its URL.
             self._scan(force=step.write)
 
     def _load_key(self) -> None:
@@ -5478,10 +5765,10 @@ class Inbox:
         # Logged once it holds: a form's /state read after this line has no inbox in it.
         self.log.event("inbox-unavailable", "warning", reason=str(problem))
 
-    def _write_entry(self) -> bool:
-        """Whether the entry is as it should be now; when it could not be written, it is
-        marked to be written again and the failure logged once, until a write succeeds."""
-        entry = self._own_entry()
+    def _write_entry(self, entry: dict) -> bool:
+        """Write `entry` (_own_entry(), taken before the door's lock); whether the entry is as
+        it should be now. When it could not be written, it is marked to be written again and
+        the failure logged once, until a write succeeds."""
         if not (entry["interviews"] or entry["forms"]):
             self.registry.remove()
             self.published = frozenset()
@@ -5502,9 +5789,10 @@ class Inbox:
             self.log.event("inbox-written-again")
         return True
 
-    def _try_to_hold(self, probe: bool) -> None:
+    def _try_to_hold(self, probe: bool) -> bool:
         """Bind the port; failing that, with `probe`, learn who holds it (plan_inbox_step says
-        when)."""
+        when). Whether it bound or learned who holds it: the caller then tells the forms, once
+        out of the door's lock."""
         try:
             if not port_is_free(INBOX_HOST, self.port):
                 raise OSError("address in use")
@@ -5512,7 +5800,7 @@ class Inbox:
                 lambda address, family: inbox_server_class()(self, address, family), INBOX_HOST, self.port)
         except OSError as error:
             if not probe:
-                return
+                return False
             # "free" here: the holder exited between the bind and the probe; the next try binds.
             self._refresh_key()
             verdict = prove_inbox_holder(self.port, self.key)
@@ -5523,8 +5811,7 @@ class Inbox:
             if report:
                 self.log.event("inbox-port-taken", "warning", port=self.port, error=str(error),
                                detail="held by a program that is not ask-user-rich; forms work as before")
-            self._touch_forms()
-            return
+            return True
         with self.changed:
             self.server = server
             self.holder = "ours"
@@ -5532,7 +5819,7 @@ class Inbox:
         # wakes it with a connection instead, so it need not look often.
         server.start("ask-user-rich-inbox-http", INBOX_RETRY_SECONDS)
         self.log.event("inbox-holding", port=self.port)
-        self._touch_forms()
+        return True
 
     def _release(self) -> None:
         with self.changed:
@@ -5541,6 +5828,7 @@ class Inbox:
         if server is not None:
             server.stop(patience=None)  # before the sockets close under the loops
             server.close()
+            self.owners.close()
             self.log.event("inbox-released", port=self.port)
 
     def _wind_down(self) -> None:
@@ -6238,19 +6526,33 @@ def send_to_all(targets: list, notice: dict, log: Log, interview_id=None, done=N
 
 # -- the scheduler: one thread per process, asleep until the next notice is due -----------
 
+class NoticeClock:
+    """The scheduler's time: `now()`, and `sleep(condition, until)`, called with `condition`
+    held, which waits on it until `now()` reaches `until` (None: until notified). A test's clock
+    moves when the test says and tells it when the scheduler sleeps again."""
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, condition: threading.Condition, until) -> None:
+        condition.wait(None if until is None else max(0.0, until - self.now()))
+
+
 class Notices:
     """Every interview that needs the person, and the thread that tells them when due.
 
     The thread starts with the first need and sleeps on a condition until the next notice is
-    due or something changes (a page view, a settle, follow-ups, close): no polling. Sending
-    happens on threads of their own (send_to_all), so nothing here ever waits on a notifier."""
+    due or something changes (a page in view, a settle, follow-ups, close): no polling. A need
+    is met by a sighting (Interview.attention), never by a page load alone: a tab the opener put
+    in the background loads unseen. Sending happens on threads of their own (send_to_all), so
+    nothing here ever waits on a notifier."""
 
-    def __init__(self, config: Config, log: Log, project: str = "", clock=time.monotonic,
+    def __init__(self, config: Config, log: Log, project: str = "", clock=None,
                  facts=None, open_form=None) -> None:
         self.config = config
         self.log = log
         self.project = project
-        self.clock = clock
+        self.clock = clock or NoticeClock()
         self.facts = facts  # the desktop's facts; None: read on the first notice
         self.open_form = open_form or (lambda url: open_browser(url, config, log))
         self.changed = threading.Condition(threading.Lock())
@@ -6259,7 +6561,6 @@ class Notices:
         self.targets = None
         self.thread = None
         self.closed = False
-        self.passes = 0  # scheduler passes made: what a test waits on after moving its clock
 
     @property
     def enabled(self) -> bool:
@@ -6268,22 +6569,25 @@ class Notices:
     def arm(self, interview: Interview, opened: bool) -> None:
         """A call starts waiting on `interview` (`opened`: a browser showed it). A need already
         there stays as it is: a second call on the same interview changes nothing."""
+        facts = interview.attention()
         with self.changed:
             if not self.enabled or self.closed or interview.id in self.needs:
                 return
-            self._add(interview, "waiting", opened, views=0)
+            self._add(interview, "waiting", opened, facts["sightings"])
 
     def follow_ups(self, interview: Interview) -> None:
-        """Follow-ups landed: a need of their own, seen once the form shows them."""
+        """Follow-ups landed: a need of their own, met at once on a form in view, else by the
+        next sighting."""
         facts = interview.attention()
         with self.changed:
             if not self.enabled or self.closed:
                 return
-            self._add(interview, "follow-ups", facts["streams"] > 0, views=facts["pageViews"])
+            self._add(interview, "follow-ups", facts["streams"] > 0, facts["sightings"])
 
-    def _add(self, interview: Interview, kind: str, opened: bool, views: int) -> None:
-        self.needs[interview.id] = {"interview": interview, "kind": kind, "since": self.clock(),
-                                    "opened": opened, "sent": 0, "views": views}
+    def _add(self, interview: Interview, kind: str, opened: bool, sightings: int) -> None:
+        # Seen once a page comes into view after this, or while one is in view.
+        self.needs[interview.id] = {"interview": interview, "kind": kind, "since": self.clock.now(),
+                                    "opened": opened, "sent": 0, "sightings": sightings}
         self.log.event("notices-armed", interview=interview.id, reason=kind,
                        first_in=self.config.notify_after if opened else 0)
         if self.thread is None:
@@ -6292,18 +6596,13 @@ class Notices:
         self.changed.notify_all()
 
     def observe(self, interview: Interview) -> None:
-        """Something changed on an interview (a page view, a settle): look again now."""
+        """Something changed on an interview (a page in view, a settle): look again now."""
         settled = not interview.is_pending()
         with self.changed:
             if interview.id in self.needs:
                 self.changed.notify_all()
             elif settled:
                 self.last_sent.pop(interview.id, None)  # nothing more is ever sent for it
-
-    def poke(self) -> None:
-        """Look again now (a test that moved its clock)."""
-        with self.changed:
-            self.changed.notify_all()
 
     def close(self) -> None:
         """Stop telling; kill notifiers still waiting for a click. Never waits."""
@@ -6319,12 +6618,9 @@ class Notices:
             with self.changed:
                 if self.closed:
                     return
-                now = self.clock()
-                due, wake = self._plan(now)
-                self.passes += 1
-                self.changed.notify_all()
+                due, wake = self._plan(self.clock.now())
                 if not due:
-                    self.changed.wait(None if wake is None else max(0.0, wake - now))
+                    self.clock.sleep(self.changed, wake)
                     continue
             for interview, kind, number in due:
                 self._send(interview, kind, number)
@@ -6335,7 +6631,7 @@ class Notices:
         for interview_id, need in list(self.needs.items()):
             interview = need["interview"]
             facts = interview.attention()
-            viewed = facts["pageViews"] > need["views"] or (need["kind"] == "follow-ups" and facts["unseen"] == 0)
+            viewed = facts["sightings"] > need["sightings"] or facts["inView"]
             plan = plan_notice(dict(need, viewed=viewed, pending=facts["pending"],
                                     lastSent=self.last_sent.get(interview_id)), now, self.config.notify_after)
             if plan["send"]:
@@ -8575,8 +8871,10 @@ class InterviewTools:
             shown = form_state(self.runtime, interview)
             if arguments.get("full") is not True:
                 return 200, shown
-            # The app loading the whole interview is its page view (it stops the notices).
-            self.runtime.hub.record_page_view(interview, "app in %s" % (agent_name(call.client_info) or "a host"))
+            # The app loading the whole interview is its page view, and a sighting: the host
+            # shows it in the conversation (it stops the notices).
+            self.runtime.hub.record_page_view(interview, "app in %s" % (agent_name(call.client_info) or "a host"),
+                                              seen=True)
             return 200, dict(form_payload(interview), **shown)
 
         return self.app_operation(arguments, state)

@@ -195,6 +195,49 @@ def test_a_progress_post_takes_only_json_counts_that_make_sense(opened):
     assert http_request(url, "POST", b"x", {"Content-Type": "text/plain"}).status == 415
 
 
+def test_a_visibility_report_moves_what_the_notices_judge_by_and_a_bad_one_is_refused(opened, runtime):
+    url = api_url(opened.url, "visibility")
+    seen = {"page": "tab-1", "visibility": "visible", "focus": True}
+    assert http_request(url, "POST", seen).status == 204
+    assert opened.attention()["sightings"] == 1
+    assert http_request(url, "POST", dict(seen, focus=False)).status == 204  # behind another window
+    assert http_request(url, "POST", seen).status == 204  # in front again: a second sighting
+    assert opened.attention()["sightings"] == 2
+    for bad, said in [
+        ([], "visibility must be an object of page, visibility and focus"),
+        (dict(seen, visibility="prerender"), 'visibility must be "visible" or "hidden" (got "prerender")'),
+        (dict(seen, focus="yes"), 'focus must be true or false (got "yes")'),
+        (dict(seen, page="a/b"), "page must be the page's id"),
+        (dict(seen, page="x" * 65), "page must be the page's id"),
+        ({"page": 7}, "page must be the page's id: 1 to 64 letters, digits, '-' or '_' (got 7); "
+                      "visibility must be \"visible\" or \"hidden\" (got null); focus must be true or false (got null)"),
+    ]:
+        answer = http_request(url, "POST", bad)
+        assert answer.status == 400 and answer.json()["code"] == "invalid-visibility", bad
+        assert said in answer.json()["error"]
+    assert http_request(url, "POST", b"{", {"Content-Type": "application/json"}).json()["code"] == "bad-json"
+    assert http_request(url, "POST", b"x", {"Content-Type": "text/plain"}).status == 415
+    assert http_request(url, "POST", b"x" * 2000, {"Content-Type": "application/json"}).status == 413
+    assert http_request(api_url(opened.url.replace(opened.token, "nope"), "visibility"), "POST", seen).status == 404
+    assert opened.attention()["sightings"] == 2  # nothing refused counted
+    assert http_request(url, "POST", seen).status == 204  # and the server serves on
+    assert http_request(opened.url).status == 200
+
+
+def test_an_interview_remembers_its_latest_pages_only(opened):
+    """A page that keeps saying it is in view is one sighting; one forgotten (the bound on
+    pages kept) counts again when it next says so."""
+    url = api_url(opened.url, "visibility")
+    seen = {"page": "p0", "visibility": "visible", "focus": True}
+    assert http_request(url, "POST", seen).status == 204
+    assert http_request(url, "POST", seen).status == 204
+    assert opened.attention()["sightings"] == 1
+    for number in range(1, askrich.PAGES_REMEMBERED + 1):
+        assert http_request(url, "POST", {"page": "p%d" % number, "visibility": "hidden", "focus": False}).status == 204
+    assert http_request(url, "POST", seen).status == 204
+    assert opened.attention()["sightings"] == 2
+
+
 def test_methods_other_than_get_and_post_are_refused(opened):
     for method in ("PUT", "DELETE", "PATCH", "OPTIONS", "HEAD"):
         assert http_request(opened.url, method).status == 405

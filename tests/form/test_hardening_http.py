@@ -329,7 +329,8 @@ def test_every_allow_listed_asset_is_served_with_its_fixed_type(rt, name):
 # -- Host and Origin ----------------------------------------------------------------------------
 
 ROUTES = ("GET /s/{t}", "GET /api/s/{t}", "GET /api/s/{t}/state", "GET /api/s/{t}/events",
-          "POST /api/s/{t}/progress", "POST /api/s/{t}/submit", "GET /assets/form.html")
+          "POST /api/s/{t}/progress", "POST /api/s/{t}/visibility", "POST /api/s/{t}/submit",
+          "GET /assets/form.html")
 
 
 @pytest.mark.parametrize("route", ROUTES)
