@@ -4721,7 +4721,8 @@ def route_inbox_prove(request, params: dict):
     not a secret), `pageProof` for the page that session opened."""
     nonce = request_nonce(request)
     key = request.server.inbox.key
-    proved = {"proof": proof_of(key, nonce)}
+    # `door`: this holder also serves every process's forms (one that does not is older).
+    proved = {"proof": proof_of(key, nonce), "door": True}
     session = query_value(request, "session")
     if session:
         if len(session) != 24 or not set(session) <= HEX_DIGITS:
@@ -5211,11 +5212,19 @@ def prove_inbox_holder(port: int, key: str, timeout: float = INBOX_PROBE_SECONDS
     """Ask whoever holds `port` on each loopback to prove it knows the key, without sending the
     key. "ours", "foreign" (something answers on either and cannot prove it) or "free" (nothing
     listens on either)."""
+    return probe_inbox_holder(port, key, timeout)[0]
+
+
+def probe_inbox_holder(port: int, key: str, timeout: float = INBOX_PROBE_SECONDS):
+    """(prove_inbox_holder's verdict, whether that holder is also the front door). An older
+    ask-user-rich proves the key but serves no door: while it holds the port, forms show their
+    own port (its answer has no `door`)."""
     verdicts = {_prove_at(address, port, key, timeout) for address, _ in listen_addresses(INBOX_HOST)}
-    for verdict in ("foreign", "ours"):
-        if verdict in verdicts:
-            return verdict
-    return "free"
+    if "foreign" in verdicts:
+        return "foreign", False
+    if verdicts & {"ours", "ours-without-door"}:
+        return "ours", "ours-without-door" not in verdicts
+    return "free", False
 
 
 def _prove_at(address: str, port: int, key: str, timeout: float) -> str:
@@ -5237,13 +5246,14 @@ def _prove_at(address: str, port: int, key: str, timeout: float) -> str:
     finally:
         connection.close()
     try:
-        proof = json.loads(body.decode("utf-8")).get("proof")
+        answer = json.loads(body.decode("utf-8"))
+        proof = answer.get("proof")
     except (UnicodeDecodeError, ValueError, AttributeError):
         return "foreign"
     if response.status == 200 and isinstance(proof, str) and hmac.compare_digest(
         proof.encode("ascii", "replace"), proof_of(key, nonce).encode("ascii")
     ):
-        return "ours"
+        return "ours" if answer.get("door") is True else "ours-without-door"
     return "foreign"
 
 
@@ -5334,6 +5344,7 @@ class Inbox:
         self.unavailable = None  # why the inbox cannot be kept here, once found
         self.server = None  # a LoopbackListener while this process holds the port
         self.holder = None  # None: unknown; "ours", "foreign" or "free" as last probed
+        self.holder_door = False  # that holder serves the front door (an older one does not)
         self.probed = float("-inf")  # when it was probed last
         self.reprove = False  # a URL was shown on a stale proof: the worker proves it again
         self.reported_foreign = False
@@ -5423,7 +5434,7 @@ class Inbox:
             with self.changed:
                 self.reprove = True
                 self.changed.notify_all()
-        if self.server is None and self.holder != "ours":
+        if self.server is None and not (self.holder == "ours" and self.holder_door):
             return None
         return self.door_base()
 
@@ -5706,9 +5717,9 @@ class Inbox:
                 return False
             # "free" here: the holder exited between the bind and the probe; the next try binds.
             self._refresh_key()
-            verdict = prove_inbox_holder(self.port, self.key)
+            verdict, door = probe_inbox_holder(self.port, self.key)
             with self.lock:
-                self.holder, self.probed = verdict, time.monotonic()
+                self.holder, self.holder_door, self.probed = verdict, door, time.monotonic()
                 report = verdict == "foreign" and not self.reported_foreign
                 self.reported_foreign = self.reported_foreign or report
             if report:
@@ -5717,7 +5728,7 @@ class Inbox:
             return True
         with self.changed:
             self.server = server
-            self.holder = "ours"
+            self.holder, self.holder_door = "ours", True
         # serve_forever wakes every poll_interval only to see whether it should stop; _release
         # wakes it with a connection instead, so it need not look often.
         server.start("ask-user-rich-inbox-http", INBOX_RETRY_SECONDS)
