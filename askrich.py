@@ -4567,6 +4567,7 @@ def _inbox_entry(raw, pid: int):
         "interviews": rows,
         "port": port,
         "forms": frozenset(digest for digest in forms if isinstance(digest, str) and len(digest) == 64),
+        "version": raw.get("version") if isinstance(raw.get("version"), str) else None,
     }
 
 
@@ -4721,8 +4722,8 @@ def route_inbox_prove(request, params: dict):
     not a secret), `pageProof` for the page that session opened."""
     nonce = request_nonce(request)
     key = request.server.inbox.key
-    # `door`: this holder also serves every process's forms (one that does not is older).
-    proved = {"proof": proof_of(key, nonce), "door": True}
+    # `door`: this holder also serves every process's forms, with the assets of this version.
+    proved = {"proof": proof_of(key, nonce), "door": __version__}
     session = query_value(request, "session")
     if session:
         if len(session) != 24 or not set(session) <= HEX_DIGITS:
@@ -5216,9 +5217,10 @@ def prove_inbox_holder(port: int, key: str, timeout: float = INBOX_PROBE_SECONDS
 
 
 def probe_inbox_holder(port: int, key: str, timeout: float = INBOX_PROBE_SECONDS):
-    """(prove_inbox_holder's verdict, whether that holder is also the front door). An older
-    ask-user-rich proves the key but serves no door: while it holds the port, forms show their
-    own port (its answer has no `door`)."""
+    """(prove_inbox_holder's verdict, whether that holder is also our front door). An older
+    ask-user-rich proves the key but serves no door, and one of another version serves its own
+    assets, which need not fit our pages: while either holds the port, forms show their own
+    port (its answer's `door` is not our version)."""
     verdicts = {_prove_at(address, port, key, timeout) for address, _ in listen_addresses(INBOX_HOST)}
     if "foreign" in verdicts:
         return "foreign", False
@@ -5253,7 +5255,7 @@ def _prove_at(address: str, port: int, key: str, timeout: float) -> str:
     if response.status == 200 and isinstance(proof, str) and hmac.compare_digest(
         proof.encode("ascii", "replace"), proof_of(key, nonce).encode("ascii")
     ):
-        return "ours" if answer.get("door") is True else "ours-without-door"
+        return "ours" if answer.get("door") == __version__ else "ours-without-door"
     return "foreign"
 
 
@@ -5544,8 +5546,10 @@ class Inbox:
         rows, door = [], self.door_base()
         for entry in entries:
             for row in entry["interviews"]:
-                # The registry names each form's own port; the page opens it through the door.
-                url = form_url(door, row["url"].rsplit("/s/", 1)[-1]) if entry["port"] else row["url"]
+                # The registry names each form's own port; the page opens it through the door,
+                # whose assets are this version's: a form of another version, at its own port.
+                through = entry["port"] and entry["version"] == __version__
+                url = form_url(door, row["url"].rsplit("/s/", 1)[-1]) if through else row["url"]
                 rows.append(dict(row, agent=row.pop("agent", entry["agent"]), project=entry["project"],
                                  pid=entry["pid"], url=url))
         rows.sort(key=lambda row: (row["createdAt"], row["pid"], row["interviewId"]))
@@ -5571,7 +5575,8 @@ class Inbox:
                 agent = interview.agent or agent
         return {"pid": os.getpid(), "startedAt": self.started_at, "agent": agent,
                 "project": self.project, "interviews": rows,
-                "port": form_server.port if form_server is not None else None, "forms": forms}
+                "port": form_server.port if form_server is not None else None, "forms": forms,
+                "version": __version__}
 
     # -- the worker -----------------------------------------------------------------------
 
