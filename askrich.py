@@ -5174,23 +5174,70 @@ def _kept_answer_head(head: bytes):
 
 
 def _relay_answer(request, owner, patience: float, keep: bool):
-    """Copy the owner's answer to the page as it comes, flushed per chunk. (None once done, or
-    the status to answer instead (502, 504) when the owner said nothing at all; whether the
-    connection can carry the next request: with `keep`, once the whole body has come)."""
+    """Copy the owner's answer to the page as it comes. (None once done, or the status to
+    answer instead (502, 504) when the owner said nothing at all; whether the connection can
+    carry the next request: with `keep`, once the whole of an answer of known length has
+    come.) An answer of known length is read straight (it is not long in coming); one without
+    (an events stream) is relayed while the page is watched too."""
+    import socket
+
+    if not keep:
+        return _relay_stream(request, owner, patience, False), False
+    pending = b""
+    try:
+        while True:
+            chunk = owner.recv(ATTACHMENT_CHUNK_BYTES)
+            if not chunk:
+                if pending:  # an answer without a whole head: passed on as it came
+                    _send_to_page(request, pending)
+                return (None if pending else 502), False
+            pending += chunk
+            end = pending.find(b"\r\n\r\n")
+            if end >= 0 or len(pending) > ATTACHMENT_CHUNK_BYTES:
+                break
+        head, length, kept = _kept_answer_head(pending[:end]) if end >= 0 else (b"", None, False)
+        shown = [head + pending[end:] if end >= 0 else pending]
+        if not kept:  # a stream, or an owner that ends the connection: as it comes
+            if not _send_to_page(request, shown[0]):
+                return None, False
+            return _relay_stream(request, owner, patience, True), False
+        left = length + 4 - (len(pending) - end)  # the blank line after the head, then the body
+        owner.settimeout(DOOR_IDLE_SECONDS)
+        while left > 0:
+            chunk = owner.recv(min(ATTACHMENT_CHUNK_BYTES, left))
+            if not chunk:
+                _send_to_page(request, b"".join(shown))
+                return None, False
+            left -= len(chunk)
+            shown.append(chunk)
+            # A small answer goes to the page in one write, head and body, as one packet.
+            if length > ATTACHMENT_CHUNK_BYTES:
+                if not _send_to_page(request, b"".join(shown)):
+                    return None, False
+                shown = []
+        return (None, left == 0) if _send_to_page(request, b"".join(shown)) else (None, False)
+    except socket.timeout:
+        return (None if pending else 504), False
+    except OSError:
+        return (None if pending else 502), False
+
+
+def _relay_stream(request, owner, patience: float, started: bool):
+    """Copy the owner's answer to the page as it comes, flushed per chunk, until either ends:
+    None once done, or 502/504 when the owner said nothing at all."""
     import selectors
 
     with selectors.DefaultSelector() as watch:
         watch.register(owner, selectors.EVENT_READ, "owner")
         watch.register(request.connection, selectors.EVENT_READ, "page")
-        started, pending, left = False, b"", None  # left: body bytes still to come, when known
         while True:
             ready = watch.select(DOOR_IDLE_SECONDS if started else patience)
             if not ready:
-                return (None if started else 504), False
+                return None if started else 504
             for key, _ in ready:
                 if key.data == "page":
                     if request.page_gone():
-                        return None, False  # the page left: so does the forwarded request
+                        return None  # the page left: so does the forwarded request
                     watch.unregister(request.connection)  # it sent more: not ours to read
                     continue
                 try:
@@ -5198,27 +5245,10 @@ def _relay_answer(request, owner, patience: float, keep: bool):
                 except OSError:
                     chunk = b""
                 if not chunk:
-                    if pending:  # an answer without a whole head: passed on as it came
-                        _send_to_page(request, pending)
-                    return (None if started or pending else 502), False
-                if keep and left is None:
-                    pending += chunk
-                    end = pending.find(b"\r\n\r\n")
-                    if end < 0 and len(pending) <= ATTACHMENT_CHUNK_BYTES:
-                        continue
-                    head, body = (pending[:end], pending[end:]) if end >= 0 else (b"", pending)
-                    head, length, kept = _kept_answer_head(head) if end >= 0 else (b"", None, False)
-                    chunk, pending, keep = head + body, b"", kept
-                    left = length + 4 if kept else None  # the blank line after the head, then the body
-                    if left is not None:
-                        left -= len(body)
-                elif left is not None:
-                    left -= len(chunk)
+                    return None if started else 502
                 if not _send_to_page(request, chunk):
-                    return None, False
+                    return None
                 started = True
-                if left is not None and left <= 0:
-                    return None, left == 0
 
 
 def _send_to_page(request, chunk: bytes) -> bool:
