@@ -9847,15 +9847,20 @@ def _doctor_door(config: Config) -> list:
         return ["front door: off (no inbox here, see above); every form is shown at its own process's port"]
     _, entries = InboxRegistry(config.log_dir).scan()
     serving = sum(1 for entry in entries if entry["port"] and entry["forms"])
-    verdict = prove_inbox_holder(port, key)
+    verdict, ours = probe_inbox_holder(port, key)
     door = "http://localhost:%d" % port
+    if verdict == "ours" and not ours:
+        verdict = "other"
     lines = {
         "ours": ["front door: %s serves the forms of %d process%s" % (door, serving, "" if serving == 1 else "es")],
+        "other": ["front door: %s is held by an ask-user-rich of another version: forms of this one are shown "
+                  "at their own process's port until it exits" % door],
         "free": ["front door: %s (nobody holds it now: the next process with a form will)" % door],
         "foreign": ["front door: 127.0.0.1:%d is held by a program that is not ask-user-rich" % port],
     }[verdict]
     lines.append("  forms fall back to their own process's port (http://%s:<port>/s/…) only while the door "
-                 "cannot serve them (a foreign program on its port, or no inbox)" % config.public_host)
+                 "cannot serve them (a foreign program or another version on its port, or no inbox)"
+                 % config.public_host)
     if config.public_url:
         lines.append("public URL: %s (every URL shown starts with it): %s" % (
             config.public_url, _doctor_public_url(config.public_url, key)))

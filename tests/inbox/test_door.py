@@ -390,6 +390,8 @@ def test_a_holder_that_proves_the_key_but_serves_no_door_leaves_each_form_at_its
         through = door_served == askrich.__version__
         assert mine.url == ("http://localhost:%d/s/%s" % (port, mine.token) if through else mine.own_url)
         assert runtime.inbox.holder == "ours"  # it proved the key: the form's inbox link works
+        said = askrich._doctor_door(runtime.config)[0]
+        assert ("serves the forms" in said) if through else ("another version" in said)
     finally:
         runtime.close()
         holder.shutdown()
