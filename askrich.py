@@ -4676,6 +4676,7 @@ def _inbox_entry(raw, pid: int):
         "interviews": rows,
         "port": port,
         "forms": frozenset(digest for digest in forms if isinstance(digest, str) and len(digest) == 64),
+        "version": raw.get("version") if isinstance(raw.get("version"), str) else None,
     }
 
 
@@ -4824,7 +4825,8 @@ def route_inbox_prove(request, params: dict):
     not a secret), `pageProof` for the page that session opened."""
     nonce = request_nonce(request)
     key = request.server.inbox.key
-    proved = {"proof": proof_of(key, nonce)}
+    # `door`: this holder also serves every process's forms, with the assets of this version.
+    proved = {"proof": proof_of(key, nonce), "door": __version__}
     session = query_value(request, "session")
     if session:
         if len(session) != 24 or not set(session) <= HEX_DIGITS:
@@ -5177,23 +5179,70 @@ def _kept_answer_head(head: bytes):
 
 
 def _relay_answer(request, owner, patience: float, keep: bool):
-    """Copy the owner's answer to the page as it comes, flushed per chunk. (None once done, or
-    the status to answer instead (502, 504) when the owner said nothing at all; whether the
-    connection can carry the next request: with `keep`, once the whole body has come)."""
+    """Copy the owner's answer to the page as it comes. (None once done, or the status to
+    answer instead (502, 504) when the owner said nothing at all; whether the connection can
+    carry the next request: with `keep`, once the whole of an answer of known length has
+    come.) An answer of known length is read straight (it is not long in coming); one without
+    (an events stream) is relayed while the page is watched too."""
+    import socket
+
+    if not keep:
+        return _relay_stream(request, owner, patience, False), False
+    pending = b""
+    try:
+        while True:
+            chunk = owner.recv(ATTACHMENT_CHUNK_BYTES)
+            if not chunk:
+                if pending:  # an answer without a whole head: passed on as it came
+                    _send_to_page(request, pending)
+                return (None if pending else 502), False
+            pending += chunk
+            end = pending.find(b"\r\n\r\n")
+            if end >= 0 or len(pending) > ATTACHMENT_CHUNK_BYTES:
+                break
+        head, length, kept = _kept_answer_head(pending[:end]) if end >= 0 else (b"", None, False)
+        shown = [head + pending[end:] if end >= 0 else pending]
+        if not kept:  # a stream, or an owner that ends the connection: as it comes
+            if not _send_to_page(request, shown[0]):
+                return None, False
+            return _relay_stream(request, owner, patience, True), False
+        left = length + 4 - (len(pending) - end)  # the blank line after the head, then the body
+        owner.settimeout(DOOR_IDLE_SECONDS)
+        while left > 0:
+            chunk = owner.recv(min(ATTACHMENT_CHUNK_BYTES, left))
+            if not chunk:
+                _send_to_page(request, b"".join(shown))
+                return None, False
+            left -= len(chunk)
+            shown.append(chunk)
+            # A small answer goes to the page in one write, head and body, as one packet.
+            if length > ATTACHMENT_CHUNK_BYTES:
+                if not _send_to_page(request, b"".join(shown)):
+                    return None, False
+                shown = []
+        return (None, left == 0) if _send_to_page(request, b"".join(shown)) else (None, False)
+    except socket.timeout:
+        return (None if pending else 504), False
+    except OSError:
+        return (None if pending else 502), False
+
+
+def _relay_stream(request, owner, patience: float, started: bool):
+    """Copy the owner's answer to the page as it comes, flushed per chunk, until either ends:
+    None once done, or 502/504 when the owner said nothing at all."""
     import selectors
 
     with selectors.DefaultSelector() as watch:
         watch.register(owner, selectors.EVENT_READ, "owner")
         watch.register(request.connection, selectors.EVENT_READ, "page")
-        started, pending, left = False, b"", None  # left: body bytes still to come, when known
         while True:
             ready = watch.select(DOOR_IDLE_SECONDS if started else patience)
             if not ready:
-                return (None if started else 504), False
+                return None if started else 504
             for key, _ in ready:
                 if key.data == "page":
                     if request.page_gone():
-                        return None, False  # the page left: so does the forwarded request
+                        return None  # the page left: so does the forwarded request
                     watch.unregister(request.connection)  # it sent more: not ours to read
                     continue
                 try:
@@ -5201,27 +5250,10 @@ def _relay_answer(request, owner, patience: float, keep: bool):
                 except OSError:
                     chunk = b""
                 if not chunk:
-                    if pending:  # an answer without a whole head: passed on as it came
-                        _send_to_page(request, pending)
-                    return (None if started or pending else 502), False
-                if keep and left is None:
-                    pending += chunk
-                    end = pending.find(b"\r\n\r\n")
-                    if end < 0 and len(pending) <= ATTACHMENT_CHUNK_BYTES:
-                        continue
-                    head, body = (pending[:end], pending[end:]) if end >= 0 else (b"", pending)
-                    head, length, kept = _kept_answer_head(head) if end >= 0 else (b"", None, False)
-                    chunk, pending, keep = head + body, b"", kept
-                    left = length + 4 if kept else None  # the blank line after the head, then the body
-                    if left is not None:
-                        left -= len(body)
-                elif left is not None:
-                    left -= len(chunk)
+                    return None if started else 502
                 if not _send_to_page(request, chunk):
-                    return None, False
+                    return None
                 started = True
-                if left is not None and left <= 0:
-                    return None, left == 0
 
 
 def _send_to_page(request, chunk: bytes) -> bool:
@@ -5308,11 +5340,20 @@ def prove_inbox_holder(port: int, key: str, timeout: float = INBOX_PROBE_SECONDS
     """Ask whoever holds `port` on each loopback to prove it knows the key, without sending the
     key. "ours", "foreign" (something answers on either and cannot prove it) or "free" (nothing
     listens on either)."""
+    return probe_inbox_holder(port, key, timeout)[0]
+
+
+def probe_inbox_holder(port: int, key: str, timeout: float = INBOX_PROBE_SECONDS):
+    """(prove_inbox_holder's verdict, whether that holder is also our front door). An older
+    ask-user-rich proves the key but serves no door, and one of another version serves its own
+    assets, which need not fit our pages: while either holds the port, forms show their own
+    port (its answer's `door` is not our version)."""
     verdicts = {_prove_at(address, port, key, timeout) for address, _ in listen_addresses(INBOX_HOST)}
-    for verdict in ("foreign", "ours"):
-        if verdict in verdicts:
-            return verdict
-    return "free"
+    if "foreign" in verdicts:
+        return "foreign", False
+    if verdicts & {"ours", "ours-without-door"}:
+        return "ours", "ours-without-door" not in verdicts
+    return "free", False
 
 
 def _prove_at(address: str, port: int, key: str, timeout: float) -> str:
@@ -5334,13 +5375,14 @@ def _prove_at(address: str, port: int, key: str, timeout: float) -> str:
     finally:
         connection.close()
     try:
-        proof = json.loads(body.decode("utf-8")).get("proof")
+        answer = json.loads(body.decode("utf-8"))
+        proof = answer.get("proof")
     except (UnicodeDecodeError, ValueError, AttributeError):
         return "foreign"
     if response.status == 200 and isinstance(proof, str) and hmac.compare_digest(
         proof.encode("ascii", "replace"), proof_of(key, nonce).encode("ascii")
     ):
-        return "ours"
+        return "ours" if answer.get("door") == __version__ else "ours-without-door"
     return "foreign"
 
 
@@ -5431,6 +5473,7 @@ class Inbox:
         self.unavailable = None  # why the inbox cannot be kept here, once found
         self.server = None  # a LoopbackListener while this process holds the port
         self.holder = None  # None: unknown; "ours", "foreign" or "free" as last probed
+        self.holder_door = False  # that holder serves the front door (an older one does not)
         self.probed = float("-inf")  # when it was probed last
         self.reprove = False  # a URL was shown on a stale proof: the worker proves it again
         self.reported_foreign = False
@@ -5520,7 +5563,7 @@ class Inbox:
             with self.changed:
                 self.reprove = True
                 self.changed.notify_all()
-        if self.server is None and self.holder != "ours":
+        if self.server is None and not (self.holder == "ours" and self.holder_door):
             return None
         return self.door_base()
 
@@ -5630,8 +5673,10 @@ class Inbox:
         rows, door = [], self.door_base()
         for entry in entries:
             for row in entry["interviews"]:
-                # The registry names each form's own port; the page opens it through the door.
-                url = form_url(door, row["url"].rsplit("/s/", 1)[-1]) if entry["port"] else row["url"]
+                # The registry names each form's own port; the page opens it through the door,
+                # whose assets are this version's: a form of another version, at its own port.
+                through = entry["port"] and entry["version"] == __version__
+                url = form_url(door, row["url"].rsplit("/s/", 1)[-1]) if through else row["url"]
                 rows.append(dict(row, agent=row.pop("agent", entry["agent"]), project=entry["project"],
                                  pid=entry["pid"], url=url))
         rows.sort(key=lambda row: (row["createdAt"], row["pid"], row["interviewId"]))
@@ -5657,7 +5702,8 @@ class Inbox:
                 agent = interview.agent or agent
         return {"pid": os.getpid(), "startedAt": self.started_at, "agent": agent,
                 "project": self.project, "interviews": rows,
-                "port": form_server.port if form_server is not None else None, "forms": forms}
+                "port": form_server.port if form_server is not None else None, "forms": forms,
+                "version": __version__}
 
     # -- the worker -----------------------------------------------------------------------
 
@@ -5803,9 +5849,9 @@ class Inbox:
                 return False
             # "free" here: the holder exited between the bind and the probe; the next try binds.
             self._refresh_key()
-            verdict = prove_inbox_holder(self.port, self.key)
+            verdict, door = probe_inbox_holder(self.port, self.key)
             with self.lock:
-                self.holder, self.probed = verdict, time.monotonic()
+                self.holder, self.holder_door, self.probed = verdict, door, time.monotonic()
                 report = verdict == "foreign" and not self.reported_foreign
                 self.reported_foreign = self.reported_foreign or report
             if report:
@@ -5814,7 +5860,7 @@ class Inbox:
             return True
         with self.changed:
             self.server = server
-            self.holder = "ours"
+            self.holder, self.holder_door = "ours", True
         # serve_forever wakes every poll_interval only to see whether it should stop; _release
         # wakes it with a connection instead, so it need not look often.
         server.start("ask-user-rich-inbox-http", INBOX_RETRY_SECONDS)
@@ -9800,15 +9846,20 @@ def _doctor_door(config: Config) -> list:
         return ["front door: off (no inbox here, see above); every form is shown at its own process's port"]
     _, entries = InboxRegistry(config.log_dir).scan()
     serving = sum(1 for entry in entries if entry["port"] and entry["forms"])
-    verdict = prove_inbox_holder(port, key)
+    verdict, ours = probe_inbox_holder(port, key)
     door = "http://localhost:%d" % port
+    if verdict == "ours" and not ours:
+        verdict = "other"
     lines = {
         "ours": ["front door: %s serves the forms of %d process%s" % (door, serving, "" if serving == 1 else "es")],
+        "other": ["front door: %s is held by an ask-user-rich of another version: forms of this one are shown "
+                  "at their own process's port until it exits" % door],
         "free": ["front door: %s (nobody holds it now: the next process with a form will)" % door],
         "foreign": ["front door: 127.0.0.1:%d is held by a program that is not ask-user-rich" % port],
     }[verdict]
     lines.append("  forms fall back to their own process's port (http://%s:<port>/s/…) only while the door "
-                 "cannot serve them (a foreign program on its port, or no inbox)" % config.public_host)
+                 "cannot serve them (a foreign program or another version on its port, or no inbox)"
+                 % config.public_host)
     if config.public_url:
         lines.append("public URL: %s (every URL shown starts with it): %s" % (
             config.public_url, _doctor_public_url(config.public_url, key)))

@@ -92,11 +92,25 @@ class SshServer(Child):
                      "Entering interactive session")
 
 
+# How a way in passes the browser's requests on to the door (tests/README.md, "The threat
+# model"): the Host header it gives the door, and the X-Forwarded-* it adds.
+PROXY_SHAPES = {
+    # Tailscale Serve and cloudflared (without httpHostHeader): the public Host kept.
+    "keeps-host": "proxy_set_header Host $http_host; proxy_set_header X-Forwarded-Host $http_host; "
+                  "proxy_set_header X-Forwarded-For $remote_addr; proxy_set_header X-Forwarded-Proto https;",
+    # VS Code / Codespaces port forwarding: the request arrives as one to localhost:<the forwarded
+    # port>, while the browser's Origin stays the public one.
+    "rewrites-host": "proxy_set_header Host localhost:%(door)d; proxy_set_header X-Forwarded-Host $http_host; "
+                     "proxy_set_header X-Forwarded-Proto https;",
+}
+
+
 class TlsProxy(Child):
     """nginx on 127.0.0.1:<free port> with TLS for `name` (a self-signed certificate), passing
-    everything to the door as a tunnel would, streams unbuffered."""
+    everything to the door as a tunnel would (`shape`: one of PROXY_SHAPES), streams
+    unbuffered."""
 
-    def __init__(self, folder, name: str, door_port: int) -> None:
+    def __init__(self, folder, name: str, door_port: int, shape: str = "keeps-host") -> None:
         folder = str(folder)
         # Readable by nginx's workers, which run as another user when the test runs as root; the
         # key itself is read by the master only (0600).
@@ -120,11 +134,12 @@ http {
     client_max_body_size 11m;
     location / {
       proxy_pass http://127.0.0.1:%(door)d;
-      proxy_set_header Host $http_host;
+      %(shape)s
       proxy_buffering off; proxy_request_buffering off; proxy_read_timeout 1h;
     }
   }
 }
 """ % {"folder": folder, "temporary": temporary, "port": self.port, "name": name,
-       "certificate": certificate, "key": key, "door": door_port})
+       "certificate": certificate, "key": key, "door": door_port,
+       "shape": PROXY_SHAPES[shape] % {"door": door_port}})
         super().__init__([NGINX, "-p", folder, "-e", "stderr", "-c", config], "start worker process")

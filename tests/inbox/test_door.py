@@ -331,7 +331,7 @@ def test_a_stale_proof_is_proved_again_by_the_worker_not_by_whoever_asks_for_the
         mine = runtime.open_interview(dict(ONE_QUESTION))
         door = "http://localhost:%d/s/" % port
         assert mine.url.startswith(door) and runtime.inbox.server is None
-        provers, proved, real = [], threading.Event(), askrich.prove_inbox_holder
+        provers, proved, real = [], threading.Event(), askrich.probe_inbox_holder
 
         def watched(*args, **kwargs):
             provers.append(threading.current_thread().name)
@@ -340,15 +340,82 @@ def test_a_stale_proof_is_proved_again_by_the_worker_not_by_whoever_asks_for_the
             finally:
                 proved.set()
 
-        monkeypatch.setattr(askrich, "prove_inbox_holder", watched)
-        runtime.inbox.probed -= 60  # the proof went stale
-        assert mine.url.startswith(door)  # the last proof's answer, at once
-        assert proved.wait(WAIT)
+        monkeypatch.setattr(askrich, "probe_inbox_holder", watched)
+        deadline = time.monotonic() + WAIT
+        while not proved.is_set():  # (a probe of the worker's own may be under way: it ages the proof again)
+            assert time.monotonic() < deadline, "the worker never proved the holder again"
+            runtime.inbox.probed -= 60  # the proof went stale
+            assert mine.url.startswith(door)  # the last proof's answer, at once
+            proved.wait(0.5)
         assert provers and set(provers) == {"ask-user-rich-inbox"}
         assert mine.url.startswith(door)
     finally:
         runtime.close()
         holder.close()
+
+
+@pytest.mark.parametrize("door_served", [None, "0.0.1", askrich.__version__])
+def test_a_holder_that_proves_the_key_but_serves_no_door_leaves_each_form_at_its_own_port(tmp_path, door_served):
+    """An older ask-user-rich holding the port during an upgrade proves the key (the inbox link
+    works) but has no door routes, and one of another version would serve its own assets with
+    our page: a process then shows its own port, never a door link that would answer 404 or
+    mix two versions. Only a holder whose door is of our version gets our forms' links."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    logs = tmp_path / "logs"
+
+    class OlderHolder(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (the base class's name)
+            key = (logs / "inbox.key").read_text().strip()
+            nonce = self.path.split("nonce=", 1)[1]
+            answer = {"proof": askrich.proof_of(key, nonce)}
+            if door_served:
+                answer["door"] = door_served
+            body = json.dumps(answer).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    holder = ThreadingHTTPServer(("127.0.0.1", 0), OlderHolder)
+    threading.Thread(target=holder.serve_forever, daemon=True).start()
+    port = holder.server_address[1]
+    runtime = askrich.Runtime(askrich.Config(log_dir=str(logs), open_browser=False, inbox_port=port),
+                              askrich.Log(str(logs), stream=LogWatch()))
+    try:
+        mine = runtime.open_interview(dict(ONE_QUESTION))
+        through = door_served == askrich.__version__
+        assert mine.url == ("http://localhost:%d/s/%s" % (port, mine.token) if through else mine.own_url)
+        assert runtime.inbox.holder == "ours"  # it proved the key: the form's inbox link works
+        said = askrich._doctor_door(runtime.config)[0]
+        assert ("serves the forms" in said) if through else ("another version" in said)
+    finally:
+        runtime.close()
+        holder.shutdown()
+        holder.server_close()
+
+
+def test_the_inbox_links_a_form_of_another_version_at_its_own_port(door, tmp_path):
+    """The door serves its own version's assets: a form whose process is of another version
+    is listed at that process's own port, one of ours through the door."""
+    runtime, mine, agent, port = door
+    other = agent("codex", "Same version")
+    token = "V" * 24
+    row = {"interviewId": "0123456789ab", "title": "Older", "url": "http://localhost:4999/s/" + token,
+           "questions": 1, "answered": 0, "followUpsUnseen": 0, "createdAt": "2026-01-01T00:00:00Z",
+           "waiting": True}
+    entry = {"pid": os.getppid(), "startedAt": "", "agent": None, "project": "", "interviews": [row],
+             "port": 4999, "forms": [askrich.token_digest(token)], "version": "0.0.1"}
+    planted = tmp_path / "logs" / "inbox" / ("%d.json" % os.getppid())
+    planted.write_text(json.dumps(entry))
+    planted.chmod(0o600)
+    urls = {item["title"]: item["url"] for item in runtime.inbox.fresh_listing()["interviews"]}
+    assert urls["Older"] == row["url"]
+    assert urls["Same version"] == other.url and other.url.startswith("http://localhost:%d/s/" % port)
+    assert urls["Mine"] == mine.url
 
 
 def test_a_public_url_is_shown_and_accepted_and_the_door_still_binds_loopback_only(tmp_path):

@@ -356,7 +356,8 @@ def test_the_holder_checks_host_and_origin_and_sends_the_forms_headers(tmp_path)
         assert http_request(base + "/s/" + key).status == 404
         assert http_request(base + "/assets/js/inbox.js").status == 200
         nonce = "ab" * 16
-        assert http_request(base + "/api/inbox/prove?nonce=" + nonce).json() == {"proof": askrich.proof_of(key, nonce)}
+        assert http_request(base + "/api/inbox/prove?nonce=" + nonce).json() == {
+            "proof": askrich.proof_of(key, nonce), "door": askrich.__version__}
         # A page opened by a session cookie names its session (not a secret) and checks pageProof.
         session = "0123456789abcdef01234567"
         proved = http_request(base + "/api/inbox/prove?nonce=%s&session=%s" % (nonce, session)).json()
