@@ -12,6 +12,11 @@ import { announce as say } from "./dom.js";
 // The server's limits, from /api/s (its `limits`): a file's bytes, the files of an interview and
 // their bytes in all, and every free text's characters. Checked here to say so before sending.
 const limit = (name) => state.limits[name];
+// The same limits as the words about them take them: sizes in the page's units, the count
+// also choosing the plural.
+const limitWords = () => ({
+  size: sizeText(limit("attachmentBytes")), count: limit("attachments"), total: sizeText(limit("attachmentsBytes")),
+});
 const IMAGE_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
 
 
@@ -33,7 +38,7 @@ const REFUSALS = new Map([
 
 function refusalText(name, status, body) {
   const key = REFUSALS.get(body.code);
-  if (key) return t(key, { name });
+  if (key) return t(key, { name, ...limitWords() });
   const error = typeof body.error === "string" ? body.error : "";
   return t("attach.refused", { name, error: error || `HTTP ${status}` });
 }
@@ -96,7 +101,7 @@ export function mountAttachments(note, key) {
   const hint = document.createElement("span");
   hint.className = "muted attach-hint";
   hint.id = `attach${uid}-hint`;
-  hint.textContent = t("attach.hint");
+  hint.textContent = t("attach.hint", limitWords());
   button.setAttribute("aria-describedby", hint.id);
   row.append(button, hint);
   const list = document.createElement("ul");
@@ -217,9 +222,9 @@ export async function attachFiles(key, files) {
     const stored = uploaded();
     const bytes = stored.reduce((n, f) => n + f.bytes, 0) + inFlight.bytes;
     let problem = null;
-    if (file.size > limit("attachmentBytes")) problem = t("attach.tooBig", { name: file.name });
-    else if (stored.length + inFlight.count >= limit("attachments")) problem = t("attach.tooMany", { name: file.name });
-    else if (bytes + file.size > limit("attachmentsBytes")) problem = t("attach.tooMuch", { name: file.name });
+    if (file.size > limit("attachmentBytes")) problem = t("attach.tooBig", { name: file.name, ...limitWords() });
+    else if (stored.length + inFlight.count >= limit("attachments")) problem = t("attach.tooMany", { name: file.name, ...limitWords() });
+    else if (bytes + file.size > limit("attachmentsBytes")) problem = t("attach.tooMuch", { name: file.name, ...limitWords() });
     else problem = await upload(key, file);
     if (problem) {
       problems.push(problem);

@@ -96,7 +96,7 @@ def test_a_file_too_big_is_refused_under_its_note_and_announced_without_an_uploa
       input.dispatchEvent(new Event("change", {bubbles: true}));
     }""")
     expect(block.locator(".attach-item .attach-name")).to_have_text(["small.log"])
-    expect(block.locator(".attach-problem")).to_have_text(isolated("huge.log") + " is not attached: a file may be at most 10 MB.")
+    expect(block.locator(".attach-problem")).to_have_text(isolated("huge.log") + " is not attached: a file may be at most " + isolated("10 MB") + ".")
     expect(block.locator(".attach-problem")).to_be_visible()
     # Not an image: a name and a size, no thumbnail.
     assert block.locator("img").count() == 0
@@ -120,8 +120,8 @@ def test_a_refusal_from_the_server_is_shown_where_the_file_was_added(form):
 
 
 @pytest.mark.parametrize("status, code, said", [
-    (413, "too-large", "a file may be at most 10 MB."),
-    (413, "attachments-too-large", "the files of an interview may be at most 50 MB in all."),
+    (413, "too-large", "a file may be at most " + isolated("10 MB") + "."),
+    (413, "attachments-too-large", "the files of an interview may be at most " + isolated("50 MB") + " in all."),
     (413, "too-many-files", "an interview may have at most 20 files."),
     (409, "not-pending", "this interview takes no more answers."),
 ])
