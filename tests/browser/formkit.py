@@ -176,6 +176,14 @@ def answer_of(result, qid):
     raise KeyError(qid)
 
 
+def follow_up(f, n=1):
+    """Appends `n` follow-up questions (late0, late1, ...) with a note, once the form shows them."""
+    f.rt.append_questions(f.interview.id, [
+        {"id": f"late{i}", "header": f"Late {i}", "options": [{"id": "y", "label": "Yes"}]}
+        for i in range(n)], note="More")
+    f.page.wait_for_selector(f'#rail li[data-qid="late{n - 1}"]')
+
+
 # ---- interviews used across the tests
 
 def choice(qid, header, options, **kw):

@@ -6,6 +6,7 @@ import os
 from playwright.sync_api import expect
 
 from formkit import answer_of, choice, isolated
+from support import disk_full
 
 SPEC = {"title": "Bug report", "questions": [choice("where", "Where does it break?", ["login", "search"])]}
 MIB = 1024 * 1024
@@ -85,18 +86,12 @@ def test_a_free_text_counts_down_near_the_limit_and_a_longer_paste_becomes_a_txt
 
 
 def test_answers_the_server_could_not_save_stay_in_the_form_and_are_sent_again(form, monkeypatch):
-    import errno
-
     import askrich
 
     f = form(SPEC)
     f.allow("507")  # the browser logs the refused request
     real = askrich.write_private_file
-
-    def full(folder, name, data):
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(askrich, "write_private_file", full)
+    monkeypatch.setattr(askrich, "write_private_file", disk_full)
     answer_everything(f)
     f.section("where").locator(".note-text").fill("every word of it")
     f.press("Escape", "End")
