@@ -8,10 +8,12 @@ import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for _path in (str(ROOT), str(ROOT / "tests")):  # askrich.py, and the tests' helpers (support.py)
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
 
 import askrich  # noqa: E402,F401
+from support import WAIT  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -97,7 +99,7 @@ class Form:
     def focused(self, js="el => el"):
         return self.page.evaluate(f"(() => {{ const el = document.activeElement; return ({js})(el); }})()")
 
-    def submit_and_collect(self, timeout=5):
+    def submit_and_collect(self, timeout=WAIT):
         """Go to review, submit (confirming when asked), and return the server's result."""
         self.press("Escape", "End")
         self.page.locator("#btn-submit").click()

@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from axe_playwright_python.sync_playwright import Axe  # noqa: E402
 from formkit import DESKTOP, PHONE, WATCH_CSP, askrich, isolated  # noqa: E402
 from inbox_support import free_port, read_key  # noqa: E402
-from support import LogWatch, form_strings, submit  # noqa: E402
+from support import WAIT, LogWatch, form_strings, submit  # noqa: E402
 
 AXE = Axe()
 
@@ -57,7 +57,7 @@ def inbox_page(browser, inbox_rt):
         context = browser.new_context(locale=locale, color_scheme=color_scheme, viewport=viewport or DESKTOP)
         context.add_init_script(WATCH_CSP)
         context.add_init_script(FAKE_NOTIFICATIONS % permission)
-        context.set_default_timeout(5000)
+        context.set_default_timeout(WAIT * 1000)
         contexts.append(context)
         page = context.new_page()
         page.errors = []

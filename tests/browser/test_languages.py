@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from formkit import PHONE, WJ, answer_of, follow_up, isolated
-from support import form_strings
+from support import WAIT, form_strings
 from test_screens import clipped, serious_violations
 
 LANGUAGES = ["en", "ja", "zh-CN", "zh-TW", "ko", "es", "fr", "de", "pt-BR", "ru", "ar"]
@@ -146,7 +146,7 @@ def test_every_language_says_everything_in_its_own_words_and_fits_a_phone(form, 
     if tag != "en":
         left = [(where, sorted(english_in(tag, text))) for where, text in tour.seen]
         assert [item for item in left if item[1]] == []
-    result = f.rt.wait_for_result(f.interview.id, timeout=5)
+    result = f.rt.wait_for_result(f.interview.id, timeout=WAIT)
     assert result["status"] == "declined"
 
 
@@ -175,7 +175,7 @@ def test_the_end_pages_and_the_server_gone_notice_are_in_the_language(form, tag,
     f.page.unroute("**/api/s/*")
     f.reload()
     f.rt.close()
-    expect(f.page.locator('#notices [data-id="gone"]')).to_be_visible(timeout=8000)
+    expect(f.page.locator('#notices [data-id="gone"]')).to_be_visible()
     said["server gone"] = f.page.evaluate(CHROME_TEXT)
     assert f.page.evaluate("document.documentElement.lang") == tag
     assert {where: english_in(tag, text) for where, text in said.items()} == {where: set() for where in said}
@@ -363,7 +363,7 @@ def test_the_header_offers_the_skip_on_phones_only(form, rich_spec):
     phone.page.locator("#btn-skip-bar").click()
     phone.page.locator("#skip-confirm").click()
     expect(phone.page.locator("section.end h2")).to_have_text("Interview skipped")
-    assert phone.rt.wait_for_result(phone.interview.id, timeout=5)["generalNotes"] is None
+    assert phone.rt.wait_for_result(phone.interview.id, timeout=WAIT)["generalNotes"] is None
     expect(phone.page.locator("#btn-skip-bar")).to_be_hidden()
 
 
