@@ -8,8 +8,10 @@ import { mayTalk } from "./guard.js";
 import { request, upload as sendFile, attachmentSrc } from "./transport.js";
 import { t, tPlain, figure } from "./i18n.js";
 import { announce as say } from "./dom.js";
-import { MAX_BYTES, MAX_COUNT, MAX_TOTAL_BYTES } from "./limits.js";
 
+// The server's limits, from /api/s (its `limits`): a file's bytes, the files of an interview and
+// their bytes in all, and every free text's characters. Checked here to say so before sending.
+const limit = (name) => state.limits[name];
 const IMAGE_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
 
 // In the page's language: 1.5 MB, 1,5 MB, ...
@@ -214,9 +216,9 @@ export async function attachFiles(key, files) {
     const stored = uploaded();
     const bytes = stored.reduce((n, f) => n + f.bytes, 0) + inFlight.bytes;
     let problem = null;
-    if (file.size > MAX_BYTES) problem = t("attach.tooBig", { name: file.name });
-    else if (stored.length + inFlight.count >= MAX_COUNT) problem = t("attach.tooMany", { name: file.name });
-    else if (bytes + file.size > MAX_TOTAL_BYTES) problem = t("attach.tooMuch", { name: file.name });
+    if (file.size > limit("attachmentBytes")) problem = t("attach.tooBig", { name: file.name });
+    else if (stored.length + inFlight.count >= limit("attachments")) problem = t("attach.tooMany", { name: file.name });
+    else if (bytes + file.size > limit("attachmentsBytes")) problem = t("attach.tooMuch", { name: file.name });
     else problem = await upload(key, file);
     if (problem) {
       problems.push(problem);

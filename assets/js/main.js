@@ -21,6 +21,7 @@ import { bindTextLimits } from "./textlimit.js";
 import { bindSubmit, submit, openSkip, skipInterview, finished, expired } from "./submit.js";
 import { showShare } from "./share.js";
 import { connect, request, hostTheme, offerFullscreen } from "./transport.js";
+import { watchVisibility } from "./visibility.js";
 
 let theme = "auto";
 let stopLive = () => {};
@@ -394,6 +395,7 @@ async function start() {
     return;
   }
   state.interviewId = data.id;
+  state.limits = data.limits;
   setPhrases($("#title"), data.spec.title);
   document.title = `${data.spec.title} · Ask User Rich`;
   if (data.state !== "pending") {
@@ -424,6 +426,7 @@ async function start() {
   offerFullscreen(state.spec.questions.length);
   whenRefused(impostor);
   stopLive = startLive({ onState, onGone: serverGone, onBack: () => clearNotice("gone") });
+  watchVisibility(); // the notices stop only once the person can see the form
 }
 
 start();

@@ -1,11 +1,11 @@
-// The limit of every free text (limits.js), shown as the user nears it: the field stops at the
-// limit, a countdown appears under it in the last characters, and a paste that would pass the
-// limit is held back and offered as a .txt attachment instead, so that no word of it is lost.
+// The limit of every free text (the server's `limits.freeText`, from /api/s), shown as the user
+// nears it: the field stops at the limit, a countdown appears under it in the last characters,
+// and a paste that would pass the limit is held back and offered as a .txt attachment instead,
+// so that no word of it is lost.
 import { state } from "./state.js";
 import { t, tPlain, figure } from "./i18n.js";
 import { announce as say } from "./dom.js";
 import { attachFiles, keyOf } from "./attach.js";
-import { TEXT_MAX } from "./limits.js";
 
 const COUNTDOWN_FROM = 1000; // characters left from which the field shows how many
 const LIMITED = ".note-text, #general-notes, .other-text, .opt-text-input, #skip-reason";
@@ -14,9 +14,9 @@ let uid = 0;
 
 // The general notes and the skip reason travel as one text: together they keep the limit.
 function limitOf(field) {
-  if (field.id !== "skip-reason") return TEXT_MAX;
+  if (field.id !== "skip-reason") return state.limits.freeText;
   const general = state.generalNotes.trim();
-  return Math.max(0, TEXT_MAX - (general ? general.length + 2 : 0));
+  return Math.max(0, state.limits.freeText - (general ? general.length + 2 : 0));
 }
 
 const number = (value) => figure(value);

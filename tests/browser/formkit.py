@@ -13,7 +13,7 @@ for _path in (str(ROOT), str(ROOT / "tests")):  # askrich.py, and the tests' hel
         sys.path.insert(0, _path)
 
 import askrich  # noqa: E402,F401
-from support import WAIT  # noqa: E402
+from support import WAIT, wait_for_result  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -107,7 +107,7 @@ class Form:
         if self.page.locator(".review .confirm").is_visible():
             self.page.locator("#btn-submit").click()
         self.page.wait_for_selector("section.end")
-        result = self.rt.wait_for_result(self.interview.id, timeout=timeout)
+        result = wait_for_result(self.rt, self.interview.id, timeout=timeout)
         assert result is not None, "the server got no submit"
         return result
 
@@ -133,7 +133,7 @@ class Form:
         saw it waiting; the function returned gives that call's result after the submit."""
         box = {}
         waiter = threading.Thread(
-            target=lambda: box.setdefault("r", self.rt.wait_for_result(self.interview.id, timeout)))
+            target=lambda: box.setdefault("r", wait_for_result(self.rt, self.interview.id, timeout)))
         waiter.start()
         self.page.wait_for_selector('body[data-live="waiting"]', state="attached")
 

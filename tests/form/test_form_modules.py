@@ -1,7 +1,7 @@
 """The form's modules keep to their jobs (tests/README.md, "The form's modules"): view.js only
-renders, the end of an interview is submit.js's, the text limits textlimit.js's, the server's
-limits stand in limits.js alone, and the inbox page uses dom.js's helpers. Read as text: no
-browser needed (the browser tests prove the behaviour those modules share)."""
+renders, the end of an interview is submit.js's, the text limit's countdown textlimit.js's, the
+server's limits come from the server alone, and the inbox page uses dom.js's helpers. Read as
+text: no browser needed (the browser tests prove the behaviour those modules share)."""
 
 from __future__ import annotations
 
@@ -77,20 +77,17 @@ def test_the_submit_and_the_skip_are_submit_js_s_and_main_js_only_wires_them():
     assert "./main.js" not in submit
 
 
-def test_the_text_limit_countdown_is_textlimit_js_s_and_every_limit_stands_in_limits_js():
+def test_the_text_limit_countdown_is_textlimit_js_s_and_the_limits_are_only_the_server_s():
     attach, limit = source("attach.js"), source("textlimit.js")
-    for piece in ("text-left", "countDown", "longPaste", "COUNTDOWN_FROM", "TEXT_MAX"):
+    for piece in ("text-left", "countDown", "longPaste", "COUNTDOWN_FROM", "freeText"):
         assert piece not in attach, piece
         assert piece in limit, piece
-    values = {"TEXT_MAX": 20000, "MAX_BYTES": askrich.ATTACHMENT_MAX_BYTES, "MAX_COUNT": askrich.ATTACHMENTS_MAX_COUNT,
-              "MAX_TOTAL_BYTES": askrich.ATTACHMENTS_MAX_TOTAL_BYTES}
-    assert values["TEXT_MAX"] == askrich.FREE_TEXT_MAX
-    assert exported(source("limits.js")) == set(values)
+    # The limits come from /api/s alone (state.limits): no module keeps a copy of one.
+    assert "state.limits.freeText" in limit and "state.limits[name]" in attach
+    copies = re.compile(r"\b(?:%d|%d|%d)\b|\b(?:10|50)\s*\*\s*1024\s*\*\s*1024\b" % (
+        askrich.FREE_TEXT_MAX, askrich.ATTACHMENT_MAX_BYTES, askrich.ATTACHMENTS_MAX_TOTAL_BYTES))
     for name in sorted(JS.glob("*.js")):
-        if name.name != "limits.js":
-            assert not set(values) & defined(source(name.name)), name.name
-    assert imported_from(attach, "limits.js") == {"MAX_BYTES", "MAX_COUNT", "MAX_TOTAL_BYTES"}
-    assert imported_from(limit, "limits.js") == {"TEXT_MAX"}
+        assert not copies.search(source(name.name)), name.name
 
 
 def test_the_inbox_page_uses_dom_js_s_helpers_instead_of_copies():
