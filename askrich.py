@@ -158,6 +158,8 @@ ASSET_FILES = frozenset(
         "js/live.js",
         "js/i18n.js",
         "js/attach.js",
+        "js/textlimit.js",
+        "js/submit.js",
         "js/inbox.js",
         "js/transport.js",
         "js/prove.js",

@@ -34,6 +34,7 @@ from support import (
     answer_while_waited_on,
     api_url,
     choice,
+    disk_full,
     http_request,
     interview,
     quiet_runtime,
@@ -208,20 +209,12 @@ def test_a_full_log_dir_loses_no_answer_and_leaves_no_partial_archive(tmp_path):
 
 def test_a_disk_that_fills_up_while_running_degrades_the_log_once_and_keeps_serving(tmp_path, monkeypatch):
     """No mount needed: the open log file starts failing the way a full disk does."""
-
-    def full_disk(data):
-        raise OSError(errno.ENOSPC, "No space left on device")
-
     stderr = io.StringIO()
     runtime = quiet_runtime(tmp_path, stderr)
     try:
-        monkeypatch.setattr(runtime.log, "_append", full_disk)
+        monkeypatch.setattr(runtime.log, "_append", disk_full)
         real_fsync = os.fsync
-
-        def fsync(descriptor):
-            raise OSError(errno.ENOSPC, "No space left on device")
-
-        monkeypatch.setattr(askrich.os, "fsync", fsync)
+        monkeypatch.setattr(askrich.os, "fsync", disk_full)
         form = runtime.open_interview(interview())
         got = answer_while_waited_on(runtime, form, {"q": {"selected": ["a"]}}, WAIT)
         monkeypatch.setattr(askrich.os, "fsync", real_fsync)

@@ -20,7 +20,8 @@ import threading
 import pytest
 
 import askrich
-from support import (MODULE, WAIT, answer_while_waited_on, choice, http_request, interview, quiet_runtime, submit, two_tasks_then_restart)
+from support import (MODULE, WAIT, answer_while_waited_on, choice, disk_full, http_request, interview, quiet_runtime, submit,
+                     two_tasks_then_restart)
 
 
 def unknown(call) -> str:
@@ -437,10 +438,7 @@ NOT_SAVED = "could not save the answers: %s; they are still in this form, try ag
 
 
 def _full_disk(monkeypatch):
-    def full(folder, name, data):
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(askrich, "write_private_file", full)
+    monkeypatch.setattr(askrich, "write_private_file", disk_full)
 
 
 def test_a_submit_whose_answers_cannot_be_saved_and_that_no_call_takes_is_a_507_and_settles_nothing(tmp_path, monkeypatch):

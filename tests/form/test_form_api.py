@@ -22,15 +22,14 @@ CSP = (
 )
 
 
-@pytest.fixture
-def opened(runtime):
-    return runtime.open_interview(interview(
-        choice("db", "pg", "my", recommended="pg"),
-        choice("r", "a", "b", "c", kind="rank"),
-        {"id": "src", "header": "Upgrade?", "options": [
-            {"id": "up", "label": "Upgrade", "textInput": {"required": True}},
-            {"id": "keep", "label": "Keep"}]},
-    ))
+# The questions of the `opened` fixture's interview (form/conftest.py).
+OPENED = (
+    choice("db", "pg", "my", recommended="pg"),
+    choice("r", "a", "b", "c", kind="rank"),
+    {"id": "src", "header": "Upgrade?", "options": [
+        {"id": "up", "label": "Upgrade", "textInput": {"required": True}},
+        {"id": "keep", "label": "Keep"}]},
+)
 
 
 def port_of(url):

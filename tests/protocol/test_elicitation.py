@@ -91,7 +91,7 @@ def test_form_elicitation_accepted_returns_its_answers(tmp_path, monkeypatch, ca
     assert 'elicitation-ignored' in logged and 'bogus' in logged  # ignored leniently, and logged
 
 
-def test_form_elicitation_schema_follows_the_contract(tmp_path, monkeypatch):
+def test_form_elicitation_asks_a_field_per_question_with_the_recommendations_as_defaults(tmp_path, monkeypatch):
     seen = []
     with declared_elicitation(monkeypatch, {"form": {}}):
         run_session(
