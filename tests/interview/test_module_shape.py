@@ -49,7 +49,8 @@ def test_importing_askrich_starts_nothing_and_writes_nothing(tmp_path):
         "import threading, sys, os; before = threading.active_count(); "
         "import askrich; "
         "assert threading.active_count() == before; "
-        "heavy = {'http.server', 'subprocess', 'unicodedata', 'difflib', 'secrets'} & set(sys.modules); "
+        "heavy = {'http.server', 'subprocess', 'unicodedata', 'difflib', 'secrets', 'concurrent.futures', "
+        "'logging'} & set(sys.modules); "
         "assert not heavy, heavy; "
         "assert os.listdir(os.environ['HOME']) == []"
     )

@@ -128,15 +128,28 @@ def test_tasks_get_fresh_ids_under_their_interview_and_follow_the_progress(runti
     assert first["taskId"] != second["taskId"]
     assert first["taskId"].startswith(form.id + ".") and first["taskId"].split(".")[1].isdigit()
     assert (first["status"], first["ttlMs"], first["pollIntervalMs"]) == ("working", None, 2000)
-    tasks.update(first["taskId"], "Waiting, 1 of 1 answered")
+    tasks.update(first["taskId"], dict(form.progress(), answered=1))
     moved = tasks.get(first["taskId"])
-    assert moved["statusMessage"].startswith("Waiting, 1 of 1 answered; ") and moved["lastUpdatedAt"] >= first["createdAt"]
+    assert moved["statusMessage"].startswith('Waiting for answers to "Test interview": 1 of 1 answered, ')
+    assert moved["lastUpdatedAt"] >= first["createdAt"]
     assert moved["statusMessage"].endswith(" Form: " + form.url)
     tasks.complete(first["taskId"], {"content": []})
     done = tasks.get(first["taskId"])
     assert done["status"] == "completed" and done["result"] == {"content": []}
     tasks.complete(first["taskId"], {"content": ["twice"]})
     assert tasks.get(first["taskId"])["result"] == {"content": []}
+
+
+def test_a_short_progress_line_cuts_the_title_from_the_facts_and_keeps_the_counts():
+    facts = {"title": 'A "quoted" title \\ with escapes ' * 6, "answered": 3, "total": 12,
+             "form": "form open", "elapsedSeconds": 65}
+    whole = askrich.progress_message(facts)
+    assert whole.endswith('": 3 of 12 answered, form open (1:05 elapsed)') and len(whole) > 100
+    for limit in range(80, 130):
+        line = askrich.progress_message(facts, limit)
+        assert len(line) <= limit and line.endswith('…": 3 of 12 answered, form open (1:05 elapsed)'), line
+    # No room for 8 characters of title: the end goes instead.
+    assert askrich.progress_message(facts, 60) == askrich.cut(whole, 60)
 
 
 def test_cancelling_a_task_cancels_its_call_and_leaves_it_cancelled(runtime):
