@@ -1552,7 +1552,7 @@ class Log:
         self.path = os.path.join(log_dir, "server.log")
         self.stream = stream if stream is not None else sys.stderr
         self.lock = threading.Lock()
-        self.listener = None  # called with (level, event, fields); the MCP server forwards them
+        self.listener = None  # called with (level, event, fields, about); the MCP server forwards them
         self.descriptor = None
         self.said: set = set()  # what once() has logged
         self.rotate_retry_at = 0  # past LOG_ROTATE_BYTES: where a failed rotation is tried again
@@ -1587,7 +1587,9 @@ class Log:
         except (OSError, ValueError):
             pass
 
-    def event(self, event: str, level: str = "info", **fields) -> None:
+    def event(self, event: str, level: str = "info", about=None, **fields) -> None:
+        """One line of `fields`; `about`: the object the event belongs to (an interview, a
+        call's cancellation, a request), which the listener routes by, never by the fields."""
         pairs = " ".join("%s=%s" % (key, _log_value(value)) for key, value in fields.items())
         line = "%s %d %s%s" % (iso_utc(time.time()), os.getpid(), event, " " + pairs if pairs else "")
         # A lone surrogate in a logged value (a title, an id) failed the UTF-8 write and turned
@@ -1603,7 +1605,7 @@ class Log:
             self._write_stderr(line)
         listener = self.listener
         if listener is not None:
-            listener(level, event, fields)
+            listener(level, event, fields, about)
 
     def once(self, event: str, level: str = "info", **fields) -> None:
         """event(), unless this process logged the same event with the same fields before."""
@@ -2792,6 +2794,7 @@ class SessionHub:
             self.by_token[token_key(token)] = interview
         self.log.event(
             "session-created",
+            about=interview,
             interview=interview_id,
             token=redact(token),
             questions=len(spec["questions"]),
@@ -2810,7 +2813,7 @@ class SessionHub:
                 del self.by_id[interview.id]
                 del self.by_token[token_key(interview.token)]
         for interview in expired:
-            self.log.event("session-expired", interview=interview.id)
+            self.log.event("session-expired", about=interview, interview=interview.id)
             interview.expire()
 
     def get(self, interview_id) -> Interview | None:
@@ -2863,7 +2866,7 @@ class SessionHub:
         reply = interview.append(raw_questions, note)
         self.log.event(
             "questions-appended",
-            interview=interview.id,
+            about=interview, interview=interview.id,
             appended=reply["appended"],
             total=reply["total"],
             version=reply["version"],
@@ -2875,7 +2878,7 @@ class SessionHub:
 
     def record_page_view(self, interview: Interview, user_agent: str) -> None:
         interview.record_page_view()
-        self.log.event("page-view", interview=interview.id, user_agent=user_agent)
+        self.log.event("page-view", about=interview, interview=interview.id, user_agent=user_agent)
         self._observe(interview)  # a page view stops the notices
 
     def record_stream(self, interview: Interview, delta: int) -> None:
@@ -2885,7 +2888,7 @@ class SessionHub:
 
     def record_counts(self, interview: Interview, counts: dict) -> None:
         interview.record_counts(counts)
-        self.log.event("form-progress", "debug", interview=interview.id, **counts)
+        self.log.event("form-progress", "debug", about=interview, interview=interview.id, **counts)
         self._observe(interview)
 
     def record_unseen(self, interview: Interview, count: int) -> None:
@@ -2908,7 +2911,7 @@ class SessionHub:
         counts = result["counts"]
         self._log_archived(interview, path)
         self._observe(interview)
-        self.log.event(result["status"], interview=interview.id, delivered=delivered, **counts)
+        self.log.event(result["status"], about=interview, interview=interview.id, delivered=delivered, **counts)
         return {"ok": True, "counts": counts, "delivered": delivered}
 
     def settle_without_form(self, interview: Interview, answers: dict, status: str, via: str,
@@ -2959,7 +2962,7 @@ class SessionHub:
         return result, (result, path)
 
     def _log_archived(self, interview: Interview, path) -> None:
-        self.log.event("archived" if path else "archive-skipped", interview=interview.id, path=path)
+        self.log.event("archived" if path else "archive-skipped", about=interview, interview=interview.id, path=path)
 
     # -- waiting --------------------------------------------------------------------------
 
@@ -2972,6 +2975,7 @@ class SessionHub:
                 # Logged once counted in /state's `waiting`: the line means the submit reaches us.
                 self.log.event(
                     "wait-start",
+                    about=interview,
                     interview=interview.id,
                     timeout=timeout,
                     progressToken="present" if report else "absent",
@@ -2984,7 +2988,7 @@ class SessionHub:
                         why = waiter.wait(timeout)
         finally:
             self._observe(interview)
-            self.log.event("wait-end", interview=interview.id)
+            self.log.event("wait-end", about=interview, interview=interview.id)
         return (interview.settled_result() if why == "settled" else None), why
 
 
@@ -3196,7 +3200,7 @@ class JsonRpcStdio:
                 cancellation = self.calls.get(_hashable(params.get("requestId")))
             if cancellation is not None:
                 cancellation.cancel()  # first: no log message reaches a cancelled request
-                self.log.event("call-cancelled", request=str(params.get("requestId")))
+                self.log.event("call-cancelled", about=cancellation, request=str(params.get("requestId")))
             return
         self.handler.handle_notification(method, params)
 
@@ -3707,7 +3711,7 @@ def form_submit(runtime, interview, read_payload):
     except InterviewError as error:
         status, body = http_error(error)
         hub.log.event(
-            "submit-rejected", interview=interview.id, status=status,
+            "submit-rejected", about=interview, interview=interview.id, status=status,
             # Cut: a hostile body can make the full text megabytes long.
             error=cut(body["error"], 500),
         )
@@ -3727,9 +3731,9 @@ def form_attach(runtime, interview, name: str, media_type: str, read_length, sou
         entry = interview.add_attachment(name, media_type, length, source)
     except InterviewError as error:
         if isinstance(error, InterviewSettled):  # settled while the file arrived: removed, never named
-            hub.log.event("attachment-refused", interview=interview.id, reason="settled during the upload")
+            hub.log.event("attachment-refused", about=interview, interview=interview.id, reason="settled during the upload")
         return http_error(error)
-    hub.log.event("attachment-stored", interview=interview.id, attachment=entry["id"],
+    hub.log.event("attachment-stored", about=interview, interview=interview.id, attachment=entry["id"],
                   bytes=length, mimeType=media_type)
     return 201, {key: entry[key] for key in ("id", "name", "mimeType", "bytes")}
 
@@ -3739,7 +3743,7 @@ def form_detach(runtime, interview, attachment_id):
         interview.remove_attachment(attachment_id)
     except InterviewError as error:
         return http_error(error)
-    runtime.hub.log.event("attachment-removed", interview=interview.id, attachment=attachment_id)
+    runtime.hub.log.event("attachment-removed", about=interview, interview=interview.id, attachment=attachment_id)
     return 204, None
 
 
@@ -6356,7 +6360,7 @@ class Notices:
     def _add(self, interview: Interview, kind: str, opened: bool, views: int) -> None:
         self.needs[interview.id] = {"interview": interview, "kind": kind, "since": self.clock(),
                                     "opened": opened, "sent": 0, "views": views}
-        self.log.event("notices-armed", interview=interview.id, reason=kind,
+        self.log.event("notices-armed", about=interview, interview=interview.id, reason=kind,
                        first_in=self.config.notify_after if opened else 0)
         if self.thread is None:
             self.thread = threading.Thread(target=self._run, name="ask-user-rich-notices", daemon=True)
@@ -6420,7 +6424,7 @@ class Notices:
                 if not facts["pending"]:
                     self.last_sent.pop(interview_id, None)
                 if viewed or not facts["pending"]:
-                    self.log.event("notices-stopped", interview=interview_id,
+                    self.log.event("notices-stopped", about=interview, interview=interview_id,
                                    why="viewed" if facts["pending"] else "settled")
             else:
                 wake = plan["next"] if wake is None else min(wake, plan["next"])
@@ -6437,7 +6441,7 @@ class Notices:
         if not self.targets:
             return
         notice = compose_notice(interview.spec, interview.agent, self.project, interview.url)
-        self.log.event("notice", interview=interview.id, reason=kind, number=number,
+        self.log.event("notice", about=interview, interview=interview.id, reason=kind, number=number,
                        targets=len(self.targets))
         send_to_all(self.targets, notice, self.log, interview.id)
 
@@ -7033,11 +7037,13 @@ class ToolCall:
     differently; the tools never ask which era they are in.
 
     The call's request id, its cancellation, and progress notifications on its token, counted
-    1, 2, 3, … for this call, are the same in both eras."""
+    1, 2, 3, … for this call, are the same in both eras. A call holds only what it uses: the
+    transport, the log, and, per era, what that era adds."""
 
-    def __init__(self, server: "McpServer", request_id, progress_token, cancellation: Cancellation) -> None:
-        self.server = server
-        self.transport = server.transport
+    def __init__(self, transport: "JsonRpcStdio", log: Log, request_id, progress_token,
+                 cancellation: Cancellation) -> None:
+        self.transport = transport
+        self.log = log
         self.request_id = request_id
         self.progress_token = progress_token
         self.cancellation = cancellation
@@ -7093,11 +7099,13 @@ class ToolCall:
         """The elicitation under `key` is over: tell the client, where the era has a way."""
 
     def input_required(self, needed: InputRequired, tool: str, arguments: dict) -> dict:
-        """The result that ends the call asking for `needed`, where the era retries calls."""
+        """The result that ends the call asking for `needed`, where the era retries calls;
+        finish() sends it as such."""
         raise JsonRpcError(-32603, "Internal error: this protocol era has no multi round-trip requests")
 
-    def finish(self, result) -> None:
-        """The call's response; none after a cancellation, which the client expects."""
+    def finish(self, result, result_type: str = "complete") -> None:
+        """The call's response (`result_type`: "complete", or "input_required" for what
+        input_required() made); none after a cancellation, which the client expects."""
         if result is not None and not self.cancellation.is_set:
             self.transport.respond(self.request_id, result)
 
@@ -7107,19 +7115,21 @@ class LegacyCall(ToolCall):
     and elicitation by sending `elicitation/create` requests and waiting for their
     responses."""
 
-    def __init__(self, server: "McpServer", request_id, progress_token, cancellation: Cancellation) -> None:
-        super().__init__(server, request_id, progress_token, cancellation)
+    def __init__(self, transport: "JsonRpcStdio", log: Log, request_id, progress_token,
+                 cancellation: Cancellation, handshake) -> None:
+        super().__init__(transport, log, request_id, progress_token, cancellation)
+        self.handshake = handshake  # () -> what initialize said: {capabilities, clientInfo}
         self.url_elicitations: dict = {}  # our elicitation key -> elicitationId
 
     @property
     def client_info(self) -> dict:
-        return self.server.handshake()["clientInfo"]
+        return self.handshake()["clientInfo"]
 
     def elicitation_modes(self) -> frozenset:
-        return elicitation_modes(self.server.handshake()["capabilities"])
+        return elicitation_modes(self.handshake()["capabilities"])
 
     def shows_apps(self) -> bool:
-        return declares_apps(self.server.handshake()["capabilities"])
+        return declares_apps(self.handshake()["capabilities"])
 
     def elicit(self, key: str, params: dict, interview: Interview):
         """Send `elicitation/create` and wait, with no timeout of ours, for the first of: the
@@ -7138,7 +7148,7 @@ class LegacyCall(ToolCall):
             interview.wake()
 
         request_id = self.transport.request("elicitation/create", params, on_response)
-        self.server.log.event("elicitation-request", interview=interview.id, request=request_id,
+        self.log.event("elicitation-request", about=interview, interview=interview.id, request=request_id,
                               elicitation=params.get("elicitationId"))
         with interview.waiter(self.cancellation) as waiter:
             outcome = waiter.wait(answered=lambda: bool(responses))
@@ -7372,7 +7382,7 @@ class TaskRegistry:
             view = task.view(self.clock())
         # On disk before the task is answered.
         interview.add_task(task.id, lambda ids: self.archive.record_tasks(interview.id, ids))
-        self.log.event("task-created", task=task.id, interview=interview.id)
+        self.log.event("task-created", about=task.cancellation, task=task.id, interview=interview.id)
         return view
 
     def update(self, task_id: str, facts: dict) -> None:
@@ -7384,7 +7394,7 @@ class TaskRegistry:
                 return
             task.message, task.facts = message, facts
             task.updated = time.time()
-        self.log.event("task-updated", "debug", task=task_id)
+        self.log.event("task-updated", "debug", about=task.cancellation, task=task_id)
 
     def complete(self, task_id: str, result: dict) -> None:
         with self.lock:
@@ -7397,7 +7407,7 @@ class TaskRegistry:
             if isinstance(summary, str):
                 task.message = summary.split("\n", 1)[0]
             self._settled(task)
-        self.log.event("task-completed", task=task_id)
+        self.log.event("task-completed", about=task.cancellation, task=task_id)
 
     def cancel(self, task_id) -> None:
         task = self._find(task_id)
@@ -7408,7 +7418,7 @@ class TaskRegistry:
             if task.interview is not None:
                 task.message = "Cancelled by the client; the form stays open at %s" % task.interview.url
             self._settled(task)
-        self.log.event("task-cancelled", task=task.id)
+        self.log.event("task-cancelled", about=task.cancellation, task=task.id)
         task.cancellation.cancel()
 
     def get(self, task_id) -> dict:
@@ -7489,19 +7499,28 @@ class ModernCall(ToolCall):
     answer), and, when the request declares the tasks extension, a call about to block
     answers at once with a task that the rest of the call reports into."""
 
-    def __init__(self, server: "McpServer", request_id, request: ModernRequest, params: dict,
-                 cancellation: Cancellation, resumed=None) -> None:
-        super().__init__(server, request_id, progress_token(params), cancellation)
+    def __init__(self, transport: "JsonRpcStdio", log: Log, request_id, request: ModernRequest,
+                 params: dict, cancellation: Cancellation, resumed, tasks: "TaskRegistry",
+                 seal: RequestStateSeal, log_scope: "LogRouting") -> None:
+        super().__init__(transport, log, request_id, progress_token(params), cancellation)
+        self.tasks = tasks
+        self.seal = seal
+        self.log_scope = log_scope  # its log messages end where its response or task is sent
         self.request = request
         self.resumed = resumed  # (interview id, input key) from a verified requestState
         responses = params.get("inputResponses")
         self.input_responses = responses if isinstance(responses, dict) else {}
         self.task_id = None
-        self.interviews: set = set()  # the interviews its log events may name
+        self.interviews: set = set()  # the interviews it worked on (LogRouting)
 
     @property
     def client_info(self) -> dict:
         return self.request.client_info
+
+    def owns(self, about) -> bool:
+        """Whether an event about `about` belongs to this call: its request, its cancellation
+        (its task's too), or an interview it worked on."""
+        return about is self.request or about is self.cancellation or about in self.interviews
 
     @property
     def reports_progress(self) -> bool:
@@ -7523,7 +7542,7 @@ class ModernCall(ToolCall):
         """Into the task once there is one (the request, answered, has no token left to
         report on); else a progress notification on the request's token."""
         if self.task_id is not None:
-            self.server.tasks.update(self.task_id, facts)
+            self.tasks.update(self.task_id, facts)
         else:
             super().progress(facts, url)
 
@@ -7531,14 +7550,14 @@ class ModernCall(ToolCall):
         if not self.request.tasks or self.task_id is not None:
             return
         facts = interview.progress()
-        self.interviews.add(interview.id)
-        view = self.server.tasks.create(interview, progress_message(facts), self.cancellation, facts)
-        self.task_id = view["taskId"]
-        self.server.end_log_scope(self)
+        self.interviews.add(interview)
+        view = self.tasks.create(interview, progress_message(facts), self.cancellation, facts)
+        self.log_scope.end(self)
         # Answered: from here on only tasks/cancel stops the call, never a late
         # notifications/cancelled for this request id.
         self.transport.end_call(self.request_id, self.cancellation)
-        self.transport.respond(self.request_id, modern_envelope(view, "task"))
+        self._answer(view, "task")
+        self.task_id = view["taskId"]
 
     def elicit(self, key: str, params: dict, interview: Interview):
         if self.retrying(key):
@@ -7551,23 +7570,104 @@ class ModernCall(ToolCall):
 
     def input_required(self, needed: InputRequired, tool: str, arguments: dict) -> dict:
         (key,) = needed.requests
-        state = self.server.seal.seal(needed.interview.id, tool, arguments, key)
-        self.server.log.event("input-required", interview=needed.interview.id, key=key)
-        return modern_envelope({"inputRequests": needed.requests, "requestState": state}, "input_required")
+        state = self.seal.seal(needed.interview.id, tool, arguments, key)
+        self.log.event("input-required", about=needed.interview, interview=needed.interview.id, key=key)
+        return {"inputRequests": needed.requests, "requestState": state}
 
-    def finish(self, result) -> None:
+    def finish(self, result, result_type: str = "complete") -> None:
+        if result is not None and not (self.task_id is None and self.cancellation.is_set):
+            self._answer(result, result_type)
+
+    def _answer(self, result: dict, result_type: str) -> None:
+        """The one way out for what the call brings back, in the 2026-07-28 envelope: into its
+        task once it has one, else as its response (a task's own view included)."""
+        shown = modern_envelope(result, result_type)
         if self.task_id is not None:
-            if result is not None:
-                self.server.tasks.complete(self.task_id, modern_envelope(result))
-            return
-        if result is not None and "resultType" not in result:
-            result = modern_envelope(result)
-        super().finish(result)
+            self.tasks.complete(self.task_id, shown)
+        else:
+            self.transport.respond(self.request_id, shown)
 
 
 # ============================================================================================
 # The MCP server: methods of each era, dispatch and shutdown
 # ============================================================================================
+
+class LogRouting:
+    """Where a log event goes as notifications/message, decided from what it belongs to: the
+    tool call whose worker thread logs it, and what it is `about` (Log.event).
+
+    A 2026-07-28 call in flight gets the events that belong to it (its request, its
+    cancellation and its task's, an interview it worked on) at or above the logLevel of its own
+    `_meta`, until its response or task is sent and unless cancelled. The initialize era's
+    logging/setLevel admits every other event, never one of the 2026-07-28 era: its requests,
+    calls and tasks, and every interview one of its calls worked on, for as long as the process
+    runs. Queued, never written from the logging thread: that may be a form server thread."""
+
+    MODERN_REQUEST = object()  # about: a 2026-07-28 request refused before it was read
+
+    def __init__(self, post) -> None:
+        self.post = post  # (method, params): queue a notification
+        self.lock = threading.Lock()
+        self.legacy_level = None  # what logging/setLevel asked for
+        self.calls: dict = {}  # request id -> ModernCall, until its response or task
+        self.modern = None  # a WeakSet, at the first 2026-07-28 call: what belongs to that era
+        self.worker = threading.local()  # .call: the ToolCall this worker thread runs
+
+    def begin(self, call: ModernCall) -> None:
+        """A 2026-07-28 call: its events reach it from now on."""
+        import weakref
+
+        with self.lock:
+            if self.modern is None:
+                self.modern = weakref.WeakSet()
+            self.modern.add(call.cancellation)
+            self.calls[_hashable(call.request_id)] = call
+
+    def end(self, call) -> None:
+        """No log message for a modern call after this: its response or its task comes next."""
+        with self.lock:
+            if self.calls.get(_hashable(call.request_id)) is call:
+                del self.calls[_hashable(call.request_id)]
+
+    def run_as(self, call) -> None:
+        """This worker thread runs `call`: what it logs belongs to that call."""
+        self.worker.call = call
+
+    def _owners_of(self, about):
+        """Under the lock: the 2026-07-28 calls in flight that an event about `about` belongs
+        to, and whether it belongs to that era at all."""
+        current = getattr(self.worker, "call", None)
+        if isinstance(current, ModernCall) and about is not None and not current.owns(about):
+            current.interviews.add(about)  # what a call's worker logs about is an interview it works on
+            self.modern.add(about)
+        owners = [call for call in self.calls.values() if call is current or call.owns(about)]
+        return owners, bool(owners) or isinstance(current, ModernCall) or self._is_modern(about)
+
+    def _is_modern(self, about) -> bool:
+        return (isinstance(about, ModernRequest) or about is self.MODERN_REQUEST
+                or (self.modern is not None and about in self.modern))
+
+    @staticmethod
+    def _asks_for(call, rank: int) -> bool:
+        """Whether a call in flight asked, with the logLevel of its `_meta`, for an event of this rank."""
+        asked = call.request.log_level
+        return asked is not None and not call.cancellation.is_set and rank >= LOG_LEVELS.index(asked)
+
+    def forward(self, level: str, event: str, fields: dict, about=None) -> None:
+        """The Log's listener: the event as notifications/message, to whoever asked for it."""
+        rank = LOG_LEVELS.index(level)
+        with self.lock:
+            owners, modern = self._owners_of(about)
+            wanted = any(self._asks_for(call, rank) for call in owners) or (
+                not modern and self.legacy_level is not None and rank >= LOG_LEVELS.index(self.legacy_level))
+            if not wanted:
+                return
+            data = {"event": event}
+            data.update((key, value) for key, value in fields.items() if key != "token")
+            # Under the lock: once end() returns, nothing more is queued for that call, and
+            # what was queued goes out before its response.
+            self.post("notifications/message", {"level": level, "logger": SERVER_NAME, "data": data})
+
 
 class McpServer:
     """The MCP methods over a JsonRpcStdio transport, in both protocol eras: a request whose
@@ -7587,11 +7687,8 @@ class McpServer:
         self.handshake_lock = threading.Lock()
         self.client_capabilities: dict = {}
         self.client_info: dict = {}
-        self.log_level = None
-        self.modern_calls: dict = {}  # request id -> ModernCall, until its response or task
-        self.modern_interviews: set = set()  # every interview a 2026-07-28 call worked on
-        self.worker = threading.local()  # .call: the ToolCall this worker thread runs
-        self.log.listener = self.forward_log
+        self.routing = LogRouting(self.transport.post_notification)
+        self.log.listener = self.routing.forward
 
     @property
     def reader_thread(self):
@@ -7623,12 +7720,11 @@ class McpServer:
         if not modern:
             self.log.event("request", "debug", method=method, era="legacy")
             return self._serve(LEGACY_METHODS, request_id, method, params, None)
-        self.worker.modern_request = True
+        request = None
         try:
-            self.log.event("request", "debug", method=method, era="modern")
+            request = ModernRequest.parse(meta)
         finally:
-            self.worker.modern_request = False
-        request = ModernRequest.parse(meta)
+            self.log.event("request", "debug", about=request or LogRouting.MODERN_REQUEST, method=method, era="modern")
         if request is None:  # a server/discover without the _meta every modern request carries
             raise JsonRpcError(-32602, "Invalid params: %s needs _meta with %s and %s, as every %s request"
                                % (method, quote(META_VERSION), quote(META_CAPABILITIES), MODERN_PROTOCOL))
@@ -7657,14 +7753,14 @@ class McpServer:
     def legacy_tool_call(self, request_id, params: dict, request):
         name, arguments = tool_call_arguments(params, self.legacy_apps())
         cancellation = self.transport.begin_call(request_id)
-        call = LegacyCall(self, request_id, progress_token(params), cancellation)
+        call = LegacyCall(self.transport, self.log, request_id, progress_token(params), cancellation, self.handshake)
         return self.start_tool_call(call, name, arguments)
 
     def set_log_level(self, request_id, params: dict, request) -> dict:
         level = params.get("level")
         if level not in LOG_LEVELS:
             raise JsonRpcError(-32602, "Invalid params: level must be one of %s" % ", ".join(LOG_LEVELS))
-        self.log_level = level
+        self.routing.legacy_level = level
         return {}
 
     def discover_refused(self, request_id, params: dict, request):
@@ -7678,9 +7774,9 @@ class McpServer:
         if params.get("requestState") is not None:
             resumed = self.seal.open(params["requestState"], name, arguments)
         cancellation = self.transport.begin_call(request_id)
-        call = ModernCall(self, request_id, request, params, cancellation, resumed)
-        with self.handshake_lock:
-            self.modern_calls[_hashable(request_id)] = call
+        call = ModernCall(self.transport, self.log, request_id, request, params, cancellation, resumed,
+                          self.tasks, self.seal, self.routing)
+        self.routing.begin(call)
         return self.start_tool_call(call, name, arguments)
 
     def modern_list_tools(self, request_id, params: dict, request: ModernRequest) -> dict:
@@ -7780,75 +7876,25 @@ class McpServer:
 
     def run_tool_call(self, call, name: str, arguments: dict) -> None:
         started = time.monotonic()
-        self.worker.call = call
+        self.routing.run_as(call)
         self.log.event("call", tool=name, request=str(call.request_id))
+        result_type = "complete"
         try:
             result = self.tools.call(name, arguments, call)
         except InputRequired as needed:
-            result = call.input_required(needed, name, arguments)
+            result, result_type = call.input_required(needed, name, arguments), "input_required"
         finally:
             self.transport.end_call(call.request_id, call.cancellation)
         cancelled = call.cancellation.is_set
         outcome = "cancelled" if cancelled or result is None else (
             "error" if result.get("isError") else
-            result.get("structuredContent", {}).get("status", result.get("resultType", "ok"))
+            result.get("structuredContent", {}).get("status", "ok" if result_type == "complete" else result_type)
         )
-        self.end_log_scope(call)
-        call.finish(result)
+        self.routing.end(call)
+        call.finish(result, result_type)
         # Logged once the response is out: the answers reach the agent before the bookkeeping.
         self.log.event("call-end", tool=name, request=str(call.request_id), outcome=outcome,
                        ms=int((time.monotonic() - started) * 1000))
-
-    def end_log_scope(self, call) -> None:
-        """No log message for a modern call after this: its response or its task comes next."""
-        with self.handshake_lock:
-            if self.modern_calls.get(_hashable(call.request_id)) is call:
-                del self.modern_calls[_hashable(call.request_id)]
-
-    def _owners_of(self, fields: dict):
-        """Under the handshake lock: the 2026-07-28 calls in flight that a log event belongs to,
-        and whether it belongs to that era at all."""
-        current = getattr(self.worker, "call", None)
-        interview, task, request = fields.get("interview"), fields.get("task"), fields.get("request")
-        interview = interview if isinstance(interview, str) else None
-        if isinstance(current, ModernCall) and interview is not None:
-            self.modern_interviews.add(interview)
-            current.interviews.add(interview)
-        owners = [call for call in self.modern_calls.values()
-                  if call is current or interview in call.interviews
-                  or (task is not None and task == call.task_id)
-                  or (request is not None and request == str(call.request_id))]
-        modern = (bool(owners) or isinstance(current, ModernCall) or task is not None
-                  or getattr(self.worker, "modern_request", False) or interview in self.modern_interviews)
-        return owners, modern
-
-    @staticmethod
-    def _asks_for(call, rank: int) -> bool:
-        """Whether a call in flight asked, with the logLevel of its `_meta`, for an event of this rank."""
-        asked = call.request.log_level
-        return asked is not None and not call.cancellation.is_set and rank >= LOG_LEVELS.index(asked)
-
-    def forward_log(self, level: str, event: str, fields: dict) -> None:
-        """A log event as notifications/message, when someone asked for it. A 2026-07-28 call
-        gets the events that belong to it (logged by its worker, or naming its request, an
-        interview it works on, or its task) at or above the logLevel of its own `_meta`, while
-        it is in flight and not cancelled; the initialize era's logging/setLevel admits every
-        other event, never one that belongs to the 2026-07-28 era: its requests, its calls, its
-        tasks, and every interview one of its calls worked on, for as long as the process runs.
-        Queued, never written from the logging thread: that may be a form server thread."""
-        rank = LOG_LEVELS.index(level)
-        with self.handshake_lock:
-            owners, modern = self._owners_of(fields)
-            wanted = any(self._asks_for(call, rank) for call in owners) or (
-                not modern and self.log_level is not None and rank >= LOG_LEVELS.index(self.log_level))
-            if not wanted:
-                return
-            data = {"event": event}
-            data.update((key, value) for key, value in fields.items() if key != "token")
-            # Under the lock: once end_log_scope returns, nothing more is queued for that call,
-            # and what was queued goes out before its response.
-            self.transport.post_notification("notifications/message",
-                                             {"level": level, "logger": SERVER_NAME, "data": data})
 
 
 # What each era serves: method name -> McpServer method.
@@ -8548,7 +8594,7 @@ class InterviewTools:
             if handled:
                 return result
         elif call.shows_apps():
-            self.log.event("shown-in-host", interview=interview.id)
+            self.log.event("shown-in-host", about=interview, interview=interview.id)
             self.runtime.notices.arm(interview, opened=True)  # as after a browser opened it
             return shown_in_host_result(interview)
         return self.deliver_by_browser(interview, call, interview.options["timeoutSeconds"])
@@ -8681,7 +8727,7 @@ class InterviewTools:
             "here, so please open this link." % (count, "" if count == 1 else "s",
                                                  quote(interview.title)),
         }
-        self.log.event("url-elicitation", interview=interview.id)
+        self.log.event("url-elicitation", about=interview, interview=interview.id)
         outcome, response = call.elicit(URL_ELICITATION_KEY, params, interview)
         if outcome == "settled":
             call.elicitation_finished(URL_ELICITATION_KEY, interview)
@@ -8689,7 +8735,7 @@ class InterviewTools:
         if outcome != "answered":
             return None
         action, detail = elicitation_action(response)
-        self.log.event("url-elicitation-answer", interview=interview.id,
+        self.log.event("url-elicitation-answer", about=interview, interview=interview.id,
                        action=action or "error", detail=detail)
         if action != "accept":
             reason = URL_DECLINED_TEXT if why is None else url_refusal_reason(why, action, detail)
@@ -8708,14 +8754,14 @@ class InterviewTools:
         else:
             unfit = elicitation_unfit(questions)
         if unfit is not None:
-            self.log.event("elicitation-fallback", interview=interview.id, why=unfit)
+            self.log.event("elicitation-fallback", about=interview, interview=interview.id, why=unfit)
             return False, None
         params = {
             "mode": "form",
             "message": elicitation_message(interview.spec, questions),
             "requestedSchema": elicitation_schema(questions),
         }
-        self.log.event("form-elicitation", interview=interview.id, questions=len(questions))
+        self.log.event("form-elicitation", about=interview, interview=interview.id, questions=len(questions))
         outcome, response = call.elicit(FORM_ELICITATION_KEY, params, interview)
         if outcome == "settled":
             return True, answers_result(interview.settled_result(), interview.spec)
@@ -8723,7 +8769,7 @@ class InterviewTools:
             return True, None
         action, detail = elicitation_action(response)
         if action is None:
-            self.log.event("elicitation-fallback", interview=interview.id,
+            self.log.event("elicitation-fallback", about=interview, interview=interview.id,
                            why="the client failed the form elicitation: %s" % detail)
             return False, None
         if action == "accept":
@@ -8735,7 +8781,7 @@ class InterviewTools:
         else:
             answers = {question["id"]: unanswered() for question in questions}
             status = "declined" if action == "decline" else "cancelled"
-        self.log.event("form-elicitation-answer", interview=interview.id, action=action)
+        self.log.event("form-elicitation-answer", about=interview, interview=interview.id, action=action)
         # None: the web form was submitted first, and its answers stand.
         result = self.runtime.hub.settle_without_form(interview, answers, status, "elicitation")
         return True, answers_result(result if result is not None else interview.settled_result(), interview.spec)
@@ -9265,7 +9311,7 @@ def answer_ask_user_question(source: str, timeout: int):
             unanswered_all = {question["id"]: unanswered() for question in interview.questions()}
             if runtime.hub.settle_without_form(interview, unanswered_all, CANCELLED, "browser",
                                                handed_back=why == "timeout") is not None:
-                runtime.log.event("hook-gave-up", interview=interview.id, why=why)
+                runtime.log.event("hook-gave-up", about=interview, interview=interview.id, why=why)
                 say_goodbye(interview, min(HOOK_GOODBYE_SECONDS, margin / 2))
                 return 0
             result = interview.settled_result()  # a submit that came as the wait ended
