@@ -152,6 +152,29 @@ def test_a_short_progress_line_cuts_the_title_from_the_facts_and_keeps_the_count
     assert askrich.progress_message(facts, 60) == askrich.cut(whole, 60)
 
 
+def test_a_call_holds_only_the_collaborators_it_uses_never_the_server(runtime, monkeypatch):
+    made = []
+    real = askrich.McpServer.start_tool_call
+    monkeypatch.setattr(askrich.McpServer, "start_tool_call",
+                        lambda self, call, name, arguments: made.append(call) or real(self, call, name, arguments))
+    peer = InProcessServer(runtime)
+    try:
+        peer.initialize()
+        peer.tool("ask_user_rich", dict(ARGUMENTS, delivery="link"))
+        modern = peer.call("tools/call", {"name": "ask_user_rich", "arguments": dict(ARGUMENTS, delivery="link"),
+                                          "_meta": MODERN_META})
+        assert modern["result"]["resultType"] == "complete"
+    finally:
+        peer.close()
+    legacy_call, modern_call = made
+    for call in made:
+        assert not any(isinstance(value, askrich.McpServer) for value in vars(call).values()), vars(call)
+    assert legacy_call.transport is modern_call.transport is peer.server.transport
+    assert callable(legacy_call.handshake) and legacy_call.client_info == {"name": "tests", "version": "1"}
+    assert (modern_call.tasks, modern_call.seal, modern_call.log_scope) == (
+        peer.server.tasks, peer.server.seal, peer.server.routing)
+
+
 def test_cancelling_a_task_cancels_its_call_and_leaves_it_cancelled(runtime):
     tasks = askrich.TaskRegistry(runtime.log, runtime.archive)
     form = runtime.open_interview(interview(choice("q", "a")))
