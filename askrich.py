@@ -49,9 +49,8 @@ __all__ = (
     "main",
 )
 
-# Only what the MCP handshake needs is imported here: every agent session spawns this server,
-# so start-up time is felt. The HTTP server, subprocess, unicodedata, difflib, secrets and the
-# like are imported where they are first used.
+# Only what the MCP handshake needs is imported here; everything else where it is first used
+# (see "Start-up and memory").
 import collections
 import json
 import os
@@ -123,11 +122,12 @@ MAX_LINE_VALUES = 200000  # JSON values in one stdin line: what parsing it may c
 MAX_BATCH = 100  # messages in one JSON-RPC batch, so its replies are bounded too
 MAX_BODY_BYTES = 5 * 1024 * 1024
 # Every free text the user writes (an Other, an option's text, notes, the general notes, a skip
-# reason): no single field can blow up the agent's context. The form (assets/js/state.js) and
-# the elicitation schema hold the same number.
+# reason): no single field can blow up the agent's context. The form reads it from /api/s
+# (form_payload), and the elicitation schema states it.
 FREE_TEXT_MAX = 20000
 SSE_PING_SECONDS = 15.0
 STATE_HISTORY = 32  # states an event stream can catch up on after a burst of changes
+PAGES_REMEMBERED = 16  # an interview's pages whose last visibility report is kept (Interview._in_view)
 PROGRESS_CHANGE_MIN_SECONDS = 1.0  # answered-count changes are reported at most once a second
 OPENER_GRACE_SECONDS = 5.0  # an opener still running after this long is a foreground launcher
 HTTP_IDLE_TIMEOUT_SECONDS = 30  # a client that trickles its request in loses its thread
@@ -163,6 +163,7 @@ ASSET_FILES = frozenset(
         "js/prove.js",
         "js/guard.js",
         "js/share.js",
+        "js/visibility.js",
         "inbox.html",
         "vendor/marked.esm.js",
         "vendor/purify.es.mjs",
@@ -470,7 +471,8 @@ class FormServerUnavailable(InterviewError):
 
 ID_MAX = 200
 ID_ALLOWED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:-")
-DELIVERIES = ("browser", "link", "elicitation")
+ID_PATTERN = "^[A-Za-z0-9_.:-]{1,%d}$" % ID_MAX  # ID_ALLOWED, as the tools' schemas say it
+DELIVERIES = ("browser", "link", "elicitation")  # the first is the default
 KINDS = ("choice", "rank")
 ASK_FIELDS = ("title", "intro", "questions", "delivery", "timeoutSeconds", "language")
 APPEND_FIELDS = ("sessionId", "questions", "note")
@@ -945,7 +947,7 @@ def validate_interview(args) -> tuple[dict, dict]:
     intro = problems.text("intro", args, "intro")
     delivery = args.get("delivery")
     if delivery is None:
-        delivery = "browser"
+        delivery = DELIVERIES[0]
     elif delivery not in DELIVERIES:
         problems.add(
             "delivery",
@@ -1768,15 +1770,16 @@ def private_folder(path: str, log: Log | None = None, create: bool = True) -> st
     return path
 
 
-def private_file_refusal(descriptor: int):
+def private_file_refusal(descriptor: int, owner_checked: bool = True):
     """Why an open file is not one of ours, or None: ours is a regular file of this user that
-    only this user can read or write, as everything this server writes is."""
+    only this user can read or write, as everything this server writes is. In a folder only
+    this user can write into (private_folder), `owner_checked` false: only the type counts."""
     import stat
 
     status = os.fstat(descriptor)
     if not stat.S_ISREG(status.st_mode):
         return "is not a regular file"
-    return owner_refusal(status, 0o077, "can be read or written by others")
+    return owner_refusal(status, 0o077, "can be read or written by others") if owner_checked else None
 
 
 # Opening never follows a symlink, and never waits: a FIFO planted in our place would block
@@ -1784,27 +1787,35 @@ def private_file_refusal(descriptor: int):
 PRIVATE_OPEN_FLAGS = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
 
 
-def open_private_file(path: str):
-    """A file of ours to read back, or None (private_file_refusal()). Anything else in a folder
-    we read was not written by us, and is never taken for the user's answers."""
-    try:
-        descriptor = os.open(path, os.O_RDONLY | PRIVATE_OPEN_FLAGS)
-    except OSError:
-        return None
-    if private_file_refusal(descriptor) is not None:
+class ForeignFile(PermissionError):
+    """A file where one of ours should be that is not ours: private_file_refusal() says why."""
+
+
+def open_private_file(path: str, owner_checked: bool = True):
+    """A file of ours, opened to read back. OSError when it cannot be opened (FileNotFoundError
+    when there is none), ForeignFile when it is not ours (private_file_refusal()): anything
+    else in a folder we read was not written by us, and is never taken for the user's answers."""
+    descriptor = os.open(path, os.O_RDONLY | PRIVATE_OPEN_FLAGS)
+    why = private_file_refusal(descriptor, owner_checked)
+    if why is not None:
         os.close(descriptor)
-        return None
+        raise ForeignFile("%s %s" % (path, why))
     return os.fdopen(descriptor, "rb")
 
 
-def write_whole(temporary: str, fill, give_name) -> None:
-    """A file whole or not at all: `fill(handle)` writes a new file at `temporary` (0600, never
-    through a file or symlink planted under that name); it is flushed and fsynced before
-    `give_name(temporary)` renames it, and the folder is fsynced after. If any step fails, the
-    temporary file goes."""
+def create_private_file(path: str):
+    """A new file at `path` (0600), opened for writing; FileExistsError when anything is there
+    already, a file or a symlink planted under that name included."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    return os.fdopen(os.open(path, flags, 0o600), "wb")
+
+
+def write_whole(temporary: str, fill, give_name) -> None:
+    """A file whole or not at all: `fill(handle)` writes a new private file at `temporary`
+    (create_private_file); it is flushed and fsynced before `give_name(temporary)` renames it,
+    and the folder is fsynced after. If any step fails, the temporary file goes."""
     try:
-        with os.fdopen(os.open(temporary, flags, 0o600), "wb") as handle:
+        with create_private_file(temporary) as handle:
             fill(handle)
             handle.flush()
             os.fsync(handle.fileno())
@@ -1853,14 +1864,21 @@ def sweep_stray_temporaries(log_dir: str) -> int:
     return removed
 
 
-def proc_stat(pid: int):
-    """The fields of /proc/PID/stat after the command name (which may hold spaces), from the
-    state on; None where there is no /proc (macOS, Windows) or no such process."""
+def read_proc(path: str):
+    """A file of /proc (the kernel's word on a process or a setting), whole; None where there
+    is no /proc (macOS, Windows) or no such file, or it cannot be read."""
     try:
-        with open("/proc/%d/stat" % pid, "rb") as handle:
-            return handle.read().rsplit(b")", 1)[-1].split()
+        with open(path, "rb") as handle:
+            return handle.read()
     except OSError:
         return None
+
+
+def proc_stat(pid: int):
+    """The fields of /proc/PID/stat after the command name (which may hold spaces), from the
+    state on; None where there is no /proc or no such process."""
+    stat = read_proc("/proc/%d/stat" % pid)
+    return None if stat is None else stat.rsplit(b")", 1)[-1].split()
 
 
 def process_start(pid: int):
@@ -1910,16 +1928,17 @@ class Archive:
         stamp = submitted_at.replace(":", "-").replace(".", "-")
         return os.path.abspath(os.path.join(self.directory, "%s-%s.json" % (stamp, interview_id)))
 
-    def save(self, record: dict) -> str:
-        """Write atomically (temp file, fsync, rename); the path. OSError (logged) when it
-        could not be written: the caller decides whether the answers may settle anyway."""
+    def save(self, record: dict, about=None) -> str:
+        """Write atomically (temp file, fsync, rename); the path. OSError (logged, `about` the
+        interview) when it could not be written: the caller decides whether the answers may
+        settle anyway."""
         path = self.path_for(record["interviewId"], record["submittedAt"])
         try:
             write_private_file(private_folder(self.directory, self.log), os.path.basename(path),
                                json_utf8(record, indent=2))
         except OSError as error:
             self.log.event(
-                "archive-failed", "error", interview=record["interviewId"], error=str(error)
+                "archive-failed", "error", about=about, interview=record["interviewId"], error=str(error)
             )
             raise
         if record.get("tasks"):
@@ -1948,11 +1967,8 @@ class Archive:
         return None
 
     def _read(self, path: str):
-        handle = open_private_file(path)
-        if handle is None:
-            return None
         try:
-            with handle:
+            with open_private_file(path) as handle:
                 return json.loads(handle.read().decode("utf-8"))
         except (OSError, ValueError):
             return None
@@ -1996,6 +2012,7 @@ class Archive:
 ATTACHMENT_MAX_BYTES = 10 * 1024 * 1024
 ATTACHMENTS_MAX_COUNT = 20
 ATTACHMENTS_MAX_TOTAL_BYTES = 50 * 1024 * 1024
+ATTACHMENT_TOO_LARGE = "a file may be at most %d MiB" % (ATTACHMENT_MAX_BYTES >> 20)
 ATTACHMENT_NAME_MAX = 100
 ATTACHMENT_NAME_MAX_BYTES = 200  # 100 four-byte characters would pass most file systems' 255
 ATTACHMENT_CHUNK_BYTES = 64 * 1024
@@ -2064,14 +2081,15 @@ class AttachmentStore:
         import secrets
 
         if length > ATTACHMENT_MAX_BYTES:
-            raise AttachmentRefused("too-large", "a file may be at most 10 MiB")
+            raise AttachmentRefused("too-large", ATTACHMENT_TOO_LARGE)
         with self.lock:
             if self.reserved_count + 1 > ATTACHMENTS_MAX_COUNT:
                 raise AttachmentRefused(
                     "too-many-files", "an interview may have at most %d attachments" % ATTACHMENTS_MAX_COUNT
                 )
             if self.reserved_bytes + length > ATTACHMENTS_MAX_TOTAL_BYTES:
-                raise AttachmentRefused("attachments-too-large", "an interview's attachments may be at most 50 MiB in all")
+                raise AttachmentRefused("attachments-too-large", "an interview's attachments may be at most %d MiB in all"
+                                        % (ATTACHMENTS_MAX_TOTAL_BYTES >> 20))
             self.reserved_count += 1
             self.reserved_bytes += length
             attachment_id = secrets.token_hex(8)
@@ -2228,11 +2246,12 @@ class InterviewSnapshot:
     that settle ends nothing changes it (appends, uploads and new tasks wait for its outcome),
     so the result and the archive are built from it without the interview's lock."""
 
-    __slots__ = ("interview_id", "spec", "created", "task_ids", "uploads", "delivered")
+    __slots__ = ("interview", "interview_id", "spec", "created", "task_ids", "uploads", "delivered")
 
-    def __init__(self, interview_id: str, spec: dict, created: float, task_ids: list, uploads,
+    def __init__(self, interview, spec: dict, created: float, task_ids: list, uploads,
                  delivered: bool) -> None:
-        self.interview_id = interview_id
+        self.interview = interview  # what the settle's log events are about; not read from
+        self.interview_id = interview.id
         self.spec = spec
         self.created = created
         self.task_ids = task_ids
@@ -2289,6 +2308,12 @@ def _build_interview_class():
             self._counts_revision = 0
             self._page_views = 0
             self._streams = 0
+            # The person's eyes, as the form's pages report them (record_visibility): each
+            # page's last word on whether it is in view, and how often one came into view (or
+            # the app loaded). A page load is not a sighting: the opener loads tabs in the
+            # background too.
+            self._in_view: dict = {}
+            self._sightings = 0
             self._unseen = None  # (follow-ups unseen, questions then), as the form last reported
             self._task_ids: list = []  # the tasks made on it, for the archive (TaskRegistry.create)
             # Cancelled because its questions went back to the client's own prompt (the hook
@@ -2424,10 +2449,12 @@ def _build_interview_class():
             return self._unseen[0] + max(0, len(questions) - self._unseen[1])
 
         def attention(self) -> dict:
-            """What the notices judge by: still pending, page views, forms open, follow-ups unseen."""
+            """What the notices judge by: still pending, forms open, sightings so far, and
+            whether a page shows the form now (it said so and its event stream is still open)."""
             with self._lock:
-                return {"pending": not self.done() and not self._closed, "pageViews": self._page_views,
-                        "streams": self._streams, "unseen": self._unseen_count()}
+                return {"pending": not self.done() and not self._closed, "streams": self._streams,
+                        "sightings": self._sightings,
+                        "inView": self._streams > 0 and any(self._in_view.values())}
 
         def record_unseen(self, count: int) -> None:
             """The form's count of follow-up questions not shown to the user yet; questions
@@ -2539,7 +2566,7 @@ def _build_interview_class():
                 ):
                     raise StaleVersion(self._version)
                 self._settling = True
-                return InterviewSnapshot(self.id, self._spec_now(), self.created, list(self._task_ids),
+                return InterviewSnapshot(self, self._spec_now(), self.created, list(self._task_ids),
                                          self._attachments, self._waiting > 0)
 
         def add_task(self, task_id: str, index) -> None:
@@ -2572,10 +2599,23 @@ def _build_interview_class():
                 self._check_pending()
                 self._attachments.remove(attachment_id)
 
-        def record_page_view(self) -> None:
+        def record_page_view(self, seen: bool = False) -> None:
+            """A page loaded; `seen`: where it cannot load unseen (the app, in the conversation)."""
             with self._lock:
                 self._page_views += 1
+                self._sightings += seen
                 self._changed.notify_all()
+
+        def record_visibility(self, page: str, in_view: bool) -> bool:
+            """A page says whether it is in view now; True when it just came into view."""
+            with self._lock:
+                came = in_view and not self._in_view.pop(page, False)
+                self._in_view[page] = in_view
+                for stale in list(self._in_view)[:-PAGES_REMEMBERED]:  # the pages heard from longest ago
+                    del self._in_view[stale]
+                self._sightings += came
+                self._changed.notify_all()
+                return came
 
         def record_stream(self, delta: int) -> None:
             """An event stream opened (+1) or closed (-1)."""
@@ -2876,10 +2916,19 @@ class SessionHub:
 
     # -- changes from the form ------------------------------------------------------------
 
-    def record_page_view(self, interview: Interview, user_agent: str) -> None:
-        interview.record_page_view()
+    def record_page_view(self, interview: Interview, user_agent: str, seen: bool = False) -> None:
+        """A page loaded (`seen`: see Interview.record_page_view)."""
+        interview.record_page_view(seen)
         self.log.event("page-view", about=interview, interview=interview.id, user_agent=user_agent)
-        self._observe(interview)  # a page view stops the notices
+        self._observe(interview)
+
+    def record_visibility(self, interview: Interview, page: str, in_view: bool) -> None:
+        """A form's page in view (visible and focused) or not: only a page the person can see
+        stops the notices."""
+        came = interview.record_visibility(page, in_view)
+        self.log.event("page-visibility", "debug", about=interview, interview=interview.id, page=page,
+                       in_view="yes" if in_view else "no", **({"sighting": "yes"} if came else {}))
+        self._observe(interview)
 
     def record_stream(self, interview: Interview, delta: int) -> None:
         """A form's event stream opened (+1) or closed (-1)."""
@@ -2952,7 +3001,7 @@ class SessionHub:
         if snapshot.task_ids:  # what a later process needs to answer tasks/get for them
             record["tasks"] = dict(self.archive.owner, ids=snapshot.task_ids)
         try:
-            path = self.archive.save(record)
+            path = self.archive.save(record, about=snapshot.interview)
         except OSError as error:
             if keep_or_refuse:
                 raise AnswersNotSaved(error.strerror or str(error)) from None
@@ -3537,6 +3586,7 @@ def build_app_document(read=read_asset) -> bytes:
 TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 HEX_DIGITS = frozenset("0123456789abcdef")
 MAX_PROGRESS_BYTES = 64 * 1024
+MAX_VISIBILITY_BYTES = 1024
 NOT_FOUND_TEXT = "Interview not found or expired."
 JSON_CONTENT_TYPE = "application/json; charset=utf-8"
 
@@ -3685,6 +3735,18 @@ def require_json_body(request) -> None:
 # call these, so every check and error code lives once.
 
 
+def form_payload(interview) -> dict:
+    """What GET /api/s/<token> answers: the interview, and the limits the form keeps before it
+    sends (the server's own numbers, so the two cannot differ; each is checked here again)."""
+    limits = {
+        "freeText": FREE_TEXT_MAX,
+        "attachmentBytes": ATTACHMENT_MAX_BYTES,
+        "attachments": ATTACHMENTS_MAX_COUNT,
+        "attachmentsBytes": ATTACHMENTS_MAX_TOTAL_BYTES,
+    }
+    return dict(interview.form_payload(), limits=limits)
+
+
 def form_state(runtime, interview) -> dict:
     return runtime.inbox.beside(interview, interview.state_json())
 
@@ -3698,6 +3760,27 @@ def form_progress(runtime, interview, payload):
     unseen = payload.get("followUpsUnseen")
     if isinstance(unseen, int) and not isinstance(unseen, bool) and unseen >= 0:
         runtime.hub.record_unseen(interview, unseen)
+    return 204, None
+
+
+def form_visibility(runtime, interview, payload):
+    """A page's report of whether the person can see it: {"page": its id, "visibility":
+    "visible" or "hidden" (document.visibilityState), "focus": document.hasFocus()}. In view
+    means visible and focused: a tab the opener put behind other windows is visible to the
+    browser in some desktops, yet nobody looks at it."""
+    if not isinstance(payload, dict):
+        raise HttpRefusal(400, "visibility must be an object of page, visibility and focus", code="invalid-visibility")
+    page, visibility, focus = payload.get("page"), payload.get("visibility"), payload.get("focus")
+    problems = []
+    if not isinstance(page, str) or not is_token_shaped(page):
+        problems.append("page must be the page's id: 1 to 64 letters, digits, '-' or '_' (got %s)" % describe(page))
+    if visibility not in ("visible", "hidden"):
+        problems.append("visibility must be \"visible\" or \"hidden\" (got %s)" % describe(visibility))
+    if not isinstance(focus, bool):
+        problems.append("focus must be true or false (got %s)" % describe(focus))
+    if problems:
+        raise HttpRefusal(400, "; ".join(problems), code="invalid-visibility")
+    runtime.hub.record_visibility(interview, page, visibility == "visible" and focus)
     return 204, None
 
 
@@ -3779,7 +3862,7 @@ def route_asset(request, params: dict):
 
 
 def route_interview(request, params: dict):
-    return json_reply(200, api_interview(request, params).form_payload())
+    return json_reply(200, form_payload(api_interview(request, params)))
 
 
 def route_state(request, params: dict):
@@ -3817,6 +3900,12 @@ def route_progress(request, params: dict):
     return operation_reply(form_progress(request.runtime, interview, request.read_json(MAX_PROGRESS_BYTES)))
 
 
+def route_visibility(request, params: dict):
+    interview = api_interview(request, params)
+    require_json_body(request)
+    return operation_reply(form_visibility(request.runtime, interview, request.read_json(MAX_VISIBILITY_BYTES)))
+
+
 def route_submit(request, params: dict):
     interview = api_interview(request, params)
     require_json_body(request)
@@ -3837,7 +3926,7 @@ def route_attachment_upload(request, params: dict):
     return operation_reply(form_attach(
         request.runtime, interview, urllib.parse.unquote(encoded, errors="replace"),
         attachment_media_type(request.headers.get("Content-Type", "")),
-        lambda: request.body_length(ATTACHMENT_MAX_BYTES, "a file may be at most 10 MiB"), request.rfile,
+        lambda: request.body_length(ATTACHMENT_MAX_BYTES, ATTACHMENT_TOO_LARGE), request.rfile,
     ))
 
 
@@ -3875,6 +3964,7 @@ ROUTES = (
     ("GET", "/api/s/<token>/inbox", route_to_inbox),
     ("GET", "/api/prove", route_prove),
     ("POST", "/api/s/<token>/progress", route_progress),
+    ("POST", "/api/s/<token>/visibility", route_visibility),
     ("POST", "/api/s/<token>/submit", route_submit),
     ("POST", "/api/s/<token>/attachments", route_attachment_upload),
     ("GET", "/api/s/<token>/attachments/<id>", route_attachment),
@@ -3884,8 +3974,20 @@ ROUTES = (
 
 def match_path(pattern: str, path: str):
     """The parameters of `path` under `pattern`, or None when it does not match."""
-    wanted = pattern.split("/")
-    given = path.split("?", 1)[0].split("/")
+    return _match_parts(pattern_parts(pattern), path.split("?", 1)[0].split("/"))
+
+
+_PATTERN_PARTS: dict = {}  # pattern -> its segments: every request tries each route's pattern
+
+
+def pattern_parts(pattern: str) -> tuple:
+    parts = _PATTERN_PARTS.get(pattern)
+    if parts is None:
+        parts = _PATTERN_PARTS[pattern] = tuple(pattern.split("/"))
+    return parts
+
+
+def _match_parts(wanted: tuple, given: list):
     params = {}
     for index, part in enumerate(wanted):
         if part.endswith("*>"):
@@ -3908,8 +4010,13 @@ def resolve_route(method: str, path: str, routes=ROUTES):
     """(route, params) for a request; HttpRefusal 404 for a path no route has, 405 with an
     Allow header for a path that routes take with other methods only."""
     allowed = []
+    given = path.split("?", 1)[0].split("/")
     for route_method, pattern, route in routes:
-        params = match_path(pattern, path)
+        wanted = pattern_parts(pattern)
+        # Only a pattern with a `<name*>` matches a path of another length.
+        if len(wanted) != len(given) and not wanted[-1].endswith("*>"):
+            continue
+        params = _match_parts(wanted, given)
         if params is None:
             continue
         if route_method == method:
@@ -3986,7 +4093,41 @@ class FormRequestPlumbing:
         if self.request_version == "HTTP/0.9":
             self.send_error(400)
             return False
+        if self.headers.get(DOOR_KEEP_HEADER) == "keep-alive":
+            self.keep_for_door()
         return True
+
+    def keep_for_door(self) -> None:
+        """The front door sends its next request on this connection when this one is answered
+        (a fresh connection and thread per request cost more than the door's whole hop). The
+        body is read whole first, so that what a route leaves unread cannot be taken for the
+        next request; a large or short one ends the connection as usual."""
+        import io
+        import socket
+
+        length = (self.headers.get("Content-Length") or "0").strip()
+        if not (length.isascii() and length.isdigit()) or int(length) > ATTACHMENT_CHUNK_BYTES:
+            return
+        # An answer's head and body are two writes: on a kept connection Nagle's rule would
+        # hold the body back until the door's delayed acknowledgement (40 ms).
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        body = self.rfile.read(int(length))
+        self.kept_rfile, self.rfile = self.rfile, io.BytesIO(body)
+        self.close_connection = len(body) < int(length)
+
+    def handle_one_request(self):
+        self.kept_rfile = None
+        try:
+            super().handle_one_request()
+        finally:
+            if self.kept_rfile is not None:  # the connection's own reader, for the next request
+                self.rfile, self.kept_rfile = self.kept_rfile, None
+
+    def end_headers(self):
+        # Said only to the door, which takes it off before the page sees the answer.
+        if getattr(self, "kept_rfile", None) is not None and not self.close_connection:
+            self.send_header("Connection", "keep-alive")
+        super().end_headers()
 
     def handle_routed(self):
         """Every method the base class knows comes here: the two checks, then the route."""
@@ -4067,35 +4208,53 @@ class FormRequestPlumbing:
     def stream_events(self, interview):
         """Server-Sent Events: the /state JSON at once and on every change."""
         hub = self.runtime.hub
+        seen, sent = None, None
+
+        def next_events():
+            nonlocal seen, sent
+            if not hub.is_live(interview):
+                return None
+            changed, states, seen = interview.next_states(seen, SSE_PING_SECONDS, lambda: hub.closed)
+            if hub.closed:
+                return None
+            if not changed:
+                return []
+            fresh = [json.dumps(self.runtime.inbox.beside(interview, state)) for state in states]
+            fresh = [data for previous, data in zip([sent] + fresh, fresh) if data != previous]
+            sent = fresh[-1] if fresh else sent
+            return [("state", data) for data in fresh]
+
+        hub.record_stream(interview, +1)
+        try:
+            self.send_event_stream(next_events)
+        finally:
+            hub.record_stream(interview, -1)
+
+    def send_event_stream(self, next_events) -> None:
+        """Server-Sent Events on this connection, kept until the page or the server goes:
+        `next_events()` waits up to SSE_PING_SECONDS and returns the (name, JSON text) events to
+        send, an empty list when there are none (a ping goes instead, which also finds a page
+        that went away), or None to end the stream."""
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
         self.send_security_headers()
+        self.close_connection = True  # before the headers: it ends when the stream does
         self.end_headers()
-        self.close_connection = True
-        hub.record_stream(interview, +1)
         try:
-            seen, sent = None, None
-            while hub.is_live(interview):
-                changed, states, seen = interview.next_states(seen, SSE_PING_SECONDS, lambda: hub.closed)
-                if hub.closed or self.page_gone():
-                    break
-                chunk = ": ping\n\n"
-                if changed:
-                    fresh = [json.dumps(self.runtime.inbox.beside(interview, state)) for state in states]
-                    fresh = [data for previous, data in zip([sent] + fresh, fresh) if data != previous]
-                    chunk = "".join("event: state\ndata: %s\n\n" % data for data in fresh) or chunk
-                    sent = fresh[-1] if fresh else sent
+            while True:
+                events = next_events()
+                if events is None or self.page_gone():
+                    return
+                chunk = "".join("event: %s\ndata: %s\n\n" % event for event in events) or ": ping\n\n"
                 self.wfile.write(chunk.encode("utf-8"))
                 self.wfile.flush()
         except OSError:
             pass  # the page went away
-        finally:
-            hub.record_stream(interview, -1)
 
     def page_gone(self) -> bool:
         """True once the page closed its end (readable, yet nothing to read). Writing alone
-        notices only on the second write after the close, so a reloaded page left a dead
-        stream holding its thread (and counting as "form open") for up to two pings."""
+        notices only on the second write after the close, which would leave a reloaded page's
+        dead stream holding its thread (and counting as "form open") for up to two pings."""
         import socket
 
         # A non-blocking peek rather than select(), which fails above fd 1024.
@@ -4146,8 +4305,8 @@ def _build_form_server_class():
         routes = ROUTES
         allow_reuse_address = True
         # socketserver's listen backlog is 5: a page (or a local client) opening many
-        # connections at once filled it, and later connections, the form's own included, lost
-        # their SYN and waited 1-3 s for a retry (200 connections took 30 s to open).
+        # connections at once fills it, and later connections, the form's own included, lose
+        # their SYN and wait 1-3 s for a retry.
         request_queue_size = 256
 
         def __init__(self, runtime, address, family=socket.AF_INET):
@@ -4155,11 +4314,8 @@ def _build_form_server_class():
             self.replies = RepliesInFlight()
             self.address_family = family
             super().__init__(address, FormRequestHandler)
-            port = self.server_address[1]
-            config = runtime.config
-            names = {"localhost", "127.0.0.1", "[::1]", config.public_host.lower()}
-            self.allowed_hosts = frozenset(names)
-            self.allowed_origins = frozenset("http://%s:%d" % (name, port) for name in names)
+            self.allowed_hosts, self.allowed_origins = allowed_hosts(self.server_address[1],
+                                                                     host=runtime.config.public_host)
 
         def handle_error(self, request, client_address):
             # A broken connection is routine for a local form; never print a traceback to
@@ -4260,6 +4416,22 @@ class LoopbackListener:
             server.server_close()
 
 
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
+
+
+def allowed_hosts(port: int, host: str = "localhost", public_url=None) -> tuple:
+    """(Host names, Origins) that a listener on loopback `port` answers; any other is a page
+    rebinding its name to us, or another site. The loopback names at that port, `host` (the
+    name the form's URLs say, ASK_USER_RICH_PUBLIC_HOST) at that port too, and the host of
+    `public_url` (a tunnel that reaches this port from afar) with that origin."""
+    names = set(LOOPBACK_NAMES) | {host.lower()}
+    origins = {"http://%s:%d" % (name, port) for name in names}
+    if public_url:
+        names.add(host_name(public_url.split("://", 1)[1]))
+        origins.add(public_url)
+    return frozenset(names), frozenset(origins)
+
+
 def host_name(host_header: str) -> str:
     """The Host header without its port, lower-cased: 'localhost', '[::1]', ..."""
     host = host_header.strip().lower()
@@ -4351,11 +4523,6 @@ class Runtime:
         self.notices.follow_ups(self.hub.require(session_id))
         return reply
 
-    def wait_for_result(self, session_id, timeout=None):
-        """The settled result (structuredContent), or None on timeout."""
-        result, _ = self.hub.wait(self.hub.require(session_id), timeout=timeout)
-        return result
-
     def close(self) -> None:
         self.notices.close()
         self.inbox.close()
@@ -4440,7 +4607,6 @@ def load_inbox_key(log_dir: str) -> str:
     """The inbox's secret, made once (18 random bytes, base64url, 0600): <log dir>/inbox.key.
     InboxUnavailable when the log folder or the key file is not private."""
     import secrets
-    import stat
 
     try:
         os.makedirs(log_dir, mode=0o700, exist_ok=True)
@@ -4450,19 +4616,15 @@ def load_inbox_key(log_dir: str) -> str:
     path = os.path.join(log_dir, "inbox.key")
     for _ in range(3):
         try:
-            descriptor = os.open(path, os.O_RDONLY | PRIVATE_OPEN_FLAGS)
+            with open_private_file(path) as handle:
+                key = handle.read(64).decode("ascii", "replace").strip()
         except FileNotFoundError:
             _make_inbox_key(path, secrets.token_urlsafe(18))
             continue
+        except ForeignFile as error:
+            raise InboxUnavailable("%s, so it is not private" % error) from None
         except OSError as error:
             raise InboxUnavailable("%s cannot be read: %s" % (path, error.strerror or error)) from None
-        with os.fdopen(descriptor, "rb") as handle:
-            status = os.fstat(handle.fileno())
-            if not stat.S_ISREG(status.st_mode):
-                raise InboxUnavailable("%s is not a file" % path)
-            if os.name == "posix" and (status.st_uid != os.getuid() or status.st_mode & 0o077):
-                raise InboxUnavailable("%s is not private: it belongs to another user or others can read it" % path)
-            key = handle.read(64).decode("ascii", "replace").strip()
         if len(key) == 24 and set(key) <= TOKEN_CHARS:
             return key
         if key:
@@ -4493,18 +4655,10 @@ def retire_inbox_key(log_dir: str) -> None:
 def _make_inbox_key(path: str, key: str) -> None:
     """Write the key whole under a temporary name, then link it into place: of two processes
     making it at once, one wins and both read the winner's key."""
+    data = key.encode("ascii") + b"\n"
     temporary = "%s.%d.tmp" % (path, os.getpid())
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    try:
-        try:
-            os.unlink(temporary)
-        except FileNotFoundError:
-            pass
-        descriptor = os.open(temporary, flags, 0o600)
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(key.encode("ascii") + b"\n")
-            handle.flush()
-            os.fsync(handle.fileno())
+
+    def link(temporary: str) -> None:
         try:
             os.link(temporary, path)
         except FileExistsError:
@@ -4512,12 +4666,17 @@ def _make_inbox_key(path: str, key: str) -> None:
         except OSError:
             # No hard links here (FAT, some network shares): create the file itself, exclusively.
             try:
-                descriptor = os.open(path, flags, 0o600)
+                with create_private_file(path) as handle:
+                    handle.write(data)
             except FileExistsError:
-                return
-            with os.fdopen(descriptor, "wb") as handle:
-                handle.write(key.encode("ascii") + b"\n")
-        sync_directory(os.path.dirname(path))
+                pass
+
+    try:
+        try:
+            os.unlink(temporary)  # a crashed process's, whose pid this one now has
+        except FileNotFoundError:
+            pass
+        write_whole(temporary, lambda handle: handle.write(data), link)
     except OSError as error:
         raise InboxUnavailable("%s cannot be written: %s" % (path, error.strerror or error)) from None
     finally:
@@ -4643,17 +4802,14 @@ class InboxRegistry:
         cannot be written now (nothing is left behind)."""
         inbox_folder(self.folder)
         temporary = os.path.join(self.folder, ".%d.json.tmp" % self.pid)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
         try:
-            descriptor = os.open(temporary, flags, 0o600)
-            with os.fdopen(descriptor, "wb") as handle:
-                handle.write(json_utf8(entry))
-            os.replace(temporary, self.path)
-        except OSError as error:
             try:
-                os.unlink(temporary)
-            except OSError:
+                os.unlink(temporary)  # a crashed process's, whose pid this one now has
+            except FileNotFoundError:
                 pass
+            write_whole(temporary, lambda handle: handle.write(json_utf8(entry)),
+                        lambda temporary: os.replace(temporary, self.path))
+        except OSError as error:
             raise InboxWriteFailed("%s cannot be written: %s" % (self.path, error.strerror or error)) from None
         self.written = True
 
@@ -4674,8 +4830,11 @@ class InboxRegistry:
 
     def scan(self):
         """(stamp, entries): the entries of every other live process, and a value that changes
-        whenever any of them may have."""
+        whenever any of them may have. Nothing from a folder that another user could write
+        into: each entry names the ports the front door forwards to."""
         try:
+            if folder_refusal(self.folder) is not None:
+                return (), []
             names = os.listdir(self.folder)
         except OSError:
             return (), []
@@ -4715,14 +4874,8 @@ class InboxRegistry:
 
     @staticmethod
     def _read(path: str, pid: int):
-        import stat
-
         try:
-            # Without waiting: a FIFO in the folder would otherwise block every process's inbox.
-            descriptor = os.open(path, os.O_RDONLY | PRIVATE_OPEN_FLAGS)
-            with os.fdopen(descriptor, "rb") as handle:
-                if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                    return None
+            with open_private_file(path, owner_checked=False) as handle:  # scan() checked the folder
                 data = handle.read(INBOX_ENTRY_MAX_BYTES + 1)
         except OSError:
             return None
@@ -4854,6 +5007,11 @@ def route_inbox_verifier(request, params: dict):
 # is rebuilt from its checked parts (route, token, upload id, a few headers): nothing the
 # request says chooses where it goes. The owner's answer is relayed byte for byte, as it comes.
 
+# The door's kept connections to the owners (OwnerConnections): how long one may stay idle
+# (well under the owner's HTTP_IDLE_TIMEOUT_SECONDS), and how many per owner.
+DOOR_KEEP_SECONDS = 10.0
+DOOR_KEPT_PER_OWNER = 8
+DOOR_KEEP_HEADER = "X-Ask-User-Rich-Door"
 # Headers a form's requests need at the owner; Host is the owner's own, Origin was checked here.
 DOOR_FORWARDED_HEADERS = ("Content-Type", "X-Attachment-Name", "User-Agent", "Accept", "Accept-Language",
                           "Last-Event-ID")
@@ -4861,7 +5019,8 @@ DOOR_FORWARDED_HEADERS = ("Content-Type", "X-Attachment-Name", "User-Agent", "Ac
 DOOR_BODY_LIMITS = MappingProxyType({
     "/api/s/<token>/submit": (MAX_BODY_BYTES, ""),
     "/api/s/<token>/progress": (MAX_PROGRESS_BYTES, ""),
-    "/api/s/<token>/attachments": (ATTACHMENT_MAX_BYTES, "a file may be at most 10 MiB"),
+    "/api/s/<token>/visibility": (MAX_VISIBILITY_BYTES, ""),
+    "/api/s/<token>/attachments": (ATTACHMENT_MAX_BYTES, ATTACHMENT_TOO_LARGE),
 })
 DOOR_FAILURES = MappingProxyType({
     502: ("owner-unreachable", "the ask-user-rich process that serves this form does not answer; it may "
@@ -4930,9 +5089,10 @@ def door_failure(status: int, forward: Forward) -> Reply:
     return json_reply(status, error_body(status, text, code))
 
 
-def _owner_request(request, forward: Forward, length: int) -> bytes:
+def _owner_request(request, forward: Forward, length: int, keep: bool) -> bytes:
     """The request line and headers the owner gets: HTTP/1.0, its own Host, a few of the page's
-    headers (HttpRefusal 400 for one that would split a line)."""
+    headers (HttpRefusal 400 for one that would split a line), and with `keep` the door's ask
+    to keep the connection for its next request."""
     lines = ["%s %s HTTP/1.0" % (forward.method, forward.path), "Host: 127.0.0.1:%d" % forward.port]
     for name in DOOR_FORWARDED_HEADERS:
         value = request.headers.get(name)
@@ -4943,35 +5103,143 @@ def _owner_request(request, forward: Forward, length: int) -> bytes:
         lines.append("%s: %s" % (name, value))
     if forward.limit is not None:
         lines.append("Content-Length: %d" % length)
+    if keep:
+        lines.append("%s: keep-alive" % DOOR_KEEP_HEADER)
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace")
+
+
+class OwnerConnections:
+    """The door's idle connections to each owner's port, kept for the next request: a request
+    through the door then costs no connection and no new thread at the owner. A connection
+    idle for DOOR_KEEP_SECONDS is closed (the owner drops it at HTTP_IDLE_TIMEOUT_SECONDS), and
+    one the owner has closed is noticed before it is used."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.idle: dict = {}  # port -> [(socket, when it was given back)]
+
+    def take(self, port: int, keep: bool):
+        """(socket, whether it carried a request before): a kept one when `keep` and there is
+        one still open, else a new connection to 127.0.0.1 (no name to resolve). OSError when
+        the owner cannot be reached."""
+        import socket
+
+        now = time.monotonic()
+        stale = []
+        with self.lock:
+            for each in list(self.idle):  # owners gone quiet or gone: their connections go too
+                fresh = [(owner, since) for owner, since in self.idle[each] if now - since < DOOR_KEEP_SECONDS]
+                stale += [owner for owner, since in self.idle[each] if now - since >= DOOR_KEEP_SECONDS]
+                if fresh:
+                    self.idle[each] = fresh
+                else:
+                    del self.idle[each]
+            kept = self.idle.get(port, []) if keep else []
+            found = None
+            while kept and found is None:
+                owner = kept.pop()[0]
+                if still_open(owner):
+                    found = owner
+                else:
+                    stale.append(owner)
+        for owner in stale:
+            owner.close()
+        if found is not None:
+            return found, True
+        owner = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            owner.settimeout(DOOR_CONNECT_SECONDS)
+            owner.connect((INBOX_HOST, port))
+            owner.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            owner.close()
+            raise
+        return owner, False
+
+    def give_back(self, port: int, owner) -> None:
+        with self.lock:
+            kept = self.idle.setdefault(port, [])
+            if len(kept) < DOOR_KEPT_PER_OWNER:
+                kept.append((owner, time.monotonic()))
+                return
+        owner.close()
+
+    def close(self) -> None:
+        with self.lock:
+            idle, self.idle = self.idle, {}
+        for kept in idle.values():
+            for owner, _ in kept:
+                owner.close()
+
+
+def still_open(owner) -> bool:
+    """Whether a kept connection can carry a request: nothing to read on it (an end, or bytes
+    nobody asked for, rule it out)."""
+    import socket
+
+    owner.settimeout(0)
+    try:
+        owner.recv(1, socket.MSG_PEEK)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def forward_to_owner(request, forward: Forward) -> None:
     """Send the request on to the owner and relay its answer unchanged as it comes (an events
     stream included); 502 when the owner cannot be reached, 504 when it does not begin to
-    answer in time. Never waits without a deadline."""
+    answer in time. Never waits without a deadline. A small body is read whole first and the
+    request goes on a kept connection; an upload goes on its own, passed on as it arrives."""
     import socket
 
     inbox = request.server.inbox
     try:
         length = request.body_length(*forward.limit) if forward.limit is not None else 0
-        head = _owner_request(request, forward, length)
     except HttpRefusal as refusal:
         return request.send_reply(refusal.reply())
-    try:
-        owner = socket.create_connection(("127.0.0.1", forward.port), timeout=DOOR_CONNECT_SECONDS)
-    except OSError as error:
-        return _forward_failed(request, forward, 502, error)
-    with owner:
-        owner.settimeout(inbox.answer_seconds)
-        owner.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    small, body = length <= ATTACHMENT_CHUNK_BYTES, b""
+    if small and length:
         try:
-            _pass_body(request, owner, head, length)
+            body = request.rfile.read(length)
+        except OSError:
+            return None
+    keep = small and len(body) == length
+    try:
+        head = _owner_request(request, forward, length, keep)
+    except HttpRefusal as refusal:
+        return request.send_reply(refusal.reply())
+    for attempt in range(2):
+        try:
+            owner, reused = inbox.owners.take(forward.port, keep and attempt == 0)
+        except OSError as error:
+            return _forward_failed(request, forward, 502, error)
+        reusable = False
+        try:
+            owner.settimeout(inbox.answer_seconds)
+            if small:
+                owner.sendall(head + body)
+                if not keep:
+                    owner.shutdown(socket.SHUT_WR)  # cut short: the owner sees the same short body
+            else:
+                _pass_body(request, owner, head, length)
+            status, reusable = _relay_answer(request, owner, inbox.answer_seconds, keep)
         except _PageGone:
             return None
         except OSError as error:
-            return _forward_failed(request, forward, 504 if isinstance(error, socket.timeout) else 502, error)
-        status = _relay_answer(request, owner, inbox.answer_seconds)
+            status = 504 if isinstance(error, socket.timeout) else 502
+            if not reused:
+                return _forward_failed(request, forward, status, error)
+        finally:
+            if reusable:
+                inbox.owners.give_back(forward.port, owner)
+            else:
+                owner.close()
+        # Nothing at all came back on a kept connection: the owner had closed it (it had not
+        # read the request), so it goes once more on a new one.
+        if not (reused and status == 502):
+            break
     if status is not None:
         _forward_failed(request, forward, status, None)
     return None
@@ -4982,17 +5250,8 @@ class _PageGone(Exception):
 
 
 def _pass_body(request, owner, head: bytes, length: int) -> None:
-    """The request line, headers and body to the owner: a small body in the same write as the
-    head (one packet, as the page sent it), a large one in chunks as it arrives."""
-    if length <= ATTACHMENT_CHUNK_BYTES:
-        try:
-            body = request.rfile.read(length) if length else b""
-        except OSError:
-            raise _PageGone() from None
-        owner.sendall(head + body)
-        if len(body) < length:
-            owner.shutdown(1)  # cut short: the owner sees the same short body
-        return
+    """The request line and headers of an upload to the owner, then its body in chunks as it
+    arrives."""
     owner.sendall(head)
     while length > 0:
         try:
@@ -5007,23 +5266,41 @@ def _pass_body(request, owner, head: bytes, length: int) -> None:
         length -= len(chunk)
 
 
-def _relay_answer(request, owner, patience: float):
-    """Copy the owner's answer to the page as it comes, flushed per chunk; None once done, or
-    the status to answer instead (502, 504) when the owner said nothing at all."""
+def _kept_answer_head(head: bytes):
+    """(the head as the page gets it, the body's length or None, whether the owner keeps the
+    connection): the owner's `Connection: keep-alive` is the door's business alone."""
+    lines = head.split(b"\r\n")
+    kept, length, shown = False, None, []
+    for line in lines:
+        name, _, value = line.partition(b":")
+        name = name.strip().lower()
+        if name == b"connection":
+            kept = value.strip().lower() == b"keep-alive"
+            continue
+        if name == b"content-length" and value.strip().isdigit():
+            length = int(value.strip())
+        shown.append(line)
+    return b"\r\n".join(shown), length, kept and length is not None
+
+
+def _relay_answer(request, owner, patience: float, keep: bool):
+    """Copy the owner's answer to the page as it comes, flushed per chunk. (None once done, or
+    the status to answer instead (502, 504) when the owner said nothing at all; whether the
+    connection can carry the next request: with `keep`, once the whole body has come)."""
     import selectors
 
     with selectors.DefaultSelector() as watch:
         watch.register(owner, selectors.EVENT_READ, "owner")
         watch.register(request.connection, selectors.EVENT_READ, "page")
-        started = False
+        started, pending, left = False, b"", None  # left: body bytes still to come, when known
         while True:
             ready = watch.select(DOOR_IDLE_SECONDS if started else patience)
             if not ready:
-                return None if started else 504
+                return (None if started else 504), False
             for key, _ in ready:
                 if key.data == "page":
                     if request.page_gone():
-                        return None  # the page left: so does the forwarded request
+                        return None, False  # the page left: so does the forwarded request
                     watch.unregister(request.connection)  # it sent more: not ours to read
                     continue
                 try:
@@ -5031,12 +5308,35 @@ def _relay_answer(request, owner, patience: float):
                 except OSError:
                     chunk = b""
                 if not chunk:
-                    return None if started else 502
-                try:
-                    request.connection.sendall(chunk)
-                except OSError:
-                    return None
+                    if pending:  # an answer without a whole head: passed on as it came
+                        _send_to_page(request, pending)
+                    return (None if started or pending else 502), False
+                if keep and left is None:
+                    pending += chunk
+                    end = pending.find(b"\r\n\r\n")
+                    if end < 0 and len(pending) <= ATTACHMENT_CHUNK_BYTES:
+                        continue
+                    head, body = (pending[:end], pending[end:]) if end >= 0 else (b"", pending)
+                    head, length, kept = _kept_answer_head(head) if end >= 0 else (b"", None, False)
+                    chunk, pending, keep = head + body, b"", kept
+                    left = length + 4 if kept else None  # the blank line after the head, then the body
+                    if left is not None:
+                        left -= len(body)
+                elif left is not None:
+                    left -= len(chunk)
+                if not _send_to_page(request, chunk):
+                    return None, False
                 started = True
+                if left is not None and left <= 0:
+                    return None, left == 0
+
+
+def _send_to_page(request, chunk: bytes) -> bool:
+    try:
+        request.connection.sendall(chunk)
+    except OSError:
+        return False
+    return True
 
 
 def _forward_failed(request, forward: Forward, status: int, error) -> None:
@@ -5081,15 +5381,8 @@ def _build_inbox_server_class():
         def __init__(self, inbox, address, family=socket.AF_INET):
             self.inbox = inbox
             super().__init__(inbox.runtime, address, family)
-            names = ("localhost", "127.0.0.1", "[::1]")
-            port = self.server_address[1]
-            origins = {"http://%s:%d" % (name, port) for name in names}
-            public = inbox.runtime.config.public_url
-            if public:  # the tunnel's name, which reaches this loopback port from afar
-                names += (host_name(public.split("://", 1)[1]),)
-                origins.add(public)
-            self.allowed_hosts = frozenset(names)
-            self.allowed_origins = frozenset(origins)
+            self.allowed_hosts, self.allowed_origins = allowed_hosts(self.server_address[1],
+                                                                     public_url=inbox.runtime.config.public_url)
 
         def server_bind(self):
             if os.name == "nt" and hasattr(socket, "SO_EXCLUSIVEADDRUSE"):
@@ -5176,9 +5469,11 @@ def plan_inbox_step(facts: dict) -> InboxStep:
       page within a second), every 2 s while a form is open here (its `N more waiting`), else
       with each bind retry.
     - Without the port, a bind is tried every INBOX_RETRY_SECONDS, and at once when a form has
-      opened and the holder was not proved lately. When the bind fails, whoever holds the port
-      is asked to prove the key (is it ours, or a foreign program?) the first time, and while a
-      form is open here (only a form shows the inbox's address), not at every retry.
+      opened and the holder was not proved lately, or when a URL was shown on a stale proof
+      (`reprove`: the caller, maybe holding its own lock, used the last proof and did not
+      wait on the network). When the bind fails, whoever holds the port is asked to prove the
+      key (is it ours, or a foreign program?) the first time, while a form is open here (only a
+      form shows the inbox's address) and when asked to, not at every retry.
     - A settled form stops being readable at `readableUntil`: the worker wakes then to drop it.
     """
     now = facts["now"]
@@ -5186,7 +5481,7 @@ def plan_inbox_step(facts: dict) -> InboxStep:
         return InboxStep(True, 0, False, False, False, False)
     watch = INBOX_WATCH_SECONDS if facts["streams"] else 2.0 if facts["formsOpen"] else INBOX_RETRY_SECONDS
     next_try = facts["nextTry"]
-    if facts["formsOpen"] and not facts["holding"] and now - facts["probed"] > INBOX_RETRY_SECONDS:
+    if not facts["holding"] and (facts["reprove"] or (facts["formsOpen"] and now - facts["probed"] > INBOX_RETRY_SECONDS)):
         next_try = min(next_try, now)
     due = [facts["lastScan"] + watch]
     if facts["dirty"]:
@@ -5204,7 +5499,7 @@ def plan_inbox_step(facts: dict) -> InboxStep:
         wait=0,
         write=facts["dirty"] and now >= facts["lastWrite"] + INBOX_WRITE_SECONDS,
         bind=bind,
-        probe=bind and (not facts["holderKnown"] or facts["formsOpen"]),
+        probe=bind and (not facts["holderKnown"] or facts["formsOpen"] or facts["reprove"]),
         scan=now >= facts["lastScan"] + watch,
     )
 
@@ -5234,6 +5529,7 @@ class Inbox:
         # (an unknown token: read the folder again) or a caller's about to show a door URL.
         self.door_lock = threading.RLock()
         self.answer_seconds = DOOR_ANSWER_SECONDS  # the door's patience with an owner
+        self.owners = OwnerConnections()  # the door's kept connections to them
         self.dirty = False
         self.worker = None
         self.closed = False
@@ -5243,6 +5539,7 @@ class Inbox:
         self.server = None  # a LoopbackListener while this process holds the port
         self.holder = None  # None: unknown; "ours", "foreign" or "free" as last probed
         self.probed = float("-inf")  # when it was probed last
+        self.reprove = False  # a URL was shown on a stale proof: the worker proves it again
         self.reported_foreign = False
         self.used_tickets: dict = {}  # nonce -> when it would expire: a ticket opens once
         self.write_failed = False  # the last write of the entry failed (a full disk)
@@ -5278,7 +5575,8 @@ class Inbox:
         """The `inbox` command: bind the port now and hold it until close(), pending or not;
         False when something holds it already. InboxUnavailable when there can be no inbox."""
         self._load_key()
-        self._try_to_hold(True)
+        if self._try_to_hold(True):
+            self._touch_forms()
         if self.server is None:
             return False
         with self.changed:
@@ -5320,20 +5618,39 @@ class Inbox:
         when it cannot: the inbox is off or unavailable, or a foreign program holds the port."""
         if not self.port or self.unavailable is not None or self.closed:
             return None
-        with self.door_lock:
-            try:
-                self._load_key()
-                if self.server is None and token_digest(interview.token) not in self.published:
-                    self._write_entry()
-                if self.server is None and not self._proof_fresh():
-                    self._try_to_hold(True)
-                    self._scan(force=True)  # the form's "N more waiting" is right from its first state
-            except InboxUnavailable as problem:
-                self._give_up(problem)
+        if self.server is None and (self.holder is None or token_digest(interview.token) not in self.published):
+            if not self._open_door():
                 return None
+        elif self.server is None and not self._proof_fresh():
+            # The caller may hold its own lock (a task's status): it gets the last proof's
+            # answer at once, and the worker proves the holder again.
+            with self.changed:
+                self.reprove = True
+                self.changed.notify_all()
         if self.server is None and self.holder != "ours":
             return None
         return self.door_base()
+
+    def _open_door(self) -> bool:
+        """A form's first URL: our registry file names it, and, the first time, the port is
+        bound or its holder proved. False when there can be no inbox here. The rows are taken
+        and the forms told outside the door's lock (an interview's lock is never taken under
+        it)."""
+        entry = self._own_entry()
+        with self.door_lock:
+            try:
+                self._load_key()
+                self._write_entry(entry)
+                first = self.server is None and self.holder is None
+                if first:
+                    self._try_to_hold(True)
+            except InboxUnavailable as problem:
+                self._give_up(problem)
+                return False
+        if first:
+            self._scan(force=True)  # the form's "N more waiting" is right from its first state
+            self._touch_forms()
+        return True
 
     def door_base(self) -> str:
         return self.runtime.config.public_url or "http://localhost:%d" % self.port
@@ -5488,25 +5805,31 @@ class Inbox:
         return {"now": now, "readableUntil": self._readable_until(now), "closed": self.closed,
                 "active": self._active(), "streams": self.streams, "formsOpen": forms,
                 "holding": self.server is not None, "holderKnown": self.holder is not None,
-                "probed": self.probed, "dirty": self.dirty}
+                "probed": self.probed, "dirty": self.dirty, "reprove": self.reprove}
 
     def _act(self, step, times: dict) -> None:
+        entry = self._own_entry() if step.write else None  # the rows: outside the door's lock
         with self.door_lock:
             if step.write:
                 times["lastWrite"] = time.monotonic()
-                if not self._write_entry():
+                if not self._write_entry(entry):
                     times["lastWrite"] += INBOX_RETRY_SECONDS  # the disk may have room by then
             if step.bind:
-                self._try_to_hold(step.probe)
+                learned = self._try_to_hold(step.probe)
                 times["nextTry"] = time.monotonic() + INBOX_RETRY_SECONDS
+                if step.probe:
+                    with self.lock:
+                        self.reprove = False
             scan = step.scan or step.write
             if scan:
                 times["lastScan"] = time.monotonic()
                 if self.server is not None:
                     self._refresh_key()  # what it serves under, and checks the pages' proofs with
+        # Outside the door's lock: the forms are nudged, and a caller that holds an interview's
+        # lock may be waiting on the door's lock for its URL.
+        if step.bind and learned:
+            self._touch_forms()
         if scan:
-            # Outside the door's lock: a scan nudges this process's interviews, and a caller that
-            # holds an interview's lock may be waiting on the door's lock for its URL.
             self._scan(force=step.write)
 
     def _load_key(self) -> None:
@@ -5549,10 +5872,10 @@ class Inbox:
         # Logged once it holds: a form's /state read after this line has no inbox in it.
         self.log.event("inbox-unavailable", "warning", reason=str(problem))
 
-    def _write_entry(self) -> bool:
-        """Whether the entry is as it should be now; when it could not be written, it is
-        marked to be written again and the failure logged once, until a write succeeds."""
-        entry = self._own_entry()
+    def _write_entry(self, entry: dict) -> bool:
+        """Write `entry` (_own_entry(), taken before the door's lock); whether the entry is as
+        it should be now. When it could not be written, it is marked to be written again and
+        the failure logged once, until a write succeeds."""
         if not (entry["interviews"] or entry["forms"]):
             self.registry.remove()
             self.published = frozenset()
@@ -5573,9 +5896,10 @@ class Inbox:
             self.log.event("inbox-written-again")
         return True
 
-    def _try_to_hold(self, probe: bool) -> None:
+    def _try_to_hold(self, probe: bool) -> bool:
         """Bind the port; failing that, with `probe`, learn who holds it (plan_inbox_step says
-        when)."""
+        when). Whether it bound or learned who holds it: the caller then tells the forms, once
+        out of the door's lock."""
         try:
             if not port_is_free(INBOX_HOST, self.port):
                 raise OSError("address in use")
@@ -5583,7 +5907,7 @@ class Inbox:
                 lambda address, family: inbox_server_class()(self, address, family), INBOX_HOST, self.port)
         except OSError as error:
             if not probe:
-                return
+                return False
             # "free" here: the holder exited between the bind and the probe; the next try binds.
             self._refresh_key()
             verdict = prove_inbox_holder(self.port, self.key)
@@ -5594,8 +5918,7 @@ class Inbox:
             if report:
                 self.log.event("inbox-port-taken", "warning", port=self.port, error=str(error),
                                detail="held by a program that is not ask-user-rich; forms work as before")
-            self._touch_forms()
-            return
+            return True
         with self.changed:
             self.server = server
             self.holder = "ours"
@@ -5603,7 +5926,7 @@ class Inbox:
         # wakes it with a connection instead, so it need not look often.
         server.start("ask-user-rich-inbox-http", INBOX_RETRY_SECONDS)
         self.log.event("inbox-holding", port=self.port)
-        self._touch_forms()
+        return True
 
     def _release(self) -> None:
         with self.changed:
@@ -5612,6 +5935,7 @@ class Inbox:
         if server is not None:
             server.stop(patience=None)  # before the sockets close under the loops
             server.close()
+            self.owners.close()
             self.log.event("inbox-released", port=self.port)
 
     def _wind_down(self) -> None:
@@ -5671,36 +5995,31 @@ class Inbox:
 
     def stream(self, request) -> None:
         """Server-Sent Events: the listing at once and whenever it changes, a ping every 15 s."""
-        request.send_response(200)
-        request.send_header("Content-Type", "text/event-stream; charset=utf-8")
-        request.send_security_headers()
-        request.end_headers()
-        request.close_connection = True
-        with self.changed:
-            self.streams += 1
-            self.changed.notify_all()
         sent = None
-        try:
-            while True:
-                data = json.dumps(self.listing())
-                if data != sent:
-                    request.wfile.write(("event: inbox\ndata: %s\n\n" % data).encode("utf-8"))
-                    request.wfile.flush()
-                    sent = data
+
+        def next_events():
+            nonlocal sent
+            if sent is not None:
                 with self.changed:
                     seen = self.revision
                     changed = self.changed.wait_for(
                         lambda: self.revision != seen or self.closed or self.server is None, SSE_PING_SECONDS
                     )
                     if self.closed or self.server is None:
-                        return
-                if request.page_gone():
-                    return
+                        return None
                 if not changed:
-                    request.wfile.write(b": ping\n\n")
-                    request.wfile.flush()
-        except OSError:
-            pass  # the page went away
+                    return []
+            data = json.dumps(self.listing())
+            if data == sent:
+                return []
+            sent = data
+            return [("inbox", data)]
+
+        with self.changed:
+            self.streams += 1
+            self.changed.notify_all()
+        try:
+            request.send_event_stream(next_events)
         finally:
             with self.changed:
                 self.streams -= 1
@@ -6314,19 +6633,33 @@ def send_to_all(targets: list, notice: dict, log: Log, interview_id=None, done=N
 
 # -- the scheduler: one thread per process, asleep until the next notice is due -----------
 
+class NoticeClock:
+    """The scheduler's time: `now()`, and `sleep(condition, until)`, called with `condition`
+    held, which waits on it until `now()` reaches `until` (None: until notified). A test's clock
+    moves when the test says and tells it when the scheduler sleeps again."""
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, condition: threading.Condition, until) -> None:
+        condition.wait(None if until is None else max(0.0, until - self.now()))
+
+
 class Notices:
     """Every interview that needs the person, and the thread that tells them when due.
 
     The thread starts with the first need and sleeps on a condition until the next notice is
-    due or something changes (a page view, a settle, follow-ups, close): no polling. Sending
-    happens on threads of their own (send_to_all), so nothing here ever waits on a notifier."""
+    due or something changes (a page in view, a settle, follow-ups, close): no polling. A need
+    is met by a sighting (Interview.attention), never by a page load alone: a tab the opener put
+    in the background loads unseen. Sending happens on threads of their own (send_to_all), so
+    nothing here ever waits on a notifier."""
 
-    def __init__(self, config: Config, log: Log, project: str = "", clock=time.monotonic,
+    def __init__(self, config: Config, log: Log, project: str = "", clock=None,
                  facts=None, open_form=None) -> None:
         self.config = config
         self.log = log
         self.project = project
-        self.clock = clock
+        self.clock = clock or NoticeClock()
         self.facts = facts  # the desktop's facts; None: read on the first notice
         self.open_form = open_form or (lambda url: open_browser(url, config, log))
         self.changed = threading.Condition(threading.Lock())
@@ -6335,7 +6668,6 @@ class Notices:
         self.targets = None
         self.thread = None
         self.closed = False
-        self.passes = 0  # scheduler passes made: what a test waits on after moving its clock
 
     @property
     def enabled(self) -> bool:
@@ -6344,22 +6676,25 @@ class Notices:
     def arm(self, interview: Interview, opened: bool) -> None:
         """A call starts waiting on `interview` (`opened`: a browser showed it). A need already
         there stays as it is: a second call on the same interview changes nothing."""
+        facts = interview.attention()
         with self.changed:
             if not self.enabled or self.closed or interview.id in self.needs:
                 return
-            self._add(interview, "waiting", opened, views=0)
+            self._add(interview, "waiting", opened, facts["sightings"])
 
     def follow_ups(self, interview: Interview) -> None:
-        """Follow-ups landed: a need of their own, seen once the form shows them."""
+        """Follow-ups landed: a need of their own, met at once on a form in view, else by the
+        next sighting."""
         facts = interview.attention()
         with self.changed:
             if not self.enabled or self.closed:
                 return
-            self._add(interview, "follow-ups", facts["streams"] > 0, views=facts["pageViews"])
+            self._add(interview, "follow-ups", facts["streams"] > 0, facts["sightings"])
 
-    def _add(self, interview: Interview, kind: str, opened: bool, views: int) -> None:
-        self.needs[interview.id] = {"interview": interview, "kind": kind, "since": self.clock(),
-                                    "opened": opened, "sent": 0, "views": views}
+    def _add(self, interview: Interview, kind: str, opened: bool, sightings: int) -> None:
+        # Seen once a page comes into view after this, or while one is in view.
+        self.needs[interview.id] = {"interview": interview, "kind": kind, "since": self.clock.now(),
+                                    "opened": opened, "sent": 0, "sightings": sightings}
         self.log.event("notices-armed", about=interview, interview=interview.id, reason=kind,
                        first_in=self.config.notify_after if opened else 0)
         if self.thread is None:
@@ -6368,18 +6703,13 @@ class Notices:
         self.changed.notify_all()
 
     def observe(self, interview: Interview) -> None:
-        """Something changed on an interview (a page view, a settle): look again now."""
+        """Something changed on an interview (a page in view, a settle): look again now."""
         settled = not interview.is_pending()
         with self.changed:
             if interview.id in self.needs:
                 self.changed.notify_all()
             elif settled:
                 self.last_sent.pop(interview.id, None)  # nothing more is ever sent for it
-
-    def poke(self) -> None:
-        """Look again now (a test that moved its clock)."""
-        with self.changed:
-            self.changed.notify_all()
 
     def close(self) -> None:
         """Stop telling; kill notifiers still waiting for a click. Never waits."""
@@ -6395,12 +6725,9 @@ class Notices:
             with self.changed:
                 if self.closed:
                     return
-                now = self.clock()
-                due, wake = self._plan(now)
-                self.passes += 1
-                self.changed.notify_all()
+                due, wake = self._plan(self.clock.now())
                 if not due:
-                    self.changed.wait(None if wake is None else max(0.0, wake - now))
+                    self.clock.sleep(self.changed, wake)
                     continue
             for interview, kind, number in due:
                 self._send(interview, kind, number)
@@ -6411,7 +6738,7 @@ class Notices:
         for interview_id, need in list(self.needs.items()):
             interview = need["interview"]
             facts = interview.attention()
-            viewed = facts["pageViews"] > need["views"] or (need["kind"] == "follow-ups" and facts["unseen"] == 0)
+            viewed = facts["sightings"] > need["sightings"] or facts["inView"]
             plan = plan_notice(dict(need, viewed=viewed, pending=facts["pending"],
                                     lastSent=self.last_sent.get(interview_id)), now, self.config.notify_after)
             if plan["send"]:
@@ -6450,15 +6777,30 @@ class Notices:
 # Tool definitions: instructions, schemas and the results' shapes
 # ============================================================================================
 
+def spoken_list(words) -> str:
+    """'"a", "b" or "c"': JSON strings as a sentence lists them."""
+    quoted = [json.dumps(word) for word in words]
+    return " or ".join([", ".join(quoted[:-1]), quoted[-1]] if len(quoted) > 1 else quoted)
+
+
+def each_of(names: tuple, table: dict) -> dict:
+    """`table` in the order of `names`, which must be its keys exactly: a name added to one and
+    not the other stops this module from importing, so the two never drift apart."""
+    if set(table) != set(names):
+        raise ValueError("the table's keys and the names differ: %s" % sorted(set(table) ^ set(names)))
+    return {name: table[name] for name in names}
+
+
 RULES_TEXT = """Rules (a call that breaks one is rejected with every problem listed, and nothing is shown to the user):
-- ids (question ids, option ids, recommended and dependsOn entries) match ^[A-Za-z0-9_.:-]{1,200}$: ASCII only, no spaces or accents ("secao-tabs", not "seção-tabs"). Labels, headers and markdown take any Unicode.
+- ids (question ids, option ids, recommended and dependsOn entries) match %(id_pattern)s: ASCII only, no spaces or accents ("secao-tabs", not "seção-tabs"). Labels, headers and markdown take any Unicode.
 - Question ids are unique in the interview (appends included); option ids are unique in their question.
 - recommended names option ids, never labels: a single id, or an array of ids when multiSelect is true. Several ids on a single-select question are rejected.
 - kind "rank": the user orders every option. It needs at least 2 options, takes no multiSelect and no textInput (allowOther is ignored there); its recommended is the full order, an array holding every option id exactly once.
 - A question with no options and allowOther false cannot be answered and is rejected.
 - dependsOn lists ids of earlier questions only (not itself, not a later one).
 - Unknown fields are rejected (a typo such as "multiselect" must not silently change the interview).
-- timeoutSeconds is an integer from 1 to 604800; delivery is "browser", "link" or "elicitation"."""
+- timeoutSeconds is an integer from 1 to %(max_timeout)d; delivery is %(deliveries)s.""" % {
+    "id_pattern": ID_PATTERN, "max_timeout": MAX_TIMEOUT_SECONDS, "deliveries": spoken_list(DELIVERIES)}
 
 AFTER_TEXT = """After the call:
 - status "submitted": read every answer and its notes (notes often change the meaning). "deferred" and "needs-info" are open questions, not consent: do not act as if the recommendation was accepted; answer the needs-info notes and ask again when it matters.
@@ -6490,14 +6832,19 @@ SERVER_INSTRUCTIONS = (
     + AFTER_TEXT
 )
 
-_ID = {"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,200}$"}
+def fields_schema(fields: tuple, properties: dict, **schema) -> dict:
+    """An object schema whose properties are the validator's table `fields`, in its order:
+    each field the validator takes is one the schema names, and the reverse, or this module
+    does not import."""
+    return dict({"type": "object", "additionalProperties": False}, **schema, properties=each_of(fields, properties))
+
+
+_ID = {"type": "string", "pattern": ID_PATTERN}
 _MARKDOWN = {"type": "string", "description": "Markdown."}
 
-QUESTION_SCHEMA = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["id", "header"],
-    "properties": {
+QUESTION_SCHEMA = fields_schema(
+    QUESTION_FIELDS,
+    {
         "id": dict(_ID, description="Unique in the interview. ASCII: A-Z a-z 0-9 _ . : -"),
         "header": {"type": "string", "minLength": 1, "description": "The question itself; any length."},
         "body": dict(_MARKDOWN, description="Markdown context shown under the header."),
@@ -6511,11 +6858,9 @@ QUESTION_SCHEMA = {
             "type": "array",
             "default": [],
             "description": "Any number. Empty: a free-text question (needs allowOther true).",
-            "items": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["id", "label"],
-                "properties": {
+            "items": fields_schema(
+                OPTION_FIELDS,
+                {
                     "id": dict(_ID, description="Unique in the question. ASCII."),
                     "label": {"type": "string", "minLength": 1},
                     "description": dict(_MARKDOWN, description="Markdown: what it means, the trade-off."),
@@ -6523,20 +6868,20 @@ QUESTION_SCHEMA = {
                         _MARKDOWN,
                         description="Markdown shown in a box beside the option, e.g. a fenced code block.",
                     ),
-                    "textInput": {
-                        "type": "object",
-                        "additionalProperties": False,
-                        "description": "A text field shown when this option is picked (not on rank).",
-                        "properties": {
+                    "textInput": fields_schema(
+                        TEXT_INPUT_FIELDS,
+                        {
                             "placeholder": {"type": "string"},
                             "required": {
                                 "type": "boolean",
                                 "description": "The answer cannot be submitted with this option picked and the field empty.",
                             },
                         },
-                    },
+                        description="A text field shown when this option is picked (not on rank).",
+                    ),
                 },
-            },
+                required=["id", "label"],
+            ),
         },
         "recommended": {
             "description": "Option id (single select), array of ids (multiSelect), or for rank the full recommended order. Ids, never labels.",
@@ -6556,7 +6901,8 @@ QUESTION_SCHEMA = {
             "description": "Ids of earlier questions this one builds on (display only).",
         },
     },
-}
+    required=["id", "header"],
+)
 
 # append_questions takes questions of exactly ask_user_rich's shape; the schema is not repeated,
 # since every tool definition is paid for in the model's context in every session.
@@ -6682,6 +7028,13 @@ ANNOTATIONS = {
 MAX_RESULT_SIZE_CHARS = 500000
 
 
+DELIVERY_MEANINGS = {
+    "browser": "open the form and wait",
+    "link": "return the URL at once (then call await_user_answers)",
+    "elicitation": "the client's own form for small flat interviews (no rank, no textInput); falls back to browser",
+}
+
+
 def claude_code_hints(search_hint: str) -> dict:
     """A tool's `_meta` for Claude Code: the words its tool search matches while MCP tools
     are deferred (whole words: "question" does not find "questions"), and the inline size."""
@@ -6702,19 +7055,20 @@ TOOLS = (
             "headers, previews or rankings. " + LANGUAGE_TEXT + "\n\n" + RULES_TEXT + "\n\n" + AFTER_TEXT
             + "\n- " + COMPACT_TEXT
         ),
-        "inputSchema": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["title", "questions"],
-            "properties": {
+        "inputSchema": fields_schema(
+            ASK_FIELDS,
+            {
                 "title": {"type": "string", "minLength": 1, "description": "The interview's title."},
                 "intro": dict(_MARKDOWN, description="Markdown shown on an intro screen before the first question."),
                 "questions": {"type": "array", "minItems": 1, "items": QUESTION_SCHEMA},
                 "delivery": {
                     "type": "string",
                     "enum": list(DELIVERIES),
-                    "default": "browser",
-                    "description": "browser (default): open the form and wait. link: return the URL at once (then call await_user_answers). elicitation: the client's own form for small flat interviews (no rank, no textInput); falls back to browser.",
+                    "default": DELIVERIES[0],
+                    "description": " ".join(
+                        "%s%s: %s." % (name, " (default)" if name == DELIVERIES[0] else "", meaning)
+                        for name, meaning in each_of(DELIVERIES, DELIVERY_MEANINGS).items()
+                    ),
                 },
                 "timeoutSeconds": _TIMEOUT,
                 "language": {
@@ -6722,7 +7076,8 @@ TOOLS = (
                     "description": "The language of the form's own words (buttons, help); default: the browser's.",
                 },
             },
-        },
+            required=["title", "questions"],
+        ),
         "outputSchema": RESULT_SCHEMA,
         "annotations": ANNOTATIONS,
         "_meta": claude_code_hints(
@@ -6741,16 +7096,15 @@ TOOLS = (
             "an earlier one in this call; problems are numbered from questions[0], the first "
             "appended question. Fails once the user has submitted: then ask a new interview."
         ),
-        "inputSchema": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["sessionId", "questions"],
-            "properties": {
+        "inputSchema": fields_schema(
+            APPEND_FIELDS,
+            {
                 "sessionId": _SESSION_ID,
                 "questions": {"type": "array", "minItems": 1, "items": FOLLOW_UP_SCHEMA},
                 "note": dict(_MARKDOWN, description="Markdown shown to the user with the new questions."),
             },
-        },
+            required=["sessionId", "questions"],
+        ),
         "outputSchema": APPEND_RESULT_SCHEMA,
         "annotations": ANNOTATIONS,
         "_meta": claude_code_hints(
@@ -6768,12 +7122,9 @@ TOOLS = (
             "attachments: files with absolute paths you can open with your own file tools. "
             + COMPACT_TEXT
         ),
-        "inputSchema": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["sessionId"],
-            "properties": {"sessionId": _SESSION_ID, "timeoutSeconds": _TIMEOUT},
-        },
+        "inputSchema": fields_schema(
+            AWAIT_FIELDS, {"sessionId": _SESSION_ID, "timeoutSeconds": _TIMEOUT}, required=["sessionId"]
+        ),
         "outputSchema": RESULT_SCHEMA,
         "annotations": ANNOTATIONS,
         "_meta": claude_code_hints(
@@ -7678,7 +8029,6 @@ class McpServer:
     def __init__(self, runtime: Runtime, reader, writer) -> None:
         self.runtime = runtime
         self.log = runtime.log
-        self.writer = writer
         self.transport = JsonRpcStdio(reader, writer, self.log, self)
         self.tools = InterviewTools(runtime)
         self.seal = RequestStateSeal()
@@ -8079,12 +8429,10 @@ def _wsl_interop() -> bool:
     except OSError:
         return False
     for name in entries:
-        try:
-            with open(os.path.join(WSL_INTEROP_DIR, name), encoding="utf-8") as handle:
-                if handle.readline().strip() != "disabled":
-                    return True
-        except OSError:
-            return True  # listed but unreadable: the entry is there, which is what counts
+        entry = read_proc(os.path.join(WSL_INTEROP_DIR, name))
+        # Listed but unreadable (None): the entry is there, which is what counts.
+        if entry is None or entry.split(b"\n", 1)[0].strip() != b"disabled":
+            return True
     return False
 
 
@@ -8542,7 +8890,7 @@ class AppUploads:
             if isinstance(size, bool) or not isinstance(size, int) or size < 0:
                 raise HttpRefusal(400, "size must be the file's size in bytes")
             if size > ATTACHMENT_MAX_BYTES:
-                raise HttpRefusal(413, "a file may be at most 10 MiB")
+                raise HttpRefusal(413, ATTACHMENT_TOO_LARGE)
             if sum(1 for upload in self.uploads.values() if upload["interview"] == interview.id) >= APP_OPEN_UPLOADS:
                 # Held in memory until complete: a few at a time (the form sends one after another).
                 raise HttpRefusal(413, "at most %d uploads may be open at once" % APP_OPEN_UPLOADS,
@@ -8666,9 +9014,11 @@ class InterviewTools:
             shown = form_state(self.runtime, interview)
             if arguments.get("full") is not True:
                 return 200, shown
-            # The app loading the whole interview is its page view (it stops the notices).
-            self.runtime.hub.record_page_view(interview, "app in %s" % (agent_name(call.client_info) or "a host"))
-            return 200, dict(interview.form_payload(), **shown)
+            # The app loading the whole interview is its page view, and a sighting: the host
+            # shows it in the conversation (it stops the notices).
+            self.runtime.hub.record_page_view(interview, "app in %s" % (agent_name(call.client_info) or "a host"),
+                                              seen=True)
+            return 200, dict(form_payload(interview), **shown)
 
         return self.app_operation(arguments, state)
 
@@ -8775,7 +9125,7 @@ class InterviewTools:
         if action == "accept":
             answers, ignored = answers_from_elicitation(questions, response["result"].get("content"))
             if ignored:
-                self.log.event("elicitation-ignored", "warning", interview=interview.id,
+                self.log.event("elicitation-ignored", "warning", about=interview, interview=interview.id,
                                values=cut(", ".join(ignored), 400))
             status = "submitted"
         else:
@@ -8833,6 +9183,71 @@ def appended_result(reply: dict, title: str) -> dict:
         "content": [{"type": "text", "text": sentence}, {"type": "text", "text": json.dumps(reply)}],
         "structuredContent": reply,
     }
+
+
+# ============================================================================================
+# Start-up and memory: a spawned server answers at once and idles small
+# ============================================================================================
+#
+# Every agent session spawns this server, waits for its handshake and then keeps it idle for
+# hours: start-up time and idle memory have budgets, checked by the benchmark's rows (names as
+# `python3 tests/bench/run.py --quick --only startup,memory` prints them; tests/bench/README.md).
+# The measures, each with its reason and the row it buys:
+#
+# - Lazy imports. Only json, os, sys, threading, time and signal load before the handshake; the
+#   HTTP server, subprocess, unicodedata, difflib, secrets and the like are imported inside the
+#   function that first needs them (tests/interview/test_module_shape.py holds import to that).
+#   Rows "askrich.py: spawn -> initialize / floor" (budget 2.0x) and ".pyz: spawn -> initialize
+#   / floor" (1.3x).
+# - os.urandom, not secrets, for the process's random id (process_identity): secrets imports
+#   hashlib, hmac and OpenSSL's _hashlib, some 3.5 MB held all day. Rows "askrich.py: idle VmRSS
+#   after initialize" (24 MB) and ".pyz: idle VmRSS after initialize" (16 MB).
+# - The code cache (build_zipapp.py's __main__.py, ENV_CODE_CACHE): zipimport never writes
+#   bytecode, so askrich.pyz keeps this module compiled in a per-user cache instead of compiling
+#   it at every start; after a miss it starts over from the cache (ENV_RESTARTED), since
+#   compiling leaves some 6 MB behind. Rows ".pyz: spawn -> initialize / floor" (1.3x), ".pyz:
+#   first start (code cache miss) -> initialize" and ".pyz: idle VmRSS after initialize" (16 MB).
+# - Serving from a thread (serves_from_thread, serve_stdio_detached) and malloc_trim
+#   (release_start_up_memory), which only work together: run as a script, CPython keeps this
+#   file's syntax tree (some 12 MB) until the script's body returns, so the body returns at once
+#   and the stdio server serves from a thread; the freed tree still stays resident in the C
+#   heap until glibc is asked to give it back, a second after start. Row "askrich.py: idle
+#   VmRSS after initialize" (24 MB; 32.2 MB without them, 19.2 MB with them, on 3.11).
+
+START_UP_TRIM_SECONDS = 1.0  # when the client's first requests are served
+
+
+def serves_from_thread() -> bool:
+    """Whether `python3 askrich.py` serves from a thread and lets the script's body return.
+    Only on Linux, where the freed heap is then handed back (release_start_up_memory) and a
+    signal still reaches the main thread while it waits for that thread (on Windows that wait
+    cannot be interrupted); and not on 3.12.0 to 3.12.2, which refuse to start a thread once
+    the main thread has finished."""
+    return sys.platform.startswith("linux") and not (3, 12, 0) <= sys.version_info[:3] < (3, 12, 3)
+
+
+def serve_stdio_detached(server, runtime, protocol_out) -> None:
+    """serve_stdio on the serving thread: what the main thread would have printed on a crash,
+    with its exit code."""
+    try:
+        serve_stdio(server, runtime, protocol_out)
+    except BaseException:
+        sys.excepthook(*sys.exc_info())
+        leave_now(1, protocol_out)
+
+
+def release_start_up_memory() -> None:
+    """Hand the C heap's free pages back to the system: glibc keeps them resident unless asked,
+    and the server idles for hours. Without glibc or ctypes: nothing."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        trim = ctypes.CDLL(None).malloc_trim
+    except (ImportError, OSError, AttributeError):  # no ctypes, or a C library without it (musl)
+        return
+    trim(0)
 
 
 # ============================================================================================
@@ -8917,24 +9332,6 @@ def read_interview_file(path: str):
         return None
 
 
-START_UP_TRIM_SECONDS = 1.0  # when the client's first requests are served
-
-
-def release_start_up_memory() -> None:
-    """Hand the C heap's free pages back to the system. Run as a script, this file's syntax
-    tree (some 12 MB) is freed once the script's body returns, but glibc keeps the pages
-    resident unless asked, and the server idles for hours. Without glibc or ctypes: nothing."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        trim = ctypes.CDLL(None).malloc_trim
-    except (ImportError, OSError, AttributeError):  # no ctypes, or a C library without it (musl)
-        return
-    trim(0)
-
-
 def run_stdio_server(detach: bool = False):
     """Serve MCP on stdin and stdout until EOF or a stop signal; 0. With `detach`, the serving
     goes on a thread of its own and this returns None at once: the interpreter waits for that
@@ -8983,14 +9380,6 @@ def serve_stdio(server, runtime: Runtime, protocol_out) -> int:
         # interpreter shutdown", exit -6).
         leave_now(0, protocol_out)
     return 0
-
-
-def serve_stdio_detached(server, runtime: Runtime, protocol_out) -> None:
-    try:
-        serve_stdio(server, runtime, protocol_out)
-    except BaseException:  # what the main thread would have printed, with its exit code
-        sys.excepthook(*sys.exc_info())
-        leave_now(1, protocol_out)
 
 
 def leave_now(code: int, protocol_out) -> None:
@@ -9255,8 +9644,8 @@ def switch_hook(config: "Config", on: bool) -> int:
     try:
         if on:
             os.makedirs(config.log_dir, mode=0o700, exist_ok=True)
-            with open(path, "w", encoding="utf-8") as handle:
-                handle.write("Claude Code's AskUserQuestion is asked through ask-user-rich's form.\n")
+            write_private_file(config.log_dir, HOOK_SWITCH,
+                               b"Claude Code's AskUserQuestion is asked through ask-user-rich's form.\n")
         elif os.path.lexists(path):
             os.unlink(path)
     except OSError as error:
@@ -9479,8 +9868,8 @@ def _doctor_log_dir(log_dir: str):
     try:
         os.makedirs(log_dir, mode=0o700, exist_ok=True)
         probe = os.path.join(log_dir, ".doctor-%d" % os.getpid())
-        with open(probe, "w", encoding="utf-8") as handle:
-            handle.write("ok")
+        with create_private_file(probe) as handle:
+            handle.write(b"ok")
         os.unlink(probe)
     except OSError as error:
         return error.strerror or str(error)
@@ -9744,13 +10133,6 @@ def _doctor_self_test(config: Config, line):
 
 
 if __name__ == "__main__":
-    # Run as a script, CPython keeps this file's whole syntax tree until the script's body
-    # returns: the stdio server serves from a thread, and the body returns now. Only on Linux,
-    # where the freed heap is then handed back (release_start_up_memory) and a signal still
-    # reaches the main thread while it waits for that thread (on Windows that wait cannot be
-    # interrupted); and not on 3.12.0 to 3.12.2, which refuse to start a thread once the main
-    # thread has finished.
-    exit_code = main(detach=sys.platform.startswith("linux")
-                     and not (3, 12, 0) <= sys.version_info[:3] < (3, 12, 3))
+    exit_code = main(detach=serves_from_thread())  # see "Start-up and memory"
     if exit_code is not None:
         raise SystemExit(exit_code)

@@ -9,7 +9,7 @@ import os
 import sys
 import threading
 
-from support import WAIT, LoopbackReports
+from support import WAIT, LoopbackReports, askrich
 
 # What an agent may write into a title or call itself: shell, AppleScript, PowerShell and XML
 # would each read some of it as code if it ever reached them unescaped.
@@ -24,6 +24,37 @@ HOSTILE = (
 )
 
 NOTIFIERS = ("notify-send", "osascript", "powershell.exe")
+
+
+class Clock(askrich.NoticeClock):
+    """The scheduler's time, moved by the test: the scheduler sleeps until something changes
+    (never until a deadline passes on its own), and each time it goes to sleep it has judged
+    the time the test set last."""
+
+    def __init__(self) -> None:
+        self.time = 1000.0
+        self.naps = 0
+        self.condition = None  # what the scheduler sleeps on
+        self.slept = threading.Event()
+
+    def now(self) -> float:
+        return self.time
+
+    def sleep(self, condition, until) -> None:
+        self.condition = condition
+        self.naps += 1
+        self.slept.set()
+        condition.notify_all()
+        condition.wait()
+
+    def at(self, when: float) -> None:
+        """Move to `when` and wait until the scheduler has looked at it and sleeps again."""
+        assert self.slept.wait(WAIT), "the scheduler never slept"
+        with self.condition:
+            naps = self.naps
+            self.time = when
+            self.condition.notify_all()
+            assert self.condition.wait_for(lambda: self.naps > naps, WAIT)
 
 
 class StandIns(LoopbackReports):

@@ -303,19 +303,18 @@ class InProcessServer(McpPeer):
     def __init__(self, runtime) -> None:
         in_read, self._in_write = os.pipe()
         out_read, out_write = os.pipe()
-        self.server = askrich.McpServer(
-            runtime, os.fdopen(in_read, "rb"), os.fdopen(out_write, "wb")
-        )
+        writer = os.fdopen(out_write, "wb")
+        self.server = askrich.McpServer(runtime, os.fdopen(in_read, "rb"), writer)
         self.runtime = runtime
-        self.thread = threading.Thread(target=self._serve, args=(out_write,), daemon=True)
+        self.thread = threading.Thread(target=self._serve, args=(writer,), daemon=True)
         self.thread.start()
         super().__init__(self._write_bytes, LineReader(os.fdopen(out_read, "rb")))
 
-    def _serve(self, out_write) -> None:
+    def _serve(self, writer) -> None:
         try:
             self.server.serve()
         finally:
-            self.server.writer.close()
+            writer.close()
 
     def _write_bytes(self, data: bytes) -> None:
         os.write(self._in_write, data)
@@ -482,6 +481,14 @@ def api_url(interview_url: str, action: str = "") -> str:
     return "%s/api/s/%s%s" % (base, token, "/" + action if action else "")
 
 
+def wait_for_result(runtime, interview_id, timeout=None):
+    """The interview's settled result (structuredContent), or None on timeout: a call that waits
+    for the answers, as the agent's does (the form shows it waiting)."""
+    hub = runtime.hub
+    result, _ = hub.wait(hub.require(interview_id), timeout=timeout)
+    return result
+
+
 def submit(interview_url, answers, **extra):
     body = {"answers": answers}
     body.update(extra)
@@ -491,7 +498,7 @@ def submit(interview_url, answers, **extra):
 def answer_while_waited_on(runtime, form, answers, timeout: float = WAIT) -> dict:
     """Submit through the form while a call waits: what the call got."""
     got = []
-    waiter = threading.Thread(target=lambda: got.append(runtime.wait_for_result(form.id, timeout)))
+    waiter = threading.Thread(target=lambda: got.append(wait_for_result(runtime, form.id, timeout)))
     waiter.start()
     wait_for_interview(form, lambda i: i.activity()["waiters"] > 0, what="the call waiting")
     reply = submit(form.url, answers)

@@ -9,9 +9,9 @@ import { request, upload as sendFile, attachmentSrc } from "./transport.js";
 import { t, tPlain, figure } from "./i18n.js";
 import { announce as say } from "./dom.js";
 
-const MAX_BYTES = 10 * 1024 * 1024;
-const MAX_COUNT = 20;
-const MAX_TOTAL_BYTES = 50 * 1024 * 1024;
+// The server's limits, from /api/s (its `limits`): a file's bytes, the files of an interview and
+// their bytes in all, and every free text's characters. Checked here to say so before sending.
+const limit = (name) => state.limits[name];
 const IMAGE_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
 
 
@@ -217,9 +217,9 @@ export async function attachFiles(key, files) {
     const stored = uploaded();
     const bytes = stored.reduce((n, f) => n + f.bytes, 0) + inFlight.bytes;
     let problem = null;
-    if (file.size > MAX_BYTES) problem = t("attach.tooBig", { name: file.name });
-    else if (stored.length + inFlight.count >= MAX_COUNT) problem = t("attach.tooMany", { name: file.name });
-    else if (bytes + file.size > MAX_TOTAL_BYTES) problem = t("attach.tooMuch", { name: file.name });
+    if (file.size > limit("attachmentBytes")) problem = t("attach.tooBig", { name: file.name });
+    else if (stored.length + inFlight.count >= limit("attachments")) problem = t("attach.tooMany", { name: file.name });
+    else if (bytes + file.size > limit("attachmentsBytes")) problem = t("attach.tooMuch", { name: file.name });
     else problem = await upload(key, file);
     if (problem) {
       problems.push(problem);
@@ -338,17 +338,16 @@ export function bindAttachments() {
   });
 }
 
-// ---- one limit for every free text (the server's FREE_TEXT_MAX) ----
-export const TEXT_MAX = 20000;
+// ---- one limit for every free text (the server's `limits.freeText`) ----
 const COUNTDOWN_FROM = 1000; // characters left from which the field shows how many
 const LIMITED = ".note-text, #general-notes, .other-text, .opt-text-input, #skip-reason";
 const PASTED_NAME = "pasted-text.txt";
 
 // The general notes and the skip reason travel as one text: together they keep the limit.
 function limitOf(field) {
-  if (field.id !== "skip-reason") return TEXT_MAX;
+  if (field.id !== "skip-reason") return limit("freeText");
   const general = state.generalNotes.trim();
-  return Math.max(0, TEXT_MAX - (general ? general.length + 2 : 0));
+  return Math.max(0, limit("freeText") - (general ? general.length + 2 : 0));
 }
 
 const number = (value) => figure(value);

@@ -20,6 +20,7 @@ import { isTrusted, proofRefused, whenRefused } from "./guard.js";
 import { bindAttachments, uploadsRunning, uploadsSettled } from "./attach.js";
 import { showShare } from "./share.js";
 import { connect, request, hostTheme, submitted, offerFullscreen } from "./transport.js";
+import { watchVisibility } from "./visibility.js";
 
 const THEMES = ["auto", "light", "dark"];
 let theme = "auto";
@@ -609,6 +610,7 @@ async function start() {
     return;
   }
   state.interviewId = data.id;
+  state.limits = data.limits;
   setPhrases($("#title"), data.spec.title);
   document.title = `${data.spec.title} · Ask User Rich`;
   if (data.state !== "pending") {
@@ -638,6 +640,7 @@ async function start() {
   offerFullscreen(state.spec.questions.length);
   whenRefused(impostor);
   stopLive = startLive({ onState, onGone: serverGone, onBack: () => clearNotice("gone") });
+  watchVisibility(); // the notices stop only once the person can see the form
 }
 
 start();

@@ -9,6 +9,7 @@ export const state = {
   spec: null,            // {title, intro, questions: [...]}
   version: 1,
   note: null,            // {version, text} | null
+  limits: null,          // the server's (/api/s): freeText, attachmentBytes, attachments, attachmentsBytes
   phase: "loading",      // loading | open | waiting (for uploads, to submit) | submitting | done | submitted | cancelled | expired | error
   answers: {},           // qid -> answer (see blankAnswer)
   generalNotes: "",

@@ -13,6 +13,10 @@ if str(ROOT) not in sys.path:
 
 import askrich  # noqa: E402,F401
 
+if str(ROOT / "tests") not in sys.path:
+    sys.path.insert(0, str(ROOT / "tests"))
+from support import wait_for_result  # noqa: E402
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -105,7 +109,7 @@ class Form:
         if self.page.locator(".review .confirm").is_visible():
             self.page.locator("#btn-submit").click()
         self.page.wait_for_selector("section.end")
-        result = self.rt.wait_for_result(self.interview.id, timeout=timeout)
+        result = wait_for_result(self.rt, self.interview.id, timeout=timeout)
         assert result is not None, "the server got no submit"
         return result
 
@@ -131,7 +135,7 @@ class Form:
         saw it waiting; the function returned gives that call's result after the submit."""
         box = {}
         waiter = threading.Thread(
-            target=lambda: box.setdefault("r", self.rt.wait_for_result(self.interview.id, timeout)))
+            target=lambda: box.setdefault("r", wait_for_result(self.rt, self.interview.id, timeout)))
         waiter.start()
         self.page.wait_for_selector('body[data-live="waiting"]', state="attached")
 

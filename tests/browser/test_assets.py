@@ -39,7 +39,7 @@ def loaded_by_the_page():
 def test_every_file_the_page_loads_is_on_the_allow_list():
     names = loaded_by_the_page()
     assert {"form.html", "form.css", "js/main.js", "vendor/marked.esm.js", "vendor/purify.es.mjs",
-            "js/share.js", "vendor/qrcode.mjs"} <= names
+            "js/share.js", "js/visibility.js", "vendor/qrcode.mjs"} <= names
     assert names <= set(askrich.ASSET_FILES)
 
 

@@ -7,7 +7,7 @@ import time
 import pytest
 from playwright.sync_api import expect
 
-from formkit import answer_of, choice, isolated
+from formkit import answer_of, choice, isolated, wait_for_result
 
 
 def many_questions(n=8):
@@ -40,7 +40,7 @@ def test_full_round_reaches_the_server_as_answered(form, rich_spec):
     f.page.locator("#general-notes").fill("Thanks")
     f.page.locator("#btn-submit").click()
     expect(f.page.locator("section.end h2")).to_have_text("Answers sent")
-    result = f.rt.wait_for_result(f.interview.id, timeout=5)
+    result = wait_for_result(f.rt, f.interview.id, timeout=5)
     assert result["counts"] == {"answered": 5, "deferred": 0, "needsInfo": 0, "unanswered": 0}
     assert answer_of(result, "db")["selected"] == ["my"]
     assert answer_of(result, "db")["notes"] == "We know it."
@@ -60,10 +60,10 @@ def test_first_submit_with_open_questions_asks_for_confirmation(form, rich_spec)
     f.page.locator("#btn-submit").click()
     confirm = f.page.locator(".review .confirm")
     expect(confirm).to_contain_text("5 questions are still open")
-    assert f.rt.wait_for_result(f.interview.id, timeout=0.3) is None
+    assert wait_for_result(f.rt, f.interview.id, timeout=0.3) is None
     f.page.locator("#btn-submit").click()
     f.page.wait_for_selector("section.end")
-    result = f.rt.wait_for_result(f.interview.id, timeout=5)
+    result = wait_for_result(f.rt, f.interview.id, timeout=5)
     assert result["counts"]["unanswered"] == 5
 
 
@@ -102,7 +102,7 @@ def test_required_text_input_blocks_the_submit_with_a_clear_message(form, rich_s
     f.page.locator("#btn-submit").click()
     problem = f.page.locator(".review .submit-problem")
     expect(problem).to_contain_text("needs the text for " + isolated('"%s"' % isolated("Upgrade")))
-    assert f.rt.wait_for_result(f.interview.id, timeout=0.3) is None
+    assert wait_for_result(f.rt, f.interview.id, timeout=0.3) is None
     problem.locator("button").click()
     assert f.screen == "q:src"
     expect(f.section("src").locator(".q-problem")).to_be_visible()
@@ -193,7 +193,7 @@ def test_a_submit_racing_an_append_gets_409_and_shows_the_new_questions(form, ri
     f.page.wait_for_selector('section.question[data-qid="race"]:visible')
     assert f.screen == "q:race"
     expect(f.page.locator("#notices")).to_contain_text("Look at the new questions")
-    assert f.rt.wait_for_result(f.interview.id, timeout=0.3) is None
+    assert wait_for_result(f.rt, f.interview.id, timeout=0.3) is None
     f.press("1")
     result = f.submit_and_collect()
     assert answer_of(result, "race")["selected"] == ["p"]
@@ -262,7 +262,7 @@ def test_keyboard_focus_stays_in_the_middle_half(form):
 
 def test_the_page_says_when_the_agent_stopped_waiting(form, rich_spec):
     f = form(rich_spec)
-    waiter = threading.Thread(target=f.rt.wait_for_result, args=(f.interview.id, 1.0))
+    waiter = threading.Thread(target=wait_for_result, args=(f.rt, f.interview.id, 1.0))
     waiter.start()
     f.page.wait_for_selector('body[data-live="waiting"]', state="attached")
     waiter.join()

@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from axe_playwright_python.sync_playwright import Axe  # noqa: E402
 from formkit import DESKTOP, PHONE, WATCH_CSP, askrich, isolated  # noqa: E402
 from inbox_support import free_port, read_key  # noqa: E402
-from support import LogWatch, submit  # noqa: E402
+from support import LogWatch, submit, wait_for_result  # noqa: E402
 
 I18N = Path(askrich.__file__).resolve().parent / "assets" / "i18n"
 AXE = Axe()
@@ -162,7 +162,7 @@ def test_the_row_isolates_the_agents_name_and_the_notification_and_tab_title_do_
     w = words("ar")
     page = inbox_page(locale="ar", permission="'granted'")
     fresh = inbox_rt.open_interview(spec("Docs layout"), agent="Codex")
-    waiter = threading.Thread(target=inbox_rt.wait_for_result, args=(fresh.id, 10))
+    waiter = threading.Thread(target=wait_for_result, args=(inbox_rt, fresh.id, 10))
     waiter.start()
     try:
         # In the page, the Latin name inside Arabic text is a bidi isolate...

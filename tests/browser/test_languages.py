@@ -9,7 +9,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from formkit import PHONE, ROOT, WJ, answer_of, isolated
+from formkit import PHONE, ROOT, WJ, answer_of, isolated, wait_for_result
 from test_screens import clipped, serious_violations
 
 LANGUAGES = ["en", "ja", "zh-CN", "zh-TW", "ko", "es", "fr", "de", "pt-BR", "ru", "ar"]
@@ -150,7 +150,7 @@ def test_every_language_says_everything_in_its_own_words_and_fits_a_phone(form, 
     if tag != "en":
         left = [(where, sorted(english_in(tag, text))) for where, text in tour.seen]
         assert [item for item in left if item[1]] == []
-    result = f.rt.wait_for_result(f.interview.id, timeout=5)
+    result = wait_for_result(f.rt, f.interview.id, timeout=5)
     assert result["status"] == "declined"
 
 
@@ -374,7 +374,7 @@ def test_the_header_offers_the_skip_on_phones_only(form, rich_spec):
     phone.page.locator("#btn-skip-bar").click()
     phone.page.locator("#skip-confirm").click()
     expect(phone.page.locator("section.end h2")).to_have_text("Interview skipped")
-    assert phone.rt.wait_for_result(phone.interview.id, timeout=5)["generalNotes"] is None
+    assert wait_for_result(phone.rt, phone.interview.id, timeout=5)["generalNotes"] is None
     expect(phone.page.locator("#btn-skip-bar")).to_be_hidden()
 
 

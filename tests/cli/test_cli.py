@@ -10,7 +10,7 @@ import sys
 import threading
 
 import askrich
-from support import MODULE, WAIT, api_url, http_request, interview, quiet_runtime, submit
+from support import MODULE, WAIT, api_url, http_request, interview, quiet_runtime, submit, wait_for_result
 
 
 def test_version_prints_the_version_and_help_names_every_command_and_option(capsys):
@@ -112,7 +112,7 @@ def test_closing_waits_for_the_reply_of_the_submit_that_settled_the_interview(tm
     poster = threading.Thread(target=lambda: replies.append(submit(form.url, {"q": {"selected": ["a"]}})))
     poster.start()
     try:
-        assert runtime.wait_for_result(form.id, WAIT)["status"] == "submitted"
+        assert wait_for_result(runtime, form.id, WAIT)["status"] == "submitted"
         runtime.close()
         order.append("closed")
     finally:

@@ -41,6 +41,7 @@ from support import (
     submit,
     threads_still_running,
     wait_for_interview,
+    wait_for_result,
 )
 
 WAIT = 20.0
@@ -387,7 +388,7 @@ def _rss_kib() -> int:
 def _one_interview(runtime) -> None:
     form = runtime.open_interview(interview(choice("q", "a", "b"), choice("r", "x", "y")))
     got = []
-    waiter = threading.Thread(target=lambda: got.append(runtime.wait_for_result(form.id, WAIT)))
+    waiter = threading.Thread(target=lambda: got.append(wait_for_result(runtime, form.id, WAIT)))
     waiter.start()
     done = submit(form.url, {"q": {"selected": ["a"], "notes": "x" * 200}, "r": {"status": "needs-info"}})
     waiter.join(WAIT)
@@ -514,7 +515,7 @@ class InterviewLifecycle(RuleBasedStateMachine):
     @rule(data=st.data())
     def wait_briefly(self, data) -> None:
         key = data.draw(st.sampled_from(self.live()))
-        result = self.runtime.wait_for_result(key, 0.01)
+        result = wait_for_result(self.runtime, key, 0.01)
         if self.model[key]["state"] == "submitted":
             assert [a["id"] for a in result["answers"]] == self.model[key]["ids"]
         else:

@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import askrich
-from support import InProcessServer, SubprocessServer, WAIT, api_url, choice, http_request, interview, submit
+from support import (InProcessServer, SubprocessServer, WAIT, api_url, choice, http_request, interview, submit,
+                     wait_for_result)
 
 PNG = (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f"
        b"\x15\xc4\x89\x00\x00\x00\rIDATx\x9cc\xf8\xff\xff?\x00\x05\xfe\x02\xfe\xa7\x35\x81\x84\x00"
@@ -327,7 +328,7 @@ def test_the_result_carries_each_questions_attachments_and_the_general_ones_with
     response = submit(opened.url, {"db": {"selected": ["pg"]}}, generalNotes="see files",
                       attachments={"db": [shot["id"], log["id"], shot["id"]], "": [config["id"]]})
     assert response.status == 200
-    result = runtime.wait_for_result(opened.id, 5)
+    result = wait_for_result(runtime, opened.id, 5)
     rows = {row["id"]: row for row in result["answers"]}
     assert rows["db"]["attachments"] == [
         {"id": shot["id"], "name": "shot.png", "path": stored_path(runtime, opened, shot),
@@ -350,7 +351,7 @@ def test_the_result_carries_each_questions_attachments_and_the_general_ones_with
 def test_general_attachments_without_general_notes_still_get_their_summary_line(opened, runtime):
     shot = upload(opened.url, PNG, "only.png", "image/png").json()
     assert submit(opened.url, {}, attachments={"": [shot["id"]]}).status == 200
-    summary = runtime.wait_for_result(opened.id, 5)["summary"]
+    summary = wait_for_result(runtime, opened.id, 5)["summary"]
     assert "General notes: none | attachments: only.png" in summary.splitlines()
 
 

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import askrich
-from support import DISCARD, api_url, choice, http_request, interview, settled_long_ago, submit
+from support import DISCARD, api_url, choice, http_request, interview, settled_long_ago, submit, wait_for_result
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -121,6 +121,20 @@ def test_api_returns_the_filled_spec_and_state(opened):
     }
 
 
+def test_the_api_carries_the_limits_the_form_keeps_and_the_form_has_no_number_of_its_own(opened):
+    assert http_request(api_url(opened.url)).json()["limits"] == {
+        "freeText": askrich.FREE_TEXT_MAX,
+        "attachmentBytes": askrich.ATTACHMENT_MAX_BYTES,
+        "attachments": askrich.ATTACHMENTS_MAX_COUNT,
+        "attachmentsBytes": askrich.ATTACHMENTS_MAX_TOTAL_BYTES,
+    }
+    # The form reads them from there (browser/test_form_limits.py lowers them in the server).
+    scripts = "".join(askrich.read_asset("js/" + name).decode("utf-8")
+                      for name in ("attach.js", "state.js", "main.js"))
+    for number in ("20000", "20 * 1024", "10 * 1024 * 1024", "50 * 1024 * 1024", "= 20;"):
+        assert number not in scripts, number
+
+
 def test_a_submit_is_checked_type_size_json_shape_version_answers_in_that_order(opened, runtime):
     url = api_url(opened.url, "submit")
     # 1. media type (a form or text/plain post, which needs no preflight, is refused)
@@ -181,6 +195,49 @@ def test_a_progress_post_takes_only_json_counts_that_make_sense(opened):
     assert http_request(url, "POST", b"x", {"Content-Type": "text/plain"}).status == 415
 
 
+def test_a_visibility_report_moves_what_the_notices_judge_by_and_a_bad_one_is_refused(opened, runtime):
+    url = api_url(opened.url, "visibility")
+    seen = {"page": "tab-1", "visibility": "visible", "focus": True}
+    assert http_request(url, "POST", seen).status == 204
+    assert opened.attention()["sightings"] == 1
+    assert http_request(url, "POST", dict(seen, focus=False)).status == 204  # behind another window
+    assert http_request(url, "POST", seen).status == 204  # in front again: a second sighting
+    assert opened.attention()["sightings"] == 2
+    for bad, said in [
+        ([], "visibility must be an object of page, visibility and focus"),
+        (dict(seen, visibility="prerender"), 'visibility must be "visible" or "hidden" (got "prerender")'),
+        (dict(seen, focus="yes"), 'focus must be true or false (got "yes")'),
+        (dict(seen, page="a/b"), "page must be the page's id"),
+        (dict(seen, page="x" * 65), "page must be the page's id"),
+        ({"page": 7}, "page must be the page's id: 1 to 64 letters, digits, '-' or '_' (got 7); "
+                      "visibility must be \"visible\" or \"hidden\" (got null); focus must be true or false (got null)"),
+    ]:
+        answer = http_request(url, "POST", bad)
+        assert answer.status == 400 and answer.json()["code"] == "invalid-visibility", bad
+        assert said in answer.json()["error"]
+    assert http_request(url, "POST", b"{", {"Content-Type": "application/json"}).json()["code"] == "bad-json"
+    assert http_request(url, "POST", b"x", {"Content-Type": "text/plain"}).status == 415
+    assert http_request(url, "POST", b"x" * 2000, {"Content-Type": "application/json"}).status == 413
+    assert http_request(api_url(opened.url.replace(opened.token, "nope"), "visibility"), "POST", seen).status == 404
+    assert opened.attention()["sightings"] == 2  # nothing refused counted
+    assert http_request(url, "POST", seen).status == 204  # and the server serves on
+    assert http_request(opened.url).status == 200
+
+
+def test_an_interview_remembers_its_latest_pages_only(opened):
+    """A page that keeps saying it is in view is one sighting; one forgotten (the bound on
+    pages kept) counts again when it next says so."""
+    url = api_url(opened.url, "visibility")
+    seen = {"page": "p0", "visibility": "visible", "focus": True}
+    assert http_request(url, "POST", seen).status == 204
+    assert http_request(url, "POST", seen).status == 204
+    assert opened.attention()["sightings"] == 1
+    for number in range(1, askrich.PAGES_REMEMBERED + 1):
+        assert http_request(url, "POST", {"page": "p%d" % number, "visibility": "hidden", "focus": False}).status == 204
+    assert http_request(url, "POST", seen).status == 204
+    assert opened.attention()["sightings"] == 2
+
+
 def test_methods_other_than_get_and_post_are_refused(opened):
     for method in ("PUT", "DELETE", "PATCH", "OPTIONS", "HEAD"):
         assert http_request(opened.url, method).status == 405
@@ -208,7 +265,7 @@ def test_events_stream_the_state_at_once_and_on_every_change(opened, runtime):
         "event: state", 'data: {"state": "pending", "waiting": false, "version": 1}']
     runtime.append_questions(opened.id, [choice("late", "x")], note="more")
     assert read_event(response)[1] == 'data: {"state": "pending", "waiting": false, "version": 2}'
-    waiter = threading.Thread(target=runtime.wait_for_result, args=(opened.id, 10))
+    waiter = threading.Thread(target=wait_for_result, args=(runtime, opened.id, 10))
     waiter.start()
     assert read_event(response)[1] == 'data: {"state": "pending", "waiting": true, "version": 2}'
     submit(opened.url, {})
@@ -290,7 +347,7 @@ def test_a_valid_interview_answered_through_http_comes_back_identically(runtime,
     general = data.draw(st.text(max_size=30))
     response = submit(opened.url, raw, generalNotes=general, specVersion=1)
     assert response.status == 200, response.body
-    result = runtime.wait_for_result(opened.id, timeout=5)
+    result = wait_for_result(runtime, opened.id, timeout=5)
     expected = askrich.check_submission(opened.spec, {"answers": raw})["answers"]
     for row in result["answers"]:
         want = expected[row["id"]]
@@ -317,7 +374,7 @@ def test_an_interview_settles_once_and_its_state_follows_the_result_status(runti
     assert http_request(api_url(form.url, "state")).json()["state"] == status
     late = submit(form.url, {"q": {"selected": ["a"]}})
     assert late.status == 409 and late.json() == {"error": "interview already %s" % status, "code": "not-pending"}
-    assert runtime.wait_for_result(form.id, 1)["status"] == status
+    assert wait_for_result(runtime, form.id, 1)["status"] == status
 
 
 def test_a_cancelled_waiter_leaves_the_interview_pending_and_uncounted(runtime):

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 import askrich
 import hypothesis_profiles
 import strategies
-from support import InProcessServer, choice, interview, threads_still_running, wait_for_interview
+from support import InProcessServer, choice, interview, threads_still_running, wait_for_interview, wait_for_result
 
 # Under ASK_USER_RICH_FUZZ=long every test here is a long run: `-m slow` selects them.
 pytestmark = [pytest.mark.slow] if hypothesis_profiles.LONG else []
@@ -329,7 +329,8 @@ def test_every_allow_listed_asset_is_served_with_its_fixed_type(rt, name):
 # -- Host and Origin ----------------------------------------------------------------------------
 
 ROUTES = ("GET /s/{t}", "GET /api/s/{t}", "GET /api/s/{t}/state", "GET /api/s/{t}/events",
-          "POST /api/s/{t}/progress", "POST /api/s/{t}/submit", "GET /assets/form.html")
+          "POST /api/s/{t}/progress", "POST /api/s/{t}/visibility", "POST /api/s/{t}/submit",
+          "GET /assets/form.html")
 
 
 @pytest.mark.parametrize("route", ROUTES)
@@ -590,7 +591,7 @@ def test_lone_surrogates_in_the_interview_and_the_answers_lose_nothing(rt):
     page = exchange(form.port, build("GET", "/api/s/" + form.token, [("Host", "localhost:%d" % form.port)]))
     assert page.status == 200 and page.json()["spec"]["questions"][0]["header"] == "H" + odd
     got = []
-    waiter = threading.Thread(target=lambda: got.append(rt.wait_for_result(form.id, 20)))
+    waiter = threading.Thread(target=lambda: got.append(wait_for_result(rt, form.id, 20)))
     waiter.start()
     body = json.dumps({"answers": {"q": {"selected": ["a"], "notes": "n" + odd}}, "generalNotes": odd}).encode()
     headers = [("Host", "localhost:%d" % form.port), ("Content-Type", "application/json")]

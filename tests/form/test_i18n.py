@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import askrich
-from support import api_url, choice, http_request, interview, submit
+from support import api_url, choice, http_request, interview, submit, wait_for_result
 
 ASSETS = Path(askrich.__file__).resolve().parent / "assets"
 I18N = ASSETS / "i18n"
@@ -277,7 +277,7 @@ def test_a_declined_submit_keeps_the_answers_and_settles_as_declined_via_browser
     response = submit(two_questions.url, {"db": {"status": "answer", "selected": ["pg"]}},
                       declined=True, generalNotes="Not now, ask me tomorrow.")
     assert response.status == 200 and response.json()["ok"] is True
-    result = runtime.wait_for_result(two_questions.id, timeout=5)
+    result = wait_for_result(runtime, two_questions.id, timeout=5)
     assert result["status"] == "declined" and result["via"] == "browser"
     assert result["generalNotes"] == "Not now, ask me tomorrow."
     assert result["answers"][0]["selected"] == ["pg"] and result["answers"][0]["status"] == "answered"
@@ -297,7 +297,7 @@ def test_a_declined_interview_takes_no_second_submit(two_questions):
 
 def test_declined_false_is_an_ordinary_submit(runtime, two_questions):
     assert submit(two_questions.url, {}, declined=False).status == 200
-    assert runtime.wait_for_result(two_questions.id, timeout=5)["status"] == "submitted"
+    assert wait_for_result(runtime, two_questions.id, timeout=5)["status"] == "submitted"
 
 
 @pytest.mark.parametrize("value", ["yes", 1, None, {}])

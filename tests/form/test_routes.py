@@ -19,6 +19,7 @@ PATHS = {
     "/api/s/TOKEN/inbox": {"GET"},
     "/api/prove": {"GET"},
     "/api/s/TOKEN/progress": {"POST"},
+    "/api/s/TOKEN/visibility": {"POST"},
     "/api/s/TOKEN/submit": {"POST"},
     "/api/s/TOKEN/attachments": {"POST"},
     "/api/s/TOKEN/attachments/0123abcd": {"GET", "DELETE"},

@@ -10,6 +10,7 @@ import os
 import signal
 import socket
 import threading
+import time
 
 import pytest
 
@@ -233,6 +234,121 @@ def test_a_dead_owner_is_a_502_and_a_stopped_one_a_504_never_a_hung_door(door, t
     finally:
         os.kill(stopped.pid, signal.SIGCONT)
     assert http_request(api_url(stopped.url, "state")).status == 200
+
+
+class KeepingOwner:
+    """An owner of the test's own that keeps each connection for the door's next request, as
+    ours do when the door asks (`X-Ask-User-Rich-Door: keep-alive`): it counts connections and
+    the requests each carried, and can end a kept connection between two requests."""
+
+    def __init__(self) -> None:
+        self.socket = socket.socket()
+        self.socket.bind(("127.0.0.1", 0))
+        self.socket.listen(16)
+        self.port = self.socket.getsockname()[1]
+        self.connections, self.requests, self.end_next = 0, [], False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self.socket.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
+
+    def _serve(self, connection) -> None:
+        reader = connection.makefile("rb")
+        with connection, reader:
+            while True:
+                head = []
+                for line in reader:
+                    if line in (b"\r\n", b"\n"):
+                        break
+                    head.append(line.decode("latin-1").strip())
+                if not head:
+                    return
+                self.requests.append(head)
+                body = json.dumps({"request": len(self.requests)}).encode()
+                connection.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n"
+                                   b"Connection: keep-alive\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+                if self.end_next:  # the owner ends the kept connection before the door's next request
+                    self.end_next = False
+                    return
+
+
+def test_the_door_keeps_its_connection_to_an_owner_and_goes_anew_when_the_owner_ended_it(door, tmp_path):
+    runtime, mine, agent, port = door
+    owner = KeepingOwner()
+    token = "K" * 24
+    entry = {"pid": os.getppid(), "startedAt": "", "agent": None, "project": "", "interviews": [],
+             "port": owner.port, "forms": [askrich.token_digest(token)]}
+    planted = tmp_path / "logs" / "inbox" / ("%d.json" % os.getppid())
+    planted.write_text(json.dumps(entry))
+    planted.chmod(0o600)
+    state = "http://localhost:%d/api/s/%s/state" % (port, token)
+    answers = [http_request(state) for _ in range(3)]
+    # One connection carried all three; the page never sees the door's own Connection header.
+    assert [answer.json() for answer in answers] == [{"request": 1}, {"request": 2}, {"request": 3}]
+    assert all(answer.status == 200 and "Connection" not in answer.headers for answer in answers)
+    assert owner.connections == 1
+    assert all("X-Ask-User-Rich-Door: keep-alive" in head for head in owner.requests)
+    # The owner ends the kept connection: the next request goes on a new one, and is answered.
+    owner.end_next = True
+    assert http_request(state).json() == {"request": 4}
+    deadline = time.monotonic() + WAIT
+    while owner.connections == 1 and time.monotonic() < deadline:
+        assert http_request(state).status == 200
+    assert owner.connections == 2 and len(owner.requests) <= 6  # none lost, none sent twice
+    owner.socket.close()
+
+
+def test_a_kept_connection_gets_a_whole_body_and_a_refusal_does_not_leave_half_of_one(door):
+    """Our owners read a kept request's body whole before any route: what a refusal leaves
+    unread is never taken for the next request on the kept connection."""
+    runtime, mine, agent, port = door
+    other = agent("codex", "Kept", questions=1)
+    # Refused for its type before its body is read: 5,000 bytes the route leaves unread.
+    bad = http_request(api_url(other.url, "progress"), "POST", b'{"answered": 1' + b" " * 5000 + b"}",
+                       headers={"Content-Type": "text/plain"})
+    assert bad.status == 415
+    for _ in range(3):
+        assert http_request(api_url(other.url, "state")).json()["state"] == "pending"
+    assert submit(other.url, {"q1": {"status": "answer", "selected": ["b"]}}).status == 200
+    assert http_request(api_url(other.url, "state")).json()["state"] == "submitted"
+
+
+def test_a_stale_proof_is_proved_again_by_the_worker_not_by_whoever_asks_for_the_url(tmp_path, monkeypatch):
+    """A form's URL is asked for under other locks (a task's status): once the holder was proved,
+    asking never waits on the network; the inbox's worker proves the holder again."""
+    port = free_port()
+    logs = tmp_path / "logs"
+    holder = Agent(logs, port, "codex", tmp_path / "codex", "Held")
+    runtime = askrich.Runtime(askrich.Config(log_dir=str(logs), open_browser=False, inbox_port=port),
+                              askrich.Log(str(logs), stream=LogWatch()))
+    try:
+        mine = runtime.open_interview(dict(ONE_QUESTION))
+        door = "http://localhost:%d/s/" % port
+        assert mine.url.startswith(door) and runtime.inbox.server is None
+        provers, proved, real = [], threading.Event(), askrich.prove_inbox_holder
+
+        def watched(*args, **kwargs):
+            provers.append(threading.current_thread().name)
+            try:
+                return real(*args, **kwargs)
+            finally:
+                proved.set()
+
+        monkeypatch.setattr(askrich, "prove_inbox_holder", watched)
+        runtime.inbox.probed -= 60  # the proof went stale
+        assert mine.url.startswith(door)  # the last proof's answer, at once
+        assert proved.wait(WAIT)
+        assert provers and set(provers) == {"ask-user-rich-inbox"}
+        assert mine.url.startswith(door)
+    finally:
+        runtime.close()
+        holder.close()
 
 
 def test_a_public_url_is_shown_and_accepted_and_the_door_still_binds_loopback_only(tmp_path):

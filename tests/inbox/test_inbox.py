@@ -513,7 +513,7 @@ def facts(**changes):
     may try to bind at 5."""
     base = {"now": 1.0, "closed": False, "active": True, "streams": 0, "formsOpen": False, "holding": False,
             "holderKnown": True, "probed": 0.0, "dirty": False, "lastWrite": 0.0, "lastScan": 0.0,
-            "nextTry": 5.0, "readableUntil": None}
+            "nextTry": 5.0, "readableUntil": None, "reprove": False}
     base.update(changes)
     return base
 
@@ -538,6 +538,9 @@ def facts(**changes):
     # a form opened and the holder not proved lately: who holds the door, now, with a proof
     ({"formsOpen": True, "now": 6.0, "probed": 0.5, "nextTry": 10.0}, (False, 0, False, True, True, True)),
     ({"formsOpen": True, "now": 1.0, "probed": 0.5, "nextTry": 10.0}, (False, 1.0, False, False, False, False)),
+    # a URL shown on a stale proof (no form open): the worker proves the holder now, not the caller
+    ({"reprove": True, "now": 1.0, "nextTry": 5.0}, (False, 0, False, True, True, False)),
+    ({"reprove": True, "holding": True, "nextTry": float("-inf")}, (False, 4.0, False, False, False, False)),
     # a settled form stops being readable: wake then, to drop it from the entry
     ({"holding": True, "readableUntil": 2.5}, (False, 1.5, False, False, False, False)),
 ])

@@ -23,9 +23,10 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from inbox_support import free_port
-from notices_support import HOSTILE, PushServer, StandIns
-from support import WAIT, InProcessServer, LogWatch, SubprocessServer, askrich, choice, http_request, interview, submit
+from inbox_support import Agent, free_port
+from notices_support import HOSTILE, Clock, PushServer, StandIns
+from support import (WAIT, EventsReader, InProcessServer, LogWatch, SubprocessServer, api_url, askrich, choice,
+                     http_request, interview, submit)
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the stand-ins are POSIX scripts")
 
@@ -199,9 +200,12 @@ def hostile_notice(text: str) -> dict:
 
 
 def facts_for(platform: str, stand_ins, **changes) -> dict:
-    facts = {"platform": platform, "wsl": False, "interop": None, "session_bus": False,
-             "notify_send_actions": False,
-             "installed": {name: stand_ins.path(name) for name in ("notify-send", "osascript", "powershell.exe")}}
+    """This machine's desktop facts with the stand-ins as the only programs on PATH, as
+    `platform` would have them."""
+    facts = askrich.desktop_facts({"PATH": stand_ins.folder, "XDG_RUNTIME_DIR": stand_ins.folder})
+    assert facts["installed"] == {name: stand_ins.path(name) for name in ("notify-send", "osascript", "powershell.exe")}
+    facts.update({"platform": platform, "wsl": False, "interop": None, "session_bus": False,
+                  "notify_send_actions": False, "windows_root": None})
     facts.update(changes)
     return facts
 
@@ -512,14 +516,6 @@ def test_a_waiting_form_is_pushed_with_its_public_link_only_while_the_front_door
 # -- the scheduler, on a clock the test moves ----------------------------------------------
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 class Scene:
     """A runtime whose notices run on a test clock, with the stand-ins as the desktop."""
 
@@ -535,15 +531,28 @@ class Scene:
         self.stand_ins = stand_ins
 
     def at(self, when: float) -> None:
-        """Move the clock and wait for the scheduler to look once more."""
-        self.clock.now = when
-        with self.notices.changed:
-            passes = self.notices.passes
-            self.notices.changed.notify_all()
-            assert self.notices.changed.wait_for(lambda: self.notices.passes > passes, WAIT)
+        self.clock.at(when)
 
     def notices_sent(self) -> int:
         return self.watch.count("notice")
+
+    def follow_ups_on_a_hidden_form(self, form, landed: float, due: float) -> None:
+        """The person turns away; follow-ups land at `landed`: no notice before `due`, one then."""
+        report(form, visibility="hidden", focus=False)
+        self.at(landed)
+        sent = self.notices_sent()
+        self.runtime.append_questions(form.id, [choice("q%d" % landed, "x")])
+        self.at(due - 1)
+        assert self.notices_sent() == sent
+        self.at(due)
+        self.watch.wait_for("notice", "reason=follow-ups")
+
+
+def report(form, page="tab-1", visibility="visible", focus=True):
+    """What the form's page says of itself (assets/js/visibility.js)."""
+    answer = http_request(api_url(form.url, "visibility"), "POST",
+                          {"page": page, "visibility": visibility, "focus": focus})
+    assert answer.status == 204, answer.body
 
 
 @pytest.fixture
@@ -553,17 +562,35 @@ def scene(tmp_path, stand_ins):
     made.runtime.close()
 
 
-def test_a_link_is_told_at_once_then_a_view_stops_the_reminders(scene):
+def test_a_link_is_told_at_once_then_the_form_in_view_stops_the_reminders(scene):
     form = scene.runtime.open_interview(interview(choice("q", "a"), title="Plan"))
     scene.notices.arm(form, opened=False)
     call = scene.stand_ins.wait_call()
     assert call["argv"][-2:] == ["An agent asks 1 question", "Plan · shop"]
     scene.watch.wait_for("notice-sent", "interview=%s" % form.id)
-    http_request(form.url)  # the person opens the form
+    report(form)  # the person looks at the form
     scene.watch.wait_for("notices-stopped", "interview=%s" % form.id, "why=viewed")
     scene.at(1000 + 600)
     scene.at(1000 + 3600)
     assert scene.notices_sent() == 1 and len(scene.stand_ins.lines) == 1
+
+
+def test_a_page_loaded_in_the_background_is_not_seen_and_the_reminders_go_on(scene):
+    form = scene.runtime.open_interview(interview(choice("q", "a")))
+    scene.notices.arm(form, opened=True)  # the opener opened a tab: where, nobody knows
+    assert http_request(form.url).status == 200  # it loaded the page
+    report(form, visibility="hidden", focus=False)  # in a background tab
+    report(form, page="tab-2", visibility="visible", focus=False)  # behind other windows
+    scene.at(1020)
+    scene.watch.wait_for("notice", "number=1")
+    scene.at(1600)
+    scene.watch.wait_for("notice", "number=2")
+    report(form, page="tab-2")  # the person brings it to the front
+    scene.watch.wait_for("notices-stopped", "why=viewed")
+    scene.at(4600)
+    assert scene.notices_sent() == 2
+    assert scene.watch.count("page-visibility", "sighting=yes") == 1
+    assert scene.watch.count("page-visibility", "page=tab-2", "sighting=yes") == 1
 
 
 def test_an_opened_form_is_told_after_the_delay_and_reminded_while_nobody_looks(scene):
@@ -593,21 +620,47 @@ def test_a_settled_interview_gets_no_notice(scene):
     assert scene.notices_sent() == 0
 
 
-def test_follow_ups_on_a_form_nobody_looked_at_since_are_told_a_minute_after_the_last_notice(scene):
+def test_follow_ups_on_a_hidden_form_are_told_a_minute_after_the_last_notice_until_it_comes_into_view(scene):
     form = scene.runtime.open_interview(interview(choice("q", "a")))
     scene.notices.arm(form, opened=False)
     scene.watch.wait_for("notice", "reason=waiting")
-    http_request(form.url)
+    report(form)
     scene.watch.wait_for("notices-stopped", "why=viewed")
-    scene.at(1030)
-    scene.runtime.append_questions(form.id, [choice("more", "x")])
-    scene.at(1059)
-    assert scene.notices_sent() == 1
-    scene.at(1060)
-    scene.watch.wait_for("notice", "reason=follow-ups")
-    # The form shows them (it reports none unseen): no reminder.
-    scene.runtime.hub.record_unseen(form, 0)
+    scene.follow_ups_on_a_hidden_form(form, landed=1030, due=1060)  # a minute after the last notice
+    report(form)  # seen
     scene.watch.wait_for("notices-stopped", "why=viewed", nth=2)
+    scene.at(99999)
+    assert scene.notices_sent() == 2
+
+
+def test_follow_ups_on_a_form_in_view_now_are_seen_and_told_to_nobody(scene):
+    form = scene.runtime.open_interview(interview(choice("q", "a")))
+    stream = EventsReader(api_url(form.url, "events"), "state")
+    try:
+        stream.wait_for(lambda state: True)  # the page is open
+        report(form)
+        scene.runtime.append_questions(form.id, [choice("more", "x")])
+        scene.watch.wait_for("notices-armed", "reason=follow-ups")
+        scene.watch.wait_for("notices-stopped", "why=viewed")
+        scene.follow_ups_on_a_hidden_form(form, landed=1100, due=1120)  # a form is open: after the delay
+    finally:
+        stream.close()
+
+
+def test_a_page_said_in_view_counts_as_in_view_only_while_an_event_stream_is_open(scene):
+    """A browser that crashed sends no last report, but its stream closes."""
+    form = scene.runtime.open_interview(interview(choice("q", "a")))
+    before = form.attention()
+    report(form)
+    assert form.attention() == dict(before, sightings=before["sightings"] + 1, inView=False)
+    stream = EventsReader(api_url(form.url, "events"), "state")
+    try:
+        stream.wait_for(lambda state: True)
+        assert form.attention()["inView"] is True
+        report(form, visibility="visible", focus=False)
+        assert form.attention()["inView"] is False
+    finally:
+        stream.close()
 
 
 def test_a_form_shown_in_the_host_waits_unviewed_and_the_apps_load_is_its_page_view(scene):
@@ -640,10 +693,12 @@ def test_a_second_call_on_the_same_interview_arms_nothing_new(scene):
 
 def test_notices_off_start_no_thread(tmp_path):
     config = askrich.Config(log_dir=str(tmp_path / "logs"), open_browser=False)
-    runtime = askrich.Runtime(config, askrich.Log(config.log_dir, stream=io.StringIO()))
+    watch = LogWatch()
+    runtime = askrich.Runtime(config, askrich.Log(config.log_dir, stream=watch))
     try:
         runtime.notices.arm(runtime.open_interview(interview()), opened=False)
-        assert runtime.notices.thread is None
+        assert watch.count("notices-armed") == 0
+        assert "ask-user-rich-notices" not in [thread.name for thread in threading.enumerate()]
     finally:
         runtime.close()
 
@@ -707,7 +762,7 @@ def test_notify_test_without_a_target_says_how_to_set_one(tmp_path):
 # -- end to end: the server over stdio, a call waiting after a link --------------------------
 
 
-def test_a_real_server_tells_the_person_of_a_link_and_a_page_view_stops_it(tmp_path, stand_ins):
+def test_a_real_server_tells_the_person_of_a_link_and_the_form_in_view_stops_it(tmp_path, stand_ins):
     env = {"ASK_USER_RICH_NOTIFY": "desktop", "PATH": stand_ins.folder + os.pathsep + os.environ["PATH"],
            "DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent", "ASK_USER_RICH_NOTIFY_AFTER": "3600"}
     server = SubprocessServer(tmp_path / "logs", env=env, cwd=str(tmp_path))
@@ -721,7 +776,31 @@ def test_a_real_server_tells_the_person_of_a_link_and_a_page_view_stops_it(tmp_p
         call = stand_ins.wait_call()
         assert call["argv"][-2:] == ["Claude Code asks 1 question", "Pick a database · %s" % tmp_path.name]
         server.log.wait_for("notice-sent", "target=\"desktop (notify-send)\"")
-        http_request(url)
+        assert http_request(url).status == 200
+        seen = {"page": "p", "visibility": "visible", "focus": True}
+        assert http_request(api_url(url, "visibility"), "POST", seen).status == 204
         server.log.wait_for("notices-stopped", "why=viewed")
+        assert server.log.count("page-view") == 1 and server.log.count("page-visibility", "sighting=yes") == 1
     finally:
         server.close()
+
+
+def test_a_form_seen_through_the_front_door_stops_the_notices_of_the_process_that_owns_it(tmp_path, stand_ins):
+    port, logs, watch = free_port(), tmp_path / "logs", LogWatch()
+    holder = askrich.Runtime(askrich.Config(log_dir=str(logs), open_browser=False, inbox_port=port),
+                             askrich.Log(str(logs), stream=watch))
+    holder.open_interview(interview(choice("q", "a")))  # pending: this process holds the door
+    watch.wait_for("inbox-holding")
+    env = {"ASK_USER_RICH_NOTIFY": "desktop", "PATH": stand_ins.folder + os.pathsep + os.environ["PATH"],
+           "DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent", "ASK_USER_RICH_NOTIFY_AFTER": "3600"}
+    agent = Agent(logs, port, "codex", tmp_path / "shop", "Plan", env=env)  # no browser opens: told at once
+    try:
+        assert agent.url.startswith("http://localhost:%d/s/" % port)
+        assert stand_ins.wait_call()["argv"][-1] == "Plan · shop"
+        report(agent)
+        agent.server.log.wait_for("page-visibility", "sighting=yes")
+        agent.server.log.wait_for("notices-stopped", "interview=%s" % agent.session, "why=viewed")
+    finally:
+        agent.close()
+        holder.close()
+

@@ -81,3 +81,44 @@ def test_the_constant_tables_are_read_only():
         with pytest.raises(TypeError):
             table["x"] = "y"
     assert isinstance(askrich.__all__, tuple) and isinstance(askrich.ASSET_FILES, frozenset)
+
+
+def places(predicate):
+    """The functions (Class.method for a method) of askrich.py holding a node that matches."""
+    tree = ast.parse(open(MODULE, encoding="utf-8").read())
+    found = set()
+
+    def visit(node, where):
+        for child in ast.iter_child_nodes(node):
+            name = where
+            if isinstance(child, (ast.FunctionDef, ast.ClassDef)):
+                name = child.name if where is None or isinstance(node, ast.Module) else where + "." + child.name
+            if predicate(child):
+                found.add(where)
+            visit(child, name)
+
+    visit(tree, None)
+    return found
+
+
+def calls(module, name):
+    return lambda node: (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                         and node.func.attr == name and isinstance(node.func.value, ast.Name)
+                         and node.func.value.id == module)
+
+
+def test_each_private_file_and_process_primitive_is_written_once():
+    # A second copy of a private write or read drifts from the first (a missing fsync, a
+    # followed symlink, a FIFO that blocks): every file of ours goes through these.
+    assert places(calls("os", "open")) == {
+        "create_private_file", "open_private_file", "sync_directory", "Log._open"}
+    assert places(calls("os", "fsync")) == {"write_whole", "sync_directory"}
+    # /proc paths are named only here (and as the module's WSL_INTEROP_DIR), each read by read_proc.
+    assert places(lambda node: isinstance(node, ast.Constant) and isinstance(node.value, str)
+                  and node.value.startswith("/proc")) == {"proc_stat", None}
+    assert places(lambda node: isinstance(node, ast.Constant) and isinstance(node.value, str)
+                  and "text/event-stream" in node.value) == {"FormRequestPlumbing.send_event_stream"}
+    origins = [node for node in ast.walk(ast.parse(open(MODULE, encoding="utf-8").read()))
+               if isinstance(node, ast.Assign) and "allowed_origins" in ast.dump(node.targets[0])]
+    assert origins and all(isinstance(node.value, ast.Call) and node.value.func.id == "allowed_hosts"
+                           for node in origins)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -290,3 +291,63 @@ def test_question_validation_never_raises_on_any_field_values(question):
         askrich.validate_interview({"title": "t", "questions": [question]})
     except askrich.InvalidInterview:
         pass
+
+
+def tool_schema(name):
+    return next(tool["inputSchema"] for tool in askrich.TOOLS if tool["name"] == name)
+
+
+def schema_and_fields():
+    """(JSON schema, the validator's table of its fields) for every object a tool takes."""
+    question = askrich.QUESTION_SCHEMA
+    option = question["properties"]["options"]["items"]
+    return [
+        (tool_schema("ask_user_rich"), askrich.ASK_FIELDS),
+        (tool_schema("append_questions"), askrich.APPEND_FIELDS),
+        (tool_schema("await_user_answers"), askrich.AWAIT_FIELDS),
+        (question, askrich.QUESTION_FIELDS),
+        (option, askrich.OPTION_FIELDS),
+        (option["properties"]["textInput"], askrich.TEXT_INPUT_FIELDS),
+    ]
+
+
+def test_every_field_the_schemas_name_is_one_the_validator_takes_and_no_other():
+    for schema, fields in schema_and_fields():
+        assert list(schema["properties"]) == list(fields)
+        assert schema["additionalProperties"] is False
+    # What the validator does with each name the schemas give, whatever its value.
+    text_input = {name: None for name in askrich.TEXT_INPUT_FIELDS}
+    option = dict({name: None for name in askrich.OPTION_FIELDS}, id="a", label="A", textInput=text_input)
+    question = dict({name: None for name in askrich.QUESTION_FIELDS}, id="q", header="Q?", options=[option])
+    args = dict({name: None for name in askrich.ASK_FIELDS}, title="T", questions=[question])
+    assert askrich.validate_interview(args)
+    for broken in ({"zzqq": 1}, {"options": [dict(option, zzqq=1)]},
+                   {"options": [dict(option, textInput=dict(text_input, zzqq=1))]}):
+        assert problems_of(dict(args, questions=[dict(question, **broken)]))[-1].endswith('unknown field "zzqq"')
+    for fields in (askrich.APPEND_FIELDS, askrich.AWAIT_FIELDS):
+        problems = askrich.check_session_arguments(dict({name: None for name in fields}, sessionId="x", zzqq=1), fields)
+        assert problems.lines == ['zzqq: unknown field "zzqq"']
+
+
+def test_a_schema_and_its_fields_that_drift_apart_stop_the_module():
+    with pytest.raises(ValueError, match="differ: \\['extra'\\]"):
+        askrich.fields_schema(("id",), {"id": {"type": "string"}, "extra": {"type": "string"}})
+    with pytest.raises(ValueError, match="differ: \\['label'\\]"):
+        askrich.fields_schema(("id", "label"), {"id": {"type": "string"}})
+
+
+def test_the_rules_and_the_delivery_description_list_every_delivery_and_the_limits_in_force():
+    ask = next(tool for tool in askrich.TOOLS if tool["name"] == "ask_user_rich")
+    delivery = ask["inputSchema"]["properties"]["delivery"]
+    assert delivery["enum"] == list(askrich.DELIVERIES) and delivery["default"] == askrich.DELIVERIES[0]
+    said = [delivery["description"].index(name + (" (default)" if name == "browser" else "") + ":")
+            for name in askrich.DELIVERIES]
+    assert said == sorted(said)
+    assert 'delivery is "browser", "link" or "elicitation".' in askrich.RULES_TEXT
+    assert "match %s:" % askrich.ID_PATTERN in askrich.RULES_TEXT
+    assert "from 1 to %d;" % askrich.MAX_TIMEOUT_SECONDS in askrich.RULES_TEXT
+    assert askrich.RULES_TEXT in ask["description"]
+    assert askrich.spoken_list(["a"]) == '"a"' and askrich.spoken_list(["a", "b"]) == '"a" or "b"'
+    pattern = re.compile(askrich.ID_PATTERN)
+    assert pattern.match("a" * askrich.ID_MAX) and not pattern.match("a" * (askrich.ID_MAX + 1))
+    assert {ch for ch in map(chr, range(128)) if pattern.match(ch)} == askrich.ID_ALLOWED
