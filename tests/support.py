@@ -131,6 +131,12 @@ def wait_for_file(path, present=True, timeout: float = WAIT) -> None:
         time.sleep(0.02)
 
 
+def settled_long_ago(interview, seconds: float) -> None:
+    """Move an interview's settle `seconds` into the past, as the expiry rules read it: the
+    one place a test reaches into an interview's private fields (nothing public sets a clock)."""
+    interview._settled_monotonic -= seconds
+
+
 def wait_for_interview(interview, predicate, timeout: float = WAIT, what: str = "") -> None:
     """Block until `predicate(interview)` holds. The interview notifies its condition on every
     change a test can wait for (state, waiters, counts, streams), so this wakes on the change
@@ -524,7 +530,7 @@ def answer_while_waited_on(runtime, form, answers, timeout: float = WAIT) -> dic
     got = []
     waiter = threading.Thread(target=lambda: got.append(wait_for_result(runtime, form.id, timeout)))
     waiter.start()
-    wait_for_interview(form, lambda i: i.waiters > 0, what="the call waiting")
+    wait_for_interview(form, lambda i: i.activity()["waiters"] > 0, what="the call waiting")
     reply = submit(form.url, answers)
     waiter.join(timeout)
     assert reply.status == 200, reply.body

@@ -38,6 +38,7 @@ from support import (
     http_request,
     interview,
     quiet_runtime,
+    settled_long_ago,
     submit,
     threads_still_running,
     wait_for_interview,
@@ -169,7 +170,7 @@ def _answers_reach_the_agent(log_dir) -> str:
                                               "arguments": {"sessionId": form["sessionId"]}})
         # The call must be waiting already: answers that no call takes are refused (507) when
         # they cannot be archived.
-        wait_for_interview(runtime.hub.get(form["sessionId"]), lambda i: i.waiters > 0, what="the call waiting")
+        wait_for_interview(runtime.hub.get(form["sessionId"]), lambda i: i.activity()["waiters"] > 0, what="the call waiting")
         done = submit(form["url"], {"q": {"selected": ["b"], "notes": "kept"}}, generalNotes="all of it")
         assert done.status == 200, done.body
         result = peer.response(request)["result"]["structuredContent"]
@@ -291,7 +292,7 @@ def test_50_concurrent_interviews_with_racing_appends_cancels_and_double_submits
         # Every waiter is in place before the users start (the interview shows waiting).
         for i, form in enumerate(forms):
             expected = 2 if i % 3 == 0 else 1
-            wait_for_interview(runtime.hub.get(form["sessionId"]), lambda it, n=expected: it.waiters >= n,
+            wait_for_interview(runtime.hub.get(form["sessionId"]), lambda it, n=expected: it.activity()["waiters"] >= n,
                                WAIT, "%d waiting calls" % expected)
 
         statuses = {i: [] for i in range(len(forms))}
@@ -340,7 +341,7 @@ def test_50_concurrent_interviews_with_racing_appends_cancels_and_double_submits
             assert set(codes) <= {200, 409}, (i, codes)
             settled = runtime.hub.get(form["sessionId"])
             assert settled.state == "submitted"
-            ids = [answer["id"] for answer in settled.result["answers"]]
+            ids = [answer["id"] for answer in settled.settled_result()["answers"]]
             if i % 2 == 1:
                 appended = collector.wait("a-%d" % i)["result"]
                 if appended.get("isError"):
@@ -352,11 +353,11 @@ def test_50_concurrent_interviews_with_racing_appends_cancels_and_double_submits
                 if key == "w-%d" % i and i % 5 == 0:
                     continue  # cancelled: answered only if the submit won the race
                 reply = collector.wait(key)["result"]["structuredContent"]
-                assert reply["status"] == "submitted" and reply == settled.result
+                assert reply["status"] == "submitted" and reply == settled.settled_result()
             if i % 5 == 0:
                 # Cancelled or not, the answers are collectable.
                 collector.call("again-%d" % i, "await_user_answers", {"sessionId": form["sessionId"]})
-                assert collector.wait("again-%d" % i)["result"]["structuredContent"] == settled.result
+                assert collector.wait("again-%d" % i)["result"]["structuredContent"] == settled.settled_result()
         elapsed = time.monotonic() - started
         records = archived(tmp_path)
         assert sorted(records) == sorted(f["sessionId"] for f in forms)  # one archive each
@@ -510,7 +511,7 @@ class InterviewLifecycle(RuleBasedStateMachine):
     @rule(data=st.data())
     def expire(self, data) -> None:
         key = data.draw(st.sampled_from([k for k in self.live() if self.model[k]["state"] == "submitted"]))
-        self.runtime.hub.get(key).settled_monotonic -= askrich.SETTLED_RETENTION_SECONDS + 1
+        settled_long_ago(self.runtime.hub.get(key), askrich.SETTLED_RETENTION_SECONDS + 1)
         assert self.runtime.hub.get(key) is None
         self.model[key]["expired"] = True
 
@@ -522,12 +523,12 @@ class InterviewLifecycle(RuleBasedStateMachine):
             if entry["expired"]:
                 assert held is None and record is not None
                 continue
-            assert held.state == entry["state"] and held.version == entry["version"]
+            assert held.state == entry["state"] and held.state_json()["version"] == entry["version"]
             assert [q["id"] for q in held.spec["questions"]] == entry["ids"]
-            assert held.waiters == 0
+            assert held.activity()["waiters"] == 0
             assert (record is not None) == (entry["state"] == "submitted")
             if record is not None:
-                assert record["answers"] == held.result["answers"]
+                assert record["answers"] == held.settled_result()["answers"]
 
 
 TestInterviewLifecycle = InterviewLifecycle.TestCase

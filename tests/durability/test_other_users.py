@@ -241,7 +241,7 @@ log_dir, port = sys.argv[2], int(sys.argv[3])
 events = {}
 happened = threading.Condition()
 
-def heard(level, event, fields):
+def heard(level, event, fields, about=None):
     with happened:
         events[event] = fields
         happened.notify_all()
