@@ -2266,431 +2266,433 @@ class InterviewSnapshot:
         self.delivered = delivered  # a waiter was there to receive the result
 
 
-def _build_interview_class():
-    """The Interview class: a concurrent.futures.Future, whose module imports logging (5 ms and
-    1 MB), so the class is built at the first interview and a server that never asks never pays."""
-    from concurrent.futures import Future
+class InterviewBody:
+    """One interview: its spec, its state, and the condition every wait on it uses. This is the
+    body of the Interview class, which adds concurrent.futures.Future as its base at the first
+    interview (interview_class below): that module imports logging (5 ms and 1 MB), which a
+    server that never asks never pays.
 
-    class Interview(Future):
-        """One interview: its spec, its state, and the condition every wait on it uses.
+    It is the future of its result: settle() completes it once, so `result(timeout)`,
+    `done()` and `add_done_callback()` work as on any Future (it runs from its creation, so
+    `cancel()` cannot end it: settle() with the status cancelled does). Every field is
+    private and read through the methods below, each of which takes the lock itself; no
+    other code names a field or the lock (tests/interview/test_interview_ownership.py).
+    The state moves once, from PENDING to the result's status (SUBMITTED, DECLINED or
+    CANCELLED). `revision` grows on every change that the /state JSON shows; the condition
+    is also notified on form activity (progress, streams opening and closing) that only the
+    progress reports use. Waiters enter and leave through waiter(); every other wait is
+    wait_until().
+    """
 
-        It is the future of its result: settle() completes it once, so `result(timeout)`,
-        `done()` and `add_done_callback()` work as on any Future (it runs from its creation, so
-        `cancel()` cannot end it: settle() with the status cancelled does). Every field is
-        private and read through the methods below, each of which takes the lock itself; no
-        other code names a field or the lock (tests/interview/test_interview_ownership.py).
-        The state moves once, from PENDING to the result's status (SUBMITTED, DECLINED or
-        CANCELLED). `revision` grows on every change that the /state JSON shows; the condition
-        is also notified on form activity (progress, streams opening and closing) that only the
-        progress reports use. Waiters enter and leave through waiter(); every other wait is
-        wait_until().
-        """
+    def __init__(self, interview_id: str, token: str, spec: dict, origin: str,
+                 attachments: AttachmentStore, options=None, agent=None, door=None) -> None:
+        super().__init__()
+        self.set_running_or_notify_cancel()
+        # One lock for the interview's fields and the future's: the future's own condition.
+        # It is reentrant, so a wait's check, run under it, may call the methods below.
+        self._changed = self._condition
+        self._lock = self._condition
+        self.id = interview_id
+        self.token = token
+        self.own_url = form_url(origin, token)  # this process's own form server: always works
+        self.options = MappingProxyType(dict(options or {"delivery": "browser", "timeoutSeconds": None}))
+        self.agent = agent  # what the form calls the agent (agent_name()); None: "the agent"
+        self.created = time.time()
+        self._spec = spec
+        self._door = door  # (interview) -> the front door's origin while it serves it, else None
+        self._attachments = attachments
+        self._version = 1
+        self._note = None
+        self._settling = False  # a settle is writing the archive: other changes wait for it
+        self._settled_monotonic = None
+        self._closed = False  # the server is shutting down: every wait ends
+        self._waiting = 0
+        self._revision = 0
+        self._states: list = []  # the last STATE_HISTORY (revision, /state JSON), for streams
+        self._counts = None  # the form's latest {answered, deferred, needsInfo, open}
+        self._counts_revision = 0
+        self._page_views = 0
+        self._streams = 0
+        # The person's eyes, as the form's pages report them (record_visibility): each
+        # page's last word on whether it is in view, and how often one came into view (or
+        # the app loaded). A page load is not a sighting: the opener loads tabs in the
+        # background too.
+        self._in_view: dict = {}
+        self._sightings = 0
+        self._unseen = None  # (follow-ups unseen, questions then), as the form last reported
+        self._task_ids: list = []  # the tasks made on it, for the archive (TaskRegistry.create)
+        # Cancelled because its questions went back to the client's own prompt (the hook
+        # gave up waiting): the form says where to answer them instead.
+        self._handed_back = False
 
-        def __init__(self, interview_id: str, token: str, spec: dict, origin: str,
-                     attachments: AttachmentStore, options=None, agent=None, door=None) -> None:
-            super().__init__()
-            self.set_running_or_notify_cancel()
-            # One lock for the interview's fields and the future's: the future's own condition.
-            # It is reentrant, so a wait's check, run under it, may call the methods below.
-            self._changed = self._condition
-            self._lock = self._condition
-            self.id = interview_id
-            self.token = token
-            self.own_url = form_url(origin, token)  # this process's own form server: always works
-            self.options = MappingProxyType(dict(options or {"delivery": "browser", "timeoutSeconds": None}))
-            self.agent = agent  # what the form calls the agent (agent_name()); None: "the agent"
-            self.created = time.time()
-            self._spec = spec
-            self._door = door  # (interview) -> the front door's origin while it serves it, else None
-            self._attachments = attachments
-            self._version = 1
-            self._note = None
-            self._settling = False  # a settle is writing the archive: other changes wait for it
-            self._settled_monotonic = None
-            self._closed = False  # the server is shutting down: every wait ends
-            self._waiting = 0
-            self._revision = 0
-            self._states: list = []  # the last STATE_HISTORY (revision, /state JSON), for streams
-            self._counts = None  # the form's latest {answered, deferred, needsInfo, open}
-            self._counts_revision = 0
-            self._page_views = 0
-            self._streams = 0
-            # The person's eyes, as the form's pages report them (record_visibility): each
-            # page's last word on whether it is in view, and how often one came into view (or
-            # the app loaded). A page load is not a sighting: the opener loads tabs in the
-            # background too.
-            self._in_view: dict = {}
-            self._sightings = 0
-            self._unseen = None  # (follow-ups unseen, questions then), as the form last reported
-            self._task_ids: list = []  # the tasks made on it, for the archive (TaskRegistry.create)
-            # Cancelled because its questions went back to the client's own prompt (the hook
-            # gave up waiting): the form says where to answer them instead.
-            self._handed_back = False
+    # -- reading ------------------------------------------------------------------------
 
-        # -- reading ------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        """The address every result, progress message, status, opener and inbox row shows:
+        the front door's while it serves this form, else this process's own."""
+        origin = self._door(self) if self._door is not None else None
+        return form_url(origin, self.token) if origin else self.own_url
 
-        @property
-        def url(self) -> str:
-            """The address every result, progress message, status, opener and inbox row shows:
-            the front door's while it serves this form, else this process's own."""
-            origin = self._door(self) if self._door is not None else None
-            return form_url(origin, self.token) if origin else self.own_url
+    @property
+    def title(self) -> str:
+        with self._lock:
+            return self._spec["title"]
 
-        @property
-        def title(self) -> str:
-            with self._lock:
-                return self._spec["title"]
+    @property
+    def spec(self) -> dict:
+        """The spec as it is now: a copy, which later appends do not change."""
+        with self._lock:
+            return self._spec_now()
 
-        @property
-        def spec(self) -> dict:
-            """The spec as it is now: a copy, which later appends do not change."""
-            with self._lock:
-                return self._spec_now()
+    def _spec_now(self) -> dict:
+        return dict(self._spec, questions=list(self._spec["questions"]))
 
-        def _spec_now(self) -> dict:
-            return dict(self._spec, questions=list(self._spec["questions"]))
+    @property
+    def state(self) -> str:
+        with self._lock:
+            return self._state_now()
 
-        @property
-        def state(self) -> str:
-            with self._lock:
-                return self._state_now()
+    def _state_now(self) -> str:
+        return self.result()["status"] if self.done() else PENDING
 
-        def _state_now(self) -> str:
-            return self.result()["status"] if self.done() else PENDING
+    @property
+    def settled_monotonic(self):
+        """When it settled, on the monotonic clock; None while pending."""
+        with self._lock:
+            return self._settled_monotonic if self.done() else None
 
-        @property
-        def settled_monotonic(self):
-            """When it settled, on the monotonic clock; None while pending."""
-            with self._lock:
-                return self._settled_monotonic if self.done() else None
+    def settled_result(self):
+        """The result once settled, else None."""
+        with self._lock:
+            return self.result() if self.done() else None
 
-        def settled_result(self):
-            """The result once settled, else None."""
-            with self._lock:
-                return self.result() if self.done() else None
+    def state_json(self) -> dict:
+        with self._lock:
+            return self._state_json()
 
-        def state_json(self) -> dict:
-            with self._lock:
-                return self._state_json()
+    def _state_json(self) -> dict:
+        settled = self.done()
+        state = {"state": self._state_now(), "waiting": self._waiting > 0, "version": self._version}
+        if settled and self._handed_back:
+            state["handedBack"] = True
+        return state
 
-        def _state_json(self) -> dict:
-            settled = self.done()
-            state = {"state": self._state_now(), "waiting": self._waiting > 0, "version": self._version}
-            if settled and self._handed_back:
-                state["handedBack"] = True
-            return state
+    def form_payload(self) -> dict:
+        """What GET /api/s/<token> answers."""
+        with self._lock:
+            return {
+                "id": self.id,
+                "state": self._state_now(),
+                "version": self._version,
+                "note": self._note,
+                "agent": self.agent,
+                "spec": self._spec_now(),
+                "result": self.result() if self.done() else None,
+            }
 
-        def form_payload(self) -> dict:
-            """What GET /api/s/<token> answers."""
-            with self._lock:
-                return {
-                    "id": self.id,
-                    "state": self._state_now(),
-                    "version": self._version,
-                    "note": self._note,
-                    "agent": self.agent,
-                    "spec": self._spec_now(),
-                    "result": self.result() if self.done() else None,
-                }
+    def is_pending(self) -> bool:
+        """Pending and its server not shutting down."""
+        with self._lock:
+            return not self.done() and not self._closed
 
-        def is_pending(self) -> bool:
-            """Pending and its server not shutting down."""
-            with self._lock:
-                return not self.done() and not self._closed
+    def is_closed(self) -> bool:
+        """Its server is shutting down."""
+        with self._lock:
+            return self._closed
 
-        def is_closed(self) -> bool:
-            """Its server is shutting down."""
-            with self._lock:
-                return self._closed
+    def questions(self) -> list:
+        """The questions as they are now (appends add to them)."""
+        with self._lock:
+            return list(self._spec["questions"])
 
-        def questions(self) -> list:
-            """The questions as they are now (appends add to them)."""
-            with self._lock:
-                return list(self._spec["questions"])
+    def attachment(self, attachment_id):
+        """An upload's description, or None."""
+        return self._attachments.get(attachment_id)
 
-        def attachment(self, attachment_id):
-            """An upload's description, or None."""
-            return self._attachments.get(attachment_id)
+    def activity(self) -> dict:
+        """What is happening around it now: the calls waiting, the event streams (forms)
+        open, the page views, and the form's latest counts."""
+        with self._lock:
+            return {"waiters": self._waiting, "streams": self._streams, "pageViews": self._page_views,
+                    "counts": None if self._counts is None else dict(self._counts)}
 
-        def activity(self) -> dict:
-            """What is happening around it now: the calls waiting, the event streams (forms)
-            open, the page views, and the form's latest counts."""
-            with self._lock:
-                return {"waiters": self._waiting, "streams": self._streams, "pageViews": self._page_views,
-                        "counts": None if self._counts is None else dict(self._counts)}
+    def check_pending(self) -> None:
+        """InterviewSettled unless the interview still takes answers."""
+        with self._lock:
+            self._check_pending()
 
-        def check_pending(self) -> None:
-            """InterviewSettled unless the interview still takes answers."""
-            with self._lock:
-                self._check_pending()
+    def _check_pending(self) -> None:
+        """Call with the lock held: wait out a settle in progress (its outcome decides),
+        then InterviewSettled unless still pending."""
+        self._changed.wait_for(lambda: not self._settling or self.done())
+        if self.done():
+            raise InterviewSettled(self.id, self._state_now())
 
-        def _check_pending(self) -> None:
-            """Call with the lock held: wait out a settle in progress (its outcome decides),
-            then InterviewSettled unless still pending."""
-            self._changed.wait_for(lambda: not self._settling or self.done())
+    def inbox_row(self):
+        """What the inbox lists of it while it is pending, else None."""
+        with self._lock:
             if self.done():
-                raise InterviewSettled(self.id, self._state_now())
-
-        def inbox_row(self):
-            """What the inbox lists of it while it is pending, else None."""
-            with self._lock:
-                if self.done():
-                    return None
-                questions = self._spec["questions"]
-                return {
-                    "interviewId": self.id,
-                    "title": self._spec["title"],
-                    "url": self.own_url,  # the holder lists it at the front door
-                    "questions": len(questions),
-                    "answered": (self._counts or {}).get("answered", 0),
-                    "followUpsUnseen": self._unseen_count(),
-                    "createdAt": iso_utc(self.created),
-                    "waiting": self._waiting > 0,
-                }
-
-        def _unseen_count(self) -> int:
-            """Follow-up questions the user has not been shown yet. Call with the lock held."""
+                return None
             questions = self._spec["questions"]
-            if self._unseen is None:  # no form has said yet: every follow-up is unseen
-                return sum(1 for question in questions if question.get("version", 1) > 1)
-            return self._unseen[0] + max(0, len(questions) - self._unseen[1])
+            return {
+                "interviewId": self.id,
+                "title": self._spec["title"],
+                "url": self.own_url,  # the holder lists it at the front door
+                "questions": len(questions),
+                "answered": (self._counts or {}).get("answered", 0),
+                "followUpsUnseen": self._unseen_count(),
+                "createdAt": iso_utc(self.created),
+                "waiting": self._waiting > 0,
+            }
 
-        def attention(self) -> dict:
-            """What the notices judge by: still pending, forms open, sightings so far, and
-            whether a page shows the form now (it said so and its event stream is still open)."""
-            with self._lock:
-                return {"pending": not self.done() and not self._closed, "streams": self._streams,
-                        "sightings": self._sightings,
-                        "inView": self._streams > 0 and any(self._in_view.values())}
+    def _unseen_count(self) -> int:
+        """Follow-up questions the user has not been shown yet. Call with the lock held."""
+        questions = self._spec["questions"]
+        if self._unseen is None:  # no form has said yet: every follow-up is unseen
+            return sum(1 for question in questions if question.get("version", 1) > 1)
+        return self._unseen[0] + max(0, len(questions) - self._unseen[1])
 
-        def record_unseen(self, count: int) -> None:
-            """The form's count of follow-up questions not shown to the user yet; questions
-            appended after it are added to it until the form says again."""
-            with self._lock:
-                self._unseen = (count, len(self._spec["questions"]))
+    def attention(self) -> dict:
+        """What the notices judge by: still pending, forms open, sightings so far, and
+        whether a page shows the form now (it said so and its event stream is still open)."""
+        with self._lock:
+            return {"pending": not self.done() and not self._closed, "streams": self._streams,
+                    "sightings": self._sightings,
+                    "inView": self._streams > 0 and any(self._in_view.values())}
 
-        def nudge(self) -> None:
-            """Let the event streams send the /state JSON again: what a form shows beside it
-            (the inbox's count) changed."""
-            with self._lock:
-                self._touch()
+    def record_unseen(self, count: int) -> None:
+        """The form's count of follow-up questions not shown to the user yet; questions
+        appended after it are added to it until the form says again."""
+        with self._lock:
+            self._unseen = (count, len(self._spec["questions"]))
 
-        def _form_status(self) -> str:
-            if self._streams > 0:
-                return "form open"
-            if self._page_views or self._counts is not None:
-                return "form closed"
-            return "form not opened yet"
+    def nudge(self) -> None:
+        """Let the event streams send the /state JSON again: what a form shows beside it
+        (the inbox's count) changed."""
+        with self._lock:
+            self._touch()
 
-        def progress(self) -> dict:
-            """What a progress report says, as facts."""
-            return self.progress_snapshot()[1]
+    def _form_status(self) -> str:
+        if self._streams > 0:
+            return "form open"
+        if self._page_views or self._counts is not None:
+            return "form closed"
+        return "form not opened yet"
 
-        def counts_revision(self) -> int:
-            """Grows each time the form reports other counts."""
-            with self._lock:
-                return self._counts_revision
+    def progress(self) -> dict:
+        """What a progress report says, as facts."""
+        return self.progress_snapshot()[1]
 
-        def progress_snapshot(self):
-            """(counts_revision, progress facts), read together."""
-            with self._lock:
-                return self._counts_revision, {
-                    "title": self._spec["title"],
-                    "answered": (self._counts or {}).get("answered", 0),
-                    "total": len(self._spec["questions"]),
-                    "form": self._form_status(),
-                    "elapsedSeconds": int(time.time() - self.created),
-                }
+    def counts_revision(self) -> int:
+        """Grows each time the form reports other counts."""
+        with self._lock:
+            return self._counts_revision
 
-        # -- transitions --------------------------------------------------------------------
+    def progress_snapshot(self):
+        """(counts_revision, progress facts), read together."""
+        with self._lock:
+            return self._counts_revision, {
+                "title": self._spec["title"],
+                "answered": (self._counts or {}).get("answered", 0),
+                "total": len(self._spec["questions"]),
+                "form": self._form_status(),
+                "elapsedSeconds": int(time.time() - self.created),
+            }
 
-        def _touch(self) -> None:
-            """Record a change the /state JSON shows. Call with the lock held."""
-            self._revision += 1
-            # Kept so that an event stream sends every state, not only the newest: two changes
-            # close together (a submit, then its waiter leaving) must reach the page as two events.
-            self._states.append((self._revision, self._state_json()))
-            del self._states[:-STATE_HISTORY]
-            self._changed.notify_all()
+    # -- transitions --------------------------------------------------------------------
 
-        def append(self, raw_questions, note) -> dict:
-            """Follow-up questions checked and added (InvalidInterview, InterviewSettled); the
-            append_questions reply."""
-            with self._lock:
-                self._check_pending()
-                existing = [question["id"] for question in self._spec["questions"]]
-                questions = validate_follow_ups(raw_questions, note, existing)
-                self._version += 1
-                for question in questions:
-                    question["version"] = self._version
-                self._spec["questions"].extend(questions)
-                if note is not None and note.strip():
-                    self._note = {"version": self._version, "text": note}
-                self._touch()
-                reply = {
-                    "status": "appended",
-                    "sessionId": self.id,
-                    "appended": len(questions),
-                    "total": len(self._spec["questions"]),
-                    "version": self._version,
-                }
-            # The URL asks the inbox, whose worker holds its own lock while it nudges this
-            # interview: never ask it under this interview's lock.
-            reply["url"] = self.url
-            return reply
+    def _touch(self) -> None:
+        """Record a change the /state JSON shows. Call with the lock held."""
+        self._revision += 1
+        # Kept so that an event stream sends every state, not only the newest: two changes
+        # close together (a submit, then its waiter leaving) must reach the page as two events.
+        self._states.append((self._revision, self._state_json()))
+        del self._states[:-STATE_HISTORY]
+        self._changed.notify_all()
 
-        def settle(self, build, version=None, handed_back=False):
-            """PENDING -> the result's status, exactly once, in three steps. Reserved under the
-            lock: InterviewSettled unless pending, StaleVersion unless `version` (None: not
-            checked) is the current one. Built without it: `build(snapshot)` (an
-            InterviewSnapshot) returns (result, outcome), writing the archive meanwhile, or
-            raises, and the interview stays pending. Published: the future's result set, every
-            wait woken. (outcome, delivered); `handed_back`: see __init__."""
-            snapshot = self._reserve(version)
-            try:
-                result, outcome = build(snapshot)
-            except BaseException:
-                with self._lock:
-                    self._settling = False
-                    self._changed.notify_all()
-                raise
-            with self._lock:
-                self._handed_back = handed_back  # shown only once done
-                self._settled_monotonic = time.monotonic()
-            # Done from here on: every reader sees the result's status; done callbacks run now,
-            # outside the lock.
-            self.set_result(result)
+    def append(self, raw_questions, note) -> dict:
+        """Follow-up questions checked and added (InvalidInterview, InterviewSettled); the
+        append_questions reply."""
+        with self._lock:
+            self._check_pending()
+            existing = [question["id"] for question in self._spec["questions"]]
+            questions = validate_follow_ups(raw_questions, note, existing)
+            self._version += 1
+            for question in questions:
+                question["version"] = self._version
+            self._spec["questions"].extend(questions)
+            if note is not None and note.strip():
+                self._note = {"version": self._version, "text": note}
+            self._touch()
+            reply = {
+                "status": "appended",
+                "sessionId": self.id,
+                "appended": len(questions),
+                "total": len(self._spec["questions"]),
+                "version": self._version,
+            }
+        # The URL asks the inbox, whose worker holds its own lock while it nudges this
+        # interview: never ask it under this interview's lock.
+        reply["url"] = self.url
+        return reply
+
+    def settle(self, build, version=None, handed_back=False):
+        """PENDING -> the result's status, exactly once, in three steps. Reserved under the
+        lock: InterviewSettled unless pending, StaleVersion unless `version` (None: not
+        checked) is the current one. Built without it: `build(snapshot)` (an
+        InterviewSnapshot) returns (result, outcome), writing the archive meanwhile, or
+        raises, and the interview stays pending. Published: the future's result set, every
+        wait woken. (outcome, delivered); `handed_back`: see __init__."""
+        snapshot = self._reserve(version)
+        try:
+            result, outcome = build(snapshot)
+        except BaseException:
             with self._lock:
                 self._settling = False
-                self._touch()
-            return outcome, snapshot.delivered
+                self._changed.notify_all()
+            raise
+        with self._lock:
+            self._handed_back = handed_back  # shown only once done
+            self._settled_monotonic = time.monotonic()
+        # Done from here on: every reader sees the result's status; done callbacks run now,
+        # outside the lock.
+        self.set_result(result)
+        with self._lock:
+            self._settling = False
+            self._touch()
+        return outcome, snapshot.delivered
 
-        def _reserve(self, version) -> InterviewSnapshot:
+    def _reserve(self, version) -> InterviewSnapshot:
+        with self._lock:
+            self._check_pending()
+            if version is not None and (
+                isinstance(version, bool) or not isinstance(version, int) or version != self._version
+            ):
+                raise StaleVersion(self._version)
+            self._settling = True
+            return InterviewSnapshot(self, self._spec_now(), self.created, list(self._task_ids),
+                                     self._attachments, self._waiting > 0)
+
+    def add_task(self, task_id: str, index) -> None:
+        """A task made on it; while pending, `index(task ids)` runs with the lock held, so
+        that a submit's archive entry either names this task or comes after the index that
+        does."""
+        with self._lock:
+            self._changed.wait_for(lambda: not self._settling or self.done())
+            self._task_ids.append(task_id)
+            if not self.done():
+                index(list(self._task_ids))
+
+    def add_attachment(self, name: str, media_type: str, length: int, source) -> dict:
+        """Store an upload (AttachmentRefused, InterviewSettled). The bytes are read and
+        fsynced without the lock; the pending check and the rename that makes the file one
+        of the uploads happen under it, so a submit settles either with this file or
+        before it, and then the file is removed and the upload refused."""
+
+        def commit(publish) -> None:
             with self._lock:
                 self._check_pending()
-                if version is not None and (
-                    isinstance(version, bool) or not isinstance(version, int) or version != self._version
-                ):
-                    raise StaleVersion(self._version)
-                self._settling = True
-                return InterviewSnapshot(self, self._spec_now(), self.created, list(self._task_ids),
-                                         self._attachments, self._waiting > 0)
+                publish()
 
-        def add_task(self, task_id: str, index) -> None:
-            """A task made on it; while pending, `index(task ids)` runs with the lock held, so
-            that a submit's archive entry either names this task or comes after the index that
-            does."""
-            with self._lock:
-                self._changed.wait_for(lambda: not self._settling or self.done())
-                self._task_ids.append(task_id)
-                if not self.done():
-                    index(list(self._task_ids))
+        return self._attachments.add(name, media_type, length, source, commit)
 
-        def add_attachment(self, name: str, media_type: str, length: int, source) -> dict:
-            """Store an upload (AttachmentRefused, InterviewSettled). The bytes are read and
-            fsynced without the lock; the pending check and the rename that makes the file one
-            of the uploads happen under it, so a submit settles either with this file or
-            before it, and then the file is removed and the upload refused."""
+    def remove_attachment(self, attachment_id) -> None:
+        """Remove an upload while pending (InterviewSettled, AttachmentRefused): under the
+        lock, so that a submit cannot settle with a file that is being removed."""
+        with self._lock:
+            self._check_pending()
+            self._attachments.remove(attachment_id)
 
-            def commit(publish) -> None:
-                with self._lock:
-                    self._check_pending()
-                    publish()
+    def record_page_view(self, seen: bool = False) -> None:
+        """A page loaded; `seen`: where it cannot load unseen (the app, in the conversation)."""
+        with self._lock:
+            self._page_views += 1
+            self._sightings += seen
+            self._changed.notify_all()
 
-            return self._attachments.add(name, media_type, length, source, commit)
+    def record_visibility(self, page: str, in_view: bool) -> bool:
+        """A page says whether it is in view now; True when it just came into view."""
+        with self._lock:
+            came = in_view and not self._in_view.pop(page, False)
+            self._in_view[page] = in_view
+            for stale in list(self._in_view)[:-PAGES_REMEMBERED]:  # the pages heard from longest ago
+                del self._in_view[stale]
+            self._sightings += came
+            self._changed.notify_all()
+            return came
 
-        def remove_attachment(self, attachment_id) -> None:
-            """Remove an upload while pending (InterviewSettled, AttachmentRefused): under the
-            lock, so that a submit cannot settle with a file that is being removed."""
-            with self._lock:
-                self._check_pending()
-                self._attachments.remove(attachment_id)
+    def record_stream(self, delta: int) -> None:
+        """An event stream opened (+1) or closed (-1)."""
+        with self._lock:
+            self._streams += delta
+            self._changed.notify_all()
 
-        def record_page_view(self, seen: bool = False) -> None:
-            """A page loaded; `seen`: where it cannot load unseen (the app, in the conversation)."""
-            with self._lock:
-                self._page_views += 1
-                self._sightings += seen
+    def record_counts(self, counts: dict) -> None:
+        with self._lock:
+            if counts != self._counts:
+                self._counts = counts
+                self._counts_revision += 1
                 self._changed.notify_all()
 
-        def record_visibility(self, page: str, in_view: bool) -> bool:
-            """A page says whether it is in view now; True when it just came into view."""
-            with self._lock:
-                came = in_view and not self._in_view.pop(page, False)
-                self._in_view[page] = in_view
-                for stale in list(self._in_view)[:-PAGES_REMEMBERED]:  # the pages heard from longest ago
-                    del self._in_view[stale]
-                self._sightings += came
-                self._changed.notify_all()
-                return came
+    def record_waiter(self, delta: int) -> None:
+        """A waiter came (+1) or left (-1): the /state JSON's `waiting`."""
+        with self._lock:
+            self._waiting += delta
+            self._touch()
 
-        def record_stream(self, delta: int) -> None:
-            """An event stream opened (+1) or closed (-1)."""
-            with self._lock:
-                self._streams += delta
-                self._changed.notify_all()
+    def expire(self) -> None:
+        """The hub dropped it: let its event streams notice."""
+        with self._lock:
+            self._touch()
 
-        def record_counts(self, counts: dict) -> None:
-            with self._lock:
-                if counts != self._counts:
-                    self._counts = counts
-                    self._counts_revision += 1
-                    self._changed.notify_all()
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._changed.notify_all()
 
-        def record_waiter(self, delta: int) -> None:
-            """A waiter came (+1) or left (-1): the /state JSON's `waiting`."""
-            with self._lock:
-                self._waiting += delta
-                self._touch()
+    # -- waiting ------------------------------------------------------------------------
 
-        def expire(self) -> None:
-            """The hub dropped it: let its event streams notice."""
-            with self._lock:
-                self._touch()
+    def wake(self) -> None:
+        """Let every wait look at its condition again (a cancellation, a response,
+        shutdown). Whoever makes a wait's condition true sets it first, then wakes."""
+        with self._lock:
+            self._changed.notify_all()
 
-        def close(self) -> None:
-            with self._lock:
-                self._closed = True
-                self._changed.notify_all()
+    def wait_until(self, check):
+        """`check()`, called with the lock held now and after every change, until it
+        returns something else than None or a number, which is returned. A number means:
+        check again after that many seconds at the latest (a deadline); None: at the next
+        change."""
+        with self._lock:
+            while True:
+                outcome = check()
+                if outcome is None:
+                    self._changed.wait()
+                elif isinstance(outcome, (int, float)) and not isinstance(outcome, bool):
+                    self._changed.wait(outcome)
+                else:
+                    return outcome
 
-        # -- waiting ------------------------------------------------------------------------
+    def next_states(self, seen, timeout: float, stop):
+        """For an event stream: wait up to `timeout` for a revision after `seen` (or for
+        `stop()`); (changed, the states to send, the revision they bring the stream to)."""
+        with self._lock:
+            changed = self._changed.wait_for(lambda: self._revision != seen or stop(), timeout)
+            states = [state for revision, state in self._states if seen is not None and revision > seen]
+            return changed, states or [self._state_json()], self._revision
 
-        def wake(self) -> None:
-            """Let every wait look at its condition again (a cancellation, a response,
-            shutdown). Whoever makes a wait's condition true sets it first, then wakes."""
-            with self._lock:
-                self._changed.notify_all()
+    def waiter(self, cancellation=None) -> "Waiter":
+        """`with interview.waiter(cancellation) as waiter: waiter.wait(...)`: counted in
+        the /state JSON while inside."""
+        return Waiter(self, cancellation if cancellation is not None else Cancellation())
 
-        def wait_until(self, check):
-            """`check()`, called with the lock held now and after every change, until it
-            returns something else than None or a number, which is returned. A number means:
-            check again after that many seconds at the latest (a deadline); None: at the next
-            change."""
-            with self._lock:
-                while True:
-                    outcome = check()
-                    if outcome is None:
-                        self._changed.wait()
-                    elif isinstance(outcome, (int, float)) and not isinstance(outcome, bool):
-                        self._changed.wait(outcome)
-                    else:
-                        return outcome
 
-        def next_states(self, seen, timeout: float, stop):
-            """For an event stream: wait up to `timeout` for a revision after `seen` (or for
-            `stop()`); (changed, the states to send, the revision they bring the stream to)."""
-            with self._lock:
-                changed = self._changed.wait_for(lambda: self._revision != seen or stop(), timeout)
-                states = [state for revision, state in self._states if seen is not None and revision > seen]
-                return changed, states or [self._state_json()], self._revision
+def _build_interview_class():
+    """Interview: InterviewBody on a concurrent.futures.Future, the future of its result."""
+    from concurrent.futures import Future
 
-        def waiter(self, cancellation=None) -> "Waiter":
-            """`with interview.waiter(cancellation) as waiter: waiter.wait(...)`: counted in
-            the /state JSON while inside."""
-            return Waiter(self, cancellation if cancellation is not None else Cancellation())
-
-    Interview.__qualname__ = "Interview"  # as the public API names it: askrich.Interview
-    return Interview
+    return type("Interview", (InterviewBody, Future), {"__module__": __name__, "__doc__": InterviewBody.__doc__})
 
 
 interview_class = BuiltOnce(_build_interview_class)
