@@ -158,6 +158,8 @@ ASSET_FILES = frozenset(
         "js/live.js",
         "js/i18n.js",
         "js/attach.js",
+        "js/textlimit.js",
+        "js/submit.js",
         "js/inbox.js",
         "js/transport.js",
         "js/prove.js",
@@ -1559,7 +1561,7 @@ class Log:
         self.path = os.path.join(log_dir, "server.log")
         self.stream = stream if stream is not None else sys.stderr
         self.lock = threading.Lock()
-        self.listener = None  # called with (level, event, fields); the MCP server forwards them
+        self.listener = None  # called with (level, event, fields, about); the MCP server forwards them
         self.descriptor = None
         self.said: set = set()  # what once() has logged
         self.rotate_retry_at = 0  # past LOG_ROTATE_BYTES: where a failed rotation is tried again
@@ -1594,7 +1596,9 @@ class Log:
         except (OSError, ValueError):
             pass
 
-    def event(self, event: str, level: str = "info", **fields) -> None:
+    def event(self, event: str, level: str = "info", about=None, **fields) -> None:
+        """One line of `fields`; `about`: the object the event belongs to (an interview, a
+        call's cancellation, a request), which the listener routes by, never by the fields."""
         pairs = " ".join("%s=%s" % (key, _log_value(value)) for key, value in fields.items())
         line = "%s %d %s%s" % (iso_utc(time.time()), os.getpid(), event, " " + pairs if pairs else "")
         # A lone surrogate in a logged value (a title, an id) failed the UTF-8 write and turned
@@ -1610,7 +1614,7 @@ class Log:
             self._write_stderr(line)
         listener = self.listener
         if listener is not None:
-            listener(level, event, fields)
+            listener(level, event, fields, about)
 
     def once(self, event: str, level: str = "info", **fields) -> None:
         """event(), unless this process logged the same event with the same fields before."""
@@ -1931,16 +1935,17 @@ class Archive:
         stamp = submitted_at.replace(":", "-").replace(".", "-")
         return os.path.abspath(os.path.join(self.directory, "%s-%s.json" % (stamp, interview_id)))
 
-    def save(self, record: dict) -> str:
-        """Write atomically (temp file, fsync, rename); the path. OSError (logged) when it
-        could not be written: the caller decides whether the answers may settle anyway."""
+    def save(self, record: dict, about=None) -> str:
+        """Write atomically (temp file, fsync, rename); the path. OSError (logged, `about` the
+        interview) when it could not be written: the caller decides whether the answers may
+        settle anyway."""
         path = self.path_for(record["interviewId"], record["submittedAt"])
         try:
             write_private_file(private_folder(self.directory, self.log), os.path.basename(path),
                                json_utf8(record, indent=2))
         except OSError as error:
             self.log.event(
-                "archive-failed", "error", interview=record["interviewId"], error=str(error)
+                "archive-failed", "error", about=about, interview=record["interviewId"], error=str(error)
             )
             raise
         if record.get("tasks"):
@@ -2226,71 +2231,150 @@ DECLINED = "declined"
 CANCELLED = "cancelled"
 
 
-class Interview:
-    """One interview: its spec, its state, and the condition every wait on it uses.
+class BuiltOnce:
+    """`built()` is what `build()` returns, built on the first call only: the classes whose
+    import waits until they are needed (the Interview's concurrent.futures, the servers'
+    http.server)."""
 
-    Like concurrent.futures.Future, the interview owns every change of its state: each method
-    below takes its lock itself, and nothing outside this class writes its fields or enters its
-    lock (tests/interview/test_module_shape.py proves it). The state moves once, from PENDING to the
-    result's status (SUBMITTED, DECLINED or CANCELLED), through settle(). `revision` grows on
-    every change that the /state JSON shows; the condition is also notified on form activity
-    (progress, streams opening and closing) that only the progress reports use. Waiters enter
-    and leave through waiter(); every other wait is wait_until().
+    def __init__(self, build) -> None:
+        self.build = build
+        self.value = None
+        self.lock = threading.Lock()
+
+    def __call__(self):
+        with self.lock:
+            if self.value is None:
+                self.value = self.build()
+            return self.value
+
+
+class InterviewSnapshot:
+    """What settling an interview reads of it, handed over when the settle is reserved: until
+    that settle ends nothing changes it (appends, uploads and new tasks wait for its outcome),
+    so the result and the archive are built from it without the interview's lock."""
+
+    __slots__ = ("interview", "interview_id", "spec", "created", "task_ids", "uploads", "delivered")
+
+    def __init__(self, interview, spec: dict, created: float, task_ids: list, uploads,
+                 delivered: bool) -> None:
+        self.interview = interview  # what the settle's log events are about; not read from
+        self.interview_id = interview.id
+        self.spec = spec
+        self.created = created
+        self.task_ids = task_ids
+        self.uploads = uploads  # its AttachmentStore
+        self.delivered = delivered  # a waiter was there to receive the result
+
+
+class InterviewBody:
+    """One interview: its spec, its state, and the condition every wait on it uses. This is the
+    body of the Interview class, which adds concurrent.futures.Future as its base at the first
+    interview (interview_class below): that module imports logging (5 ms and 1 MB), which a
+    server that never asks never pays.
+
+    It is the future of its result: settle() completes it once, so `result(timeout)`,
+    `done()` and `add_done_callback()` work as on any Future (it runs from its creation, so
+    `cancel()` cannot end it: settle() with the status cancelled does). Every field is
+    private and read through the methods below, each of which takes the lock itself; no
+    other code names a field or the lock (tests/interview/test_interview_ownership.py).
+    The state moves once, from PENDING to the result's status (SUBMITTED, DECLINED or
+    CANCELLED). `revision` grows on every change that the /state JSON shows; the condition
+    is also notified on form activity (progress, streams opening and closing) that only the
+    progress reports use. Waiters enter and leave through waiter(); every other wait is
+    wait_until().
     """
 
     def __init__(self, interview_id: str, token: str, spec: dict, origin: str,
                  attachments: AttachmentStore, options=None, agent=None, door=None) -> None:
+        super().__init__()
+        self.set_running_or_notify_cancel()
+        # One lock for the interview's fields and the future's: the future's own condition.
+        # It is reentrant, so a wait's check, run under it, may call the methods below.
+        self._changed = self._condition
+        self._lock = self._condition
         self.id = interview_id
         self.token = token
-        self.spec = spec
         self.own_url = form_url(origin, token)  # this process's own form server: always works
-        self.door = door  # (interview) -> the front door's origin while it serves it, else None
-        self.options = options or {"delivery": "browser", "timeoutSeconds": None}
+        self.options = MappingProxyType(dict(options or {"delivery": "browser", "timeoutSeconds": None}))
         self.agent = agent  # what the form calls the agent (agent_name()); None: "the agent"
-        self._lock = threading.Lock()
-        self._changed = threading.Condition(self._lock)
         self.created = time.time()
-        self.version = 1
-        self.note = None
-        self.state = PENDING
-        self.result = None
-        self.settled_monotonic = None
-        self.closed = False  # the server is shutting down: every wait ends
-        self.waiters = 0
-        self.revision = 0
-        self.states: list = []  # the last STATE_HISTORY (revision, /state JSON), for streams
-        self.counts = None  # the form's latest {answered, deferred, needsInfo, open}
-        self.counts_revision = 0
-        self.page_views = 0
-        self.streams = 0
-        # The person's eyes, as the form's pages report them (record_visibility): each page's
-        # last word on whether it is in view, and how often one came into view (or the app
-        # loaded). A page load is not a sighting: the opener loads tabs in the background too.
+        self._spec = spec
+        self._door = door  # (interview) -> the front door's origin while it serves it, else None
+        self._attachments = attachments
+        self._version = 1
+        self._note = None
+        self._settling = False  # a settle is writing the archive: other changes wait for it
+        self._settled_monotonic = None
+        self._closed = False  # the server is shutting down: every wait ends
+        self._waiting = 0
+        self._revision = 0
+        self._states: list = []  # the last STATE_HISTORY (revision, /state JSON), for streams
+        self._counts = None  # the form's latest {answered, deferred, needsInfo, open}
+        self._counts_revision = 0
+        self._page_views = 0
+        self._streams = 0
+        # The person's eyes, as the form's pages report them (record_visibility): each
+        # page's last word on whether it is in view, and how often one came into view (or
+        # the app loaded). A page load is not a sighting: the opener loads tabs in the
+        # background too.
         self._in_view: dict = {}
         self._sightings = 0
-        self.unseen = None  # (follow-ups unseen, questions then), as the form last reported
-        self.attachments = attachments
-        self.task_ids: list = []  # the tasks made on it, for the archive (TaskRegistry.create)
-        # Cancelled because its questions went back to the client's own prompt (the hook gave
-        # up waiting): the form says where to answer them instead.
-        self.handed_back = False
+        self._unseen = None  # (follow-ups unseen, questions then), as the form last reported
+        self._task_ids: list = []  # the tasks made on it, for the archive (TaskRegistry.create)
+        # Cancelled because its questions went back to the client's own prompt (the hook
+        # gave up waiting): the form says where to answer them instead.
+        self._handed_back = False
 
-    # -- reading --------------------------------------------------------------------------
+    # -- reading ------------------------------------------------------------------------
 
     @property
     def url(self) -> str:
-        """The address every result, progress message, status, opener and inbox row shows: the
-        front door's while it serves this form, else this process's own."""
-        origin = self.door(self) if self.door is not None else None
+        """The address every result, progress message, status, opener and inbox row shows:
+        the front door's while it serves this form, else this process's own."""
+        origin = self._door(self) if self._door is not None else None
         return form_url(origin, self.token) if origin else self.own_url
+
+    @property
+    def title(self) -> str:
+        with self._lock:
+            return self._spec["title"]
+
+    @property
+    def spec(self) -> dict:
+        """The spec as it is now: a copy, which later appends do not change."""
+        with self._lock:
+            return self._spec_now()
+
+    def _spec_now(self) -> dict:
+        return dict(self._spec, questions=list(self._spec["questions"]))
+
+    @property
+    def state(self) -> str:
+        with self._lock:
+            return self._state_now()
+
+    def _state_now(self) -> str:
+        return self.result()["status"] if self.done() else PENDING
+
+    @property
+    def settled_monotonic(self):
+        """When it settled, on the monotonic clock; None while pending."""
+        with self._lock:
+            return self._settled_monotonic if self.done() else None
+
+    def settled_result(self):
+        """The result once settled, else None."""
+        with self._lock:
+            return self.result() if self.done() else None
 
     def state_json(self) -> dict:
         with self._lock:
             return self._state_json()
 
     def _state_json(self) -> dict:
-        state = {"state": self.state, "waiting": self.waiters > 0, "version": self.version}
-        if self.handed_back:
+        settled = self.done()
+        state = {"state": self._state_now(), "waiting": self._waiting > 0, "version": self._version}
+        if settled and self._handed_back:
             state["handedBack"] = True
         return state
 
@@ -2299,28 +2383,39 @@ class Interview:
         with self._lock:
             return {
                 "id": self.id,
-                "state": self.state,
-                "version": self.version,
-                "note": self.note,
+                "state": self._state_now(),
+                "version": self._version,
+                "note": self._note,
                 "agent": self.agent,
-                "spec": self.spec,
-                "result": self.result,
+                "spec": self._spec_now(),
+                "result": self.result() if self.done() else None,
             }
 
     def is_pending(self) -> bool:
         """Pending and its server not shutting down."""
         with self._lock:
-            return self.state == PENDING and not self.closed
+            return not self.done() and not self._closed
 
-    def settled_result(self):
-        """The result once settled, else None."""
+    def is_closed(self) -> bool:
+        """Its server is shutting down."""
         with self._lock:
-            return self.result
+            return self._closed
 
     def questions(self) -> list:
         """The questions as they are now (appends add to them)."""
         with self._lock:
-            return list(self.spec["questions"])
+            return list(self._spec["questions"])
+
+    def attachment(self, attachment_id):
+        """An upload's description, or None."""
+        return self._attachments.get(attachment_id)
+
+    def activity(self) -> dict:
+        """What is happening around it now: the calls waiting, the event streams (forms)
+        open, the page views, and the form's latest counts."""
+        with self._lock:
+            return {"waiters": self._waiting, "streams": self._streams, "pageViews": self._page_views,
+                    "counts": None if self._counts is None else dict(self._counts)}
 
     def check_pending(self) -> None:
         """InterviewSettled unless the interview still takes answers."""
@@ -2328,56 +2423,60 @@ class Interview:
             self._check_pending()
 
     def _check_pending(self) -> None:
-        if self.state != PENDING:
-            raise InterviewSettled(self.id, self.state)
+        """Call with the lock held: wait out a settle in progress (its outcome decides),
+        then InterviewSettled unless still pending."""
+        self._changed.wait_for(lambda: not self._settling or self.done())
+        if self.done():
+            raise InterviewSettled(self.id, self._state_now())
 
     def inbox_row(self):
         """What the inbox lists of it while it is pending, else None."""
         with self._lock:
-            if self.state != PENDING:
+            if self.done():
                 return None
-            questions = self.spec["questions"]
+            questions = self._spec["questions"]
             return {
                 "interviewId": self.id,
-                "title": self.spec["title"],
+                "title": self._spec["title"],
                 "url": self.own_url,  # the holder lists it at the front door
                 "questions": len(questions),
-                "answered": (self.counts or {}).get("answered", 0),
-                "followUpsUnseen": self._unseen(),
+                "answered": (self._counts or {}).get("answered", 0),
+                "followUpsUnseen": self._unseen_count(),
                 "createdAt": iso_utc(self.created),
-                "waiting": self.waiters > 0,
+                "waiting": self._waiting > 0,
             }
 
-    def _unseen(self) -> int:
+    def _unseen_count(self) -> int:
         """Follow-up questions the user has not been shown yet. Call with the lock held."""
-        questions = self.spec["questions"]
-        if self.unseen is None:  # no form has said yet: every follow-up is unseen
+        questions = self._spec["questions"]
+        if self._unseen is None:  # no form has said yet: every follow-up is unseen
             return sum(1 for question in questions if question.get("version", 1) > 1)
-        return self.unseen[0] + max(0, len(questions) - self.unseen[1])
+        return self._unseen[0] + max(0, len(questions) - self._unseen[1])
 
     def attention(self) -> dict:
-        """What the notices judge by: still pending, forms open, sightings so far, and whether
-        a page shows the form now (it said so and its event stream is still open)."""
+        """What the notices judge by: still pending, forms open, sightings so far, and
+        whether a page shows the form now (it said so and its event stream is still open)."""
         with self._lock:
-            return {"pending": self.state == PENDING and not self.closed, "streams": self.streams,
-                    "sightings": self._sightings, "inView": self.streams > 0 and any(self._in_view.values())}
+            return {"pending": not self.done() and not self._closed, "streams": self._streams,
+                    "sightings": self._sightings,
+                    "inView": self._streams > 0 and any(self._in_view.values())}
 
     def record_unseen(self, count: int) -> None:
         """The form's count of follow-up questions not shown to the user yet; questions
         appended after it are added to it until the form says again."""
         with self._lock:
-            self.unseen = (count, len(self.spec["questions"]))
+            self._unseen = (count, len(self._spec["questions"]))
 
     def nudge(self) -> None:
-        """Let the event streams send the /state JSON again: what a form shows beside it (the
-        inbox's count) changed."""
+        """Let the event streams send the /state JSON again: what a form shows beside it
+        (the inbox's count) changed."""
         with self._lock:
             self._touch()
 
-    def form_status(self) -> str:
-        if self.streams > 0:
+    def _form_status(self) -> str:
+        if self._streams > 0:
             return "form open"
-        if self.page_views or self.counts is not None:
+        if self._page_views or self._counts is not None:
             return "form closed"
         return "form not opened yet"
 
@@ -2385,26 +2484,31 @@ class Interview:
         """What a progress report says, as facts."""
         return self.progress_snapshot()[1]
 
+    def counts_revision(self) -> int:
+        """Grows each time the form reports other counts."""
+        with self._lock:
+            return self._counts_revision
+
     def progress_snapshot(self):
         """(counts_revision, progress facts), read together."""
         with self._lock:
-            return self.counts_revision, {
-                "title": self.spec["title"],
-                "answered": (self.counts or {}).get("answered", 0),
-                "total": len(self.spec["questions"]),
-                "form": self.form_status(),
+            return self._counts_revision, {
+                "title": self._spec["title"],
+                "answered": (self._counts or {}).get("answered", 0),
+                "total": len(self._spec["questions"]),
+                "form": self._form_status(),
                 "elapsedSeconds": int(time.time() - self.created),
             }
 
-    # -- transitions ----------------------------------------------------------------------
+    # -- transitions --------------------------------------------------------------------
 
     def _touch(self) -> None:
         """Record a change the /state JSON shows. Call with the lock held."""
-        self.revision += 1
+        self._revision += 1
         # Kept so that an event stream sends every state, not only the newest: two changes
         # close together (a submit, then its waiter leaving) must reach the page as two events.
-        self.states.append((self.revision, self._state_json()))
-        del self.states[:-STATE_HISTORY]
+        self._states.append((self._revision, self._state_json()))
+        del self._states[:-STATE_HISTORY]
         self._changed.notify_all()
 
     def append(self, raw_questions, note) -> dict:
@@ -2412,80 +2516,98 @@ class Interview:
         append_questions reply."""
         with self._lock:
             self._check_pending()
-            existing = [question["id"] for question in self.spec["questions"]]
+            existing = [question["id"] for question in self._spec["questions"]]
             questions = validate_follow_ups(raw_questions, note, existing)
-            self.version += 1
+            self._version += 1
             for question in questions:
-                question["version"] = self.version
-            self.spec["questions"].extend(questions)
+                question["version"] = self._version
+            self._spec["questions"].extend(questions)
             if note is not None and note.strip():
-                self.note = {"version": self.version, "text": note}
+                self._note = {"version": self._version, "text": note}
             self._touch()
             reply = {
                 "status": "appended",
                 "sessionId": self.id,
                 "appended": len(questions),
-                "total": len(self.spec["questions"]),
-                "version": self.version,
+                "total": len(self._spec["questions"]),
+                "version": self._version,
             }
         # The URL asks the inbox, whose worker holds its own lock while it nudges this
         # interview: never ask it under this interview's lock.
         reply["url"] = self.url
         return reply
 
-    def settle(self, decide, version=None, handed_back=False):
-        """PENDING -> the result's status, exactly once. With the lock held: InterviewSettled
-        unless pending, StaleVersion unless `version` (None: not checked) is the current one,
-        then `decide(delivered)` returns (result, outcome) or raises, which leaves the interview
-        pending; delivered is whether a waiter is there to receive the result. The result is
-        recorded and every wait woken; (outcome, delivered). `handed_back`: see __init__."""
+    def settle(self, build, version=None, handed_back=False):
+        """PENDING -> the result's status, exactly once, in three steps. Reserved under the
+        lock: InterviewSettled unless pending, StaleVersion unless `version` (None: not
+        checked) is the current one. Built without it: `build(snapshot)` (an
+        InterviewSnapshot) returns (result, outcome), writing the archive meanwhile, or
+        raises, and the interview stays pending. Published: the future's result set, every
+        wait woken. (outcome, delivered); `handed_back`: see __init__."""
+        snapshot = self._reserve(version)
+        try:
+            result, outcome = build(snapshot)
+        except BaseException:
+            with self._lock:
+                self._settling = False
+                self._changed.notify_all()
+            raise
+        with self._lock:
+            self._handed_back = handed_back  # shown only once done
+            self._settled_monotonic = time.monotonic()
+        # Done from here on: every reader sees the result's status; done callbacks run now,
+        # outside the lock.
+        self.set_result(result)
+        with self._lock:
+            self._settling = False
+            self._touch()
+        return outcome, snapshot.delivered
+
+    def _reserve(self, version) -> InterviewSnapshot:
         with self._lock:
             self._check_pending()
             if version is not None and (
-                isinstance(version, bool) or not isinstance(version, int) or version != self.version
+                isinstance(version, bool) or not isinstance(version, int) or version != self._version
             ):
-                raise StaleVersion(self.version)
-            delivered = self.waiters > 0
-            result, outcome = decide(delivered)
-            self.result = result
-            self.state = result["status"]
-            self.handed_back = handed_back
-            self.settled_monotonic = time.monotonic()
-            self._touch()
-        return outcome, delivered
+                raise StaleVersion(self._version)
+            self._settling = True
+            return InterviewSnapshot(self, self._spec_now(), self.created, list(self._task_ids),
+                                     self._attachments, self._waiting > 0)
 
     def add_task(self, task_id: str, index) -> None:
-        """A task made on it; while pending, `index(task ids)` runs with the lock held, so that
-        a submit's archive entry either names this task or comes after the index that does."""
+        """A task made on it; while pending, `index(task ids)` runs with the lock held, so
+        that a submit's archive entry either names this task or comes after the index that
+        does."""
         with self._lock:
-            self.task_ids.append(task_id)
-            if self.state == PENDING:
-                index(list(self.task_ids))
+            self._changed.wait_for(lambda: not self._settling or self.done())
+            self._task_ids.append(task_id)
+            if not self.done():
+                index(list(self._task_ids))
 
     def add_attachment(self, name: str, media_type: str, length: int, source) -> dict:
         """Store an upload (AttachmentRefused, InterviewSettled). The bytes are read and
-        fsynced without the lock; the pending check and the rename that makes the file one of
-        the uploads happen under it, so a submit settles either with this file or before it,
-        and then the file is removed and the upload refused."""
+        fsynced without the lock; the pending check and the rename that makes the file one
+        of the uploads happen under it, so a submit settles either with this file or
+        before it, and then the file is removed and the upload refused."""
 
         def commit(publish) -> None:
             with self._lock:
                 self._check_pending()
                 publish()
 
-        return self.attachments.add(name, media_type, length, source, commit)
+        return self._attachments.add(name, media_type, length, source, commit)
 
     def remove_attachment(self, attachment_id) -> None:
-        """Remove an upload while pending (InterviewSettled, AttachmentRefused): under the lock,
-        so that a submit cannot settle with a file that is being removed."""
+        """Remove an upload while pending (InterviewSettled, AttachmentRefused): under the
+        lock, so that a submit cannot settle with a file that is being removed."""
         with self._lock:
             self._check_pending()
-            self.attachments.remove(attachment_id)
+            self._attachments.remove(attachment_id)
 
     def record_page_view(self, seen: bool = False) -> None:
         """A page loaded; `seen`: where it cannot load unseen (the app, in the conversation)."""
         with self._lock:
-            self.page_views += 1
+            self._page_views += 1
             self._sightings += seen
             self._changed.notify_all()
 
@@ -2503,15 +2625,21 @@ class Interview:
     def record_stream(self, delta: int) -> None:
         """An event stream opened (+1) or closed (-1)."""
         with self._lock:
-            self.streams += delta
+            self._streams += delta
             self._changed.notify_all()
 
     def record_counts(self, counts: dict) -> None:
         with self._lock:
-            if counts != self.counts:
-                self.counts = counts
-                self.counts_revision += 1
+            if counts != self._counts:
+                self._counts = counts
+                self._counts_revision += 1
                 self._changed.notify_all()
+
+    def record_waiter(self, delta: int) -> None:
+        """A waiter came (+1) or left (-1): the /state JSON's `waiting`."""
+        with self._lock:
+            self._waiting += delta
+            self._touch()
 
     def expire(self) -> None:
         """The hub dropped it: let its event streams notice."""
@@ -2520,26 +2648,22 @@ class Interview:
 
     def close(self) -> None:
         with self._lock:
-            self.closed = True
+            self._closed = True
             self._changed.notify_all()
 
-    def _count_waiter(self, delta: int) -> None:
-        with self._lock:
-            self.waiters += delta
-            self._touch()
-
-    # -- waiting --------------------------------------------------------------------------
+    # -- waiting ------------------------------------------------------------------------
 
     def wake(self) -> None:
-        """Let every wait look at its condition again (a cancellation, a response, shutdown).
-        Whoever makes a wait's condition true sets it first, then wakes."""
+        """Let every wait look at its condition again (a cancellation, a response,
+        shutdown). Whoever makes a wait's condition true sets it first, then wakes."""
         with self._lock:
             self._changed.notify_all()
 
     def wait_until(self, check):
-        """`check()`, called with the lock held now and after every change, until it returns
-        something else than None or a number, which is returned. A number means: check again
-        after that many seconds at the latest (a deadline); None: at the next change."""
+        """`check()`, called with the lock held now and after every change, until it
+        returns something else than None or a number, which is returned. A number means:
+        check again after that many seconds at the latest (a deadline); None: at the next
+        change."""
         with self._lock:
             while True:
                 outcome = check()
@@ -2554,14 +2678,31 @@ class Interview:
         """For an event stream: wait up to `timeout` for a revision after `seen` (or for
         `stop()`); (changed, the states to send, the revision they bring the stream to)."""
         with self._lock:
-            changed = self._changed.wait_for(lambda: self.revision != seen or stop(), timeout)
-            states = [state for revision, state in self.states if seen is not None and revision > seen]
-            return changed, states or [self._state_json()], self.revision
+            changed = self._changed.wait_for(lambda: self._revision != seen or stop(), timeout)
+            states = [state for revision, state in self._states if seen is not None and revision > seen]
+            return changed, states or [self._state_json()], self._revision
 
     def waiter(self, cancellation=None) -> "Waiter":
-        """`with interview.waiter(cancellation) as waiter: waiter.wait(...)`: counted in the
-        /state JSON while inside."""
+        """`with interview.waiter(cancellation) as waiter: waiter.wait(...)`: counted in
+        the /state JSON while inside."""
         return Waiter(self, cancellation if cancellation is not None else Cancellation())
+
+
+def _build_interview_class():
+    """Interview: InterviewBody on a concurrent.futures.Future, the future of its result."""
+    from concurrent.futures import Future
+
+    return type("Interview", (InterviewBody, Future), {"__module__": __name__, "__doc__": InterviewBody.__doc__})
+
+
+interview_class = BuiltOnce(_build_interview_class)
+
+
+def __getattr__(name):
+    """`askrich.Interview` (a name of the public API) builds the class on first use."""
+    if name == "Interview":
+        return interview_class()
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
 
 
 class Cancellation:
@@ -2588,11 +2729,11 @@ class Waiter:
 
     def __enter__(self) -> "Waiter":
         self.cancellation.watched = self.interview
-        self.interview._count_waiter(+1)
+        self.interview.record_waiter(+1)
         return self
 
     def __exit__(self, *exc_info) -> None:
-        self.interview._count_waiter(-1)
+        self.interview.record_waiter(-1)
         self.cancellation.watched = None
 
     def wait(self, timeout=None, answered=None) -> str:
@@ -2605,11 +2746,11 @@ class Waiter:
         def check():
             if answered is not None and answered():
                 return "answered"
-            if interview.state != PENDING:
+            if interview.done():
                 return "settled"
             if self.cancellation.is_set:
                 return "cancelled"
-            if interview.closed:
+            if interview.is_closed():
                 return "shutdown"
             if deadline is None:
                 return None
@@ -2647,7 +2788,7 @@ class ProgressTicker:
         if now >= next_tick:
             return None
         wake = next_tick
-        if self.interview.counts_revision != seen_counts:
+        if self.interview.counts_revision() != seen_counts:
             if now - last_sent >= PROGRESS_CHANGE_MIN_SECONDS:
                 return None
             wake = min(wake, last_sent + PROGRESS_CHANGE_MIN_SECONDS)
@@ -2705,11 +2846,12 @@ class SessionHub:
                 interview_id = secrets.token_hex(6)
             token = secrets.token_urlsafe(18)
             store = AttachmentStore(os.path.join(self.log.log_dir, "attachments", interview_id), self.log)
-            interview = Interview(interview_id, token, spec, origin, store, options, agent, self.door_origin)
+            interview = interview_class()(interview_id, token, spec, origin, store, options, agent, self.door_origin)
             self.by_id[interview_id] = interview
             self.by_token[token_key(token)] = interview
         self.log.event(
             "session-created",
+            about=interview,
             interview=interview_id,
             token=redact(token),
             questions=len(spec["questions"]),
@@ -2722,17 +2864,13 @@ class SessionHub:
         """Drop interviews settled more than 30 minutes ago (their archive remains)."""
         horizon = time.monotonic() - SETTLED_RETENTION_SECONDS
         with self.lock:
-            expired = [
-                interview
-                for interview in self.by_id.values()
-                if interview.settled_monotonic is not None
-                and interview.settled_monotonic < horizon
-            ]
+            settled = [(interview, interview.settled_monotonic) for interview in self.by_id.values()]
+            expired = [interview for interview, when in settled if when is not None and when < horizon]
             for interview in expired:
                 del self.by_id[interview.id]
                 del self.by_token[token_key(interview.token)]
         for interview in expired:
-            self.log.event("session-expired", interview=interview.id)
+            self.log.event("session-expired", about=interview, interview=interview.id)
             interview.expire()
 
     def get(self, interview_id) -> Interview | None:
@@ -2785,7 +2923,7 @@ class SessionHub:
         reply = interview.append(raw_questions, note)
         self.log.event(
             "questions-appended",
-            interview=interview.id,
+            about=interview, interview=interview.id,
             appended=reply["appended"],
             total=reply["total"],
             version=reply["version"],
@@ -2798,14 +2936,14 @@ class SessionHub:
     def record_page_view(self, interview: Interview, user_agent: str, seen: bool = False) -> None:
         """A page loaded (`seen`: see Interview.record_page_view)."""
         interview.record_page_view(seen)
-        self.log.event("page-view", interview=interview.id, user_agent=user_agent)
+        self.log.event("page-view", about=interview, interview=interview.id, user_agent=user_agent)
         self._observe(interview)
 
     def record_visibility(self, interview: Interview, page: str, in_view: bool) -> None:
         """A form's page in view (visible and focused) or not: only a page the person can see
         stops the notices."""
         came = interview.record_visibility(page, in_view)
-        self.log.event("page-visibility", "debug", interview=interview.id, page=page,
+        self.log.event("page-visibility", "debug", about=interview, interview=interview.id, page=page,
                        in_view="yes" if in_view else "no", **({"sighting": "yes"} if came else {}))
         self._observe(interview)
 
@@ -2816,7 +2954,7 @@ class SessionHub:
 
     def record_counts(self, interview: Interview, counts: dict) -> None:
         interview.record_counts(counts)
-        self.log.event("form-progress", "debug", interview=interview.id, **counts)
+        self.log.event("form-progress", "debug", about=interview, interview=interview.id, **counts)
         self._observe(interview)
 
     def record_unseen(self, interview: Interview, count: int) -> None:
@@ -2826,20 +2964,20 @@ class SessionHub:
     def submit(self, interview: Interview, payload) -> dict:
         """Check, archive durably, settle, wake every waiter; the reply for the form."""
 
-        def decide(delivered):
-            submission = check_submission(interview.spec, payload, interview.attachments)
+        def build(snapshot: InterviewSnapshot):
+            submission = check_submission(snapshot.spec, payload, snapshot.uploads)
             # Unkept, answers that no call takes would be lost with the process: the form
             # keeps them instead. Taken by a waiting call, they reached the agent.
-            return self._result(interview, submission, "browser", keep_or_refuse=not delivered)
+            return self._result(snapshot, submission, "browser", keep_or_refuse=not snapshot.delivered)
 
         # The version is judged only once the payload is an object with answers: a body of
         # another shape is refused as such, whatever version it names.
         version = payload.get("specVersion") if is_submission_shaped(payload) else None
-        (result, path), delivered = interview.settle(decide, version)
+        (result, path), delivered = interview.settle(build, version)
         counts = result["counts"]
         self._log_archived(interview, path)
         self._observe(interview)
-        self.log.event(result["status"], interview=interview.id, delivered=delivered, **counts)
+        self.log.event(result["status"], about=interview, interview=interview.id, delivered=delivered, **counts)
         return {"ok": True, "counts": counts, "delivered": delivered}
 
     def settle_without_form(self, interview: Interview, answers: dict, status: str, via: str,
@@ -2848,7 +2986,7 @@ class SessionHub:
         back to Claude Code); None if already settled."""
         submission = {"answers": answers, "generalNotes": None, "attachments": None, "status": status}
         try:
-            (result, path), _ = interview.settle(lambda delivered: self._result(interview, submission, via),
+            (result, path), _ = interview.settle(lambda snapshot: self._result(snapshot, submission, via),
                                                  handed_back=handed_back)
         except InterviewSettled:
             return None
@@ -2856,40 +2994,41 @@ class SessionHub:
         self._observe(interview)
         return result
 
-    def _result(self, interview: Interview, submission: dict, via: str, keep_or_refuse=False):
-        """Runs with the interview's lock held, so the archive is durable before anyone is
-        told: (the result, twice: once to settle on, once as the outcome) with the archive's
-        path, or None when it could not be written; with `keep_or_refuse`, AnswersNotSaved
-        instead of None, and nothing settles."""
+    def _result(self, snapshot: InterviewSnapshot, submission: dict, via: str, keep_or_refuse=False):
+        """Runs while the settle is reserved, before it is published, so the archive is
+        durable before anyone is told: (the result, twice: once to settle on, once as the
+        outcome) with the archive's path, or None when it could not be written; with
+        `keep_or_refuse`, AnswersNotSaved instead of None, and nothing settles."""
         now = time.time()
+        spec = snapshot.spec
         result = build_result(
-            interview.spec,
+            spec,
             submission["answers"],
             submission["generalNotes"],
-            interview_id=interview.id,
+            interview_id=snapshot.interview_id,
             status=submission["status"],
             via=via,
             submitted_at=now,
-            duration_seconds=now - interview.created,
+            duration_seconds=now - snapshot.created,
             attachments=submission["attachments"],
-            archive_path=self.archive.path_for(interview.id, iso_utc(now)),
+            archive_path=self.archive.path_for(snapshot.interview_id, iso_utc(now)),
         )
         record = {key: value for key, value in result.items() if key != "summary"}
-        record["interview"] = interview.spec
-        if interview.task_ids:  # what a later process needs to answer tasks/get for them
-            record["tasks"] = dict(self.archive.owner, ids=list(interview.task_ids))
+        record["interview"] = spec
+        if snapshot.task_ids:  # what a later process needs to answer tasks/get for them
+            record["tasks"] = dict(self.archive.owner, ids=snapshot.task_ids)
         try:
-            path = self.archive.save(record)
+            path = self.archive.save(record, about=snapshot.interview)
         except OSError as error:
             if keep_or_refuse:
                 raise AnswersNotSaved(error.strerror or str(error)) from None
             path = None
         if path != result["archivePath"]:
-            result = with_archive_path(result, interview.spec, path)
+            result = with_archive_path(result, spec, path)
         return result, (result, path)
 
     def _log_archived(self, interview: Interview, path) -> None:
-        self.log.event("archived" if path else "archive-skipped", interview=interview.id, path=path)
+        self.log.event("archived" if path else "archive-skipped", about=interview, interview=interview.id, path=path)
 
     # -- waiting --------------------------------------------------------------------------
 
@@ -2902,6 +3041,7 @@ class SessionHub:
                 # Logged once counted in /state's `waiting`: the line means the submit reaches us.
                 self.log.event(
                     "wait-start",
+                    about=interview,
                     interview=interview.id,
                     timeout=timeout,
                     progressToken="present" if report else "absent",
@@ -2914,7 +3054,7 @@ class SessionHub:
                         why = waiter.wait(timeout)
         finally:
             self._observe(interview)
-            self.log.event("wait-end", interview=interview.id)
+            self.log.event("wait-end", about=interview, interview=interview.id)
         return (interview.settled_result() if why == "settled" else None), why
 
 
@@ -3126,7 +3266,7 @@ class JsonRpcStdio:
                 cancellation = self.calls.get(_hashable(params.get("requestId")))
             if cancellation is not None:
                 cancellation.cancel()  # first: no log message reaches a cancelled request
-                self.log.event("call-cancelled", request=str(params.get("requestId")))
+                self.log.event("call-cancelled", about=cancellation, request=str(params.get("requestId")))
             return
         self.handler.handle_notification(method, params)
 
@@ -3671,7 +3811,7 @@ def form_submit(runtime, interview, read_payload):
     except InterviewError as error:
         status, body = http_error(error)
         hub.log.event(
-            "submit-rejected", interview=interview.id, status=status,
+            "submit-rejected", about=interview, interview=interview.id, status=status,
             # Cut: a hostile body can make the full text megabytes long.
             error=cut(body["error"], 500),
         )
@@ -3691,9 +3831,9 @@ def form_attach(runtime, interview, name: str, media_type: str, read_length, sou
         entry = interview.add_attachment(name, media_type, length, source)
     except InterviewError as error:
         if isinstance(error, InterviewSettled):  # settled while the file arrived: removed, never named
-            hub.log.event("attachment-refused", interview=interview.id, reason="settled during the upload")
+            hub.log.event("attachment-refused", about=interview, interview=interview.id, reason="settled during the upload")
         return http_error(error)
-    hub.log.event("attachment-stored", interview=interview.id, attachment=entry["id"],
+    hub.log.event("attachment-stored", about=interview, interview=interview.id, attachment=entry["id"],
                   bytes=length, mimeType=media_type)
     return 201, {key: entry[key] for key in ("id", "name", "mimeType", "bytes")}
 
@@ -3703,7 +3843,7 @@ def form_detach(runtime, interview, attachment_id):
         interview.remove_attachment(attachment_id)
     except InterviewError as error:
         return http_error(error)
-    runtime.hub.log.event("attachment-removed", interview=interview.id, attachment=attachment_id)
+    runtime.hub.log.event("attachment-removed", about=interview, interview=interview.id, attachment=attachment_id)
     return 204, None
 
 
@@ -3810,7 +3950,7 @@ def route_attachment_upload(request, params: dict):
 def route_attachment(request, params: dict):
     """An upload's bytes: images as themselves, for the thumbnails; anything else only as a
     download, so that the browser never renders an uploaded page or script from our origin."""
-    entry = api_interview(request, params).attachments.get(params["id"])
+    entry = api_interview(request, params).attachment(params["id"])
     if entry is None:
         raise HttpRefusal(404, "not found")
     try:
@@ -4166,22 +4306,6 @@ def http_error(error: InterviewError):
         text = "could not save the answers: %s; they are still in this form, try again" % error.reason
         return 507, error_body(507, text, "not-saved", reason=error.reason)
     return 500, error_body(500, "internal error", "internal-error")
-
-
-class BuiltOnce:
-    """`built()` is what `build()` returns, built on the first call only: the server classes,
-    whose http.server import waits until a form is needed."""
-
-    def __init__(self, build) -> None:
-        self.build = build
-        self.value = None
-        self.lock = threading.Lock()
-
-    def __call__(self):
-        with self.lock:
-            if self.value is None:
-                self.value = self.build()
-            return self.value
 
 
 def _build_form_server_class():
@@ -6634,7 +6758,7 @@ class Notices:
         # Seen once a page comes into view after this, or while one is in view.
         self.needs[interview.id] = {"interview": interview, "kind": kind, "since": self.clock.now(),
                                     "opened": opened, "sent": 0, "sightings": sightings}
-        self.log.event("notices-armed", interview=interview.id, reason=kind,
+        self.log.event("notices-armed", about=interview, interview=interview.id, reason=kind,
                        first_in=self.config.notify_after if opened else 0)
         if self.thread is None:
             self.thread = threading.Thread(target=self._run, name="ask-user-rich-notices", daemon=True)
@@ -6690,7 +6814,7 @@ class Notices:
                 if not facts["pending"]:
                     self.last_sent.pop(interview_id, None)
                 if viewed or not facts["pending"]:
-                    self.log.event("notices-stopped", interview=interview_id,
+                    self.log.event("notices-stopped", about=interview, interview=interview_id,
                                    why="viewed" if facts["pending"] else "settled")
             else:
                 wake = plan["next"] if wake is None else min(wake, plan["next"])
@@ -6707,7 +6831,7 @@ class Notices:
         if not self.targets:
             return
         notice = compose_notice(interview.spec, interview.agent, self.project, interview.url)
-        self.log.event("notice", interview=interview.id, reason=kind, number=number,
+        self.log.event("notice", about=interview, interview=interview.id, reason=kind, number=number,
                        targets=len(self.targets))
         send_to_all(self.targets, notice, self.log, interview.id)
 
@@ -7183,7 +7307,7 @@ def shown_in_host_result(interview: Interview) -> dict:
         "%s\nThe user answers the interview %s in the form shown in the conversation (or in a "
         "browser: %s). When the user says they have answered, call await_user_answers with "
         "sessionId %s; or call it now to wait for the submit."
-        % (APP_SHOWN_REASON, quote(interview.spec["title"]), interview.url, quote(interview.id))
+        % (APP_SHOWN_REASON, quote(interview.title), interview.url, quote(interview.id))
     )
     structured = {"status": "awaiting", "sessionId": interview.id, "url": interview.url,
                   "reason": APP_SHOWN_REASON, "summary": text}
@@ -7227,7 +7351,7 @@ def awaiting_result(interview: Interview, reason: str) -> dict:
     text = (
         "%s\nThe interview %s is waiting at:\n%s\n\nShow this link to the user, then call "
         "await_user_answers with sessionId %s to wait for the submit."
-        % (reason, quote(interview.spec["title"]), interview.url, quote(interview.id))
+        % (reason, quote(interview.title), interview.url, quote(interview.id))
     )
     structured = {
         "status": "awaiting",
@@ -7284,38 +7408,20 @@ def tool_error_text(error: Exception) -> str:
     return str(error)
 
 
-def shorten_progress(message: str, limit: int) -> str:
-    """A progress message within `limit` characters where it can be: its title loses
-    characters first; any other message, or one whose title has no room left, its end."""
-    if len(message) <= limit:
-        return message
-    prefix, end = "Waiting for answers to ", message.rfind('": ')
-    if message.startswith(prefix + '"') and end > len(prefix):
-        try:
-            title = json.loads(message[len(prefix):end + 1])
-        except ValueError:
-            title = None
-        rest = message[end + 1:]
-        room = limit - len(prefix) - len(rest) - 2
-        while isinstance(title, str) and room >= 8:
-            shown = prefix + quote(cut(title, room)) + rest
-            if len(shown) <= limit:
-                return shown
-            room -= 1  # escapes made the quoted title longer than its characters
-    return cut(message, max(limit, 1))
-
-
-def progress_message(facts: dict) -> str:
-    """`Waiting for answers to "T": 3 of 12 answered, form open (1:05 elapsed)`."""
+def progress_message(facts: dict, limit=None) -> str:
+    """`Waiting for answers to "T": 3 of 12 answered, form open (1:05 elapsed)`. Within `limit`
+    characters where it can be: the title gives way first, down to 8 characters; then the end."""
     hours, rest = divmod(facts["elapsedSeconds"], 3600)
     clock = "%d:%02d:%02d" % (hours, rest // 60, rest % 60) if hours else "%d:%02d" % divmod(rest, 60)
-    return "Waiting for answers to %s: %d of %d answered, %s (%s elapsed)" % (
-        quote(cut(facts["title"], CUT_HEADER)),
-        facts["answered"],
-        facts["total"],
-        facts["form"],
-        clock,
-    )
+    counts = ": %d of %d answered, %s (%s elapsed)" % (facts["answered"], facts["total"], facts["form"], clock)
+    prefix = "Waiting for answers to "
+    room = CUT_HEADER if limit is None else min(CUT_HEADER, limit - len(prefix) - len(counts) - 2)
+    while room >= 8:
+        shown = prefix + quote(cut(facts["title"], room)) + counts
+        if limit is None or len(shown) <= limit:
+            return shown
+        room -= 1  # escapes made the quoted title longer than its characters
+    return cut(prefix + quote(cut(facts["title"], CUT_HEADER)) + counts, max(limit, 1))
 
 
 # ============================================================================================
@@ -7339,11 +7445,13 @@ class ToolCall:
     differently; the tools never ask which era they are in.
 
     The call's request id, its cancellation, and progress notifications on its token, counted
-    1, 2, 3, … for this call, are the same in both eras."""
+    1, 2, 3, … for this call, are the same in both eras. A call holds only what it uses: the
+    transport, the log, and, per era, what that era adds."""
 
-    def __init__(self, server: "McpServer", request_id, progress_token, cancellation: Cancellation) -> None:
-        self.server = server
-        self.transport = server.transport
+    def __init__(self, transport: "JsonRpcStdio", log: Log, request_id, progress_token,
+                 cancellation: Cancellation) -> None:
+        self.transport = transport
+        self.log = log
         self.request_id = request_id
         self.progress_token = progress_token
         self.cancellation = cancellation
@@ -7375,14 +7483,15 @@ class ToolCall:
         """Whether this call is the retry that brings the client's answer to input `key`."""
         return False
 
-    def progress(self, message: str, url=None) -> None:
-        """A progress notification; `url` (the form's link) ends the message."""
+    def progress(self, facts: dict, url=None) -> None:
+        """A progress notification of `facts` (Interview.progress()); `url` (the form's link)
+        ends the message."""
         if self.progress_token is None:
             return
         self.progress_count += 1
         self.transport.notify("notifications/progress", {
             "progressToken": self.progress_token, "progress": self.progress_count,
-            "message": message + (". Form: " + url if url else ""),
+            "message": progress_message(facts) + (". Form: " + url if url else ""),
         })
 
     def about_to_block(self, interview: Interview) -> None:
@@ -7398,11 +7507,13 @@ class ToolCall:
         """The elicitation under `key` is over: tell the client, where the era has a way."""
 
     def input_required(self, needed: InputRequired, tool: str, arguments: dict) -> dict:
-        """The result that ends the call asking for `needed`, where the era retries calls."""
+        """The result that ends the call asking for `needed`, where the era retries calls;
+        finish() sends it as such."""
         raise JsonRpcError(-32603, "Internal error: this protocol era has no multi round-trip requests")
 
-    def finish(self, result) -> None:
-        """The call's response; none after a cancellation, which the client expects."""
+    def finish(self, result, result_type: str = "complete") -> None:
+        """The call's response (`result_type`: "complete", or "input_required" for what
+        input_required() made); none after a cancellation, which the client expects."""
         if result is not None and not self.cancellation.is_set:
             self.transport.respond(self.request_id, result)
 
@@ -7412,19 +7523,21 @@ class LegacyCall(ToolCall):
     and elicitation by sending `elicitation/create` requests and waiting for their
     responses."""
 
-    def __init__(self, server: "McpServer", request_id, progress_token, cancellation: Cancellation) -> None:
-        super().__init__(server, request_id, progress_token, cancellation)
+    def __init__(self, transport: "JsonRpcStdio", log: Log, request_id, progress_token,
+                 cancellation: Cancellation, handshake) -> None:
+        super().__init__(transport, log, request_id, progress_token, cancellation)
+        self.handshake = handshake  # () -> what initialize said: {capabilities, clientInfo}
         self.url_elicitations: dict = {}  # our elicitation key -> elicitationId
 
     @property
     def client_info(self) -> dict:
-        return self.server.handshake()["clientInfo"]
+        return self.handshake()["clientInfo"]
 
     def elicitation_modes(self) -> frozenset:
-        return elicitation_modes(self.server.handshake()["capabilities"])
+        return elicitation_modes(self.handshake()["capabilities"])
 
     def shows_apps(self) -> bool:
-        return declares_apps(self.server.handshake()["capabilities"])
+        return declares_apps(self.handshake()["capabilities"])
 
     def elicit(self, key: str, params: dict, interview: Interview):
         """Send `elicitation/create` and wait, with no timeout of ours, for the first of: the
@@ -7443,7 +7556,7 @@ class LegacyCall(ToolCall):
             interview.wake()
 
         request_id = self.transport.request("elicitation/create", params, on_response)
-        self.server.log.event("elicitation-request", interview=interview.id, request=request_id,
+        self.log.event("elicitation-request", about=interview, interview=interview.id, request=request_id,
                               elicitation=params.get("elicitationId"))
         with interview.waiter(self.cancellation) as waiter:
             outcome = waiter.wait(answered=lambda: bool(responses))
@@ -7592,12 +7705,13 @@ class Task:
     """One call that became a task: what tasks/get shows of it."""
 
     def __init__(self, task_id: str, interview_id: str, message: str, cancellation, now: float,
-                 interview=None) -> None:
+                 interview=None, facts=None) -> None:
         self.id = task_id
         self.interview_id = interview_id
         self.interview = interview  # None for a task recovered from an earlier process
         self.status = "working"
         self.message = message
+        self.facts = facts  # the progress the message reports, if it is one: a short line cuts its title
         self.created = now
         self.updated = now
         self.result = None
@@ -7619,7 +7733,8 @@ class Task:
         if len(message) <= STATUS_LINE_CHARS:
             return message
         tail = "; sessionId %s (await_user_answers).%s" % (session, link)
-        return shorten_progress(self.message, STATUS_LINE_CHARS - len(tail)) + tail
+        room = STATUS_LINE_CHARS - len(tail)
+        return (cut(self.message, max(room, 1)) if self.facts is None else progress_message(self.facts, room)) + tail
 
     def poll_interval(self, now: float) -> int:
         """2 s while the user is busy or the task is young; then longer, up to 30 s, for every
@@ -7664,27 +7779,30 @@ class TaskRegistry:
         self.tasks: dict = {}
         self.counter = 0
 
-    def create(self, interview: Interview, message: str, cancellation) -> dict:
+    def create(self, interview: Interview, message: str, cancellation, facts=None) -> dict:
+        """A working task on `interview`; `facts`: the progress `message` reports, if it is one."""
         with self.lock:
             self.counter += 1
             task = Task("%s.%d" % (interview.id, self.counter), interview.id, message, cancellation,
-                        time.time(), interview)
+                        time.time(), interview, facts)
             task.active_monotonic = self.clock()
             self.tasks[task.id] = task
             view = task.view(self.clock())
         # On disk before the task is answered.
         interview.add_task(task.id, lambda ids: self.archive.record_tasks(interview.id, ids))
-        self.log.event("task-created", task=task.id, interview=interview.id)
+        self.log.event("task-created", about=task.cancellation, task=task.id, interview=interview.id)
         return view
 
-    def update(self, task_id: str, message: str) -> None:
+    def update(self, task_id: str, facts: dict) -> None:
+        """A working task's progress (Interview.progress() facts)."""
+        message = progress_message(facts)
         with self.lock:
             task = self.tasks.get(task_id)
             if task is None or task.status != "working" or task.message == message:
                 return
-            task.message = message
+            task.message, task.facts = message, facts
             task.updated = time.time()
-        self.log.event("task-updated", "debug", task=task_id)
+        self.log.event("task-updated", "debug", about=task.cancellation, task=task_id)
 
     def complete(self, task_id: str, result: dict) -> None:
         with self.lock:
@@ -7697,7 +7815,7 @@ class TaskRegistry:
             if isinstance(summary, str):
                 task.message = summary.split("\n", 1)[0]
             self._settled(task)
-        self.log.event("task-completed", task=task_id)
+        self.log.event("task-completed", about=task.cancellation, task=task_id)
 
     def cancel(self, task_id) -> None:
         task = self._find(task_id)
@@ -7708,7 +7826,7 @@ class TaskRegistry:
             if task.interview is not None:
                 task.message = "Cancelled by the client; the form stays open at %s" % task.interview.url
             self._settled(task)
-        self.log.event("task-cancelled", task=task.id)
+        self.log.event("task-cancelled", about=task.cancellation, task=task.id)
         task.cancellation.cancel()
 
     def get(self, task_id) -> dict:
@@ -7789,19 +7907,28 @@ class ModernCall(ToolCall):
     answer), and, when the request declares the tasks extension, a call about to block
     answers at once with a task that the rest of the call reports into."""
 
-    def __init__(self, server: "McpServer", request_id, request: ModernRequest, params: dict,
-                 cancellation: Cancellation, resumed=None) -> None:
-        super().__init__(server, request_id, progress_token(params), cancellation)
+    def __init__(self, transport: "JsonRpcStdio", log: Log, request_id, request: ModernRequest,
+                 params: dict, cancellation: Cancellation, resumed, tasks: "TaskRegistry",
+                 seal: RequestStateSeal, log_scope: "LogRouting") -> None:
+        super().__init__(transport, log, request_id, progress_token(params), cancellation)
+        self.tasks = tasks
+        self.seal = seal
+        self.log_scope = log_scope  # its log messages end where its response or task is sent
         self.request = request
         self.resumed = resumed  # (interview id, input key) from a verified requestState
         responses = params.get("inputResponses")
         self.input_responses = responses if isinstance(responses, dict) else {}
         self.task_id = None
-        self.interviews: set = set()  # the interviews its log events may name
+        self.interviews: set = set()  # the interviews it worked on (LogRouting)
 
     @property
     def client_info(self) -> dict:
         return self.request.client_info
+
+    def owns(self, about) -> bool:
+        """Whether an event about `about` belongs to this call: its request, its cancellation
+        (its task's too), or an interview it worked on."""
+        return about is self.request or about is self.cancellation or about in self.interviews
 
     @property
     def reports_progress(self) -> bool:
@@ -7819,26 +7946,26 @@ class ModernCall(ToolCall):
     def retrying(self, key: str) -> bool:
         return self.resumed is not None and self.resumed[1] == key
 
-    def progress(self, message: str, url=None) -> None:
+    def progress(self, facts: dict, url=None) -> None:
         """Into the task once there is one (the request, answered, has no token left to
         report on); else a progress notification on the request's token."""
         if self.task_id is not None:
-            self.server.tasks.update(self.task_id, message)
+            self.tasks.update(self.task_id, facts)
         else:
-            super().progress(message, url)
+            super().progress(facts, url)
 
     def about_to_block(self, interview: Interview) -> None:
         if not self.request.tasks or self.task_id is not None:
             return
-        message = progress_message(interview.progress())
-        self.interviews.add(interview.id)
-        view = self.server.tasks.create(interview, message, self.cancellation)
-        self.task_id = view["taskId"]
-        self.server.end_log_scope(self)
+        facts = interview.progress()
+        self.interviews.add(interview)
+        view = self.tasks.create(interview, progress_message(facts), self.cancellation, facts)
+        self.log_scope.end(self)
         # Answered: from here on only tasks/cancel stops the call, never a late
         # notifications/cancelled for this request id.
         self.transport.end_call(self.request_id, self.cancellation)
-        self.transport.respond(self.request_id, modern_envelope(view, "task"))
+        self._answer(view, "task")
+        self.task_id = view["taskId"]
 
     def elicit(self, key: str, params: dict, interview: Interview):
         if self.retrying(key):
@@ -7851,23 +7978,104 @@ class ModernCall(ToolCall):
 
     def input_required(self, needed: InputRequired, tool: str, arguments: dict) -> dict:
         (key,) = needed.requests
-        state = self.server.seal.seal(needed.interview.id, tool, arguments, key)
-        self.server.log.event("input-required", interview=needed.interview.id, key=key)
-        return modern_envelope({"inputRequests": needed.requests, "requestState": state}, "input_required")
+        state = self.seal.seal(needed.interview.id, tool, arguments, key)
+        self.log.event("input-required", about=needed.interview, interview=needed.interview.id, key=key)
+        return {"inputRequests": needed.requests, "requestState": state}
 
-    def finish(self, result) -> None:
+    def finish(self, result, result_type: str = "complete") -> None:
+        if result is not None and not (self.task_id is None and self.cancellation.is_set):
+            self._answer(result, result_type)
+
+    def _answer(self, result: dict, result_type: str) -> None:
+        """The one way out for what the call brings back, in the 2026-07-28 envelope: into its
+        task once it has one, else as its response (a task's own view included)."""
+        shown = modern_envelope(result, result_type)
         if self.task_id is not None:
-            if result is not None:
-                self.server.tasks.complete(self.task_id, modern_envelope(result))
-            return
-        if result is not None and "resultType" not in result:
-            result = modern_envelope(result)
-        super().finish(result)
+            self.tasks.complete(self.task_id, shown)
+        else:
+            self.transport.respond(self.request_id, shown)
 
 
 # ============================================================================================
 # The MCP server: methods of each era, dispatch and shutdown
 # ============================================================================================
+
+class LogRouting:
+    """Where a log event goes as notifications/message, decided from what it belongs to: the
+    tool call whose worker thread logs it, and what it is `about` (Log.event).
+
+    A 2026-07-28 call in flight gets the events that belong to it (its request, its
+    cancellation and its task's, an interview it worked on) at or above the logLevel of its own
+    `_meta`, until its response or task is sent and unless cancelled. The initialize era's
+    logging/setLevel admits every other event, never one of the 2026-07-28 era: its requests,
+    calls and tasks, and every interview one of its calls worked on, for as long as the process
+    runs. Queued, never written from the logging thread: that may be a form server thread."""
+
+    MODERN_REQUEST = object()  # about: a 2026-07-28 request refused before it was read
+
+    def __init__(self, post) -> None:
+        self.post = post  # (method, params): queue a notification
+        self.lock = threading.Lock()
+        self.legacy_level = None  # what logging/setLevel asked for
+        self.calls: dict = {}  # request id -> ModernCall, until its response or task
+        self.modern = None  # a WeakSet, at the first 2026-07-28 call: what belongs to that era
+        self.worker = threading.local()  # .call: the ToolCall this worker thread runs
+
+    def begin(self, call: ModernCall) -> None:
+        """A 2026-07-28 call: its events reach it from now on."""
+        import weakref
+
+        with self.lock:
+            if self.modern is None:
+                self.modern = weakref.WeakSet()
+            self.modern.add(call.cancellation)
+            self.calls[_hashable(call.request_id)] = call
+
+    def end(self, call) -> None:
+        """No log message for a modern call after this: its response or its task comes next."""
+        with self.lock:
+            if self.calls.get(_hashable(call.request_id)) is call:
+                del self.calls[_hashable(call.request_id)]
+
+    def run_as(self, call) -> None:
+        """This worker thread runs `call`: what it logs belongs to that call."""
+        self.worker.call = call
+
+    def _owners_of(self, about):
+        """Under the lock: the 2026-07-28 calls in flight that an event about `about` belongs
+        to, and whether it belongs to that era at all."""
+        current = getattr(self.worker, "call", None)
+        if isinstance(current, ModernCall) and about is not None and not current.owns(about):
+            current.interviews.add(about)  # what a call's worker logs about is an interview it works on
+            self.modern.add(about)
+        owners = [call for call in self.calls.values() if call is current or call.owns(about)]
+        return owners, bool(owners) or isinstance(current, ModernCall) or self._is_modern(about)
+
+    def _is_modern(self, about) -> bool:
+        return (isinstance(about, ModernRequest) or about is self.MODERN_REQUEST
+                or (self.modern is not None and about in self.modern))
+
+    @staticmethod
+    def _asks_for(call, rank: int) -> bool:
+        """Whether a call in flight asked, with the logLevel of its `_meta`, for an event of this rank."""
+        asked = call.request.log_level
+        return asked is not None and not call.cancellation.is_set and rank >= LOG_LEVELS.index(asked)
+
+    def forward(self, level: str, event: str, fields: dict, about=None) -> None:
+        """The Log's listener: the event as notifications/message, to whoever asked for it."""
+        rank = LOG_LEVELS.index(level)
+        with self.lock:
+            owners, modern = self._owners_of(about)
+            wanted = any(self._asks_for(call, rank) for call in owners) or (
+                not modern and self.legacy_level is not None and rank >= LOG_LEVELS.index(self.legacy_level))
+            if not wanted:
+                return
+            data = {"event": event}
+            data.update((key, value) for key, value in fields.items() if key != "token")
+            # Under the lock: once end() returns, nothing more is queued for that call, and
+            # what was queued goes out before its response.
+            self.post("notifications/message", {"level": level, "logger": SERVER_NAME, "data": data})
+
 
 class McpServer:
     """The MCP methods over a JsonRpcStdio transport, in both protocol eras: a request whose
@@ -7886,11 +8094,8 @@ class McpServer:
         self.handshake_lock = threading.Lock()
         self.client_capabilities: dict = {}
         self.client_info: dict = {}
-        self.log_level = None
-        self.modern_calls: dict = {}  # request id -> ModernCall, until its response or task
-        self.modern_interviews: set = set()  # every interview a 2026-07-28 call worked on
-        self.worker = threading.local()  # .call: the ToolCall this worker thread runs
-        self.log.listener = self.forward_log
+        self.routing = LogRouting(self.transport.post_notification)
+        self.log.listener = self.routing.forward
 
     @property
     def reader_thread(self):
@@ -7922,12 +8127,11 @@ class McpServer:
         if not modern:
             self.log.event("request", "debug", method=method, era="legacy")
             return self._serve(LEGACY_METHODS, request_id, method, params, None)
-        self.worker.modern_request = True
+        request = None
         try:
-            self.log.event("request", "debug", method=method, era="modern")
+            request = ModernRequest.parse(meta)
         finally:
-            self.worker.modern_request = False
-        request = ModernRequest.parse(meta)
+            self.log.event("request", "debug", about=request or LogRouting.MODERN_REQUEST, method=method, era="modern")
         if request is None:  # a server/discover without the _meta every modern request carries
             raise JsonRpcError(-32602, "Invalid params: %s needs _meta with %s and %s, as every %s request"
                                % (method, quote(META_VERSION), quote(META_CAPABILITIES), MODERN_PROTOCOL))
@@ -7956,14 +8160,14 @@ class McpServer:
     def legacy_tool_call(self, request_id, params: dict, request):
         name, arguments = tool_call_arguments(params, self.legacy_apps())
         cancellation = self.transport.begin_call(request_id)
-        call = LegacyCall(self, request_id, progress_token(params), cancellation)
+        call = LegacyCall(self.transport, self.log, request_id, progress_token(params), cancellation, self.handshake)
         return self.start_tool_call(call, name, arguments)
 
     def set_log_level(self, request_id, params: dict, request) -> dict:
         level = params.get("level")
         if level not in LOG_LEVELS:
             raise JsonRpcError(-32602, "Invalid params: level must be one of %s" % ", ".join(LOG_LEVELS))
-        self.log_level = level
+        self.routing.legacy_level = level
         return {}
 
     def discover_refused(self, request_id, params: dict, request):
@@ -7977,9 +8181,9 @@ class McpServer:
         if params.get("requestState") is not None:
             resumed = self.seal.open(params["requestState"], name, arguments)
         cancellation = self.transport.begin_call(request_id)
-        call = ModernCall(self, request_id, request, params, cancellation, resumed)
-        with self.handshake_lock:
-            self.modern_calls[_hashable(request_id)] = call
+        call = ModernCall(self.transport, self.log, request_id, request, params, cancellation, resumed,
+                          self.tasks, self.seal, self.routing)
+        self.routing.begin(call)
         return self.start_tool_call(call, name, arguments)
 
     def modern_list_tools(self, request_id, params: dict, request: ModernRequest) -> dict:
@@ -8079,75 +8283,25 @@ class McpServer:
 
     def run_tool_call(self, call, name: str, arguments: dict) -> None:
         started = time.monotonic()
-        self.worker.call = call
+        self.routing.run_as(call)
         self.log.event("call", tool=name, request=str(call.request_id))
+        result_type = "complete"
         try:
             result = self.tools.call(name, arguments, call)
         except InputRequired as needed:
-            result = call.input_required(needed, name, arguments)
+            result, result_type = call.input_required(needed, name, arguments), "input_required"
         finally:
             self.transport.end_call(call.request_id, call.cancellation)
         cancelled = call.cancellation.is_set
         outcome = "cancelled" if cancelled or result is None else (
             "error" if result.get("isError") else
-            result.get("structuredContent", {}).get("status", result.get("resultType", "ok"))
+            result.get("structuredContent", {}).get("status", "ok" if result_type == "complete" else result_type)
         )
-        self.end_log_scope(call)
-        call.finish(result)
+        self.routing.end(call)
+        call.finish(result, result_type)
         # Logged once the response is out: the answers reach the agent before the bookkeeping.
         self.log.event("call-end", tool=name, request=str(call.request_id), outcome=outcome,
                        ms=int((time.monotonic() - started) * 1000))
-
-    def end_log_scope(self, call) -> None:
-        """No log message for a modern call after this: its response or its task comes next."""
-        with self.handshake_lock:
-            if self.modern_calls.get(_hashable(call.request_id)) is call:
-                del self.modern_calls[_hashable(call.request_id)]
-
-    def _owners_of(self, fields: dict):
-        """Under the handshake lock: the 2026-07-28 calls in flight that a log event belongs to,
-        and whether it belongs to that era at all."""
-        current = getattr(self.worker, "call", None)
-        interview, task, request = fields.get("interview"), fields.get("task"), fields.get("request")
-        interview = interview if isinstance(interview, str) else None
-        if isinstance(current, ModernCall) and interview is not None:
-            self.modern_interviews.add(interview)
-            current.interviews.add(interview)
-        owners = [call for call in self.modern_calls.values()
-                  if call is current or interview in call.interviews
-                  or (task is not None and task == call.task_id)
-                  or (request is not None and request == str(call.request_id))]
-        modern = (bool(owners) or isinstance(current, ModernCall) or task is not None
-                  or getattr(self.worker, "modern_request", False) or interview in self.modern_interviews)
-        return owners, modern
-
-    @staticmethod
-    def _asks_for(call, rank: int) -> bool:
-        """Whether a call in flight asked, with the logLevel of its `_meta`, for an event of this rank."""
-        asked = call.request.log_level
-        return asked is not None and not call.cancellation.is_set and rank >= LOG_LEVELS.index(asked)
-
-    def forward_log(self, level: str, event: str, fields: dict) -> None:
-        """A log event as notifications/message, when someone asked for it. A 2026-07-28 call
-        gets the events that belong to it (logged by its worker, or naming its request, an
-        interview it works on, or its task) at or above the logLevel of its own `_meta`, while
-        it is in flight and not cancelled; the initialize era's logging/setLevel admits every
-        other event, never one that belongs to the 2026-07-28 era: its requests, its calls, its
-        tasks, and every interview one of its calls worked on, for as long as the process runs.
-        Queued, never written from the logging thread: that may be a form server thread."""
-        rank = LOG_LEVELS.index(level)
-        with self.handshake_lock:
-            owners, modern = self._owners_of(fields)
-            wanted = any(self._asks_for(call, rank) for call in owners) or (
-                not modern and self.log_level is not None and rank >= LOG_LEVELS.index(self.log_level))
-            if not wanted:
-                return
-            data = {"event": event}
-            data.update((key, value) for key, value in fields.items() if key != "token")
-            # Under the lock: once end_log_scope returns, nothing more is queued for that call,
-            # and what was queued goes out before its response.
-            self.transport.post_notification("notifications/message",
-                                             {"level": level, "logger": SERVER_NAME, "data": data})
 
 
 # What each era serves: method name -> McpServer method.
@@ -8845,7 +8999,7 @@ class InterviewTools:
             if handled:
                 return result
         elif call.shows_apps():
-            self.log.event("shown-in-host", interview=interview.id)
+            self.log.event("shown-in-host", about=interview, interview=interview.id)
             self.runtime.notices.arm(interview, opened=True)  # as after a browser opened it
             return shown_in_host_result(interview)
         return self.deliver_by_browser(interview, call, interview.options["timeoutSeconds"])
@@ -8856,7 +9010,7 @@ class InterviewTools:
             raise InvalidInterview(problems.lines, FOLLOW_UP_HEADING)
         interview = self.runtime.hub.require(interview_id_of(arguments["sessionId"]))
         reply = self.runtime.append_questions(interview.id, arguments.get("questions"), arguments.get("note"))
-        return appended_result(reply, interview.spec["title"])
+        return appended_result(reply, interview.title)
 
     def await_user_answers(self, arguments: dict, call):
         problems = check_session_arguments(arguments, AWAIT_FIELDS)
@@ -8885,7 +9039,7 @@ class InterviewTools:
             def report(facts: dict, first: bool) -> None:
                 # Every report ends with the form's link: a terminal client shows only the
                 # latest message, and the person must always have the way to the form.
-                call.progress(progress_message(facts), interview.url)
+                call.progress(facts, interview.url)
 
         result, why = self.runtime.hub.wait(
             interview, call.cancellation, timeout, report, self.runtime.config.progress_ms / 1000.0
@@ -8978,17 +9132,17 @@ class InterviewTools:
             "url": interview.url,
             "message": "Answer %d question%s in the form %s. No browser could be opened from "
             "here, so please open this link." % (count, "" if count == 1 else "s",
-                                                 quote(interview.spec["title"])),
+                                                 quote(interview.title)),
         }
-        self.log.event("url-elicitation", interview=interview.id)
+        self.log.event("url-elicitation", about=interview, interview=interview.id)
         outcome, response = call.elicit(URL_ELICITATION_KEY, params, interview)
         if outcome == "settled":
             call.elicitation_finished(URL_ELICITATION_KEY, interview)
-            return answers_result(interview.result, interview.spec)
+            return answers_result(interview.settled_result(), interview.spec)
         if outcome != "answered":
             return None
         action, detail = elicitation_action(response)
-        self.log.event("url-elicitation-answer", interview=interview.id,
+        self.log.event("url-elicitation-answer", about=interview, interview=interview.id,
                        action=action or "error", detail=detail)
         if action != "accept":
             reason = URL_DECLINED_TEXT if why is None else url_refusal_reason(why, action, detail)
@@ -9007,37 +9161,37 @@ class InterviewTools:
         else:
             unfit = elicitation_unfit(questions)
         if unfit is not None:
-            self.log.event("elicitation-fallback", interview=interview.id, why=unfit)
+            self.log.event("elicitation-fallback", about=interview, interview=interview.id, why=unfit)
             return False, None
         params = {
             "mode": "form",
             "message": elicitation_message(interview.spec, questions),
             "requestedSchema": elicitation_schema(questions),
         }
-        self.log.event("form-elicitation", interview=interview.id, questions=len(questions))
+        self.log.event("form-elicitation", about=interview, interview=interview.id, questions=len(questions))
         outcome, response = call.elicit(FORM_ELICITATION_KEY, params, interview)
         if outcome == "settled":
-            return True, answers_result(interview.result, interview.spec)
+            return True, answers_result(interview.settled_result(), interview.spec)
         if outcome != "answered":
             return True, None
         action, detail = elicitation_action(response)
         if action is None:
-            self.log.event("elicitation-fallback", interview=interview.id,
+            self.log.event("elicitation-fallback", about=interview, interview=interview.id,
                            why="the client failed the form elicitation: %s" % detail)
             return False, None
         if action == "accept":
             answers, ignored = answers_from_elicitation(questions, response["result"].get("content"))
             if ignored:
-                self.log.event("elicitation-ignored", "warning", interview=interview.id,
+                self.log.event("elicitation-ignored", "warning", about=interview, interview=interview.id,
                                values=cut(", ".join(ignored), 400))
             status = "submitted"
         else:
             answers = {question["id"]: unanswered() for question in questions}
             status = "declined" if action == "decline" else "cancelled"
-        self.log.event("form-elicitation-answer", interview=interview.id, action=action)
+        self.log.event("form-elicitation-answer", about=interview, interview=interview.id, action=action)
         # None: the web form was submitted first, and its answers stand.
         result = self.runtime.hub.settle_without_form(interview, answers, status, "elicitation")
-        return True, answers_result(result if result is not None else interview.result, interview.spec)
+        return True, answers_result(result if result is not None else interview.settled_result(), interview.spec)
 
 
 FORM_ELICITATION_KEY = "answers"
@@ -9331,7 +9485,7 @@ def ask_here(arguments: dict, open_it: bool, finish, agent=None, timeout=None, c
         runtime.log.event("config-warning", "warning", detail=warning)
     try:
         interview = runtime.open_interview(arguments, agent=agent)
-        sys.stderr.write("\nThe interview %s is at:\n  %s\n\n" % (quote(interview.spec["title"]), interview.url))
+        sys.stderr.write("\nThe interview %s is at:\n  %s\n\n" % (quote(interview.title), interview.url))
         opened = False
         if open_it and interview.options["delivery"] != "link":
             opened, why = open_browser(interview.url, config, runtime.log)
@@ -9572,7 +9726,7 @@ def say_goodbye(interview: Interview, patience: float) -> None:
 
     def check():
         left = deadline - time.monotonic()
-        return True if interview.streams == 0 or left <= 0 else left
+        return True if interview.activity()["streams"] == 0 or left <= 0 else left
 
     interview.wait_until(check)
 
@@ -9603,7 +9757,7 @@ def answer_ask_user_question(source: str, timeout: int):
             unanswered_all = {question["id"]: unanswered() for question in interview.questions()}
             if runtime.hub.settle_without_form(interview, unanswered_all, CANCELLED, "browser",
                                                handed_back=why == "timeout") is not None:
-                runtime.log.event("hook-gave-up", interview=interview.id, why=why)
+                runtime.log.event("hook-gave-up", about=interview, interview=interview.id, why=why)
                 say_goodbye(interview, min(HOOK_GOODBYE_SECONDS, margin / 2))
                 return 0
             result = interview.settled_result()  # a submit that came as the wait ended

@@ -13,6 +13,7 @@ state (`wait_for_interview`, woken by the interview's own condition), a log line
 
 from __future__ import annotations
 
+import errno
 import http.client
 import io
 import json
@@ -46,6 +47,12 @@ class Discard:
 
 
 DISCARD = Discard()
+
+
+def form_strings(tag: str) -> dict:
+    """The form's strings in one language, as shipped: assets/i18n/<tag>.json."""
+    with open(os.path.join(ROOT, "assets", "i18n", "%s.json" % tag), encoding="utf-8") as handle:
+        return json.load(handle)
 
 
 def choice(qid="q", *options, **extra):
@@ -108,6 +115,26 @@ def two_tasks_then_restart(log_dir):
     before.close()
     after = quiet_runtime(log_dir)
     return after, askrich.TaskRegistry(after.log, after.archive), answered_task, lost_task, answered
+
+
+def disk_full(*_args, **_kwargs):
+    """A stand-in for a write or an fsync on a disk with no room left (monkeypatched in)."""
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def wait_for_file(path, present=True, timeout: float = WAIT) -> None:
+    """Until a file is there (or gone, `present=False`): the inbox's registry files are written by
+    its worker thread at most every 250 ms, and nothing else says when."""
+    deadline = time.monotonic() + timeout
+    while os.path.exists(path) != present:
+        assert time.monotonic() < deadline, "%s never %s" % (path, "appeared" if present else "went")
+        time.sleep(0.02)
+
+
+def settled_long_ago(interview, seconds: float) -> None:
+    """Move an interview's settle `seconds` into the past, as the expiry rules read it: the
+    one place a test reaches into an interview's private fields (nothing public sets a clock)."""
+    interview._settled_monotonic -= seconds
 
 
 def wait_for_interview(interview, predicate, timeout: float = WAIT, what: str = "") -> None:
@@ -483,11 +510,12 @@ def vm_status(pid="self") -> dict:
     return {name: int(value.split()[0]) / 1024.0 for name, value in rows}
 
 
-def wait_for_result(runtime, interview_id, timeout=None):
-    """The interview's settled result (structuredContent), or None on timeout: a call that waits
-    for the answers, as the agent's does (the form shows it waiting)."""
+def wait_for_result(runtime, interview_id, timeout=None, cancellation=None):
+    """The interview's settled result (structuredContent), or None on timeout or once
+    `cancellation` (an askrich.Cancellation) is cancelled: a call that waits for the answers, as
+    the agent's does (the form shows it waiting)."""
     hub = runtime.hub
-    result, _ = hub.wait(hub.require(interview_id), timeout=timeout)
+    result, _ = hub.wait(hub.require(interview_id), cancellation=cancellation, timeout=timeout)
     return result
 
 
@@ -502,7 +530,7 @@ def answer_while_waited_on(runtime, form, answers, timeout: float = WAIT) -> dic
     got = []
     waiter = threading.Thread(target=lambda: got.append(wait_for_result(runtime, form.id, timeout)))
     waiter.start()
-    wait_for_interview(form, lambda i: i.waiters > 0, what="the call waiting")
+    wait_for_interview(form, lambda i: i.activity()["waiters"] > 0, what="the call waiting")
     reply = submit(form.url, answers)
     waiter.join(timeout)
     assert reply.status == 200, reply.body

@@ -1,5 +1,7 @@
-// Small DOM helpers every screen module shares, and the page's one live region.
-import { sentences, language } from "./i18n.js";
+// Small DOM helpers every page's modules share (the form's and the inbox's), the page's one
+// live region, and its colour theme.
+import { t, sentences, language } from "./i18n.js";
+import { load, save } from "./state.js";
 
 export const $ = (sel, root = document) => root.querySelector(sel);
 
@@ -70,4 +72,29 @@ export function announce(text) {
     el.textContent = sentences(...pending);
     pending = [];
   });
+}
+
+// ---- the colour theme: the system's, light or dark, kept in this browser ----
+const THEMES = ["auto", "light", "dark"];
+
+export function storedTheme() {
+  const stored = load("askrich:theme", "auto");
+  return THEMES.includes(stored) ? stored : "auto";
+}
+
+export function applyTheme(theme) {
+  const root = document.documentElement;
+  if (theme === "light" || theme === "dark") root.dataset.theme = theme;
+  else delete root.dataset.theme;
+  $("#btn-theme").textContent = t(`theme.${theme === "light" || theme === "dark" ? theme : "auto"}`);
+}
+
+// The theme after `theme`, applied, kept and announced. Cycled from the caller's memory, not
+// from storage, so a blocked localStorage still cycles.
+export function nextTheme(theme) {
+  const next = THEMES[(THEMES.indexOf(theme) + 1) % THEMES.length];
+  save("askrich:theme", next);
+  applyTheme(next);
+  announce(t(`theme.announce.${next}`));
+  return next;
 }

@@ -3,15 +3,12 @@
 // form's link opened (its session cookie opens it; it never sees the key); the rows are updated
 // in place, so that focus and scrolling stay where they are when one arrives or leaves.
 import { t, tPlain, setLanguage, translatePage, language } from "./i18n.js";
-import { load, save } from "./state.js";
-import { setPhrases } from "./dom.js";
+import { $, clone, setPhrases, announce, storedTheme, applyTheme, nextTheme } from "./dom.js";
 import { askProof, canProve, hmacHex, newNonce } from "./prove.js";
 import { showShare } from "./share.js";
 
-const $ = (sel, root = document) => root.querySelector(sel);
 const key = (location.pathname.match(/^\/inbox\/([^/]+)/) || [])[1] || "";
 const STREAM = key ? `/api/inbox/${key}/events` : "/inbox/events";
-const THEMES = ["auto", "light", "dark"];
 const RETRY_MS = 3000;
 const AGE_REFRESH_MS = 30000;
 
@@ -19,19 +16,6 @@ let theme = "auto";
 let rows = [];
 let known = null; // interview ids already listed: a notification is only for a new one
 let announcedCount = null;
-
-function applyTheme(name) {
-  const root = document.documentElement;
-  if (name === "light" || name === "dark") root.dataset.theme = name;
-  else delete root.dataset.theme;
-  $("#btn-theme").textContent = t(`theme.${name === "light" || name === "dark" ? name : "auto"}`);
-}
-
-function announce(text) {
-  const el = $("#announcer");
-  el.textContent = "";
-  requestAnimationFrame(() => { el.textContent = text; });
-}
 
 const rowKey = (row) => `${row.pid}:${row.interviewId}`;
 
@@ -96,7 +80,7 @@ function render(listing) {
     const k = rowKey(row);
     let li = existing.get(k);
     if (!li || !li.isConnected) {
-      li = $("#tpl-inbox-row").content.firstElementChild.cloneNode(true);
+      li = clone("tpl-inbox-row");
       li.dataset.key = k;
       li.dataset.interview = row.interviewId;
     }
@@ -220,12 +204,7 @@ async function learnVerifier() {
 }
 
 function bind() {
-  $("#btn-theme").addEventListener("click", () => {
-    theme = THEMES[(THEMES.indexOf(theme) + 1) % THEMES.length];
-    save("askrich:theme", theme);
-    applyTheme(theme);
-    announce(t(`theme.announce.${theme}`));
-  });
+  $("#btn-theme").addEventListener("click", () => { theme = nextTheme(theme); });
   // The inbox on another device: a one-time way in, fresh for each showing (a QR code lives on
   // screen longer than a ticket's minute would allow if it were made with the listing).
   $("#btn-share").addEventListener("click", async () => {
@@ -246,8 +225,7 @@ function bind() {
 }
 
 async function start() {
-  const stored = load("askrich:theme", "auto");
-  theme = THEMES.includes(stored) ? stored : "auto";
+  theme = storedTheme();
   await setLanguage(null);
   translatePage();
   applyTheme(theme);

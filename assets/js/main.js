@@ -1,28 +1,28 @@
 // Start-up and wiring: loads the interview, binds the controls (delegated on the screen root),
-// navigation, submit, and the live line to the server.
+// navigation and the live line to the server. It owns the form's state with submit.js (the end
+// of the interview) and keys.js (the keyboard): each changes the state, then has view.js show it.
 import {
   state, api, answerOf, questionById, statusOf, counts, screens, mergeSpec, restoreDraft,
-  saveDraft, draftKey, forget, load, save, toggleOption, setOther, takeRecommendation,
-  missingTexts, payload, hasRecommendation, isAnswered,
+  saveDraft, load, save, toggleOption, setOther, takeRecommendation, hasRecommendation, isAnswered,
 } from "./state.js";
 import {
-  buildScreens, addQuestionScreens, syncAll, syncQuestion, syncRail, syncNav, showScreen,
-  screenEl, endScreen, notice, clearNotice, keepInView, reducedMotion, applyTheme, qviews,
-  qNumber, ensureBuilt, markSeen, quotedList,
+  buildScreens, addQuestionScreens, syncAll, syncQuestion, syncRail, syncNav, syncTitle, showScreen,
+  screenEl, endScreen, notice, clearNotice, keepInView, reducedMotion, qviews,
 } from "./view.js";
 import { syncReview } from "./review.js";
-import { $, announce, setPhrases } from "./dom.js";
+import { $, announce, setPhrases, storedTheme, applyTheme, nextTheme } from "./dom.js";
 import { bindKeys, KEY_TABLE } from "./keys.js";
 import { t, sentences, setLanguage, setAgent, translatePage, fillKeys } from "./i18n.js";
 import { onRankChange, onRankAnnounce, cancelHold, applyRecommended } from "./rank.js";
 import { startLive, reportProgress } from "./live.js";
 import { isTrusted, proofRefused, whenRefused } from "./guard.js";
-import { bindAttachments, uploadsRunning, uploadsSettled } from "./attach.js";
+import { bindAttachments } from "./attach.js";
+import { bindTextLimits } from "./textlimit.js";
+import { bindSubmit, submit, openSkip, skipInterview, finished, expired } from "./submit.js";
 import { showShare } from "./share.js";
-import { connect, request, hostTheme, submitted, offerFullscreen } from "./transport.js";
+import { connect, request, hostTheme, offerFullscreen } from "./transport.js";
 import { watchVisibility } from "./visibility.js";
 
-const THEMES = ["auto", "light", "dark"];
 let theme = "auto";
 let stopLive = () => {};
 
@@ -36,6 +36,16 @@ function changed(q) {
 }
 
 // ---------------------------------------------------------------- navigation
+// Arriving at a screen: a follow-up stops being new once shown, and the notice about them goes
+// with the last one.
+function visit(key) {
+  state.screen = key;
+  if (!key.startsWith("q:") || !state.newIds.delete(key.slice(2))) return;
+  if (!state.newIds.size) clearNotice("follow-ups");
+  syncTitle();
+  reportProgress(counts); // the inbox's badge counts the follow-ups not seen yet
+}
+
 function currentQuestion() {
   const focusSec = document.activeElement && document.activeElement.closest
     && document.activeElement.closest("section.question");
@@ -49,9 +59,8 @@ function go(key, dir = 0) {
   cancelHold();
   const list = screens();
   if (!dir) dir = Math.sign(list.indexOf(key) - list.indexOf(state.screen));
+  visit(key);
   if (state.showAll) {
-    state.screen = key;
-    if (key.startsWith("q:")) markSeen(key.slice(2));
     const el = screenEl(key);
     syncRail();
     syncNav();
@@ -63,7 +72,7 @@ function go(key, dir = 0) {
       el.focus({ preventScroll: true });
     }
   } else {
-    const el = showScreen(key, dir);
+    const el = showScreen(dir);
     window.scrollTo({ top: 0 });
     if (el) el.focus({ preventScroll: true });
   }
@@ -95,7 +104,8 @@ function goNew() {
 function toggleShowAll() {
   state.showAll = !state.showAll;
   save("askrich:showAll", state.showAll);
-  showScreen(state.screen, 0);
+  visit(state.screen);
+  showScreen(0);
   const el = screenEl(state.screen);
   if (state.showAll && el) {
     const top = $("#bar").getBoundingClientRect().bottom;
@@ -129,8 +139,7 @@ function trackScroll() {
     }
     if (window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 2) cur = "review";
     if (cur && cur !== state.screen) {
-      state.screen = cur;
-      if (cur.startsWith("q:")) markSeen(cur.slice(2));
+      visit(cur);
       syncRail();
       syncNav();
       saveDraft();
@@ -163,225 +172,6 @@ function openHelp() {
   if (!d.open) d.showModal();
 }
 
-// ---------------------------------------------------------------- submit
-// `again`: a button that sends once more (the server could not keep the answers).
-function submitProblem(text, jumps = [], again = null) {
-  const box = $(".review .submit-problem");
-  if (!box) return;
-  box.replaceChildren();
-  if (!text) { box.hidden = true; return; }
-  const p = document.createElement("p");
-  p.textContent = text;
-  box.append(p);
-  for (const q of jumps) {
-    const b = document.createElement("button");
-    b.type = "button";
-    b.className = "link";
-    b.dataset.goto = `q:${q.id}`;
-    b.textContent = t("submit.goTo", { n: qNumber(q) });
-    box.append(b, " ");
-  }
-  if (again) {
-    const b = document.createElement("button");
-    b.type = "button";
-    b.className = "btn small send-again";
-    b.textContent = t("submit.sendAgain");
-    b.addEventListener("click", () => { submitProblem(""); again(); });
-    box.append(b);
-  }
-  box.hidden = false;
-}
-
-// What the submit is waiting for, said while it waits (a status, not a problem).
-function submitStatus(text) {
-  const box = $(".review .submit-status");
-  if (!box) return;
-  box.textContent = text;
-  box.hidden = !text;
-}
-
-// Waits for the files still uploading, so that the answers name them; false (and the reason
-// shown) when one of them did not make it, so the user can see which before sending.
-async function uploadsFinished() {
-  const running = uploadsRunning();
-  if (!running) return true;
-  state.phase = "waiting";
-  document.body.classList.add("busy");
-  submitStatus(t("submit.waitingUploads", { count: running }));
-  const refused = await uploadsSettled();
-  document.body.classList.remove("busy");
-  submitStatus("");
-  state.phase = "open";
-  if (refused) { submitProblem(t("submit.uploadFailed", { count: refused })); return false; }
-  return true;
-}
-
-async function submit() {
-  if (state.phase !== "open") return;
-  if (state.screen !== "review" && !state.showAll) { go("review"); return; }
-  const blocked = state.spec.questions.filter((q) => missingTexts(q).length);
-  if (blocked.length) {
-    for (const q of blocked) { ensureBuilt(q).el.classList.add("tried"); syncQuestion(q); }
-    const first = blocked[0];
-    const names = quotedList(missingTexts(first).map((o) => o.label));
-    const more = blocked.length > 1 ? t("submit.needsTextMore", { count: blocked.length - 1 }) : "";
-    submitProblem(sentences(t("submit.needsText", { n: qNumber(first), names }), more), blocked);
-    syncReview();
-    return;
-  }
-  submitProblem("");
-  const c = counts();
-  if (c.open > 0 && !state.confirmArmed) {
-    state.confirmArmed = true;
-    const box = $(".review .confirm");
-    $(".confirm-text", box).textContent = sentences(t("confirm.open", { count: c.open }), t("confirm.again"));
-    box.hidden = false;
-    $("#btn-submit").textContent = t("review.submitAnyway");
-    announce($(".confirm-text", box).textContent);
-    return;
-  }
-  $(".review .confirm").hidden = true;
-  if (!(await uploadsFinished())) return;
-  const sent = await send(payload(), submit);
-  if (!sent) return;
-  const { r, body } = sent;
-  if (r.ok) {
-    const k = body.counts || {};
-    done(t("end.sent"), t("end.counts", {
-      answered: k.answered ?? c.answered, deferred: k.deferred ?? c.deferred,
-      needsInfo: k.needsInfo ?? c.needsInfo, unanswered: k.unanswered ?? c.open,
-    }), t(body.delivered ? "end.delivered" : "end.saved"), { counts: true });
-    return;
-  }
-  if (body.code === "stale-version") {
-    await pullSpec();
-    state.confirmArmed = false;
-    $("#btn-submit").textContent = t("review.submit");
-    notice("warn", t("race.notice"), { id: "race", action: { label: t("race.go"), run: goNew } });
-    if (!goNew()) go("review");
-    return;
-  }
-  await refused(r, body, submit);
-}
-
-// Posts the answers; {r, body} once the server answered, null when it could not be reached
-// (then `again` is offered: behind the front door, another process takes over within seconds).
-async function send(body, again) {
-  state.phase = "submitting";
-  document.body.classList.add("busy");
-  let r;
-  try {
-    r = await request("/submit", {
-      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
-    });
-  } catch {
-    state.phase = "open";
-    document.body.classList.remove("busy");
-    serverGone();
-    submitProblem(t("submit.unreachable"), [], again);
-    return null;
-  }
-  document.body.classList.remove("busy");
-  let reply = {};
-  try { reply = await r.json(); } catch { /* empty or non-JSON body */ }
-  state.phase = r.ok ? "done" : "open";
-  if (r.ok) submitted(state.spec.title, reply.summary);
-  return { r, body: reply };
-}
-
-function done(heading, text, more, how) {
-  forget(draftKey());
-  stopLive();
-  endScreen(heading, text, more, how).focus();
-}
-
-// A submit the server did not take, for a reason other than new questions, told by the body's
-// `code` (its English `error` may be reworded). "not-saved": it could not keep them (a full
-// disk); nothing settled, and `again` sends the same answers once more. "owner-unreachable",
-// "owner-timeout": the front door could not reach the process that holds the form.
-async function refused(r, body, again) {
-  if (body.code === "not-pending") { finished(await settledState()); return; }
-  if (body.code === "not-found") { expired(); return; }
-  if (body.code === "owner-unreachable" || body.code === "owner-timeout") {
-    submitProblem(t("submit.unreachable"), [], again);
-    return;
-  }
-  if (body.code === "not-saved") {
-    submitProblem(t("submit.notSaved", { reason: body.reason || body.error || `HTTP ${r.status}` }), [], again);
-    return;
-  }
-  submitProblem(t("submit.rejected", { error: body.error || `HTTP ${r.status}` }));
-}
-
-// ---------------------------------------------------------------- skip the interview
-function openSkip() {
-  if (state.phase !== "open") return;
-  const d = $("#skip");
-  $("#skip-text").textContent = t("skip.text");
-  if (!d.open) d.showModal();
-}
-
-// Declines the whole interview. The answers made so far go along, except a pick whose required
-// text is still empty: the user is leaving, not asked to finish it. New questions that arrived
-// meanwhile change nothing, so the submit names no version.
-async function skipInterview() {
-  if (state.phase !== "open") return;
-  const d = $("#skip");
-  const reason = $("#skip-reason").value.trim();
-  d.close();
-  const body = payload();
-  delete body.specVersion;
-  body.declined = true;
-  for (const q of state.spec.questions) {
-    if (missingTexts(q).length) body.answers[q.id] = { status: "answer", notes: answerOf(q).notes, selected: [] };
-  }
-  // The reason follows the user's own general notes after a blank line.
-  body.generalNotes = [state.generalNotes.trim(), reason].filter(Boolean).join("\n\n");
-  await sendSkip(body);
-}
-
-async function sendSkip(body) {
-  if (uploadsRunning() && state.screen !== "review") go("review"); // where the wait is shown
-  if (!(await uploadsFinished())) return;
-  const sent = await send(Object.assign(body, { attachments: payload().attachments }), () => sendSkip(body));
-  if (!sent) { if (state.screen !== "review") go("review"); return; }
-  if (sent.r.ok) {
-    done(t("end.skipped"), t("end.skippedText"), t(sent.body.delivered ? "end.closeTab" : "end.skippedSaved"));
-    return;
-  }
-  if (state.screen !== "review") go("review");
-  await refused(sent.r, sent.body, () => sendSkip(body));
-}
-
-// Which end the interview came to, from /state: "submitted", "declined", "cancelled" (null when
-// the server cannot say).
-async function settledState() {
-  try {
-    const r = await request("/state", { cache: "no-store" });
-    return (await r.json()).state ?? null;
-  } catch {
-    return null;
-  }
-}
-
-// `settled`: the interview's state, "submitted", "declined" or "cancelled"; `handedBack`: it was
-// cancelled because the agent asks these questions in its own terminal instead.
-function finished(settled, handedBack = false) {
-  state.phase = "submitted";
-  stopLive();
-  forget(draftKey());
-  if (settled === "cancelled" && handedBack) endScreen(t("end.handedBack"), t("end.handedBackText"), t("end.closeTab"));
-  else if (settled === "cancelled") endScreen(t("end.cancelled"), t("end.cancelledText"), t("end.closeTab"));
-  else if (settled === "declined") endScreen(t("end.declined"), t("end.declinedText"), t("end.closeTab"));
-  else endScreen(t("end.already"), t("end.alreadyText"), t("end.closeTab"));
-}
-
-function expired() {
-  state.phase = "expired";
-  stopLive();
-  endScreen(t("end.expired"), t("end.expiredText"), t("end.expiredMore"));
-}
-
 // ---------------------------------------------------------------- live
 async function pullSpec() {
   const r = await request("", { cache: "no-store" });
@@ -398,7 +188,8 @@ async function pullSpec() {
     });
   }
   syncAll();
-  showScreen(state.screen, 0);
+  visit(state.screen);
+  showScreen(0);
   saveDraft();
   reportProgress(counts);
   return added;
@@ -522,15 +313,7 @@ function bindControls() {
       case "btn-skip": case "btn-skip-bar": openSkip(); break;
       case "skip-cancel": $("#skip").close(); break;
       case "skip-confirm": skipInterview(); break;
-      case "btn-theme": {
-        // Cycled from memory, not from storage, so a blocked localStorage still cycles.
-        const nextTheme = THEMES[(THEMES.indexOf(theme) + 1) % THEMES.length];
-        theme = nextTheme;
-        save("askrich:theme", nextTheme);
-        applyTheme(nextTheme);
-        announce(t(`theme.announce.${nextTheme}`));
-        break;
-      }
+      case "btn-theme": theme = nextTheme(theme); break;
       default:
     }
   });
@@ -574,8 +357,9 @@ async function speak(language, agent) {
 }
 
 async function start() {
-  theme = THEMES.includes(load("askrich:theme", "auto")) ? load("askrich:theme", "auto") : "auto";
+  theme = storedTheme();
   applyTheme(theme);
+  bindSubmit({ go, goNew, pullSpec, stopLive: () => stopLive(), serverGone });
   bindKeys({
     next, prev: () => step(-1), first: () => go(screens()[0]), last: () => go("review"),
     currentQuestion, changed, focusNote, leaveField, acceptAll, toggleShowAll, goNew, openHelp,
@@ -585,6 +369,7 @@ async function start() {
   onRankAnnounce(announce);
   bindControls();
   bindAttachments();
+  bindTextLimits();
   let r = null;
   const known = await connect();
   theme = hostTheme() || theme;
@@ -625,7 +410,8 @@ async function start() {
   restoreDraft();
   buildScreens();
   syncAll();
-  showScreen(state.screen, 0);
+  visit(state.screen);
+  showScreen(0);
   if (state.showAll && state.screen !== screens()[0]) {
     const el = screenEl(state.screen);
     if (el) window.scrollTo({ top: window.scrollY + el.getBoundingClientRect().top - $("#bar").getBoundingClientRect().bottom - 8 });

@@ -1,14 +1,14 @@
 // Rendering: builds every screen once from <template>s, then syncs controls from the state so
 // focus and caret survive every change. Text goes in through textContent; markdown only
-// through marked + DOMPurify (md()).
+// through marked + DOMPurify (md()). It reads the state and never changes it, nor tells the
+// server anything: the controllers (main.js, submit.js) do, then ask it to show the result.
 import { Marked } from "/assets/vendor/marked.esm.js";
 import DOMPurify from "/assets/vendor/purify.es.mjs";
 import {
-  state, answerOf, statusOf, counts, screens, questionById, missingTexts, hasRecommendation, labelOf,
+  state, answerOf, statusOf, screens, questionById, missingTexts, hasRecommendation, labelOf,
   EAGER_SCREENS,
 } from "./state.js";
 import { buildRank, syncRank } from "./rank.js";
-import { reportProgress } from "./live.js";
 import { t, tPlain, isolate, list as joinList } from "./i18n.js";
 import { mountAttachments } from "./attach.js";
 import { $, clone, setText, setCounts, setPhrases, whenIdle, announce } from "./dom.js";
@@ -540,9 +540,10 @@ export function syncNav() {
   btn.textContent = t(state.showAll ? "view.oneByOne" : "view.showAll");
 }
 
-// Shows one screen (stepper) or marks the current one (show all). dir: 1 forward, -1 back, 0 none.
-export function showScreen(key, dir) {
-  state.screen = key;
+// Shows the current screen, state.screen (stepper), or marks it (show all). dir: 1 forward, -1
+// back, 0 none.
+export function showScreen(dir) {
+  const key = state.screen;
   document.body.classList.toggle("show-all", state.showAll);
   if (state.showAll) buildAll();
   const el = screenEl(key);
@@ -570,7 +571,6 @@ export function showScreen(key, dir) {
     el.classList.add(dir > 0 ? "slide-next" : "slide-prev");
   }
   shownScreens = state.showAll ? null : new Set(own);
-  if (key.startsWith("q:")) markSeen(key.slice(2));
   syncRail();
   syncNav();
   if (key.startsWith("q:")) { const q = questionById(key.slice(2)); if (q) syncQuestion(q); }
@@ -634,14 +634,6 @@ export function notice(kind, text, { markdown = null, action = null, id = null, 
   return n;
 }
 
-// A follow-up stops being new once shown; the notice about them goes with the last one.
-export function markSeen(qid) {
-  if (!state.newIds.delete(qid)) return;
-  if (!state.newIds.size) clearNotice("follow-ups");
-  syncTitle();
-  reportProgress(counts); // the inbox's badge counts the follow-ups not seen yet
-}
-
 export function clearNotice(id) {
   $("#notices").querySelector(`[data-id="${id}"]`)?.remove();
 }
@@ -671,11 +663,4 @@ export function keepInView(el) {
     if (r.top < lo || r.bottom > hi) delta = (r.top + r.height / 2) - (top + space / 2);
   }
   if (Math.abs(delta) >= 1) window.scrollBy({ top: delta, behavior: reducedMotion() ? "auto" : "smooth" });
-}
-
-export function applyTheme(theme) {
-  const root = document.documentElement;
-  if (theme === "light" || theme === "dark") root.dataset.theme = theme;
-  else delete root.dataset.theme;
-  $("#btn-theme").textContent = t(`theme.${theme === "light" || theme === "dark" ? theme : "auto"}`);
 }

@@ -53,7 +53,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 import askrich  # noqa: E402
 import build_zipapp  # noqa: E402
-from support import api_url, http_request, vm_status  # noqa: E402
+from support import api_url, http_request, vm_status, wait_for_file  # noqa: E402
 
 PYTHON = os.path.realpath(sys.executable)
 MODULE = os.path.join(ROOT, "askrich.py")
@@ -492,7 +492,7 @@ def bench_inbox(mode: dict, pyz: str, work: str, results: dict) -> None:
             client.initialize()
             client.tool_result(client.tool("ask_user_rich", small_interview("Inbox bench")))
             if len(clients) == 2:  # the first with the inbox on: it must hold it before the next starts
-                wait_for_file(os.path.join(log_dir, "inbox", "%d.json" % client.process.pid))
+                wait_for_file(os.path.join(log_dir, "inbox", "%d.json" % client.process.pid), timeout=WAIT)
                 with open(os.path.join(log_dir, "inbox.key")) as handle:
                     key = handle.read().strip()
                 deadline = time.monotonic() + WAIT
@@ -501,7 +501,7 @@ def bench_inbox(mode: dict, pyz: str, work: str, results: dict) -> None:
                         raise RuntimeError("the first server with the inbox on does not hold it")
                     time.sleep(0.05)
         # Every inbox entry written and the holder serving before the watch begins.
-        wait_for_file(os.path.join(log_dir, "inbox", "%d.json" % clients[2].process.pid))
+        wait_for_file(os.path.join(log_dir, "inbox", "%d.json" % clients[2].process.pid), timeout=WAIT)
         time.sleep(IDLE_SECONDS)
         seconds = mode["inbox"]
         before = [cpu_ms(c.process.pid) for c in clients]
@@ -593,7 +593,7 @@ def door_round_trips(mode: dict, base: str, results: dict, suffix: str, everythi
             _, opened = owner.tool_result(owner.tool("ask_user_rich", interview))
             if not opened["url"].startswith("http://localhost:%d/" % port):
                 raise RuntimeError("the owner shows %s, not the door" % opened["url"])
-            wait_for_file(os.path.join(logs, "inbox", "%d.json" % owner.process.pid))
+            wait_for_file(os.path.join(logs, "inbox", "%d.json" % owner.process.pid), timeout=WAIT)
             own = own_url(logs, owner.process.pid, opened["sessionId"])
             if everything:
                 through, straight = door_append(owner, opened, own)
@@ -646,17 +646,9 @@ def door_memory(mode: dict, holder, env: dict, logs: str, clients: list, results
         clients.append(other)
         other.initialize()
         other.tool_result(other.tool("ask_user_rich", small_interview("Registered %d" % index)))
-        wait_for_file(os.path.join(logs, "inbox", "%d.json" % other.process.pid))
+        wait_for_file(os.path.join(logs, "inbox", "%d.json" % other.process.pid), timeout=WAIT)
     time.sleep(IDLE_SECONDS + askrich.INBOX_RETRY_SECONDS)  # the holder has read them all
     results["door_holder_rss_ten"] = figure([vm_status(holder.process.pid)["VmRSS"]])
-
-
-def wait_for_file(path: str, timeout: float = WAIT) -> None:
-    deadline = time.monotonic() + timeout
-    while not os.path.exists(path):
-        if time.monotonic() > deadline:
-            raise RuntimeError("%s never appeared" % path)
-        time.sleep(0.05)
 
 
 def fsync_cost(folder: str, size: int, runs: int) -> list:

@@ -14,7 +14,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from formkit import CHROMIUM, CHROMIUM_ARGS, DESKTOP, WATCH_CSP, Form, askrich, choice  # noqa: E402
-from support import LogWatch  # noqa: E402
+from support import WAIT, LogWatch  # noqa: E402
+from playwright.sync_api import expect  # noqa: E402
+
+# Every wait of a page (an action, a selector, an expect) waits on what it names, up to the
+# deadline every test allows a loaded machine (tests/README.md, "Waiting in a test").
+expect.set_options(timeout=WAIT * 1000)
 
 
 def pytest_collection_modifyitems(items):
@@ -93,7 +98,7 @@ def form(browser, rt):
             context.add_init_script(
                 "Object.defineProperty(window, 'localStorage', {get() { throw new DOMException('blocked', 'SecurityError'); }});"
             )
-        context.set_default_timeout(5000)
+        context.set_default_timeout(WAIT * 1000)
         page = context.new_page()
         f = Form(rt, interview, context, page)
         opened.append(f)

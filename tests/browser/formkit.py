@@ -8,14 +8,12 @@ import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for _path in (str(ROOT), str(ROOT / "tests")):  # askrich.py, and the tests' helpers (support.py)
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
 
 import askrich  # noqa: E402,F401
-
-if str(ROOT / "tests") not in sys.path:
-    sys.path.insert(0, str(ROOT / "tests"))
-from support import wait_for_result  # noqa: E402
+from support import WAIT, wait_for_result  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -101,7 +99,7 @@ class Form:
     def focused(self, js="el => el"):
         return self.page.evaluate(f"(() => {{ const el = document.activeElement; return ({js})(el); }})()")
 
-    def submit_and_collect(self, timeout=5):
+    def submit_and_collect(self, timeout=WAIT):
         """Go to review, submit (confirming when asked), and return the server's result."""
         self.press("Escape", "End")
         self.page.locator("#btn-submit").click()
@@ -178,6 +176,14 @@ def answer_of(result, qid):
         if a["id"] == qid:
             return a
     raise KeyError(qid)
+
+
+def follow_up(f, n=1):
+    """Appends `n` follow-up questions (late0, late1, ...) with a note, once the form shows them."""
+    f.rt.append_questions(f.interview.id, [
+        {"id": f"late{i}", "header": f"Late {i}", "options": [{"id": "y", "label": "Yes"}]}
+        for i in range(n)], note="More")
+    f.page.wait_for_selector(f'#rail li[data-qid="late{n - 1}"]')
 
 
 # ---- interviews used across the tests

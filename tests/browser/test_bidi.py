@@ -11,15 +11,11 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from formkit import FSI, PDI, ROOT, WJ, isolated
+from formkit import FSI, PDI, WJ, follow_up, isolated
+from support import form_strings
 
 LANGUAGES = ["en", "ja", "zh-CN", "zh-TW", "ko", "es", "fr", "de", "pt-BR", "ru", "ar"]
-I18N = ROOT / "assets" / "i18n"
 PLACEHOLDER = re.compile(r"\{(\w+)\}")
-
-
-def strings(tag):
-    return json.loads((I18N / f"{tag}.json").read_text(encoding="utf-8"))
 
 
 def spec(language, **kw):
@@ -31,13 +27,6 @@ def spec(language, **kw):
             {"id": "a", "label": "Speed"}, {"id": "b", "label": "Cost"}], "recommended": ["a", "b"]},
         {"id": "free", "header": "Anything else?", "options": []},
     ], **kw}
-
-
-def follow_up(f, n):
-    f.rt.append_questions(f.interview.id, [
-        {"id": f"late{i}", "header": f"Late {i}", "options": [{"id": "y", "label": "Yes"}]}
-        for i in range(n)], note="More")
-    f.page.wait_for_selector(f'#rail li[data-qid="late{n - 1}"]')
 
 
 # Runs the page's own i18n.js over every key of every language: each placeholder filled once with
@@ -93,7 +82,7 @@ EVERY_KEY = """async ({tags, tables}) => {
 
 def test_every_placeholder_of_every_language_is_filled_isolated_unless_a_number(form):
     f = form(spec("en"))
-    tables = {tag: strings(tag) for tag in LANGUAGES}
+    tables = {tag: form_strings(tag) for tag in LANGUAGES}
     found = f.page.evaluate(EVERY_KEY, {"tags": LANGUAGES, "tables": tables})
     assert found == []
     # The check is not vacuous: every language has keys with texts and with counts.
@@ -131,7 +120,7 @@ def test_a_latin_agent_name_and_the_count_lie_apart_in_arabic(form):
     assert count_right < name_left  # to the left of the name, with the space between
     assert name_right < verb_left  # and the name follows the verb, right to left
     # Because the name is isolated, and only the name: the count is bare.
-    want = strings("ar")["followups.added"]["few"].replace("{agent}", isolated("Claude Code")).replace("{count}", "3")
+    want = form_strings("ar")["followups.added"]["few"].replace("{agent}", isolated("Claude Code")).replace("{count}", "3")
     expect(p).to_have_text(want)
 
 
@@ -202,9 +191,9 @@ def test_the_tab_title_the_aria_texts_and_the_answers_sent_carry_no_isolates(for
     f.page.keyboard.type("Version 16")
     f.press("Escape", "ArrowLeft", "ArrowDown", "Shift+ArrowDown")  # right to left: the left arrow goes on
     expect(f.page.locator("#announcer")).to_have_text(
-        strings("ar")["rank.moved"].replace("{label}", isolated("Speed")).replace("{pos}", "2").replace("{total}", "2"))
+        form_strings("ar")["rank.moved"].replace("{label}", isolated("Speed")).replace("{pos}", "2").replace("{total}", "2"))
     row = f.section("r").locator('.rank-row[data-opt="a"]')
-    assert row.get_attribute("aria-label") == strings("ar")["rank.rowLabel"].replace(
+    assert row.get_attribute("aria-label") == form_strings("ar")["rank.rowLabel"].replace(
         "{label}", "Speed").replace("{pos}", "2").replace("{total}", "2")
     attributes = f.page.evaluate("""() => [...document.querySelectorAll('*')].flatMap((el) =>
         [...el.attributes].filter((a) => a.name.startsWith('aria-')).map((a) => a.value))""")

@@ -6,6 +6,7 @@ import os
 from playwright.sync_api import expect
 
 from formkit import answer_of, choice, isolated, wait_for_result
+from support import WAIT, disk_full
 
 SPEC = {"title": "Bug report", "questions": [choice("where", "Where does it break?", ["login", "search"])]}
 MIB = 1024 * 1024
@@ -41,7 +42,7 @@ def test_a_submit_waits_for_a_screenshot_still_uploading_on_a_slow_network(form)
     expect(status).to_have_text("Waiting for 1 file to finish uploading before the answers are sent…")
     assert f.interview.state == "pending", "the answers left before the file they should name"
     f.page.wait_for_selector("section.end", timeout=30000)
-    result = wait_for_result(f.rt, f.interview.id, timeout=5)
+    result = wait_for_result(f.rt, f.interview.id, timeout=WAIT)
     files = answer_of(result, "where")["attachments"]
     assert [(a["name"], a["bytes"]) for a in files] == [("screenshot.png", 3 * MIB)]
     assert open(files[0]["path"], "rb").read() == screenshot
@@ -85,18 +86,12 @@ def test_a_free_text_counts_down_near_the_limit_and_a_longer_paste_becomes_a_txt
 
 
 def test_answers_the_server_could_not_save_stay_in_the_form_and_are_sent_again(form, monkeypatch):
-    import errno
-
     import askrich
 
     f = form(SPEC)
     f.allow("507")  # the browser logs the refused request
     real = askrich.write_private_file
-
-    def full(folder, name, data):
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(askrich, "write_private_file", full)
+    monkeypatch.setattr(askrich, "write_private_file", disk_full)
     answer_everything(f)
     f.section("where").locator(".note-text").fill("every word of it")
     f.press("Escape", "End")
@@ -115,7 +110,7 @@ def test_answers_the_server_could_not_save_stay_in_the_form_and_are_sent_again(f
     monkeypatch.setattr(askrich, "write_private_file", real)  # room again
     again.click()
     f.page.wait_for_selector("section.end")
-    result = wait_for_result(f.rt, f.interview.id, timeout=5)
+    result = wait_for_result(f.rt, f.interview.id, timeout=WAIT)
     assert answer_of(result, "where")["selected"] == ["login"]
     assert answer_of(result, "where")["notes"] == "every word of it"
     assert result["archivePath"] and os.path.exists(result["archivePath"])

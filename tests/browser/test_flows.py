@@ -2,12 +2,11 @@
 follow-ups, the 409 race, show-all, and what the page says when things end or break."""
 import json
 import threading
-import time
 
 import pytest
 from playwright.sync_api import expect
 
-from formkit import answer_of, choice, isolated, wait_for_result
+from formkit import WAIT, answer_of, askrich, choice, isolated, wait_for_result
 
 
 def many_questions(n=8):
@@ -40,7 +39,7 @@ def test_full_round_reaches_the_server_as_answered(form, rich_spec):
     f.page.locator("#general-notes").fill("Thanks")
     f.page.locator("#btn-submit").click()
     expect(f.page.locator("section.end h2")).to_have_text("Answers sent")
-    result = wait_for_result(f.rt, f.interview.id, timeout=5)
+    result = wait_for_result(f.rt, f.interview.id, timeout=WAIT)
     assert result["counts"] == {"answered": 5, "deferred": 0, "needsInfo": 0, "unanswered": 0}
     assert answer_of(result, "db")["selected"] == ["my"]
     assert answer_of(result, "db")["notes"] == "We know it."
@@ -63,7 +62,7 @@ def test_first_submit_with_open_questions_asks_for_confirmation(form, rich_spec)
     assert wait_for_result(f.rt, f.interview.id, timeout=0.3) is None
     f.page.locator("#btn-submit").click()
     f.page.wait_for_selector("section.end")
-    result = wait_for_result(f.rt, f.interview.id, timeout=5)
+    result = wait_for_result(f.rt, f.interview.id, timeout=WAIT)
     assert result["counts"]["unanswered"] == 5
 
 
@@ -151,15 +150,18 @@ def test_blocked_local_storage_never_breaks_the_page(form, rich_spec):
     assert answer_of(result, "db")["selected"] == ["pg"]
 
 
-def test_a_live_append_appears_within_one_second(form, rich_spec):
+def test_a_live_append_is_pushed_to_the_open_page(form, rich_spec):
     f = form(rich_spec)
     f.press("ArrowRight", "1")
     f.page.wait_for_selector("body[data-live]", state="attached")  # the event stream is open
-    started = time.monotonic()
+    polls = []
+    f.page.on("request", lambda request: polls.append(request.url) if request.url.endswith("/state") else None)
     f.rt.append_questions(f.interview.id, [choice("late", "A follow-up question", ["y", "n"])],
                           note="I forgot **this** one.")
-    f.page.wait_for_selector('#rail li[data-qid="late"] .is-new', timeout=1000)
-    assert time.monotonic() - started < 1.0
+    f.page.wait_for_selector('#rail li[data-qid="late"] .is-new')
+    # Pushed by the event stream, not found by a poll of /state: however busy the machine, so no
+    # clock here. How soon it shows is a benchmark's row (tests/bench/README.md: append -> shown).
+    assert polls == []
     expect(f.page.locator("#notices")).to_contain_text("I forgot this one.")
     assert f.screen == "q:db"  # the user is not pulled away
     assert f.option("db", "pg").is_checked()  # answers kept
@@ -262,9 +264,13 @@ def test_keyboard_focus_stays_in_the_middle_half(form):
 
 def test_the_page_says_when_the_agent_stopped_waiting(form, rich_spec):
     f = form(rich_spec)
-    waiter = threading.Thread(target=wait_for_result, args=(f.rt, f.interview.id, 1.0))
+    # The agent gives up once the page has shown it waiting (its client cancels the call), not
+    # at a time of its own, which a busy machine could reach before the page saw the wait.
+    call = askrich.Cancellation()
+    waiter = threading.Thread(target=wait_for_result, args=(f.rt, f.interview.id, WAIT, call))
     waiter.start()
     f.page.wait_for_selector('body[data-live="waiting"]', state="attached")
+    call.cancel()
     waiter.join()
     expect(f.page.locator("#notices")).to_contain_text(isolated("The agent") + " stopped waiting")
     f.press("ArrowRight", "1")
@@ -319,7 +325,7 @@ def test_server_gone_keeps_the_draft_and_says_so(form, rich_spec):
     f.expect_errors = True  # failed requests are logged by the browser
     f.press("ArrowRight", "3", "End")
     f.rt.close()
-    expect(f.page.locator("#notices")).to_contain_text("cannot be reached", timeout=8000)
+    expect(f.page.locator("#notices")).to_contain_text("cannot be reached")
     f.page.locator("#btn-submit").click()
     if f.page.locator(".review .confirm").is_visible():
         f.page.locator("#btn-submit").click()

@@ -4,7 +4,6 @@ light and dark, a 360 px phone, the keyboard; and the form's "more waiting" link
 from __future__ import annotations
 
 import io
-import json
 import sys
 import threading
 from pathlib import Path
@@ -16,9 +15,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from axe_playwright_python.sync_playwright import Axe  # noqa: E402
 from formkit import DESKTOP, PHONE, WATCH_CSP, askrich, isolated  # noqa: E402
 from inbox_support import free_port, read_key  # noqa: E402
-from support import LogWatch, submit, wait_for_result  # noqa: E402
+from support import WAIT, LogWatch, form_strings, submit, wait_for_result  # noqa: E402
 
-I18N = Path(askrich.__file__).resolve().parent / "assets" / "i18n"
 AXE = Axe()
 
 # Notifications, recorded instead of shown: the permission the user gave, and each one made.
@@ -33,10 +31,6 @@ window.Notification = class {
   close() {}
 };
 """
-
-
-def words(tag):
-    return json.loads((I18N / ("%s.json" % tag)).read_text(encoding="utf-8"))
 
 
 @pytest.fixture
@@ -63,7 +57,7 @@ def inbox_page(browser, inbox_rt):
         context = browser.new_context(locale=locale, color_scheme=color_scheme, viewport=viewport or DESKTOP)
         context.add_init_script(WATCH_CSP)
         context.add_init_script(FAKE_NOTIFICATIONS % permission)
-        context.set_default_timeout(5000)
+        context.set_default_timeout(WAIT * 1000)
         contexts.append(context)
         page = context.new_page()
         page.errors = []
@@ -94,7 +88,7 @@ def clean(page):
 
 @pytest.mark.parametrize("locale,tag", [("en-US", "en"), ("ja-JP", "ja"), ("ar", "ar")])
 def test_rows_appear_and_leave_live_in_the_pages_language(inbox_page, inbox_rt, locale, tag):
-    w = words(tag)
+    w = form_strings(tag)
     page = inbox_page(locale=locale)
     assert page.evaluate("[document.documentElement.lang, document.documentElement.dir]") == [
         tag, "rtl" if tag == "ar" else "ltr"]
@@ -159,7 +153,7 @@ def test_a_new_interview_is_notified_once_the_user_allowed_it(inbox_page, inbox_
 
 
 def test_the_row_isolates_the_agents_name_and_the_notification_and_tab_title_do_not(inbox_page, inbox_rt):
-    w = words("ar")
+    w = form_strings("ar")
     page = inbox_page(locale="ar", permission="'granted'")
     fresh = inbox_rt.open_interview(spec("Docs layout"), agent="Codex")
     waiter = threading.Thread(target=wait_for_result, args=(inbox_rt, fresh.id, 10))

@@ -1,6 +1,6 @@
 """Every row of the keyboard table (the README's keyboard table), proven on the answers the server
 receives where a row changes an answer."""
-from formkit import FSI, PDI, ROOT, answer_of, choice, isolated, wait_for_result
+from formkit import FSI, PDI, ROOT, WAIT, answer_of, choice, isolated, wait_for_result
 
 
 def spec_basic():
@@ -68,7 +68,7 @@ def test_enter_on_review_submits(form):
     assert f.page.locator(".review .confirm").is_visible()
     f.press("Enter")
     f.page.wait_for_selector("section.end")
-    result = wait_for_result(f.rt, f.interview.id, timeout=5)
+    result = wait_for_result(f.rt, f.interview.id, timeout=WAIT)
     assert answer_of(result, "one")["selected"] == ["a"]
     assert answer_of(result, "many")["status"] == "unanswered"
 
@@ -87,7 +87,7 @@ def test_ctrl_enter_moves_on_and_submits_while_typing(form):
     f.page.locator("#general-notes").focus()
     f.press("Meta+Enter")
     f.page.wait_for_selector("section.end")
-    result = wait_for_result(f.rt, f.interview.id, timeout=5)
+    result = wait_for_result(f.rt, f.interview.id, timeout=WAIT)
     assert answer_of(result, "one")["notes"] == "typed note"
     assert result["generalNotes"] == "overall"
 

@@ -9,16 +9,12 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from formkit import PHONE, ROOT, WJ, answer_of, isolated, wait_for_result
+from formkit import PHONE, WJ, answer_of, follow_up, isolated, wait_for_result
+from support import WAIT, form_strings
 from test_screens import clipped, serious_violations
 
 LANGUAGES = ["en", "ja", "zh-CN", "zh-TW", "ko", "es", "fr", "de", "pt-BR", "ru", "ar"]
-I18N = ROOT / "assets" / "i18n"
 WORD = re.compile(r"[A-Za-z]{3,}")
-
-
-def strings(tag):
-    return json.loads((I18N / f"{tag}.json").read_text(encoding="utf-8"))
 
 
 def words(table, keys_too):
@@ -37,7 +33,7 @@ def words(table, keys_too):
 def english_in(tag, text):
     """The words of `text` that only English's strings use, not the language's own: English left
     in the chrome."""
-    english = words(strings("en"), keys_too=False) - words(strings(tag), keys_too=True)
+    english = words(form_strings("en"), keys_too=False) - words(form_strings(tag), keys_too=True)
     return {w for w in WORD.findall(text) if w.lower() in english}
 
 
@@ -150,7 +146,7 @@ def test_every_language_says_everything_in_its_own_words_and_fits_a_phone(form, 
     if tag != "en":
         left = [(where, sorted(english_in(tag, text))) for where, text in tour.seen]
         assert [item for item in left if item[1]] == []
-    result = wait_for_result(f.rt, f.interview.id, timeout=5)
+    result = wait_for_result(f.rt, f.interview.id, timeout=WAIT)
     assert result["status"] == "declined"
 
 
@@ -179,7 +175,7 @@ def test_the_end_pages_and_the_server_gone_notice_are_in_the_language(form, tag,
     f.page.unroute("**/api/s/*")
     f.reload()
     f.rt.close()
-    expect(f.page.locator('#notices [data-id="gone"]')).to_be_visible(timeout=8000)
+    expect(f.page.locator('#notices [data-id="gone"]')).to_be_visible()
     said["server gone"] = f.page.evaluate(CHROME_TEXT)
     assert f.page.evaluate("document.documentElement.lang") == tag
     assert {where: english_in(tag, text) for where, text in said.items()} == {where: set() for where in said}
@@ -286,13 +282,6 @@ def test_a_missing_string_falls_back_to_english_and_never_breaks_the_page(form):
 # -- the agent's name --------------------------------------------------------------------------
 
 
-def follow_up(f, n=1):
-    f.rt.append_questions(f.interview.id, [
-        {"id": f"late{i}", "header": f"Late {i}", "options": [{"id": "y", "label": "Yes"}]}
-        for i in range(n)], note="More")
-    f.page.wait_for_selector(f'#rail li[data-qid="late{n - 1}"]')
-
-
 def test_follow_up_notices_name_the_agent_the_client_gave(form, rich_spec):
     f = form(rich_spec, agent="Gemini CLI")
     follow_up(f)
@@ -374,7 +363,7 @@ def test_the_header_offers_the_skip_on_phones_only(form, rich_spec):
     phone.page.locator("#btn-skip-bar").click()
     phone.page.locator("#skip-confirm").click()
     expect(phone.page.locator("section.end h2")).to_have_text("Interview skipped")
-    assert wait_for_result(phone.rt, phone.interview.id, timeout=5)["generalNotes"] is None
+    assert wait_for_result(phone.rt, phone.interview.id, timeout=WAIT)["generalNotes"] is None
     expect(phone.page.locator("#btn-skip-bar")).to_be_hidden()
 
 
@@ -405,7 +394,7 @@ def test_the_footer_position_indicator_comes_from_the_language_file(form, tag):
     f = form(dict(NEUTRAL, language=tag), viewport=PHONE)
     f.page.locator("#btn-next").click()
     f.settle()
-    want = strings(tag)["where.question"].replace("{n}", "1").replace("{total}", "4")
+    want = form_strings(tag)["where.question"].replace("{n}", "1").replace("{total}", "4")
     expect(f.page.locator("#where")).to_have_text(want)
     # It is one unbreakable group: the number, the word or slash and the total never part.
     assert " " not in want.replace("\u00a0", "")
@@ -454,4 +443,4 @@ def test_the_phone_header_keeps_its_tools_on_one_row_in_every_state(form, tag):
         f.page.locator("#btn-view").click()
     # The symbol stands in for the words on screen only: the button is still named by them.
     name = f.page.locator("#btn-theme").evaluate("(el) => el.textContent")
-    assert name == strings(tag)["theme.auto"]
+    assert name == form_strings(tag)["theme.auto"]

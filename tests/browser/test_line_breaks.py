@@ -12,9 +12,9 @@ import re
 import pytest
 
 from formkit import PHONE
-from support import submit
+from support import form_strings, submit
 from test_inbox_page import inbox_page, inbox_rt  # noqa: F401  (fixtures)
-from test_languages import LANGUAGES, strings
+from test_languages import LANGUAGES
 
 WIDE = {"width": 1280, "height": 860}
 CJK = ["ja", "zh-CN", "zh-TW"]
@@ -164,7 +164,7 @@ def kept_together(tag):
     """The patterns that must never be split over two lines in a language: each label of the
     review's and the end screen's counts with its number, the position "3 / 12", a size with its
     unit, and a key hint such as "(A)" with the word before it."""
-    table = strings(tag)
+    table = form_strings(tag)
     found = []
     for key in ("review.counts", "end.counts"):
         for part in re.split(r"\s*[·・]\s*", table[key]):
@@ -436,7 +436,7 @@ def test_the_pages_that_end_an_interview_and_the_server_gone_notice_break_right(
     f.page.unroute("**/api/s/*")
     f.reload()
     f.rt.close()
-    f.page.wait_for_selector('#notices [data-id="gone"]', timeout=8000)
+    f.page.wait_for_selector('#notices [data-id="gone"]')
     look("server gone")
     assert starts == [], "\n".join(map(repr, starts))
     assert split == [], "\n".join(map(repr, split))
@@ -552,7 +552,7 @@ def end_pages(form, tag, agent):
 
 @pytest.mark.parametrize("agent", [None, "Claude Code"], ids=["the-agent", "named"])
 def test_a_korean_name_keeps_its_particle_on_its_line(form, agent):
-    name = agent or strings("ko")["agent.fallback"]
+    name = agent or form_strings("ko")["agent.fallback"]
     parted_at = []
     for where, f in end_pages(form, "ko", agent):
         root = "#skip" if where == "skip dialog" else "section.end"

@@ -31,7 +31,7 @@ def test_the_review_of_a_long_interview_reaches_every_row_and_jumps_back(form):
     # Scrolling to the bottom brings the last question's row in, and a click jumps to it.
     f.page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
     last = f.page.locator('#main > .review .review-jump[data-goto="q:q%03d"]' % (COUNT - 1))
-    last.wait_for(state="attached", timeout=5000)
+    last.wait_for(state="attached")
     last.click()
     f.settle()
     assert f.screen == "q:q%03d" % (COUNT - 1)
@@ -65,6 +65,6 @@ def test_the_rail_shows_the_current_chip_after_a_jump_across_a_long_interview(fo
     for key, current in (("End", "review"), ("Home", "q:q000"), ("End", "review")):
         f.press(key)
         f.settle()
-        f.page.wait_for_function(in_view, timeout=5000)
+        f.page.wait_for_function(in_view)
         assert f.page.evaluate("document.querySelector('#rail [aria-current]').dataset.goto") == current
     f.check_clean()

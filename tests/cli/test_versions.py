@@ -34,11 +34,6 @@ def _params():
 
 
 @pytest.fixture(scope="module")
-def pyz(tmp_path_factory):
-    return zs.shared_pyz(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
 def matrix_report():
     yield
     if not _ATTEMPTED:

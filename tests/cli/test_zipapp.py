@@ -30,11 +30,6 @@ def tree(tmp_path_factory):
     return zs.shared_tree(tmp_path_factory)
 
 
-@pytest.fixture(scope="module")
-def pyz(tmp_path_factory):
-    return zs.shared_pyz(tmp_path_factory)
-
-
 def _printed(stdout, field):
     match = re.search(r"^%s: (.+)$" % field, stdout, re.M)
     assert match, "builder did not print %s:\n%s" % (field, stdout)

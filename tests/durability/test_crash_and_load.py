@@ -34,9 +34,11 @@ from support import (
     answer_while_waited_on,
     api_url,
     choice,
+    disk_full,
     http_request,
     interview,
     quiet_runtime,
+    settled_long_ago,
     submit,
     threads_still_running,
     wait_for_interview,
@@ -168,7 +170,7 @@ def _answers_reach_the_agent(log_dir) -> str:
                                               "arguments": {"sessionId": form["sessionId"]}})
         # The call must be waiting already: answers that no call takes are refused (507) when
         # they cannot be archived.
-        wait_for_interview(runtime.hub.get(form["sessionId"]), lambda i: i.waiters > 0, what="the call waiting")
+        wait_for_interview(runtime.hub.get(form["sessionId"]), lambda i: i.activity()["waiters"] > 0, what="the call waiting")
         done = submit(form["url"], {"q": {"selected": ["b"], "notes": "kept"}}, generalNotes="all of it")
         assert done.status == 200, done.body
         result = peer.response(request)["result"]["structuredContent"]
@@ -208,20 +210,12 @@ def test_a_full_log_dir_loses_no_answer_and_leaves_no_partial_archive(tmp_path):
 
 def test_a_disk_that_fills_up_while_running_degrades_the_log_once_and_keeps_serving(tmp_path, monkeypatch):
     """No mount needed: the open log file starts failing the way a full disk does."""
-
-    def full_disk(data):
-        raise OSError(errno.ENOSPC, "No space left on device")
-
     stderr = io.StringIO()
     runtime = quiet_runtime(tmp_path, stderr)
     try:
-        monkeypatch.setattr(runtime.log, "_append", full_disk)
+        monkeypatch.setattr(runtime.log, "_append", disk_full)
         real_fsync = os.fsync
-
-        def fsync(descriptor):
-            raise OSError(errno.ENOSPC, "No space left on device")
-
-        monkeypatch.setattr(askrich.os, "fsync", fsync)
+        monkeypatch.setattr(askrich.os, "fsync", disk_full)
         form = runtime.open_interview(interview())
         got = answer_while_waited_on(runtime, form, {"q": {"selected": ["a"]}}, WAIT)
         monkeypatch.setattr(askrich.os, "fsync", real_fsync)
@@ -298,7 +292,7 @@ def test_50_concurrent_interviews_with_racing_appends_cancels_and_double_submits
         # Every waiter is in place before the users start (the interview shows waiting).
         for i, form in enumerate(forms):
             expected = 2 if i % 3 == 0 else 1
-            wait_for_interview(runtime.hub.get(form["sessionId"]), lambda it, n=expected: it.waiters >= n,
+            wait_for_interview(runtime.hub.get(form["sessionId"]), lambda it, n=expected: it.activity()["waiters"] >= n,
                                WAIT, "%d waiting calls" % expected)
 
         statuses = {i: [] for i in range(len(forms))}
@@ -347,7 +341,7 @@ def test_50_concurrent_interviews_with_racing_appends_cancels_and_double_submits
             assert set(codes) <= {200, 409}, (i, codes)
             settled = runtime.hub.get(form["sessionId"])
             assert settled.state == "submitted"
-            ids = [answer["id"] for answer in settled.result["answers"]]
+            ids = [answer["id"] for answer in settled.settled_result()["answers"]]
             if i % 2 == 1:
                 appended = collector.wait("a-%d" % i)["result"]
                 if appended.get("isError"):
@@ -359,11 +353,11 @@ def test_50_concurrent_interviews_with_racing_appends_cancels_and_double_submits
                 if key == "w-%d" % i and i % 5 == 0:
                     continue  # cancelled: answered only if the submit won the race
                 reply = collector.wait(key)["result"]["structuredContent"]
-                assert reply["status"] == "submitted" and reply == settled.result
+                assert reply["status"] == "submitted" and reply == settled.settled_result()
             if i % 5 == 0:
                 # Cancelled or not, the answers are collectable.
                 collector.call("again-%d" % i, "await_user_answers", {"sessionId": form["sessionId"]})
-                assert collector.wait("again-%d" % i)["result"]["structuredContent"] == settled.result
+                assert collector.wait("again-%d" % i)["result"]["structuredContent"] == settled.settled_result()
         elapsed = time.monotonic() - started
         records = archived(tmp_path)
         assert sorted(records) == sorted(f["sessionId"] for f in forms)  # one archive each
@@ -517,7 +511,7 @@ class InterviewLifecycle(RuleBasedStateMachine):
     @rule(data=st.data())
     def expire(self, data) -> None:
         key = data.draw(st.sampled_from([k for k in self.live() if self.model[k]["state"] == "submitted"]))
-        self.runtime.hub.get(key).settled_monotonic -= askrich.SETTLED_RETENTION_SECONDS + 1
+        settled_long_ago(self.runtime.hub.get(key), askrich.SETTLED_RETENTION_SECONDS + 1)
         assert self.runtime.hub.get(key) is None
         self.model[key]["expired"] = True
 
@@ -529,12 +523,12 @@ class InterviewLifecycle(RuleBasedStateMachine):
             if entry["expired"]:
                 assert held is None and record is not None
                 continue
-            assert held.state == entry["state"] and held.version == entry["version"]
+            assert held.state == entry["state"] and held.state_json()["version"] == entry["version"]
             assert [q["id"] for q in held.spec["questions"]] == entry["ids"]
-            assert held.waiters == 0
+            assert held.activity()["waiters"] == 0
             assert (record is not None) == (entry["state"] == "submitted")
             if record is not None:
-                assert record["answers"] == held.result["answers"]
+                assert record["answers"] == held.settled_result()["answers"]
 
 
 TestInterviewLifecycle = InterviewLifecycle.TestCase

@@ -20,7 +20,8 @@ import threading
 import pytest
 
 import askrich
-from support import (MODULE, WAIT, answer_while_waited_on, choice, http_request, interview, quiet_runtime, submit, two_tasks_then_restart)
+from support import (MODULE, WAIT, answer_while_waited_on, choice, disk_full, http_request, interview, quiet_runtime,
+                     settled_long_ago, submit, two_tasks_then_restart)
 
 
 def unknown(call) -> str:
@@ -170,7 +171,7 @@ def test_a_task_on_an_interview_still_pending_here_never_turns_failed(tmp_path):
         runtime.hub.submit(form, {"answers": {"q": {"selected": ["a"]}}})
         assert tasks.get(timed_out)["result"] == {"structuredContent": {"status": "awaiting"}}
         # Once the interview too is past retention, the tasks are read back from its archive.
-        form.settled_monotonic -= 2 * askrich.SETTLED_RETENTION_SECONDS
+        settled_long_ago(form, 2 * askrich.SETTLED_RETENTION_SECONDS)
         again = tasks.get(cancelled)
         assert again["status"] == "completed", again
         assert again["result"]["structuredContent"]["answers"][0]["selected"] == ["a"]
@@ -437,10 +438,7 @@ NOT_SAVED = "could not save the answers: %s; they are still in this form, try ag
 
 
 def _full_disk(monkeypatch):
-    def full(folder, name, data):
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(askrich, "write_private_file", full)
+    monkeypatch.setattr(askrich, "write_private_file", disk_full)
 
 
 def test_a_submit_whose_answers_cannot_be_saved_and_that_no_call_takes_is_a_507_and_settles_nothing(tmp_path, monkeypatch):
@@ -474,6 +472,79 @@ def test_with_a_call_waiting_the_answers_go_to_it_and_the_failed_write_is_logged
         result = answer_while_waited_on(runtime, form, {"q": {"selected": ["a"]}})
         assert result["answers"][0]["selected"] == ["a"] and result["archivePath"] is None
         assert "archive-failed" in stderr.getvalue() and form.state == "submitted"
+    finally:
+        runtime.close()
+
+
+def _while_archiving(monkeypatch, during, fail=False):
+    """The archive's write runs `during()` first (once), then writes, or fails as a full disk."""
+    real = askrich.write_private_file
+
+    def write(folder, name, data):
+        monkeypatch.setattr(askrich, "write_private_file", real)
+        during()
+        if fail:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(folder, name, data)
+
+    monkeypatch.setattr(askrich, "write_private_file", write)
+
+
+def _in_thread(outcomes: dict, key: str, work) -> threading.Thread:
+    def run():
+        try:
+            outcomes[key] = work()
+        except Exception as error:  # what the work was refused with is the outcome
+            outcomes[key] = error
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_the_archive_is_written_with_the_interview_free_and_changes_meanwhile_wait_for_the_outcome(tmp_path, monkeypatch):
+    """The settle is reserved under the interview's lock, the archive built and fsynced outside
+    it, then published: a page reading the state meanwhile is answered at once (pending), and
+    an append or a second submit that arrives meanwhile waits, then is refused as settled."""
+    runtime = quiet_runtime(tmp_path)
+    try:
+        form = runtime.open_interview(interview(choice("q", "a")))
+        outcomes, late = {}, []
+
+        def during():
+            reader = _in_thread(outcomes, "state", form.state_json)
+            reader.join(WAIT)
+            assert not reader.is_alive(), "the interview's state could not be read while its archive was written"
+            late.append(_in_thread(outcomes, "append", lambda: runtime.append_questions(form.id, [choice("later", "a")])))
+            late.append(_in_thread(outcomes, "submit", lambda: runtime.hub.submit(form, {"answers": {"q": {"selected": ["a"]}}})))
+
+        _while_archiving(monkeypatch, during)
+        assert runtime.hub.submit(form, {"answers": {"q": {"selected": ["a"]}}})["ok"] is True
+        for thread in late:
+            thread.join(WAIT)
+        assert outcomes["state"] == {"state": "pending", "waiting": False, "version": 1}
+        assert isinstance(outcomes["append"], askrich.InterviewSettled)
+        assert isinstance(outcomes["submit"], askrich.InterviewSettled)
+        assert [q["id"] for q in runtime.archive.find(form.id)["interview"]["questions"]] == ["q"]
+        assert form.state == "submitted" and [q["id"] for q in form.spec["questions"]] == ["q"]
+    finally:
+        runtime.close()
+
+
+def test_an_append_that_waited_on_a_failed_archive_goes_through_and_the_next_submit_keeps_it(tmp_path, monkeypatch):
+    runtime = quiet_runtime(tmp_path)
+    try:
+        form = runtime.open_interview(interview(choice("q", "a")))
+        outcomes, late = {}, []
+        _while_archiving(monkeypatch, lambda: late.append(_in_thread(
+            outcomes, "append", lambda: runtime.append_questions(form.id, [choice("later", "a")]))), fail=True)
+        with pytest.raises(askrich.AnswersNotSaved):
+            runtime.hub.submit(form, {"answers": {"q": {"selected": ["a"]}}})
+        late[0].join(WAIT)
+        assert outcomes["append"]["status"] == "appended" and form.state == "pending"
+        answers = {"q": {"selected": ["a"]}, "later": {"selected": ["a"]}}
+        assert runtime.hub.submit(form, {"answers": answers, "specVersion": 2})["ok"] is True
+        assert [row["id"] for row in runtime.archive.find(form.id)["answers"]] == ["q", "later"]
     finally:
         runtime.close()
 

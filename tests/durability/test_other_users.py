@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from inbox_support import free_port
+from inbox_support import free_port, read_key
 from other_user import OtherUserProcess, binds_as_other_user, run_as_other_user
 from support import WAIT, LogWatch, askrich, interview
 
@@ -114,11 +114,6 @@ def test_an_inbox_port_held_by_another_user_on_one_loopback_is_not_held_and_is_r
             rt.close()
     finally:
         squatter.close()
-
-
-def read_key(log_dir) -> str:
-    with open(os.path.join(str(log_dir), "inbox.key"), encoding="ascii") as handle:
-        return handle.read().strip()
 
 
 def another_agent(logs, port, folder, title):
@@ -246,7 +241,7 @@ log_dir, port = sys.argv[2], int(sys.argv[3])
 events = {}
 happened = threading.Condition()
 
-def heard(level, event, fields):
+def heard(level, event, fields, about=None):
     with happened:
         events[event] = fields
         happened.notify_all()

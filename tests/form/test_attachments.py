@@ -64,9 +64,8 @@ def raw_upload(opened, length: int, body: bytes = b"") -> bytes:
             return response.read()
 
 
-@pytest.fixture
-def opened(runtime):
-    return runtime.open_interview(interview(choice("db", "pg", "my"), choice("r", "x", "y")))
+# The questions of the `opened` fixture's interview (form/conftest.py).
+OPENED = (choice("db", "pg", "my"), choice("r", "x", "y"))
 
 
 # -- upload -------------------------------------------------------------------------------------

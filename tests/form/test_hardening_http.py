@@ -443,12 +443,12 @@ def test_event_streams_piling_up_are_all_released_on_the_next_change_and_on_clos
     form = open_form(rt)
     interview_obj = rt.hub.get(form.id)
     streams = [_open_stream(form) for _ in range(60)]
-    assert interview_obj.streams == 60  # sixty handler threads, each in its stream loop
+    assert interview_obj.activity()["streams"] == 60  # sixty handler threads, each in its stream loop
     for sock in streams:
         sock.close()
     # A change makes every stream write, and each one whose page went away ends.
     rt.append_questions(form.id, [choice("later", "a")])
-    wait_for_interview(interview_obj, lambda i: i.streams == 0, timeout=10, what="every stream ending")
+    wait_for_interview(interview_obj, lambda i: i.activity()["streams"] == 0, timeout=10, what="every stream ending")
     # Streams still open end at shutdown (the hub closing), without waiting for a ping.
     live = [_open_stream(form) for _ in range(5)]
     try:
@@ -655,9 +655,9 @@ def test_any_submit_body_settles_the_interview_exactly_as_answered_or_changes_no
     record = rt.archive.find(form.id)
     if response.status == 200:
         assert interview_obj.state == "submitted" and response.json()["ok"] is True
-        assert [answer["id"] for answer in interview_obj.result["answers"]] == ["q", "r"]
-        assert record is not None and record["answers"] == interview_obj.result["answers"]
-        assert response.json()["counts"] == interview_obj.result["counts"]
+        assert [answer["id"] for answer in interview_obj.settled_result()["answers"]] == ["q", "r"]
+        assert record is not None and record["answers"] == interview_obj.settled_result()["answers"]
+        assert response.json()["counts"] == interview_obj.settled_result()["counts"]
         again = exchange(form.port, build("POST", "/api/s/%s/submit" % form.token, headers, body))
         assert again.status == 409  # exactly once
     else:

@@ -105,8 +105,8 @@ def target_interview(runtime):
 
 def assert_untouched(runtime, form):
     interview = runtime.hub.get(form.id)
-    assert interview.state == "pending" and interview.result is None
-    assert interview.counts is None, "a hostile page reported progress"
+    assert interview.state == "pending" and interview.settled_result() is None
+    assert interview.activity()["counts"] is None, "a hostile page reported progress"
     answers = os.path.join(runtime.config.log_dir, "answers")
     assert not os.path.isdir(answers) or os.listdir(answers) == []
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import askrich
-from support import api_url, choice, http_request, interview, submit, wait_for_result
+from support import api_url, choice, form_strings, http_request, interview, submit, wait_for_result
 
 ASSETS = Path(askrich.__file__).resolve().parent / "assets"
 I18N = ASSETS / "i18n"
@@ -35,15 +35,11 @@ KEY_IN_TEXT = re.compile(r"`([^`]+)`")
 SHORTCUT = re.compile(r"\(([A-Z?])\)")
 
 
-def strings(tag: str) -> dict:
-    return json.loads((I18N / ("%s.json" % tag)).read_text(encoding="utf-8"))
-
-
 def variants(value) -> list:
     return list(value.values()) if isinstance(value, dict) else [value]
 
 
-ENGLISH = strings("en")
+ENGLISH = form_strings("en")
 TRANSLATED = [tag for tag in askrich.FORM_LANGUAGES if tag != "en"]
 
 
@@ -65,7 +61,7 @@ def test_the_form_chooses_among_the_same_languages_the_server_serves():
 
 @pytest.mark.parametrize("tag", TRANSLATED)
 def test_every_language_has_every_english_key_and_no_stray_one(tag):
-    theirs = strings(tag)
+    theirs = form_strings(tag)
     assert sorted(set(ENGLISH) - set(theirs)) == [], "missing"
     assert sorted(set(theirs) - set(ENGLISH)) == [], "stray"
 
@@ -75,7 +71,7 @@ def test_every_string_keeps_the_english_placeholders(tag):
     wrong = []
     for key, english in ENGLISH.items():
         want = set(PLACEHOLDER.findall(" ".join(variants(english))))
-        value = strings(tag)[key]
+        value = form_strings(tag)[key]
         # A plural form may leave the number out ("one question" may be written as a word,
         # Arabic's dual never shows it); "other" is the general form and says everything.
         general = value["other"] if isinstance(value, dict) else value
@@ -91,7 +87,7 @@ def test_every_string_keeps_the_english_placeholders(tag):
 def test_plural_strings_have_exactly_the_categories_the_language_needs(tag):
     wrong = []
     for key, english in ENGLISH.items():
-        value = strings(tag)[key]
+        value = form_strings(tag)[key]
         if isinstance(english, dict) != isinstance(value, dict):
             wrong.append((key, "plural in one language and not the other"))
         elif isinstance(value, dict) and set(value) != PLURAL_CATEGORIES[tag]:
@@ -104,7 +100,7 @@ def test_plural_strings_have_exactly_the_categories_the_language_needs(tag):
 def test_shortcut_keys_stay_the_same_in_every_language(tag):
     wrong = []
     for key, english in ENGLISH.items():
-        for theirs in variants(strings(tag)[key]):
+        for theirs in variants(form_strings(tag)[key]):
             en = " ".join(variants(english))
             if tag == "ar":
                 # Right to left, the way forward is the left arrow key (keys.js swaps them).
@@ -131,7 +127,7 @@ def test_every_named_key_is_a_key_the_strings_show():
 def test_a_key_has_one_name_in_each_language(tag):
     """Running text names a key as the key table shows it: "Leertaste" in German, never "Space"
     beside it; Esc is never "Escape"."""
-    table = strings(tag)
+    table = form_strings(tag)
     wrong = []
     for name in NAMED_KEYS:
         own = table["key." + name]
@@ -147,7 +143,7 @@ def test_french_punctuation_never_starts_a_line():
     # Before ? ! ; : and inside guillemets French sets a space that must not break.
     plain = [
         (key, text)
-        for key, value in strings("fr").items()
+        for key, value in form_strings("fr").items()
         for text in variants(value)
         if re.search(r" [?!;:»]|« ", text)
     ]
@@ -343,7 +339,7 @@ def test_korean_particles_after_the_agent_do_not_depend_on_its_last_sound():
     depends on the last syllable (이/가, 은/는, 을/를, 과/와, 으로/로, or a raw 이(가)) would be wrong
     for half the names, so only the invariant ones (의, 에서, 에게, 도, 만, …) may follow it."""
     changing = re.compile(r"\{agent\}(?:\(?(?:이|가|은|는|을|를|과|와|으로|로|이랑|랑)(?![가-힣])|\()")
-    found = [(key, text) for key, value in strings("ko").items() for text in variants(value)
+    found = [(key, text) for key, value in form_strings("ko").items() for text in variants(value)
              if changing.search(text)]
     assert found == []
     # The check is not vacuous.
@@ -353,7 +349,7 @@ def test_korean_particles_after_the_agent_do_not_depend_on_its_last_sound():
 
 def test_every_language_has_its_footer_position_indicator():
     for tag in askrich.FORM_LANGUAGES:
-        value = strings(tag)["where.question"]
+        value = form_strings(tag)["where.question"]
         assert set(PLACEHOLDER.findall(value)) == {"n", "total"}, tag
         assert " " not in value, "%s: the indicator must not break across lines" % tag
 
@@ -374,7 +370,7 @@ def test_no_language_file_writes_isolates_itself():
     """t() puts U+2068 … U+2069 around every inserted value; a translation that wrote its own
     would nest them or leave one unclosed."""
     for tag in askrich.FORM_LANGUAGES:
-        assert [key for key, value in strings(tag).items()
+        assert [key for key, value in form_strings(tag).items()
                 if any(ISOLATES.search(text) for text in variants(value))] == [], tag
 
 
@@ -415,7 +411,7 @@ UNBROKEN = {"rank.rowLabel", "rank.moved", "rank.dropped", "rank.picked", "rank.
 def test_no_string_has_a_breakable_space_where_a_line_must_not_break():
     found = []
     for tag in askrich.FORM_LANGUAGES:
-        for key, value in strings(tag).items():
+        for key, value in form_strings(tag).items():
             if key in UNBROKEN:
                 continue
             for what, pattern in BREAKABLE + (FRENCH if tag == "fr" else []):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import askrich
-from support import api_url, choice, http_request, interview
+from support import api_url, choice, http_request
 
 EVERY_METHOD = ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT")
 # One concrete path per route pattern, with the methods its routes take.
@@ -85,10 +85,8 @@ def test_a_good_route_resolves_with_its_parameters():
 
 # -- the same on a live server ------------------------------------------------------------------
 
-
-@pytest.fixture
-def opened(runtime):
-    return runtime.open_interview(interview(choice("q", "a", "b")))
+# The questions of the `opened` fixture's interview (form/conftest.py).
+OPENED = (choice("q", "a", "b"),)
 
 
 def test_a_live_server_answers_405_with_allow_on_the_page_and_api(opened):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import http.server
 import json
 import io
-import json
 import os
 import stat
 import subprocess
@@ -18,7 +17,7 @@ import time
 import pytest
 
 from inbox_support import Agent, inbox_events, free_port, read_key, titles
-from support import MODULE, WAIT, EventsReader, LogWatch, api_url, askrich, http_request, submit
+from support import MODULE, WAIT, EventsReader, LogWatch, api_url, askrich, http_request, submit, wait_for_file
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="process and file-mode checks are POSIX")
 
@@ -42,14 +41,6 @@ def holder_of(log_dir, port):
     key = read_key(log_dir)
     assert askrich.prove_inbox_holder(port, key) == "ours"
     return key
-
-
-def wait_for_file(path, present=True, timeout=WAIT):
-    """Registry files are written by the worker thread at most every 250 ms: wait on them."""
-    deadline = time.monotonic() + timeout
-    while os.path.exists(path) != present:
-        assert time.monotonic() < deadline, "%s never %s" % (path, "appeared" if present else "went")
-        time.sleep(0.02)
 
 
 def test_three_agents_in_three_folders_are_listed_and_an_answer_leaves_within_a_second(tmp_path, agents):

@@ -1,27 +1,22 @@
-"""The Interview owns its state, as concurrent.futures.Future does: proven from the source.
+"""The Interview owns its state, as concurrent.futures.Future does: proven from the source and
+from a live interview.
 
-An interview's fields are written, and its lock entered, only by its own methods. Anywhere
-else in askrich.py, `<something>.<field> = ...` (or `+=`, `del`, a subscript store or an
-in-place method such as `.append()`) on a name that is one of Interview's fields counts as
-writing an interview, unless the object is the method's own `self` (then it is that other
-class's own field of the same name). The lock and the condition are private and no other code
-names them at all.
+Every field an interview changes is private (a leading underscore) and read through its methods,
+each of which takes its lock; no code outside the class names a private field, a private method
+or the lock of an interview. A live interview shows nothing public that could change.
 """
 
 from __future__ import annotations
 
 import ast
+import concurrent.futures
+import types
 
-from support import MODULE
+from support import MODULE, choice, interview
 
-# Objects that are not interviews yet share a field name with one: a Task has its own result and
-# settled_monotonic.
-OTHER_OBJECTS = frozenset({"task"})
-# An interview's AttachmentStore guards itself with its own lock: calling its add() is not
-# writing the interview.
-SELF_GUARDED = frozenset({"attachments"})
-MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "update",
-                      "setdefault", "popitem", "add", "discard", "sort", "reverse"})
+# What a public field of a live interview may hold: values that cannot change, and the read-only
+# view of its call options.
+IMMUTABLE = (str, int, float, bool, type(None), tuple, frozenset, types.MappingProxyType)
 
 
 def _tree():
@@ -29,7 +24,8 @@ def _tree():
 
 
 def _interview_class(tree) -> ast.ClassDef:
-    return next(node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "Interview")
+    """The class that holds every method and field of Interview (which adds only its Future base)."""
+    return next(node for node in ast.walk(tree) if isinstance(node, ast.ClassDef) and node.name == "InterviewBody")
 
 
 def _fields(cls: ast.ClassDef) -> set:
@@ -47,35 +43,21 @@ def _fields(cls: ast.ClassDef) -> set:
     return names
 
 
-def _outside(tree, cls):
+def _private_names(cls: ast.ClassDef) -> set:
+    """The interview's private fields and methods, and the future's condition it locks."""
+    methods = {node.name for node in cls.body if isinstance(node, ast.FunctionDef)}
+    return {name for name in _fields(cls) | methods | {"_condition"}
+            if name.startswith("_") and not name.startswith("__")}
+
+
+def _reaches_in(tree, cls) -> list:
+    """`x._name` outside the class, for an interview's private name, on anything but `self`
+    (which, in another class, is that class's own field of the same name)."""
     inside = {id(node) for node in ast.walk(cls)}
-    return [node for node in ast.walk(tree) if id(node) not in inside]
-
-
-def _is_self(node) -> bool:
-    return isinstance(node, ast.Name) and node.id == "self"
-
-
-def _written_attribute(target):
-    """The Attribute a store goes into: `x.f = `, `x.f[k] = `, `x.f[k][j] = `."""
-    while isinstance(target, ast.Subscript):
-        target = target.value
-    return target if isinstance(target, ast.Attribute) else None
-
-
-def _writes(node):
-    if isinstance(node, ast.Assign):
-        yield from node.targets
-    elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
-        yield node.target
-    elif isinstance(node, ast.Delete):
-        yield from node.targets
-    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS:
-        if not (isinstance(node.func.value, ast.Attribute) and node.func.value.attr in SELF_GUARDED):
-            yield node.func.value
-    for target in list(getattr(node, "targets", [])):
-        if isinstance(target, ast.Tuple):
-            yield from target.elts
+    private = _private_names(cls)
+    return ["line %d: %s" % (node.lineno, ast.unparse(node)) for node in ast.walk(tree)
+            if id(node) not in inside and isinstance(node, ast.Attribute) and node.attr in private
+            and not (isinstance(node.value, ast.Name) and node.value.id == "self")]
 
 
 def test_the_interview_has_named_states_and_a_private_lock():
@@ -90,54 +72,72 @@ def test_the_interview_has_named_states_and_a_private_lock():
         "PENDING": "pending", "SUBMITTED": "submitted", "DECLINED": "declined", "CANCELLED": "cancelled"}
 
 
-def test_no_code_outside_the_interview_writes_its_fields():
+def test_every_field_the_interview_changes_is_private():
+    cls = _interview_class(_tree())
+    changed = set()
+    for method in (node for node in cls.body if isinstance(node, ast.FunctionDef) and node.name != "__init__"):
+        for node in ast.walk(method):
+            targets = node.targets if isinstance(node, ast.Assign) else (
+                [node.target] if isinstance(node, ast.AugAssign) else [])
+            changed.update(target.attr for target in targets if isinstance(target, ast.Attribute)
+                           and isinstance(target.value, ast.Name) and target.value.id == "self")
+    assert changed and all(name.startswith("_") for name in changed), sorted(changed)
+
+
+def test_no_code_outside_the_interview_names_its_private_fields_or_its_lock():
     tree = _tree()
-    cls = _interview_class(tree)
-    fields = _fields(cls) - {"_lock", "_changed"}
-    found = []
-    for node in _outside(tree, cls):
-        for target in _writes(node):
-            attribute = _written_attribute(target)
-            if attribute is None or attribute.attr not in fields or _is_self(attribute.value):
-                continue
-            if isinstance(attribute.value, ast.Name) and attribute.value.id in OTHER_OBJECTS:
-                continue
-            found.append("line %d: %s" % (node.lineno, ast.unparse(target)))
-    assert found == [], "an interview's fields written outside Interview:\n" + "\n".join(found)
+    found = _reaches_in(tree, _interview_class(tree))
+    assert found == [], "an interview's private fields or lock used outside Interview:\n" + "\n".join(found)
 
 
-def test_no_code_outside_the_interview_enters_or_names_its_lock():
-    tree = _tree()
-    cls = _interview_class(tree)
-    found = []
-    for node in _outside(tree, cls):
-        if isinstance(node, ast.Attribute) and node.attr in ("_lock", "_changed"):
-            found.append("line %d: %s" % (node.lineno, ast.unparse(node)))
-        # The old public names: `with interview.lock:` / `with x.interview.changed:`.
-        if isinstance(node, ast.With):
-            for item in node.items:
-                expr = item.context_expr
-                if isinstance(expr, ast.Attribute) and expr.attr in ("lock", "changed") and not _is_self(expr.value):
-                    found.append("line %d: with %s" % (node.lineno, ast.unparse(expr)))
-    assert found == [], "an interview's lock used outside Interview:\n" + "\n".join(found)
-
-
-def test_the_checks_see_a_write_and_a_lock_outside_the_class():
-    """The walk itself works: the same rules flag a planted write and a planted lock."""
+def test_the_check_sees_a_planted_reach_into_an_interview():
+    """The walk itself works: it flags a planted read, write and lock, and not another class's
+    own field of the same name."""
     planted = ast.parse(
-        "class Interview:\n"
+        "class InterviewBody:\n"
         "    def __init__(self):\n"
-        "        self._lock = None\n        self._changed = None\n        self.state = 'pending'\n"
-        "        self.states = []\n"
+        "        self._lock = None\n        self._waiting = 0\n"
+        "    def _touch(self):\n        pass\n"
+        "class Other:\n"
+        "    def __init__(self):\n        self._waiting = 1\n"
         "def elsewhere(interview):\n"
-        "    interview.state = 'submitted'\n"
-        "    interview.states.append(1)\n"
-        "    with interview._changed:\n        pass\n"
+        "    interview._waiting += 1\n"
+        "    if interview._waiting:\n        interview._touch()\n"
+        "    with interview._lock:\n        pass\n"
     )
-    cls = _interview_class(planted)
-    fields = _fields(cls) - {"_lock", "_changed"}
-    writes = [ast.unparse(t) for node in _outside(planted, cls) for t in _writes(node)
-              if (_written_attribute(t) is not None and _written_attribute(t).attr in fields)]
-    assert writes == ["interview.state", "interview.states"]
-    locks = [n for n in _outside(planted, cls) if isinstance(n, ast.Attribute) and n.attr == "_changed"]
-    assert len(locks) == 1
+    found = _reaches_in(planted, _interview_class(planted))
+    assert sorted(line.split(": ", 1)[1] for line in found) == [
+        "interview._lock", "interview._touch", "interview._waiting", "interview._waiting"]
+
+
+def test_a_live_interview_shows_no_public_field_that_can_change(runtime):
+    held = runtime.open_interview(interview(choice("q", "a", "b")))
+    public = {name: value for name, value in vars(held).items() if not name.startswith("_")}
+    assert public and all(isinstance(value, IMMUTABLE) for value in public.values()), {
+        name: type(value).__name__ for name, value in public.items()}
+    # What changes is read through the lock: the state, and a spec that later appends leave alone.
+    spec = held.spec
+    runtime.append_questions(held.id, [choice("later", "a")])
+    assert [q["id"] for q in spec["questions"]] == ["q"]
+    assert [q["id"] for q in held.spec["questions"]] == ["q", "later"]
+    assert held.state == "pending"
+
+
+def test_the_interview_is_the_future_of_its_result(runtime):
+    held = runtime.open_interview(interview(choice("q", "a", "b")))
+    assert isinstance(held, concurrent.futures.Future)
+    done = []
+    held.add_done_callback(lambda future: done.append((future, future.state_json()["state"])))
+    # Running from its creation: the Future's cancel() cannot end it, settle() does.
+    assert held.cancel() is False and held.running() and not held.done()
+    try:
+        held.result(timeout=0)
+        raise AssertionError("a pending interview has no result")
+    except concurrent.futures.TimeoutError:
+        pass
+    reply = runtime.hub.submit(held, {"answers": {"q": {"selected": ["a"]}}})
+    assert reply["ok"] is True and held.done()
+    result = held.result(timeout=0)
+    assert result is held.settled_result() and result["status"] == "submitted"
+    assert done == [(held, "submitted")]
+

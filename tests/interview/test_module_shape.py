@@ -49,12 +49,25 @@ def test_importing_askrich_starts_nothing_and_writes_nothing(tmp_path):
         "import threading, sys, os; before = threading.active_count(); "
         "import askrich; "
         "assert threading.active_count() == before; "
-        "heavy = {'http.server', 'subprocess', 'unicodedata', 'difflib', 'secrets'} & set(sys.modules); "
+        "heavy = {'http.server', 'subprocess', 'unicodedata', 'difflib', 'secrets', 'concurrent.futures', "
+        "'logging'} & set(sys.modules); "
         "assert not heavy, heavy; "
         "assert os.listdir(os.environ['HOME']) == []"
     )
     env = dict(os.environ, HOME=str(tmp_path), XDG_STATE_HOME="", PYTHONPATH=ROOT)
     subprocess.run([sys.executable, "-S", "-c", code], env=env, check=True, timeout=60)
+
+
+def test_every_name_of_the_public_api_is_there_and_the_interview_is_a_future():
+    # Interview is built on first use (its Future base imports logging): the module still
+    # answers for it by name, and `from askrich import *` takes every name __all__ lists.
+    from concurrent.futures import Future
+
+    assert issubclass(askrich.Interview, Future)
+    assert askrich.Interview.__qualname__ == "Interview"
+    assert all(getattr(askrich, name) is not None for name in askrich.__all__)
+    with pytest.raises(AttributeError):
+        askrich.NoSuchName  # noqa: B018
 
 
 def test_askrich_has_no_global_statement():

@@ -52,7 +52,7 @@ def example_result():
     )
 
 
-def test_summary_matches_the_contract_example_line_for_line():
+def test_summary_of_every_kind_of_answer_line_for_line():
     assert example_result()["summary"] == "\n".join([
         '"Plan" submitted after 3m05s via browser: 4 answered, 1 deferred, 1 need more info, 0 unanswered.',
         '1. [db] Which database? -> Postgres (recommended) | notes: "We run it already."',

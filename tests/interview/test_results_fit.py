@@ -176,7 +176,7 @@ def _wait_for_submit(server, runtime, arguments, raw, general_notes=None):
     request = server.request("tools/call", {"name": "await_user_answers",
                                             "arguments": {"sessionId": awaiting["sessionId"]}})
     held = runtime.hub.get(awaiting["sessionId"])
-    wait_for_interview(held, lambda i: i.waiters > 0, what="the await to block")
+    wait_for_interview(held, lambda i: i.activity()["waiters"] > 0, what="the await to block")
     extra = {"generalNotes": general_notes} if general_notes else {}
     assert submit(awaiting["url"], raw, **extra).status == 200
     return server.response(request, WAIT)["result"], held

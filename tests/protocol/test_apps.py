@@ -199,7 +199,7 @@ def test_the_call_returns_at_once_and_tells_the_model_what_to_do(host, server):
     assert 'await_user_answers with sessionId "%s"' % shown["sessionId"] in text
     assert "when the user says they have answered" in text.lower() and "call it now to wait" in text
     # Nothing was opened: the host shows the form.
-    assert server.runtime.hub.get(shown["sessionId"]).page_views == 0
+    assert server.runtime.hub.get(shown["sessionId"]).activity()["pageViews"] == 0
 
 
 def test_link_and_elicitation_deliveries_keep_their_own_behaviour_in_a_host(host):
@@ -228,7 +228,7 @@ def test_form_progress_records_the_counts_and_refuses_bad_ones(host, server):
     session = ask(host, choice("a", "x"), choice("b", "x"))
     status, body, error = form(host, "form_progress", session, answered=1, deferred=0, needsInfo=0, open=1)
     assert (status, body, error) == (204, {}, False)
-    assert server.runtime.hub.get(session[0]).counts == {"answered": 1, "deferred": 0, "needsInfo": 0, "open": 1}
+    assert server.runtime.hub.get(session[0]).activity()["counts"] == {"answered": 1, "deferred": 0, "needsInfo": 0, "open": 1}
     status, body, error = form(host, "form_progress", session, answered=-1)
     assert (status, body["code"], error) == (422, "invalid-progress", True)
 

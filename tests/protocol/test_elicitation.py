@@ -91,7 +91,7 @@ def test_form_elicitation_accepted_returns_its_answers(tmp_path, monkeypatch, ca
     assert 'elicitation-ignored' in logged and 'bogus' in logged  # ignored leniently, and logged
 
 
-def test_form_elicitation_schema_follows_the_contract(tmp_path, monkeypatch):
+def test_form_elicitation_asks_a_field_per_question_with_the_recommendations_as_defaults(tmp_path, monkeypatch):
     seen = []
     with declared_elicitation(monkeypatch, {"form": {}}):
         run_session(
@@ -384,7 +384,7 @@ def test_a_web_submit_during_a_form_elicitation_wins_and_withdraws_the_dialog(wi
     assert response["result"]["structuredContent"]["via"] == "browser"
     # The dialog's late answer changes nothing.
     client.send({"jsonrpc": "2.0", "id": request["id"], "result": {"action": "decline"}})
-    assert interview.result["status"] == "submitted"
+    assert interview.result(timeout=0)["status"] == "submitted"
 
 
 def test_a_web_submit_during_a_url_elicitation_returns_the_answers_and_completes_it(wire):

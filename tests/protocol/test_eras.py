@@ -128,15 +128,51 @@ def test_tasks_get_fresh_ids_under_their_interview_and_follow_the_progress(runti
     assert first["taskId"] != second["taskId"]
     assert first["taskId"].startswith(form.id + ".") and first["taskId"].split(".")[1].isdigit()
     assert (first["status"], first["ttlMs"], first["pollIntervalMs"]) == ("working", None, 2000)
-    tasks.update(first["taskId"], "Waiting, 1 of 1 answered")
+    tasks.update(first["taskId"], dict(form.progress(), answered=1))
     moved = tasks.get(first["taskId"])
-    assert moved["statusMessage"].startswith("Waiting, 1 of 1 answered; ") and moved["lastUpdatedAt"] >= first["createdAt"]
+    assert moved["statusMessage"].startswith('Waiting for answers to "Test interview": 1 of 1 answered, ')
+    assert moved["lastUpdatedAt"] >= first["createdAt"]
     assert moved["statusMessage"].endswith(" Form: " + form.url)
     tasks.complete(first["taskId"], {"content": []})
     done = tasks.get(first["taskId"])
     assert done["status"] == "completed" and done["result"] == {"content": []}
     tasks.complete(first["taskId"], {"content": ["twice"]})
     assert tasks.get(first["taskId"])["result"] == {"content": []}
+
+
+def test_a_short_progress_line_cuts_the_title_from_the_facts_and_keeps_the_counts():
+    facts = {"title": 'A "quoted" title \\ with escapes ' * 6, "answered": 3, "total": 12,
+             "form": "form open", "elapsedSeconds": 65}
+    whole = askrich.progress_message(facts)
+    assert whole.endswith('": 3 of 12 answered, form open (1:05 elapsed)') and len(whole) > 100
+    for limit in range(80, 130):
+        line = askrich.progress_message(facts, limit)
+        assert len(line) <= limit and line.endswith('…": 3 of 12 answered, form open (1:05 elapsed)'), line
+    # No room for 8 characters of title: the end goes instead.
+    assert askrich.progress_message(facts, 60) == askrich.cut(whole, 60)
+
+
+def test_a_call_holds_only_the_collaborators_it_uses_never_the_server(runtime, monkeypatch):
+    made = []
+    real = askrich.McpServer.start_tool_call
+    monkeypatch.setattr(askrich.McpServer, "start_tool_call",
+                        lambda self, call, name, arguments: made.append(call) or real(self, call, name, arguments))
+    peer = InProcessServer(runtime)
+    try:
+        peer.initialize()
+        peer.tool("ask_user_rich", dict(ARGUMENTS, delivery="link"))
+        modern = peer.call("tools/call", {"name": "ask_user_rich", "arguments": dict(ARGUMENTS, delivery="link"),
+                                          "_meta": MODERN_META})
+        assert modern["result"]["resultType"] == "complete"
+    finally:
+        peer.close()
+    legacy_call, modern_call = made
+    for call in made:
+        assert not any(isinstance(value, askrich.McpServer) for value in vars(call).values()), vars(call)
+    assert legacy_call.transport is modern_call.transport is peer.server.transport
+    assert callable(legacy_call.handshake) and legacy_call.client_info == {"name": "tests", "version": "1"}
+    assert (modern_call.tasks, modern_call.seal, modern_call.log_scope) == (
+        peer.server.tasks, peer.server.seal, peer.server.routing)
 
 
 def test_cancelling_a_task_cancels_its_call_and_leaves_it_cancelled(runtime):

@@ -259,12 +259,12 @@ def test_cancelled_call_sends_no_response_and_the_interview_stays_collectable(se
     request_id = server.request("tools/call", {"name": "await_user_answers",
                                                "arguments": {"sessionId": structured["sessionId"]}})
     waited_on = server.runtime.hub.get(structured["sessionId"])
-    wait_for_interview(waited_on, lambda i: i.waiters == 1, what="the call waiting")
+    wait_for_interview(waited_on, lambda i: i.activity()["waiters"] == 1, what="the call waiting")
     assert http_request(api_url(structured["url"], "state")).json()["waiting"] is True
     server.notify("notifications/cancelled", {"requestId": request_id, "reason": "user"})
     assert server.call("ping")["result"] == {}
     # The waiter has left: /state says so, and no response for the cancelled id ever comes.
-    wait_for_interview(waited_on, lambda i: i.waiters == 0, what="the cancelled call leaving")
+    wait_for_interview(waited_on, lambda i: i.activity()["waiters"] == 0, what="the cancelled call leaving")
     assert http_request(api_url(structured["url"], "state")).json()["waiting"] is False
     assert submit(structured["url"], {"q": {"selected": ["a"]}}).status == 200
     again = server.tool("await_user_answers", {"sessionId": structured["sessionId"]})
@@ -289,7 +289,7 @@ def test_several_waiters_all_receive_the_result(server):
     ids = [server.request("tools/call", {"name": "await_user_answers",
                                          "arguments": {"sessionId": structured["sessionId"]}})
            for _ in range(3)]
-    wait_for_interview(server.runtime.hub.get(structured["sessionId"]), lambda i: i.waiters >= 3,
+    wait_for_interview(server.runtime.hub.get(structured["sessionId"]), lambda i: i.activity()["waiters"] >= 3,
                        what="three calls waiting")
     assert submit(structured["url"], {"q": {"selected": ["a"]}}).json()["delivered"] is True
     results = [server.response(i)["result"]["structuredContent"] for i in ids]

@@ -36,7 +36,7 @@ from modern_support import (
     without_envelope,
     written_messages,
 )
-from support import api_url, choice, http_request, interview
+from support import api_url, choice, http_request, interview, wait_for_interview
 
 FORM = {"elicitation": {"form": {}}}
 URL_ONLY = {"elicitation": {"url": {}}}
@@ -606,6 +606,29 @@ def test_after_a_legacy_set_level_a_modern_call_without_log_level_gets_no_log_me
     form_state(asked["url"])
     result_of(call_modern(modern, "ping"))  # every message before its response is written
     assert [m["data"] for m in log_messages_since(modern, since)] == []
+
+
+def test_a_log_event_goes_where_what_it_is_about_belongs_whatever_its_fields_name(server):
+    """The event's owner decides, never its fields: an event about an interview that a
+    2026-07-28 call works on reaches that call (it asked) and never the initialize era's
+    setLevel, though no field of it names the interview."""
+    server.initialize()
+    assert server.call("logging/setLevel", {"level": "debug"})["result"] == {}
+    asked = result_of(tool_modern(server, "ask_user_rich", interview(delivery="link")))["structuredContent"]
+    held = server.runtime.hub.get(asked["sessionId"])
+    call_id = send_modern(server, "tools/call", {"name": "await_user_answers",
+                                                 "arguments": {"sessionId": asked["sessionId"]}}, **DEBUG)
+    wait_for_interview(held, lambda i: i.activity()["waiters"] > 0, what="the call waiting")
+    since = len(written_messages(server))
+    server.runtime.log.event("about-the-interview", about=held, detail="no interview field")
+    message = server.receive(lambda m: m.get("method") == "notifications/message"
+                             and m["params"]["data"]["event"] == "about-the-interview")
+    assert message["params"]["data"] == {"event": "about-the-interview", "detail": "no interview field"}
+    submit_like_a_browser(asked["url"])
+    assert result_of(server.response(call_id))["structuredContent"]["status"] == "submitted"
+    server.call("ping")
+    sent = [m["data"]["event"] for m in log_messages_since(server, since)]
+    assert sent.count("about-the-interview") == 1, sent  # to the call that asked, not to setLevel too
 
 
 def log_messages_since(peer, since: int) -> list:

@@ -603,8 +603,8 @@ def test_print_mode_300_question_interview_reaches_the_model_inline_and_within_b
     questions = arguments["questions"]
     assert "<persisted-output>" not in received and "Output too large" not in received, received[:600]
     characters = len(received)
-    # Counted as Claude Code estimates a text's tokens: characters / 4. The contract's own figure
-    # (120,000 characters, about 34,000 tokens) is nearer 3.5, so that must fit too.
+    # Counted as Claude Code estimates a text's tokens: characters / 4. A denser text (120,000
+    # characters for about 34,000 tokens) is nearer 3.5 a token, so that must fit too.
     assert characters / 3.5 <= CLAUDE_CODE_TOKEN_LIMIT, characters
     result = json.loads(received)
     assert result["compact"] is True and result["status"] == "submitted"

@@ -209,7 +209,7 @@ def _task_session(tmp_path, answer, label):
         # is seen following the polls (the elapsed time moves).
         session.wait_answers("tasks/get", 3, "three tasks/get answered")
         terminal.wait_for("the status line following the polls", lambda flat: re.search(
-            r"Status: working · .*\(0:0[2-9] elapsed\).* Form: " + re.escape(url), flat))
+            r"Status: working · .*\((?!0:0[01]\b)\d+:\d\d elapsed\).* Form: " + re.escape(url), flat))
         for _, response in session.answers_of("tasks/get"):
             message = response["result"]["statusMessage"]
             assert len(message) <= 200 and message.endswith(" Form: " + url), message
@@ -236,8 +236,9 @@ def _task_session(tmp_path, answer, label):
     assert last["statusMessage"] == summary and "submitted" in summary, last["statusMessage"]
     assert "Waiting for answers" not in finished.split("Thanks, noted.")[-1]
     assert "MCP task %s (ask-user-rich/ask_user_rich) completed." % task_id in done
-    # Claude Code asks every 2 s while the person has not acted for a minute.
-    assert polls and all(1.5 <= interval <= 3.5 for interval in polls), polls
+    # Claude Code asks every 2 s while the person has not acted for a minute: the cadence, however
+    # late a busy machine ran one poll (and so the next one early, or ours read it late).
+    assert polls and 1.5 <= _median(polls) <= 3.5 and 1.5 <= sum(polls) / len(polls) <= 3.5, polls
 
 
 def test_interactive_session_makes_a_task_shows_its_link_and_hands_the_answers_to_the_model(tmp_path):
