@@ -2295,7 +2295,7 @@ class InterviewBody:
         self.id = interview_id
         self.token = token
         self.own_url = form_url(origin, token)  # this process's own form server: always works
-        self.options = MappingProxyType(dict(options or {"delivery": "browser", "timeoutSeconds": None}))
+        self.options = MappingProxyType(dict(options or {"delivery": DELIVERIES[0], "timeoutSeconds": None}))
         self.agent = agent  # what the form calls the agent (agent_name()); None: "the agent"
         self.created = time.time()
         self._spec = spec
