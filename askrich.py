@@ -3903,9 +3903,10 @@ def route_prove(request, params: dict):
 
 def route_to_inbox(request, params: dict):
     """The form's "N more waiting" link: a redirect to the inbox with a one-time ticket, so
-    that the form never holds the inbox's key."""
+    that the form never holds the inbox's key. Only a pending form leads there: a link kept
+    from a settled one opens nothing."""
     interview = api_interview(request, params)
-    url = request.runtime.inbox.entry_url(interview)
+    url = request.runtime.inbox.entry_url(interview) if interview.is_pending() else None
     if url is None:
         raise HttpRefusal(404, "not found")
     return Reply(303, {"Location": url})
@@ -4585,6 +4586,10 @@ def stop_serving(server, patience: float | None = 2.0) -> None:
 # outlives any one process. A process with nothing pending does none of this.
 
 INBOX_HOST = "127.0.0.1"  # loopback only, whatever ASK_USER_RICH_HOST says
+# Every process of ours holds the door port at once (share_door_port): Linux only, where the
+# kernel refuses a port shared this way to any other user. Elsewhere one process holds it and
+# the others take over when it exits (tests/README.md, "Another user of this machine").
+DOOR_SHARED = sys.platform.startswith("linux")
 INBOX_RETRY_SECONDS = 5.0
 INBOX_WRITE_SECONDS = 0.25  # the registry file is rewritten at most this often
 INBOX_WATCH_SECONDS = 0.5  # how often the registry folder is looked at while anything is pending
@@ -4723,6 +4728,29 @@ def inbox_pass_nonce(key: str, kind: str, value: str):
         return None
     wanted = proof_of(key, "%s:%s.%s" % (kind, expiry, nonce))
     return nonce if hmac.compare_digest(wanted.encode("ascii"), mac.encode("utf-8", "surrogatepass")) else None
+
+
+def use_ticket_once(folder: str, expiry: str, nonce: str) -> bool:
+    """Whether this is the ticket's first use by any process of ours: a marker file made
+    exclusively in the private registry folder (<folder>/tickets/<expiry>.<nonce>) says it was
+    used, whichever process holding the door redeemed it. Markers of expired tickets go."""
+    tickets = os.path.join(folder, "tickets")
+    try:
+        inbox_folder(folder)
+        inbox_folder(tickets)
+        now = time.time()
+        for name in os.listdir(tickets):
+            stamp = name.partition(".")[0]
+            if stamp.isdigit() and int(stamp) < now:
+                try:
+                    os.unlink(os.path.join(tickets, name))
+                except OSError:
+                    pass
+        with create_private_file(os.path.join(tickets, "%s.%s" % (expiry, nonce))):
+            pass
+    except (OSError, InboxUnavailable):
+        return False  # used already, or no private place to say so: it opens nothing
+    return True
 
 
 def page_verifier(key: str, session: str) -> str:
@@ -5169,6 +5197,10 @@ class OwnerConnections:
         try:
             owner.settimeout(DOOR_CONNECT_SECONDS)
             owner.connect((INBOX_HOST, port))
+            # Before a byte of the request goes: the owner may have exited and another user's
+            # program taken its port (a kept connection was made to our own listener).
+            if not listener_is_ours(port):
+                raise OSError("port %d is held by a program that is not ours" % port)
             owner.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except OSError:
             owner.close()
@@ -5189,6 +5221,73 @@ class OwnerConnections:
         for kept in idle.values():
             for owner, _ in kept:
                 owner.close()
+
+
+def listener_is_ours(port: int) -> bool:
+    """Whether every socket listening on `port` belongs to this user, and one does: the
+    kernel says whose each listening socket is (Linux: sock_diag over netlink, which lists the
+    listening sockets alone, else /proc/net/tcp and tcp6). Where it cannot tell (macOS,
+    Windows) the registry's word is all there is (tests/README.md)."""
+    try:
+        owners = _listener_uids_by_netlink(port)
+    except (OSError, AttributeError, ValueError):
+        owners = _listener_uids_by_proc(port)
+    if owners is None:
+        return True
+    return bool(owners) and owners <= {os.getuid()}
+
+
+def _listener_uids_by_netlink(port: int) -> set:
+    """The uids of the TCP sockets listening on `port`, from the kernel's sock_diag: one dump
+    request per address family (inet_diag_req_v2 for the LISTEN state), read to its end."""
+    import socket
+    import struct
+
+    uids = set()
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, 4) as diag:  # NETLINK_SOCK_DIAG
+        diag.settimeout(DOOR_CONNECT_SECONDS)
+        for family in (socket.AF_INET, socket.AF_INET6):
+            question = struct.pack("=BBBBI", family, socket.IPPROTO_TCP, 0, 0, 1 << 10) + bytes(48)
+            # SOCK_DIAG_BY_FAMILY, a request for a dump
+            diag.send(struct.pack("=IHHII", 16 + len(question), 20, 0x301, 1, 0) + question)
+            done = False
+            while not done:
+                data, offset = diag.recv(65536), 0
+                if not data:
+                    raise OSError("sock_diag ended early")
+                while offset + 16 <= len(data):
+                    length, kind = struct.unpack_from("=IH", data, offset)
+                    if kind in (2, 3):  # NLMSG_ERROR, NLMSG_DONE
+                        if kind == 2 and struct.unpack_from("=i", data, offset + 16)[0] != 0:
+                            raise OSError("sock_diag refused")
+                        done = True
+                        break
+                    if length < 16 + 72:
+                        raise ValueError("short sock_diag answer")
+                    if struct.unpack_from("!H", data, offset + 20)[0] == port:  # idiag_sport
+                        uids.add(struct.unpack_from("=I", data, offset + 80)[0])  # idiag_uid
+                    offset += (length + 3) & ~3
+    return uids
+
+
+def _listener_uids_by_proc(port: int):
+    """The same from /proc/net/tcp and tcp6 (slower: they list every connection too), or None
+    where there are none."""
+    tables = [name for name in ("/proc/net/tcp", "/proc/net/tcp6") if os.path.exists(name)]
+    if not tables:
+        return None
+    suffix, uids = ":%04X" % port, set()
+    for name in tables:
+        try:
+            with open(name, "rb") as table:
+                lines = table.read().decode("ascii", "replace").splitlines()[1:]
+        except OSError:
+            return {-1}  # unreadable: not known to be ours
+        for line in lines:
+            fields = line.split()
+            if len(fields) >= 8 and fields[3] == "0A" and fields[1].endswith(suffix):
+                uids.add(int(fields[7]) if fields[7].isdigit() else -1)
+    return uids
 
 
 def still_open(owner) -> bool:
@@ -5436,9 +5535,20 @@ def _build_inbox_server_class():
         def server_bind(self):
             if os.name == "nt" and hasattr(socket, "SO_EXCLUSIVEADDRUSE"):
                 self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_EXCLUSIVEADDRUSE, 1)
+            share_door_port(self.socket)
             super().server_bind()
 
     return InboxServer
+
+
+def share_door_port(sock) -> None:
+    """Where the kernel lets every socket of one user share a port and refuses it to every
+    other user (Linux's SO_REUSEPORT), each process of ours holds the door at once: none
+    leaves a gap when it exits, and no other user can bind it while one of ours lives."""
+    import socket
+
+    if DOOR_SHARED:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
 
 
 inbox_server_class = BuiltOnce(_build_inbox_server_class)
@@ -5453,6 +5563,7 @@ def port_is_free(host: str, port: int) -> bool:
         with socket.socket(family) as probe:
             if os.name != "nt":
                 probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
+            share_door_port(probe)  # free for us while only our own processes hold it
             try:
                 probe.bind((address, port))
             except OSError:
@@ -5576,6 +5687,9 @@ class Inbox:
         self.log = runtime.log
         self.port = runtime.config.inbox_port
         self.hold = hold  # the `inbox` command: hold the port until closed, pending or not
+        # A door URL or an inbox way in went out: the port is held until this process exits, so
+        # that following it later never reaches a program that took the port meanwhile.
+        self.handed_out = False
         self.registry = InboxRegistry(runtime.config.log_dir)
         self.project = working_folder()
         self.started_at = iso_utc(time.time())
@@ -5601,7 +5715,6 @@ class Inbox:
         self.probed = float("-inf")  # when it was probed last
         self.reprove = False  # a URL was shown on a stale proof: the worker proves it again
         self.reported_foreign = False
-        self.used_tickets: dict = {}  # nonce -> when it would expire: a ticket opens once
         self.write_failed = False  # the last write of the entry failed (a full disk)
         self.scan_lock = threading.Lock()  # the worker and a listing request may both scan
         self.streams = 0
@@ -5640,7 +5753,7 @@ class Inbox:
         if self.server is None:
             return False
         with self.changed:
-            self.hold = True
+            self.hold = self.dirty = True  # the entry says this process lives on
             self._start_worker()
             self.changed.notify_all()
         return True
@@ -5652,7 +5765,7 @@ class Inbox:
             self.worker.start()
 
     def _active(self) -> bool:
-        return bool(self.forms) or self.hold or (self.server is not None and self.streams > 0)
+        return bool(self.forms) or self.hold or self.handed_out or (self.server is not None and self.streams > 0)
 
     def _readable_until(self, now: float):
         """Drop the forms that are no longer readable (call with the lock held); when the next
@@ -5689,7 +5802,15 @@ class Inbox:
                 self.changed.notify_all()
         if self.server is None and not (self.holder == "ours" and self.holder_door):
             return None
+        self._handing_out()
         return self.door_base()
+
+    def _handing_out(self) -> None:
+        with self.changed:
+            if not self.handed_out:
+                self.handed_out = self.dirty = True  # the entry says this process lives on
+                self._start_worker()
+                self.changed.notify_all()
 
     def _open_door(self) -> bool:
         """A form's first URL: our registry file names it, and, the first time, the port is
@@ -5774,17 +5895,15 @@ class Inbox:
     def ticket_url(self) -> str:
         """A one-time way into the inbox (a ticket the inbox exchanges for a session cookie),
         at the door's origin."""
+        self._handing_out()
         return "%s/inbox/enter/%s" % (self.door_base(), inbox_pass(self.key, "ticket", INBOX_TICKET_SECONDS))
 
     def redeem(self, ticket: str):
-        """A session for a valid ticket not used before, or None."""
+        """A session for a valid ticket not used before by any process of ours, or None."""
         nonce = None if self.key is None else inbox_pass_nonce(self.key, "ticket", ticket)
-        now = time.time()
-        with self.lock:
-            self.used_tickets = {seen: until for seen, until in self.used_tickets.items() if until > now}
-            if nonce is None or nonce in self.used_tickets:
-                return None
-            self.used_tickets[nonce] = now + INBOX_TICKET_SECONDS
+        if nonce is None or not use_ticket_once(self.registry.folder, ticket.partition(".")[0], nonce):
+            return None
+        self._handing_out()
         return inbox_pass(self.key, "session", INBOX_SESSION_SECONDS)
 
     # -- the listing ----------------------------------------------------------------------
@@ -5825,7 +5944,7 @@ class Inbox:
                 rows.append(row)
                 agent = interview.agent or agent
         return {"pid": os.getpid(), "startedAt": self.started_at, "agent": agent,
-                "project": self.project, "interviews": rows,
+                "project": self.project, "interviews": rows, "holds": self.handed_out or self.hold,
                 "port": form_server.port if form_server is not None else None, "forms": forms,
                 "version": __version__}
 
@@ -5896,8 +6015,8 @@ class Inbox:
             self._scan(force=step.write)
 
     def _load_key(self) -> None:
-        """The key, a new one when nobody needs the old one: no other live process lists an
-        interview and nothing holds the port (the `inbox` command holds it with none)."""
+        """The key, a new one when nobody needs the old one: no other live process of ours
+        (_nobody_else)."""
         with self.door_lock:  # the worker and a caller about to show a door URL, at once
             log_dir = self.runtime.config.log_dir
             if self.key is None or inbox_key_stamp(log_dir) is None:
@@ -5909,10 +6028,10 @@ class Inbox:
                 self._refresh_key()
 
     def _nobody_else(self) -> bool:
-        """No other live process lists a pending interview (one with only settled forms, still
-        readable through the door, needs no inbox key), and nothing holds the port."""
-        pending = any(entry.get("interviews") for entry in self.registry.scan()[1])
-        return not pending and port_is_free(INBOX_HOST, self.port)
+        """No other live process of ours has an entry in the registry (pending or readable
+        forms, or a door URL or inbox session handed out). Whatever holds the port does not
+        count: a program that is not ours there never keeps the key alive."""
+        return not self.registry.scan()[1]
 
     def _refresh_key(self) -> bool:
         """Read the key again when the file was replaced or retired under us (two processes
@@ -5939,7 +6058,7 @@ class Inbox:
         """Write `entry` (_own_entry(), taken before the door's lock); whether the entry is as
         it should be now. When it could not be written, it is marked to be written again and
         the failure logged once, until a write succeeds."""
-        if not (entry["interviews"] or entry["forms"]):
+        if not (entry["interviews"] or entry["forms"] or entry["holds"]):
             self.registry.remove()
             self.published = frozenset()
             return True
