@@ -3893,12 +3893,40 @@ def route_events(request, params: dict):
 def route_prove(request, params: dict):
     """A page that lost its server asks this before it sends its token again: the server
     proves it knows the token the page names by its SHA-256, which proves nothing to anyone
-    who does not hold the token already."""
+    who does not hold the token already, for the origin it answers at (proved_origin)."""
     nonce, digest = request_nonce(request), request_token_digest(request)
     interview = request.runtime.hub.find_by_token_digest(bytes.fromhex(digest))
     if interview is None:
         raise HttpRefusal(404, "not found")
-    return json_reply(200, {"proof": proof_of(interview.token, nonce)})
+    origin = proved_origin(request)
+    return json_reply(200, {"proof": origin_proof(interview.token, nonce, origin), "origin": origin})
+
+
+def origin_proof(secret: str, nonce: str, origin: str) -> str:
+    """A proof bound to the origin the page talks to (scheme, host and port): another server
+    that passes the question on to us gets a proof for our origin, which the page, at the
+    relay's origin, does not take."""
+    return proof_of(secret, "%s %s" % (nonce, origin))
+
+
+def proved_origin(request) -> str:
+    """The origin a proof is given for: this listener's own port, under the name the page
+    used; the door's port (or the public URL) only while the door is ours, for a question
+    the door passed on (its Host is the page's). HttpRefusal 403 for any other: a program
+    that holds some port and passes questions on learns nothing it can show."""
+    name = host_name(request.headers.get("Host", ""))
+    given = request.headers.get("Host", "").strip()[len(name):].lstrip(":")
+    port = request.server.server_address[1]
+    public = request.runtime.config.public_url
+    inbox = request.runtime.inbox
+    if public and name == host_name(public.split("://", 1)[1]) and name not in LOOPBACK_NAMES:
+        if getattr(request.server, "inbox", None) is not None or inbox.door_is_ours():
+            return public
+    elif not given.isdigit() or int(given) == port:
+        return "http://%s:%d" % (name, port)
+    elif int(given) == inbox.port and inbox.door_is_ours():
+        return "http://%s:%d" % (name, inbox.port)
+    raise HttpRefusal(403, "this server proves only for its own address")
 
 
 def route_to_inbox(request, params: dict):
@@ -4332,8 +4360,10 @@ def _build_form_server_class():
             self.replies = RepliesInFlight()
             self.address_family = family
             super().__init__(address, FormRequestHandler)
+            # The public URL's host too: the door passes a page's Host on unchanged.
             self.allowed_hosts, self.allowed_origins = allowed_hosts(self.server_address[1],
-                                                                     host=runtime.config.public_host)
+                                                                     host=runtime.config.public_host,
+                                                                     public_url=runtime.config.public_url)
 
         def handle_error(self, request, client_address):
             # A broken connection is routine for a local form; never print a traceback to
@@ -4603,8 +4633,8 @@ DOOR_CONNECT_SECONDS = 2.0
 DOOR_ANSWER_SECONDS = 20.0
 DOOR_IDLE_SECONDS = 3 * SSE_PING_SECONDS
 INBOX_TICKET_SECONDS = 60  # a form's way into the inbox is used within the minute, once
-INBOX_SESSION_SECONDS = 8 * 3600  # the cookie a ticket becomes: a working day
-INBOX_COOKIE = "ask-user-rich-inbox"
+INBOX_SESSION_SECONDS = 8 * 3600  # the session a ticket becomes: a working day
+INBOX_SESSION_HEADER = "X-Ask-User-Rich-Session"
 
 
 class InboxUnavailable(Exception):
@@ -4710,8 +4740,8 @@ def _make_inbox_key(path: str, key: str) -> None:
 
 def inbox_pass(key: str, kind: str, seconds: float) -> str:
     """A signed, expiring value only a holder of the key makes or checks: a "ticket" (the
-    form's way in, used once) or a "session" (the cookie it is exchanged for). It is not the
-    key and says nothing of it."""
+    form's way in, used once) or a "session" (what it is exchanged for, kept in the page's
+    tab). It is not the key and says nothing of it."""
     import secrets
 
     body = "%d.%s" % (time.time() + seconds, secrets.token_hex(12))
@@ -4754,9 +4784,9 @@ def use_ticket_once(folder: str, expiry: str, nonce: str) -> bool:
 
 
 def page_verifier(key: str, session: str) -> str:
-    """What an inbox page opened through a ticket holds to check a server's proof: its session
-    cookie is HttpOnly and it never sees the key. Bound to the session (its nonce), so that
-    whoever holds another session cannot answer for this page."""
+    """What an inbox page opened through a ticket holds to check a server's proof: it never
+    sees the key. Bound to the session (its nonce), so that whoever holds another session
+    cannot answer for this page."""
     return proof_of(key, "inbox-page:" + session)
 
 
@@ -4974,57 +5004,57 @@ def route_inbox_events(request, params: dict):
 
 def route_inbox_prove(request, params: dict):
     """Proves the key: `proof` for a holder of the key, and with `session` (a session's nonce,
-    not a secret), `pageProof` for the page that session opened."""
+    not a secret), `pageProof` for the page that session opened; each for the origin this
+    listener answers at (origin_proof)."""
     nonce = request_nonce(request)
     key = request.server.inbox.key
+    origin = proved_origin(request)
     # `door`: this holder also serves every process's forms, with the assets of this version.
-    proved = {"proof": proof_of(key, nonce), "door": __version__}
+    proved = {"proof": origin_proof(key, nonce, origin), "origin": origin, "door": __version__}
     session = query_value(request, "session")
     if session:
         if len(session) != 24 or not set(session) <= HEX_DIGITS:
             raise HttpRefusal(400, "session must be 24 lower-case hex digits")
-        proved["pageProof"] = proof_of(page_verifier(key, session), nonce)
+        proved["pageProof"] = origin_proof(page_verifier(key, session), nonce, origin)
     return json_reply(200, proved)
 
 
-def cookie_value(request, name: str) -> str:
-    for part in request.headers.get("Cookie", "").split(";"):
-        found, _, value = part.strip().partition("=")
-        if found == name:
-            return value
-    return ""
-
-
-def inbox_by_cookie(request):
-    """(the inbox, the session's nonce) for a valid session cookie, or a 404, as for a wrong key."""
+def inbox_by_session(request):
+    """(the inbox, the session's nonce) for a valid session in the request's
+    X-Ask-User-Rich-Session header, or a 404, as for a wrong key. The page holds the session
+    in its tab and sends it only after the server proved the key for the page's origin: never
+    a cookie, which a browser sends to every port of localhost."""
     inbox = request.server.inbox
-    session = None if inbox.key is None else inbox_pass_nonce(inbox.key, "session", cookie_value(request, INBOX_COOKIE))
+    given = request.headers.get(INBOX_SESSION_HEADER, "")
+    session = None if inbox.key is None else inbox_pass_nonce(inbox.key, "session", given)
     if session is None:
         raise HttpRefusal(404, "not found")
     return inbox, session
 
 
 def route_inbox_enter(request, params: dict):
-    """A form's ticket, exchanged once for a session cookie; then the inbox page."""
-    session = request.server.inbox.redeem(params["ticket"])
+    """A form's ticket, exchanged once (whichever process of ours redeems it) for a session
+    and the verifier the page checks later proofs with; the page keeps both in its tab."""
+    inbox = request.server.inbox
+    session = inbox.redeem(params["ticket"])
     if session is None:
         raise HttpRefusal(404, "not found")
-    cookie = "%s=%s; Path=/inbox; Max-Age=%d; HttpOnly; SameSite=Strict" % (
-        INBOX_COOKIE, session, INBOX_SESSION_SECONDS)
-    return Reply(303, {"Location": "/inbox", "Set-Cookie": cookie})
+    nonce = inbox_pass_nonce(inbox.key, "session", session)
+    return json_reply(200, {"session": session, "verifier": page_verifier(inbox.key, nonce)})
 
 
 def route_inbox_session_page(request, params: dict):
-    inbox_by_cookie(request)
+    """The page a ticket opens, and the same page after a reload: it holds no secret, so it is
+    served to anyone; what it shows comes only with a session."""
     return route_asset(request, {"name": "inbox.html"})
 
 
 def route_inbox_session_json(request, params: dict):
-    return json_reply(200, inbox_by_cookie(request)[0].fresh_listing())
+    return json_reply(200, inbox_by_session(request)[0].fresh_listing())
 
 
 def route_inbox_session_events(request, params: dict):
-    return InboxStream(inbox_by_cookie(request)[0])
+    return InboxStream(inbox_by_session(request)[0])
 
 
 def inbox_share(inbox):
@@ -5039,12 +5069,7 @@ def route_inbox_share(request, params: dict):
 
 
 def route_inbox_session_share(request, params: dict):
-    return inbox_share(inbox_by_cookie(request)[0])
-
-
-def route_inbox_verifier(request, params: dict):
-    inbox, session = inbox_by_cookie(request)
-    return json_reply(200, {"verifier": page_verifier(inbox.key, session), "session": session})
+    return inbox_share(inbox_by_session(request)[0])
 
 
 # -- the front door: every form of every process, through the inbox's port ------------------
@@ -5059,7 +5084,7 @@ def route_inbox_verifier(request, params: dict):
 DOOR_KEEP_SECONDS = 10.0
 DOOR_KEPT_PER_OWNER = 8
 DOOR_KEEP_HEADER = "X-Ask-User-Rich-Door"
-# Headers a form's requests need at the owner; Host is the owner's own, Origin was checked here.
+# Headers a form's requests need at the owner, besides Host; Origin was checked here.
 DOOR_FORWARDED_HEADERS = ("Content-Type", "X-Attachment-Name", "User-Agent", "Accept", "Accept-Language",
                           "Last-Event-ID")
 # Bounded here as at the owner, so that the door never passes on what the owner would refuse.
@@ -5137,11 +5162,12 @@ def door_failure(status: int, forward: Forward) -> Reply:
 
 
 def _owner_request(request, forward: Forward, length: int, keep: bool) -> bytes:
-    """The request line and headers the owner gets: HTTP/1.0, its own Host, a few of the page's
-    headers (HttpRefusal 400 for one that would split a line), and with `keep` the door's ask
-    to keep the connection for its next request."""
-    lines = ["%s %s HTTP/1.0" % (forward.method, forward.path), "Host: 127.0.0.1:%d" % forward.port]
-    for name in DOOR_FORWARDED_HEADERS:
+    """The request line and headers the owner gets: HTTP/1.0, the page's Host unchanged (checked
+    here: the owner tells a request through the door by it, and proves for the door's origin),
+    a few of the page's headers (HttpRefusal 400 for one that would split a line), and with
+    `keep` the door's ask to keep the connection for its next request."""
+    lines = ["%s %s HTTP/1.0" % (forward.method, forward.path)]
+    for name in ("Host",) + DOOR_FORWARDED_HEADERS:
         value = request.headers.get(name)
         if value is None:
             continue
@@ -5501,9 +5527,9 @@ INBOX_ROUTES = (
     ("GET", "/inbox", route_inbox_session_page),
     ("GET", "/inbox/listing", route_inbox_session_json),
     ("GET", "/inbox/events", route_inbox_session_events),
-    ("GET", "/inbox/verifier", route_inbox_verifier),
     ("GET", "/inbox/share", route_inbox_session_share),
-    ("GET", "/inbox/enter/<ticket>", route_inbox_enter),
+    ("GET", "/inbox/enter/<ticket>", route_inbox_session_page),
+    ("POST", "/inbox/enter/<ticket>", route_inbox_enter),
     ("GET", "/inbox/<key>", route_inbox_page),
     ("GET", "/assets/<name*>", route_asset),
     ("GET", "/api/inbox/prove", route_inbox_prove),
@@ -5614,10 +5640,14 @@ def _prove_at(address: str, port: int, key: str, timeout: float) -> str:
         proof = answer.get("proof")
     except (UnicodeDecodeError, ValueError, AttributeError):
         return "foreign"
-    if response.status == 200 and isinstance(proof, str) and hmac.compare_digest(
-        proof.encode("ascii", "replace"), proof_of(key, nonce).encode("ascii")
-    ):
+    if response.status != 200 or not isinstance(proof, str):
+        return "foreign"
+    given = proof.encode("ascii", "replace")
+    if hmac.compare_digest(given, origin_proof(key, nonce, "http://%s:%d" % (host, port)).encode("ascii")):
         return "ours" if answer.get("door") == __version__ else "ours-without-door"
+    # An older ask-user-rich proves the key for no origin: ours, but never our door.
+    if hmac.compare_digest(given, proof_of(key, nonce).encode("ascii")):
+        return "ours-without-door"
     return "foreign"
 
 
@@ -5836,6 +5866,10 @@ class Inbox:
     def door_base(self) -> str:
         return self.runtime.config.public_url or "http://localhost:%d" % self.port
 
+    def door_is_ours(self) -> bool:
+        """Whether a process of ours holds the door now: this one, or a holder proved lately."""
+        return self.server is not None or (self.holder == "ours" and self._proof_fresh())
+
     def _proof_fresh(self) -> bool:
         # A proof goes stale: the holder may have changed since.
         return time.monotonic() - self.probed <= INBOX_RETRY_SECONDS + INBOX_PROBE_SECONDS
@@ -5893,8 +5927,8 @@ class Inbox:
         return self.ticket_url()
 
     def ticket_url(self) -> str:
-        """A one-time way into the inbox (a ticket the inbox exchanges for a session cookie),
-        at the door's origin."""
+        """A one-time way into the inbox (a ticket the inbox exchanges for a session), at the
+        door's origin."""
         self._handing_out()
         return "%s/inbox/enter/%s" % (self.door_base(), inbox_pass(self.key, "ticket", INBOX_TICKET_SECONDS))
 
@@ -6404,12 +6438,20 @@ def compose_notice(spec: dict, agent, project: str, url: str, environ=None, test
 
 def notice_text(text: str) -> str:
     """One line a notifier can carry: whitespace runs as one space, control characters and
-    lone surrogates dropped (an argv cannot hold NUL, XML no control character), at most
-    NOTICE_TEXT_CHARS characters."""
+    lone surrogates dropped (an argv cannot hold NUL, XML no control character), and the
+    direction controls, which would let a title turn the rest of the notice around (a
+    U+202E makes "fdp.exe" read "exe.pdf"); at most NOTICE_TEXT_CHARS characters."""
     import unicodedata
 
-    kept = "".join(ch if ch.isspace() or unicodedata.category(ch) not in ("Cc", "Cs") else "" for ch in text)
+    kept = "".join(ch if ch.isspace() or (unicodedata.category(ch) not in ("Cc", "Cs") and ch not in
+                                          NOTICE_DIRECTION_CONTROLS) else "" for ch in text)
     return cut(kept, NOTICE_TEXT_CHARS)
+
+
+# Embeddings and overrides (U+202A-U+202E), isolates (U+2066-U+2069), the marks (U+200E,
+# U+200F, U+061C): a notifier shows text as it comes.
+NOTICE_DIRECTION_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+                                      "\u200e\u200f\u061c")
 
 
 # -- the desktop's notifier: a plan per platform, as argv lists ----------------------------

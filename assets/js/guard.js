@@ -4,7 +4,7 @@
 // address proves it knows the token (prove.js), naming the token only by its SHA-256: another
 // user may have taken the port meanwhile, and must learn nothing.
 import { token } from "./state.js";
-import { askProof, canProve, hmacHex, newNonce, sha256Hex } from "./prove.js";
+import { askProof, canProve, newNonce, proofVerdict, sha256Hex } from "./prove.js";
 
 let trusted = true;
 let refused = false;
@@ -22,18 +22,22 @@ async function prove() {
   const nonce = newNonce();
   const named = await sha256Hex(token);
   return askProof(`/api/prove?nonce=${nonce}&token-sha256=${named}`,
-    async (body) => body.proof === await hmacHex(token, nonce));
+    (body) => proofVerdict(token, nonce, body.proof, body.origin));
 }
 
 // "ours" once requests carrying the token may go; "unreachable" (try later), "not-found" (the
-// server no longer knows this interview) or "impostor" (never again: the person is told).
+// server no longer knows this interview) or "impostor" (never again: the person is told why:
+// `onRefused("relayed")` when the proof came from one of our servers at another address).
 export async function mayTalk() {
   if (refused) return "impostor";
   if (trusted) return "ours";
   if (!proving) proving = prove().finally(() => { proving = null; });
   const verdict = await proving;
   if (verdict === "ours") trusted = true;
-  if (verdict === "impostor" && !refused) { refused = true; onRefused(); }
+  if (verdict === "relayed" || verdict === "impostor") {
+    if (!refused) { refused = true; onRefused(verdict); }
+    return "impostor";
+  }
   return verdict;
 }
 

@@ -1,14 +1,19 @@
 // The inbox page: every interview waiting for the user, from every agent, live. The listing
 // comes from /api/inbox/<key>/events (Server-Sent Events), or from /inbox/events on a page a
-// form's link opened (its session cookie opens it; it never sees the key); the rows are updated
-// in place, so that focus and scrolling stay where they are when one arrives or leaves.
+// form's link opened: it exchanged the link's one-time ticket for a session, which it keeps in
+// this tab only (sessionStorage: no other port's page can read it, and no cookie goes to every
+// port of localhost) and sends as a header; it never sees the key. The rows are updated in
+// place, so that focus and scrolling stay where they are when one arrives or leaves.
 import { t, tPlain, setLanguage, translatePage, language } from "./i18n.js";
 import { $, clone, setPhrases, announce, storedTheme, applyTheme, nextTheme } from "./dom.js";
-import { askProof, canProve, hmacHex, newNonce } from "./prove.js";
+import { askProof, canProve, newNonce, proofVerdict } from "./prove.js";
 import { showShare } from "./share.js";
 
-const key = (location.pathname.match(/^\/inbox\/([^/]+)/) || [])[1] || "";
+const key = (location.pathname.match(/^\/inbox\/(?!enter\/)([^/]+)$/) || [])[1] || "";
+const ticket = (location.pathname.match(/^\/inbox\/enter\/([^/]+)$/) || [])[1] || "";
 const STREAM = key ? `/api/inbox/${key}/events` : "/inbox/events";
+const SESSION_HEADER = "X-Ask-User-Rich-Session";
+const KEPT = "ask-user-rich-inbox-session";
 const RETRY_MS = 3000;
 const AGE_REFRESH_MS = 30000;
 
@@ -145,27 +150,52 @@ function lost(on) {
   else $('#notices [data-id="lost"]')?.remove();
 }
 
-// The stream. When it drops, it is closed at once rather than left to the browser, which would
-// reconnect by itself, key or cookie and all, to whatever holds the port by then: when the
-// process holding the inbox exits, another of ours takes over the address within seconds, but
-// so may another user's program. So the page first has the server prove it knows the key
-// (prove.js; a page opened from a form checks a proof keyed by what /inbox/verifier gave it on
-// its first load), and sends nothing to a server that cannot.
+// The stream. When it drops, it is closed at once rather than reconnected as it is, key or
+// session and all, to whatever holds the port by then: when a process holding the inbox exits,
+// another of ours holds the address too, but elsewhere (or once none of ours lives) another
+// user's program may. So the page first has the server prove it knows the key for this very
+// origin (prove.js; a page opened from a form checks a proof keyed by the verifier it got with
+// its session), and sends nothing to a server that cannot.
 let verifier = null;
 let session = "";
 
+const sessionHeaders = () => (key || !session ? {} : { [SESSION_HEADER]: session });
+
+function shown(listing) {
+  lost(false);
+  document.body.classList.remove("loading");
+  document.body.classList.add("ready");
+  render(listing);
+}
+
+// The events stream read with fetch() (EventSource sends no header), one `inbox` event at a
+// time, until it ends.
+async function readStream() {
+  const r = await fetch(STREAM, { cache: "no-store", credentials: "omit", headers: sessionHeaders() });
+  if (!r.ok || !r.body) throw new Error(`the inbox answered ${r.status}`);
+  const reader = r.body.getReader();
+  const decoder = new TextDecoder();
+  let pending = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    pending += decoder.decode(value, { stream: true });
+    let end;
+    while ((end = pending.indexOf("\n\n")) >= 0) {
+      const lines = pending.slice(0, end).split("\n");
+      pending = pending.slice(end + 2);
+      const name = (lines.find((line) => line.startsWith("event: ")) || "").slice(7);
+      const data = lines.filter((line) => line.startsWith("data: ")).map((line) => line.slice(6)).join("\n");
+      if (name !== "inbox") continue;
+      let listing = null;
+      try { listing = JSON.parse(data); } catch { continue; }
+      shown(listing);
+    }
+  }
+}
+
 function connect() {
-  const es = new EventSource(STREAM);
-  es.addEventListener("inbox", (ev) => {
-    let listing = null;
-    try { listing = JSON.parse(ev.data); } catch { return; }
-    lost(false);
-    document.body.classList.remove("loading");
-    document.body.classList.add("ready");
-    render(listing);
-  });
-  es.addEventListener("error", () => {
-    es.close();
+  readStream().catch(() => {}).then(() => {
     lost(true);
     setTimeout(reconnect, RETRY_MS);
   });
@@ -173,34 +203,56 @@ function connect() {
 
 async function proven() {
   if (!canProve()) return "ours"; // no Web Crypto outside a secure context: nothing to check with
+  if (!key && verifier === null) return "impostor";
   const nonce = newNonce();
-  return askProof(`/api/inbox/prove?nonce=${nonce}${key ? "" : `&session=${session}`}`, async (body) => (key
-    ? body.proof === await hmacHex(key, nonce)
-    : verifier !== null && body.pageProof === await hmacHex(verifier, nonce)));
+  const named = key ? "" : `&session=${session.split(".")[1] || ""}`;
+  return askProof(`/api/inbox/prove?nonce=${nonce}${named}`, (body) => (key
+    ? proofVerdict(key, nonce, body.proof, body.origin)
+    : proofVerdict(verifier, nonce, body.pageProof, body.origin)));
 }
 
 async function reconnect() {
   const verdict = await proven();
   if (verdict === "ours") { connect(); return; }
   if (verdict === "unreachable") { setTimeout(reconnect, RETRY_MS); return; }
-  stopped();
+  stopped(verdict);
 }
 
-function stopped() {
+function stopped(verdict) {
   lost(false);
-  showNotice("error", "impostor");
+  showNotice("error", verdict === "relayed" ? "relayed" : "impostor");
 }
 
-async function learnVerifier() {
-  if (key) return;
+// The ticket in this page's address, exchanged once for a session kept in this tab; the
+// address then says /inbox, so that a reload sends no used ticket. A reload finds the session
+// in the tab, and sends it only to a server that proves the key for this origin.
+async function enter() {
+  if (key) return true;
+  if (ticket) {
+    let body = null;
+    try {
+      const r = await fetch(`/inbox/enter/${ticket}`, { method: "POST", cache: "no-store", credentials: "omit" });
+      body = r.ok ? await r.json() : null;
+    } catch { /* told below */ }
+    history.replaceState(null, "", "/inbox");
+    if (!body || typeof body.session !== "string" || typeof body.verifier !== "string") return false;
+    session = body.session;
+    verifier = body.verifier;
+    try { sessionStorage.setItem(KEPT, JSON.stringify({ session, verifier })); } catch { /* this tab only */ }
+    return true;
+  }
   try {
-    const r = await fetch("/inbox/verifier", { cache: "no-store" });
-    const body = r.ok ? await r.json() : null;
-    if (body && typeof body.verifier === "string" && /^[0-9a-f]{24}$/.test(body.session)) {
-      verifier = body.verifier;
-      session = body.session;
+    const kept = JSON.parse(sessionStorage.getItem(KEPT) || "null");
+    if (kept && typeof kept.session === "string" && typeof kept.verifier === "string") {
+      session = kept.session;
+      verifier = kept.verifier;
     }
-  } catch { /* the stream's own failure tells the person */ }
+  } catch { /* nothing kept */ }
+  if (!session) return false;
+  const verdict = await proven();
+  if (verdict === "ours" || verdict === "unreachable") return true;
+  stopped(verdict);
+  return null;
 }
 
 function bind() {
@@ -208,7 +260,8 @@ function bind() {
   // The inbox on another device: a one-time way in, fresh for each showing (a QR code lives on
   // screen longer than a ticket's minute would allow if it were made with the listing).
   $("#btn-share").addEventListener("click", async () => {
-    const r = await fetch(key ? `/api/inbox/${key}/share` : "/inbox/share", { cache: "no-store" }).catch(() => null);
+    const r = await fetch(key ? `/api/inbox/${key}/share` : "/inbox/share",
+      { cache: "no-store", credentials: "omit", headers: sessionHeaders() }).catch(() => null);
     const body = r && r.ok ? await r.json().catch(() => null) : null;
     if (body && typeof body.url === "string") showShare(body.url, t("share.inboxText"));
   });
@@ -232,7 +285,9 @@ async function start() {
   document.title = tPlain("inbox.title");
   syncNotifyButton();
   bind();
-  await learnVerifier();
+  const entered = await enter();
+  if (entered === null) return; // refused: the person was told why
+  if (!entered) { showNotice("error", "closed"); return; }
   connect();
 }
 

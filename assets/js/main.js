@@ -247,10 +247,11 @@ function serverGone(code) {
 
 // Whatever holds this address now could not prove it knows this form's link: nothing more goes
 // to it, and the person is told why, with the answers left on screen and in this browser.
-function impostor() {
+// "relayed": it passed the question on to one of our servers at another address.
+function impostor(why) {
   stopLive();
   clearNotice("gone");
-  notice("error", t("server.impostor"), { id: "impostor" });
+  notice("error", t(why === "relayed" ? "server.relayed" : "server.impostor"), { id: "impostor" });
 }
 
 // ---------------------------------------------------------------- controls

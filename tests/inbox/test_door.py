@@ -201,8 +201,16 @@ def test_unknown_tokens_a_foreign_host_and_a_foreign_origin_are_refused_at_the_d
     other = agent("codex", "Proved")
     token = other.url.rsplit("/", 1)[1]
     nonce = "ab" * 16
-    proof = http_request(base + "/api/prove?nonce=%s&token-sha256=%s" % (nonce, askrich.token_digest(token)))
-    assert proof.json() == {"proof": askrich.proof_of(token, nonce)}
+    named = "/api/prove?nonce=%s&token-sha256=%s" % (nonce, askrich.token_digest(token))
+    proof = http_request(base + named)
+    # For the door's origin, which the owner holds too: the page there takes it.
+    assert proof.json() == {"proof": askrich.origin_proof(token, nonce, base), "origin": base}
+    # Asked at its own port, the owner proves for that port only: a program that passes the
+    # question on from another port gets nothing it can show there.
+    at_owner = "http://127.0.0.1:%d" % own_port(other)
+    assert http_request(at_owner + named).json()["origin"] == at_owner
+    relayed = http_request(at_owner + named, headers={"Host": "localhost:%d" % (port + 1 if port < 65535 else port - 1)})
+    assert relayed.status == 403
     assert http_request(base + "/api/prove?nonce=%s&token-sha256=%s" % (nonce, "0" * 64)).status == 404
     assert http_request(base + "/api/prove?nonce=%s&token-sha256=xyz" % nonce).status == 400
 
@@ -368,7 +376,9 @@ def test_a_holder_that_proves_the_key_but_serves_no_door_leaves_each_form_at_its
         def do_GET(self):  # noqa: N802 (the base class's name)
             key = (logs / "inbox.key").read_text().strip()
             nonce = self.path.split("nonce=", 1)[1]
-            answer = {"proof": askrich.proof_of(key, nonce)}
+            # An older version proves the key for no origin; ours, for the one asked at.
+            answer = {"proof": askrich.origin_proof(key, nonce, "http://127.0.0.1:%d" % port)
+                      if door_served == askrich.__version__ else askrich.proof_of(key, nonce)}
             if door_served:
                 answer["door"] = door_served
             body = json.dumps(answer).encode()

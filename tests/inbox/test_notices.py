@@ -164,12 +164,15 @@ def test_the_body_is_the_title_and_the_folder_on_one_line():
 
 @given(st.text())
 @example("\x00 nul \x1b[31m red \ud800 lone")
+@example("invoice\u202efdp.exe \u2066isolated\u2069 \u200f")
 def test_any_title_becomes_one_line_every_notifier_can_carry(title):
     notice = askrich.compose_notice({"title": title, "questions": [{}], "language": "en"}, "A", "", URL, {})
     body = notice["body"]
     assert "\n" not in body and len(body) <= askrich.NOTICE_TEXT_CHARS
     body.encode("utf-8")  # no lone surrogate
     assert not any(ord(ch) < 32 or ord(ch) == 127 for ch in body)
+    # No direction control turns the notice's text around (U+202E reads "fdp.exe" as "exe.pdf").
+    assert not set(body) & set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
     script, toast = toast_of(askrich.toast_command("powershell.exe", notice).argv[1:])
     assert [node.text or "" for node in toast.iter("text")] == [notice["heading"], body]
 
