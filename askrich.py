@@ -4337,6 +4337,9 @@ def http_error(error: InterviewError):
     return 500, error_body(500, "internal error", "internal-error")
 
 
+LISTENER_CONNECTIONS_MAX = 512  # connections one listener serves at once (pages, streams, the door's)
+
+
 def _build_form_server_class():
     """The ThreadingHTTPServer subclass that serves forms, on one address family (a
     LoopbackListener holds one per loopback)."""
@@ -4358,12 +4361,33 @@ def _build_form_server_class():
         def __init__(self, runtime, address, family=socket.AF_INET):
             self.runtime = runtime
             self.replies = RepliesInFlight()
+            self.counting = threading.Lock()
+            self.connections = 0  # served now, each on its thread
             self.address_family = family
             super().__init__(address, FormRequestHandler)
             # The public URL's host too: the door passes a page's Host on unchanged.
             self.allowed_hosts, self.allowed_origins = allowed_hosts(self.server_address[1],
                                                                      host=runtime.config.public_host,
                                                                      public_url=runtime.config.public_url)
+
+        def process_request(self, request, client_address):
+            # Each connection costs a thread: past LISTENER_CONNECTIONS_MAX (a flood from
+            # another user) a new one is closed at once, and the listener answers again as soon
+            # as they end, instead of working through thousands of dead ones.
+            with self.counting:
+                full = self.connections >= LISTENER_CONNECTIONS_MAX
+                self.connections += 0 if full else 1
+            if full:
+                self.shutdown_request(request)
+                return
+            super().process_request(request, client_address)
+
+        def process_request_thread(self, request, client_address):
+            try:
+                super().process_request_thread(request, client_address)
+            finally:
+                with self.counting:
+                    self.connections -= 1
 
         def handle_error(self, request, client_address):
             # A broken connection is routine for a local form; never print a traceback to

@@ -87,7 +87,8 @@ def test_pages_whose_servers_were_replaced_by_another_user_send_it_no_secret(bro
         by_key = context.new_page()
         by_key.goto("http://localhost:%d/inbox/%s" % (inbox_port, key))
         by_key.wait_for_function("() => document.querySelectorAll('#inbox-list > li').length === 2")
-        session = {c["name"]: c["value"] for c in context.cookies()}["ask-user-rich-inbox"]
+        assert context.cookies() == []  # no cookie, which a browser sends to every port of localhost
+        session = by_cookie.evaluate("JSON.parse(sessionStorage.getItem('ask-user-rich-inbox-session')).session")
 
         squatter = OtherUserProcess(SQUATTER, str(form_port), str(inbox_port))
         rt.close()  # the agent's process is gone; the squatter takes both ports
@@ -107,6 +108,7 @@ def test_pages_whose_servers_were_replaced_by_another_user_send_it_no_secret(bro
         for secret in (form.token, other.token, key, session):
             assert secret not in received
         assert "/api/s/" not in received and "/events" not in received and "Cookie:" not in received
+        assert "X-Ask-User-Rich-Session" not in received
         # The person's answers are still on the page.
         assert page.locator("#main").is_visible()
     finally:
@@ -114,3 +116,91 @@ def test_pages_whose_servers_were_replaced_by_another_user_send_it_no_secret(bro
         rt.close()
         if squatter is not None:
             squatter.close()
+
+
+# Passes every connection on to the form's own port, byte for byte, as another user; reports
+# each request head, and cuts the page's events stream after a moment, so that the page must
+# prove the server again: a proof it gets only from the form's own port, through the relay.
+RELAY = r"""
+import json, re, socket, sys, threading, time
+owner = int(sys.argv[1])
+listener = socket.socket()
+listener.bind(("127.0.0.1", 0))
+listener.listen(64)
+said = threading.Lock()
+
+def report(value):
+    with said:
+        sys.stdout.write(json.dumps(value) + "\n")
+        sys.stdout.flush()
+
+def pipe(source, sink, clean=False):
+    try:
+        while True:
+            chunk = source.recv(65536)
+            if not chunk:
+                break
+            sink.sendall(re.sub(rb"\r\nOrigin: [^\r]*", b"", chunk) if clean else chunk)
+    except OSError:
+        pass
+    for end in (source, sink):
+        try:
+            end.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+def relay(page):
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = page.recv(65536)
+        if not chunk:
+            return
+        head += chunk
+    report({"request": head.split(b"\r\n\r\n")[0].decode("latin-1")})
+    upstream = socket.create_connection(("127.0.0.1", owner))
+    # As the owner's own page would ask: its Host, no Origin.
+    head = re.sub(rb"\r\nHost: [^\r]*", b"\r\nHost: localhost:%d" % owner, head)
+    upstream.sendall(re.sub(rb"\r\nOrigin: [^\r]*", b"", head))
+    threading.Thread(target=pipe, args=(upstream, page), daemon=True).start()
+    if b"/events" in head.split(b"\r\n")[0]:
+        time.sleep(1.5)
+        for end in (page, upstream):
+            end.shutdown(socket.SHUT_RDWR)
+        return
+    pipe(page, upstream, clean=True)
+
+report({"port": listener.getsockname()[1]})
+while True:
+    connection, _ = listener.accept()
+    threading.Thread(target=relay, args=(connection,), daemon=True).start()
+"""
+
+
+def test_a_proof_relayed_from_the_forms_own_port_is_refused_and_the_page_says_why(browser, tmp_path):
+    logs = str(tmp_path / "logs")
+    rt = askrich.Runtime(askrich.Config(log_dir=logs, open_browser=False, inbox_port=0),
+                         askrich.Log(logs, stream=LogWatch()))
+    context = browser.new_context(viewport=DESKTOP, locale="en-US")
+    context.add_init_script(WATCH_CSP)
+    relay = None
+    try:
+        form = rt.open_interview({"title": "Rotate the keys?", "questions": [
+            {"id": "go", "header": "Rotate now?", "options": [{"id": "yes", "label": "Yes"}, {"id": "no", "label": "No"}]}]})
+        relay = OtherUserProcess(RELAY, str(rt.form_server.port))
+        port = relay.wait_for(lambda r: "port" in r, "its port")["port"]
+        page = context.new_page()
+        page.goto("http://localhost:%d/s/%s" % (port, form.token))  # the link, followed to the relay
+        page.wait_for_selector("body.ready")
+        relay.wait_for(lambda r: r.get("request", "").startswith("GET /api/prove?"), "the page's proof request")
+        notice = page.locator('[data-id="impostor"]')
+        notice.wait_for()
+        assert "passed the question on" in notice.inner_text()
+        proved_at = max(n for n, r in enumerate(relay.seen) if r.get("request", "").startswith("GET /api/prove?"))
+        later = [r["request"] for r in relay.seen[proved_at + 1:] if "request" in r]
+        assert not [head for head in later if form.token in head]  # nothing carrying the token went on
+        assert form.is_pending()
+    finally:
+        context.close()
+        rt.close()
+        if relay is not None:
+            relay.close()
