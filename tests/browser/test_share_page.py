@@ -83,7 +83,7 @@ def test_the_form_and_the_inbox_offer_their_address_as_a_qr_code_at_360_px(brows
         assert page.evaluate("window.__csp") == []
     finally:
         context.close()
-    # The code opens the inbox on another device: a browser of its own, no key, no cookie.
+    # The code opens the inbox on another device: a browser of its own, no key, no cookie: the session is that tab's.
     phone = browser.new_context(viewport=PHONE)
     try:
         other = phone.new_page()
@@ -92,7 +92,7 @@ def test_the_form_and_the_inbox_offer_their_address_as_a_qr_code_at_360_px(brows
         assert other.url == public + "/inbox"
     finally:
         phone.close()
-    assert http_request(ticket).status == 404  # used once
+    assert http_request(ticket, "POST").status == 404  # used once
 
 
 def test_without_a_public_url_nothing_is_offered(tmp_path):
