@@ -59,6 +59,8 @@ import threading
 import time
 from types import MappingProxyType
 
+LOADED = time.monotonic()  # about when this process started: a hook's limit counts from then
+
 
 # ============================================================================================
 # Constants
@@ -9716,6 +9718,8 @@ HOOK_DEFAULT_TIMEOUT = 60
 # How long before Claude Code's limit the hook gives up: Claude Code kills a hook at its limit
 # and then asks in the terminal anyway, but only a hook that ends by itself can tell the form.
 HOOK_MARGIN_SECONDS = 15
+# The hook ends this long before Claude Code's limit, however far it got.
+HOOK_EXIT_MARGIN_SECONDS = 1.0  # the interpreter's own start, before this module loaded, and the exit
 # The built-in tool's convention for the option the model recommends.
 RECOMMENDED_SUFFIX = "(Recommended)"
 HOOK_SKIPPED = "The person skipped these questions in the ask-user-rich form"
@@ -9741,10 +9745,14 @@ def interview_from_ask_user_question(tool_input) -> dict:
     questions = tool_input.get("questions") if isinstance(tool_input, dict) else None
     if not isinstance(questions, list) or not questions:
         raise HookInputUnfit("no questions")
-    asked, chips, ids = [], [], set()
+    asked, chips, ids, texts = [], [], set(), set()
     for number, question in enumerate(questions, 1):
         if not isinstance(question, dict) or not _is_text(question.get("question")):
             raise HookInputUnfit("question %d has no text" % number)
+        # Claude Code keys the answers by the question's text: two alike would lose one answer.
+        if question["question"] in texts:
+            raise HookInputUnfit("question %d asks the same text as an earlier one" % number)
+        texts.add(question["question"])
         chip = question.get("header").strip() if _is_text(question.get("header")) else ""
         options, recommended = _hook_options(question.get("options"), number)
         entry = {"id": _unique_id(slugify(chip) or "q%d" % number, ids), "header": question["question"],
@@ -9867,6 +9875,13 @@ def run_hook(args: list) -> int:
         timeout = int(flags[1])
     elif flags:
         return usage_error("usage: askrich.py %s" % HOOK_USAGE)
+    saying = threading.Lock()
+    # Whatever the input (20,000 questions take long to archive), the hook never runs past its
+    # limit: at it, the process ends with no output and Claude Code asks itself.
+    left = timeout - HOOK_EXIT_MARGIN_SECONDS - (time.monotonic() - LOADED)
+    deadline = threading.Timer(max(0.1, left), _hook_out_of_time, (saying,))
+    deadline.daemon = True
+    deadline.start()
     try:
         source = sys.stdin.read()
         if not hook_is_on(config):
@@ -9876,9 +9891,18 @@ def run_hook(args: list) -> int:
         sys.stderr.write("askrich.py hook: %r; Claude Code asks in the terminal.\n" % (error,))
         return 0
     if answer is not None:
-        sys.stdout.write(json.dumps(answer) + "\n")
-        sys.stdout.flush()
+        with saying:
+            deadline.cancel()
+            sys.stdout.write(json.dumps(answer) + "\n")
+            sys.stdout.flush()
     return 0
+
+
+def _hook_out_of_time(saying) -> None:
+    with saying:  # never in the middle of the answer
+        sys.stderr.write("askrich.py hook: out of time; Claude Code asks in the terminal.\n")
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def switch_hook(config: "Config", on: bool) -> int:
@@ -10023,9 +10047,39 @@ def _show_inbox(url: str, open_it: bool, config: Config, log) -> None:
         return
     sys.stderr.write("The inbox is at:\n  %s\n" % url)
     sys.stderr.flush()
-    opened, why = open_browser(url, config, log if log is not None else Log(config.log_dir, stream=_Quiet()))
+    try:
+        way_in = inbox_redirect_file(config.log_dir, url)
+    except OSError as error:
+        sys.stderr.write("Could not open the browser: %s cannot be written (%s).\n"
+                         % (os.path.join(config.log_dir, INBOX_REDIRECT_FILE), error.strerror or error))
+        return
+    opened, why = open_browser(way_in, config, log if log is not None else Log(config.log_dir, stream=_Quiet()))
     if not opened:
         sys.stderr.write("Could not open the browser (%s).\n" % why)
+
+
+INBOX_REDIRECT_FILE = "inbox-open.html"
+
+
+def inbox_redirect_file(log_dir: str, url: str) -> str:
+    """A file:// address that sends the browser on to `url`: a private page (0600, in the
+    private log folder, beside the key) that redirects. An opener's command line is readable by
+    every user of the machine (/proc/<pid>/cmdline), so the key never goes on one."""
+    import html
+    import pathlib
+
+    path = os.path.join(log_dir, INBOX_REDIRECT_FILE)
+    page = ('<!doctype html><meta charset="utf-8"><meta name="referrer" content="no-referrer">'
+            '<meta http-equiv="refresh" content="0;url=%s"><title>ask-user-rich inbox</title>'
+            '<a href="%s">ask-user-rich inbox</a>\n' % (html.escape(url), html.escape(url)))
+    temporary = "%s.%d.tmp" % (path, os.getpid())
+    try:
+        os.unlink(temporary)
+    except FileNotFoundError:
+        pass
+    write_whole(temporary, lambda handle: handle.write(page.encode("utf-8")),
+                lambda temporary: os.replace(temporary, path))
+    return pathlib.Path(path).resolve().as_uri()
 
 
 class _Quiet:

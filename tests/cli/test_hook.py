@@ -296,6 +296,28 @@ def test_before_its_timeout_the_hook_gives_the_questions_back_and_the_form_says_
     assert code == 0 and out == ""  # Claude Code shows its own question
 
 
+def test_two_questions_with_the_same_text_leave_claude_code_to_ask(tmp_path, monkeypatch, capsys):
+    """Claude Code keys the answers by the question's text: two alike would lose one answer."""
+    twice = {"questions": [dict(ASK_USER_QUESTION["questions"][0]), dict(ASK_USER_QUESTION["questions"][0], header="Again")]}
+    (tmp_path / askrich.HOOK_SWITCH).write_text("on")
+    assert run_main([], json.dumps(hook_input(tool_input=twice)), monkeypatch, tmp_path) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "" and "same text" in captured.err
+
+
+def test_the_timeout_holds_for_20000_questions(tmp_path):
+    import time
+
+    many = {"questions": [{"question": "Question %d?" % n, "header": "Q%d" % n, "multiSelect": False,
+                           "options": [{"label": "A", "description": "a"}, {"label": "B", "description": "b"}]}
+                          for n in range(20000)]}
+    started = time.monotonic()
+    hook = HookProcess(tmp_path, hook_input(tool_input=many), ["--timeout", "4"])
+    code, out = hook.finish()
+    assert code == 0 and out == ""
+    assert time.monotonic() - started < 4
+
+
 def test_a_sigterm_from_claude_code_ends_the_hook_silently_and_cancels_the_form(tmp_path):
     import signal
 

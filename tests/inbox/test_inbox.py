@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -227,6 +228,27 @@ def test_the_inbox_command_serves_the_inbox_itself_when_nobody_holds_it(tmp_path
     assert askrich.prove_inbox_holder(port, key) == "free"
     # Nobody has an interview pending any more: the key is retired, the next inbox gets a new one.
     assert not (tmp_path / "logs" / "inbox.key").exists()
+
+
+def test_the_inbox_command_opens_the_browser_without_the_key_on_any_command_line(tmp_path, agents):
+    """An opener's argv is readable by every user (/proc/<pid>/cmdline): it gets a private file
+    that redirects to the inbox, never the inbox's address."""
+    port = free_port()
+    agents(port, "codex", "here", "Waiting")
+    seen = tmp_path / "argv.json"
+    opener = tmp_path / "opener.py"
+    opener.write_text("import json, sys\nopen(%r, 'w').write(json.dumps(sys.argv))\n" % str(seen))
+    env = dict(os.environ, ASK_USER_RICH_LOG_DIR=str(tmp_path / "logs"), ASK_USER_RICH_INBOX_PORT=str(port),
+               ASK_USER_RICH_OPEN_CMD="%s %s" % (sys.executable, opener))
+    done = subprocess.run([sys.executable, MODULE, "inbox"], env=env, capture_output=True, timeout=WAIT)
+    assert done.returncode == 0, done.stderr
+    key = read_key(tmp_path / "logs")
+    argv = json.loads(seen.read_text())
+    assert not any(key in arg for arg in argv)
+    assert argv[-1].startswith("file://")
+    way_in = Path(argv[-1][len("file://"):])
+    assert way_in.stat().st_mode & 0o777 == 0o600
+    assert 'content="0;url=http://localhost:%d/inbox/%s"' % (port, key) in way_in.read_text()
 
 
 def link_of(stdout) -> str:
