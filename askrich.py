@@ -3916,15 +3916,17 @@ def proved_origin(request) -> str:
     used; the door's port (or the public URL) only while the door is ours, for a question
     the door passed on (its Host is the page's). HttpRefusal 403 for any other: a program
     that holds some port and passes questions on learns nothing it can show."""
-    name = host_name(request.headers.get("Host", ""))
-    given = request.headers.get("Host", "").strip()[len(name):].lstrip(":")
+    header = request.headers.get("Host", "").strip().lower()
+    name = host_name(header)
+    given = header[len(name):].lstrip(":")
     port = request.server.server_address[1]
     public = request.runtime.config.public_url
     inbox = request.runtime.inbox
-    if public and name == host_name(public.split("://", 1)[1]) and name not in LOOPBACK_NAMES:
+    if public and header == public.split("://", 1)[1].rstrip("/").lower():
+        # The person's tunnel to the door (`ssh -L 9000:localhost:47615` included).
         if getattr(request.server, "inbox", None) is not None or inbox.door_is_ours():
             return public
-    elif not given.isdigit() or int(given) == port:
+    if not given.isdigit() or int(given) == port:
         return "http://%s:%d" % (name, port)
     elif int(given) == inbox.port and inbox.door_is_ours():
         return "http://%s:%d" % (name, inbox.port)
@@ -10273,7 +10275,7 @@ def _doctor_public_url(public_url: str, key: str) -> str:
     except (OSError, ValueError, AttributeError) as error:
         return ("does NOT reach us from here (%s); fine if only the other device can resolve or reach "
                 "it, else check the tunnel" % (getattr(error, "reason", None) or error))
-    if proof == proof_of(key, nonce):
+    if proof == origin_proof(key, nonce, public_url.rstrip("/")):
         return "reaches our front door from here"
     return "answers from here, but NOT as our front door (it could not prove the inbox key)"
 
