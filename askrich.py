@@ -5849,7 +5849,9 @@ class Inbox:
         when it cannot: the inbox is off or unavailable, or a foreign program holds the port."""
         if not self.port or self.unavailable is not None or self.closed:
             return None
-        if self.server is None and (self.holder is None or token_digest(interview.token) not in self.published):
+        # Our registry file names the form before its door URL goes out: any process holding
+        # the door may be the one the link reaches.
+        if token_digest(interview.token) not in self.published or (self.server is None and self.holder is None):
             if not self._open_door():
                 return None
         elif self.server is None and not self._proof_fresh():
@@ -9884,6 +9886,13 @@ def run_hook(args: list) -> int:
     deadline = threading.Timer(max(0.1, left), _hook_out_of_time, (saying,))
     deadline.daemon = True
     deadline.start()
+    try:
+        return _run_hook_once(config, timeout, saying, deadline)
+    finally:
+        deadline.cancel()
+
+
+def _run_hook_once(config: "Config", timeout: int, saying, deadline) -> int:
     try:
         source = sys.stdin.read()
         if not hook_is_on(config):

@@ -553,7 +553,10 @@ def own_url(log_dir: str, pid: int, session: str) -> str:
     """A form's own address (its process's port), from that process's registry file."""
     with open(os.path.join(log_dir, "inbox", "%d.json" % pid)) as handle:
         entry = json.load(handle)
-    return next(row["url"] for row in entry["interviews"] if row["interviewId"] == session)
+    found = [row["url"] for row in entry["interviews"] if row["interviewId"] == session]
+    if not found:
+        raise RuntimeError("the registry does not name the form whose door URL was shown")
+    return found[0]
 
 
 def bench_door(mode: dict, work: str, results: dict) -> None:
