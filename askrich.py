@@ -6146,6 +6146,8 @@ class Inbox:
         """Bind the port; failing that, with `probe`, learn who holds it (plan_inbox_step says
         when). Whether it bound or learned who holds it: the caller then tells the forms, once
         out of the door's lock."""
+        if self.server is not None:
+            return False  # held already: a second socket of ours would be let in beside it
         try:
             if not port_is_free(INBOX_HOST, self.port):
                 raise OSError("address in use")

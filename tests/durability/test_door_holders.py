@@ -190,6 +190,7 @@ def test_the_door_never_forwards_to_a_listener_that_is_not_ours(tmp_path):
     alive = subprocess.Popen(["sleep", "60"])  # a live process of ours, as a dead owner's pid reused
     try:
         rt.open_interview(interview(delivery="link"))
+        log.wait_for("inbox-holding")
         foreign = stranger.wait_for(lambda report: "port" in report, "its port")["port"]
         token = "T" * 24
         entry = {"pid": alive.pid, "interviews": [], "port": foreign, "forms": [askrich.token_digest(token)],
