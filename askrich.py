@@ -5364,9 +5364,6 @@ def forward_to_owner(request, forward: Forward) -> None:
     stream included); 502 when the owner cannot be reached, 504 when it does not begin to
     answer in time. Never waits without a deadline. A small body is read whole first and the
     request goes on a kept connection; an upload goes on its own, passed on as it arrives."""
-    import socket
-
-    inbox = request.server.inbox
     try:
         length = request.body_length(*forward.limit) if forward.limit is not None else 0
     except HttpRefusal as refusal:
@@ -5384,30 +5381,12 @@ def forward_to_owner(request, forward: Forward) -> None:
         return request.send_reply(refusal.reply())
     for attempt in range(2):
         try:
-            owner, reused = inbox.owners.take(forward.port, keep and attempt == 0)
-        except OSError as error:
-            return _forward_failed(request, forward, 502, error)
-        reusable = False
-        try:
-            owner.settimeout(inbox.answer_seconds)
-            if small:
-                owner.sendall(head + body)
-                if not keep:
-                    owner.shutdown(socket.SHUT_WR)  # cut short: the owner sees the same short body
-            else:
-                _pass_body(request, owner, head, length)
-            status, reusable = _relay_answer(request, owner, inbox.answer_seconds, keep)
+            status, reused = _forward_once(request, forward, (head, body if small else None, length),
+                                           keep, keep and attempt == 0)
         except _PageGone:
             return None
-        except OSError as error:
-            status = 504 if isinstance(error, socket.timeout) else 502
-            if not reused:
-                return _forward_failed(request, forward, status, error)
-        finally:
-            if reusable:
-                inbox.owners.give_back(forward.port, owner)
-            else:
-                owner.close()
+        except _OwnerFailed as failed:
+            return _forward_failed(request, forward, failed.status, failed.error)
         # Nothing at all came back on a kept connection: the owner had closed it (it had not
         # read the request), so it goes once more on a new one.
         if not (reused and status == 502):
@@ -5415,6 +5394,49 @@ def forward_to_owner(request, forward: Forward) -> None:
     if status is not None:
         _forward_failed(request, forward, status, None)
     return None
+
+
+class _OwnerFailed(Exception):
+    """A new connection to the owner failed: the status to answer (502, 504) and why."""
+
+    def __init__(self, status: int, error) -> None:
+        super().__init__(status, error)
+        self.status, self.error = status, error
+
+
+def _forward_once(request, forward: Forward, sent: tuple, keep: bool, reuse: bool):
+    """One try at the owner with `sent` (the head, the small body or None for an upload passed
+    on as it comes, the body's length), on a kept connection when `reuse` finds one: (None once
+    the answer was relayed, or the status to answer instead; whether the connection was a kept
+    one). _OwnerFailed when a new connection failed; _PageGone when the page's side ended."""
+    import socket
+
+    inbox = request.server.inbox
+    head, body, length = sent
+    try:
+        owner, reused = inbox.owners.take(forward.port, reuse)
+    except OSError as error:
+        raise _OwnerFailed(502, error) from None
+    reusable = False
+    try:
+        owner.settimeout(inbox.answer_seconds)
+        if body is not None:
+            owner.sendall(head + body)
+            if not keep:
+                owner.shutdown(socket.SHUT_WR)  # cut short: the owner sees the same short body
+        else:
+            _pass_body(request, owner, head, length)
+        status, reusable = _relay_answer(request, owner, inbox.answer_seconds, keep)
+    except OSError as error:
+        status = 504 if isinstance(error, socket.timeout) else 502
+        if not reused:
+            raise _OwnerFailed(status, error) from None
+    finally:
+        if reusable:
+            inbox.owners.give_back(forward.port, owner)
+        else:
+            owner.close()
+    return status, reused
 
 
 class _PageGone(Exception):
@@ -5484,24 +5506,30 @@ def _relay_answer(request, owner, patience: float, keep: bool):
                 return None, False
             return _relay_stream(request, owner, patience, True), False
         left = length + 4 - (len(pending) - end)  # the blank line after the head, then the body
-        owner.settimeout(DOOR_IDLE_SECONDS)
-        while left > 0:
-            chunk = owner.recv(min(ATTACHMENT_CHUNK_BYTES, left))
-            if not chunk:
-                _send_to_page(request, b"".join(shown))
-                return None, False
-            left -= len(chunk)
-            shown.append(chunk)
-            # A small answer goes to the page in one write, head and body, as one packet.
-            if length > ATTACHMENT_CHUNK_BYTES:
-                if not _send_to_page(request, b"".join(shown)):
-                    return None, False
-                shown = []
-        return (None, left == 0) if _send_to_page(request, b"".join(shown)) else (None, False)
+        return None, _relay_body(request, owner, shown, left, length)
     except socket.timeout:
         return (None if pending else 504), False
     except OSError:
         return (None if pending else 502), False
+
+
+def _relay_body(request, owner, shown: list, left: int, length: int) -> bool:
+    """The rest of an answer of known length (`left` bytes after `shown`) to the page; whether
+    all of it came and went, so that the connection can carry the next request."""
+    owner.settimeout(DOOR_IDLE_SECONDS)
+    while left > 0:
+        chunk = owner.recv(min(ATTACHMENT_CHUNK_BYTES, left))
+        if not chunk:
+            _send_to_page(request, b"".join(shown))
+            return False
+        left -= len(chunk)
+        shown.append(chunk)
+        # A small answer goes to the page in one write, head and body, as one packet.
+        if length > ATTACHMENT_CHUNK_BYTES:
+            if not _send_to_page(request, b"".join(shown)):
+                return False
+            shown = []
+    return _send_to_page(request, b"".join(shown)) and left == 0
 
 
 def _relay_stream(request, owner, patience: float, started: bool):
@@ -5732,116 +5760,83 @@ def plan_inbox_step(facts: dict) -> InboxStep:
     )
 
 
-class Inbox:
-    """This process's part in the inbox and the front door: its registry entry, the bind
-    attempts, and, while it holds the port, the inbox server, which is also the door to every
-    form. One worker thread does all of it, and exists only while the process has forms that
-    can be read (pending, or settled less than 30 minutes ago), holds the port for a page that
-    is open, or runs the `inbox` command. What the worker does next is plan_inbox_step's
-    decision."""
+# -- the inbox's key, tickets and sessions ------------------------------------------------
 
-    def __init__(self, runtime, hold: bool = False) -> None:
-        self.runtime = runtime
-        self.log = runtime.log
-        self.port = runtime.config.inbox_port
-        self.hold = hold  # the `inbox` command: hold the port until closed, pending or not
-        # A door URL or an inbox way in went out: the port is held until this process exits, so
-        # that following it later never reaches a program that took the port meanwhile.
-        self.handed_out = False
-        self.registry = InboxRegistry(runtime.config.log_dir)
-        self.project = working_folder()
-        self.started_at = iso_utc(time.time())
-        self.lock = threading.Lock()
-        self.changed = threading.Condition(self.lock)
-        self.pending: dict = {}  # interview id -> Interview, this process's pending ones
-        self.forms: dict = {}  # interview id -> Interview, every form here the door may serve
-        self.published = frozenset()  # the token digests our registry file names now
-        # One registry write, scan or bind attempt at a time: the worker's, a door request's
-        # (an unknown token: read the folder again) or a caller's about to show a door URL.
-        self.door_lock = threading.RLock()
-        self.answer_seconds = DOOR_ANSWER_SECONDS  # the door's patience with an owner
-        self.owners = OwnerConnections()  # the door's kept connections to them
-        self.dirty = False
-        self.worker = None
-        self.closed = False
-        self.key = None
-        self.key_stamp = None  # inbox_key_stamp() when the key was read
-        self.unavailable = None  # why the inbox cannot be kept here, once found
-        self.server = None  # a LoopbackListener while this process holds the port
-        self.holder = None  # None: unknown; "ours", "foreign" or "free" as last probed
-        self.holder_door = False  # that holder serves the front door (an older one does not)
-        self.probed = float("-inf")  # when it was probed last
-        self.reprove = False  # a URL was shown on a stale proof: the worker proves it again
-        self.reported_foreign = False
-        self.write_failed = False  # the last write of the entry failed (a full disk)
-        self.scan_lock = threading.Lock()  # the worker and a listing request may both scan
-        self.streams = 0
-        self.stamp = None  # the other entries' names, times and sizes at the last full scan
-        self.others: list = []  # the entries of the other live processes, as last scanned
-        self.total = 0  # the interviews pending anywhere, as the forms were last told
-        self.folder_stamp = None  # the registry folder's mtime at the last full scan
-        self.scanned = float("-inf")
-        self.revision = 0  # grows at every look at the folder while a page is watching
 
-    # -- what the hub tells it ------------------------------------------------------------
+class InboxKeyRing:
+    """The inbox's part that knows the key: loaded (and made anew when no process of ours
+    lives), read again when another process replaced it, and the one-time tickets a form's link
+    and "Open on another device" hand out, redeemed once by whichever process of ours gets them.
+    A part of Inbox, whose __init__ holds the state."""
 
-    def observe(self, interview) -> None:
-        """An interview was created, changed what the registry lists, or settled."""
-        if not self.port:
-            return
-        pending = interview.is_pending()
-        with self.changed:
-            if self.closed:
-                return
-            if pending:
-                self.pending[interview.id] = interview
-            elif self.pending.pop(interview.id, None) is None:
-                return
-            self.forms[interview.id] = interview  # settled, it stays readable for a while
-            self.dirty = True
-            self._start_worker()
-            self.changed.notify_all()
-
-    def hold_here(self) -> bool:
-        """The `inbox` command: bind the port now and hold it until close(), pending or not;
-        False when something holds it already. InboxUnavailable when there can be no inbox."""
-        self._load_key()
-        if self._try_to_hold(True):
-            self._touch_forms()
-        if self.server is None:
-            return False
-        with self.changed:
-            self.hold = self.dirty = True  # the entry says this process lives on
-            self._start_worker()
-            self.changed.notify_all()
-        return True
-
-    def _start_worker(self) -> None:
-        """Call with the lock held."""
-        if self.worker is None and self.unavailable is None and self._active():
-            self.worker = threading.Thread(target=self._run, name="ask-user-rich-inbox", daemon=True)
-            self.worker.start()
-
-    def _active(self) -> bool:
-        return bool(self.forms) or self.hold or self.handed_out or (self.server is not None and self.streams > 0)
-
-    def _readable_until(self, now: float):
-        """Drop the forms that are no longer readable (call with the lock held); when the next
-        of the others stops being readable (None: none will on its own)."""
-        until = None
-        for interview_id, interview in list(self.forms.items()):
-            settled = interview.settled_monotonic
-            if settled is None:
-                continue
-            end = settled + SETTLED_RETENTION_SECONDS
-            if end <= now:
-                del self.forms[interview_id]
-                self.dirty = True
+    def _load_key(self) -> None:
+        """The key, a new one when nobody needs the old one: no other live process of ours
+        (_nobody_else)."""
+        with self.door_lock:  # the worker and a caller about to show a door URL, at once
+            log_dir = self.runtime.config.log_dir
+            if self.key is None or inbox_key_stamp(log_dir) is None:
+                if self._nobody_else():
+                    retire_inbox_key(log_dir)
+                self.key = load_inbox_key(log_dir)
+                self.key_stamp = inbox_key_stamp(log_dir)
             else:
-                until = end if until is None else min(until, end)
-        return until
+                self._refresh_key()
 
-    # -- the front door -------------------------------------------------------------------
+    def _nobody_else(self) -> bool:
+        """No other live process of ours has an entry in the registry (pending or readable
+        forms, or a door URL or inbox session handed out). Whatever holds the port does not
+        count: a program that is not ours there never keeps the key alive."""
+        return not self.registry.scan()[1]
+
+    def _refresh_key(self) -> bool:
+        """Read the key again when the file was replaced or retired under us (two processes
+        that started at once may each have made one; the last one to finish retires it); whether
+        it changed."""
+        log_dir = self.runtime.config.log_dir
+        if inbox_key_stamp(log_dir) == self.key_stamp:
+            return False
+        key = load_inbox_key(log_dir)  # a new one when it was retired
+        with self.lock:
+            changed, self.key, self.key_stamp = key != self.key, key, inbox_key_stamp(log_dir)
+        return changed
+
+    def share_url(self):
+        """The inbox on another device: a one-time way in through the person's tunnel, or None
+        without a public URL."""
+        if not self.runtime.config.public_url or self.key is None:
+            return None
+        return self.ticket_url()
+
+    def entry_url(self, interview):
+        """Where the form's link leads: the inbox with a fresh ticket, while there is one that
+        proved it is ours; else None."""
+        if self.for_form(interview)["url"] is None:
+            return None
+        return self.ticket_url()
+
+    def ticket_url(self) -> str:
+        """A one-time way into the inbox (a ticket the inbox exchanges for a session), at the
+        door's origin."""
+        self._handing_out()
+        return "%s/inbox/enter/%s" % (self.door_base(), inbox_pass(self.key, "ticket", INBOX_TICKET_SECONDS))
+
+    def redeem(self, ticket: str):
+        """A session for a valid ticket not used before by any process of ours, or None."""
+        nonce = None if self.key is None else inbox_pass_nonce(self.key, "ticket", ticket)
+        if nonce is None or not use_ticket_once(self.registry.folder, ticket.partition(".")[0], nonce):
+            return None
+        self._handing_out()
+        return inbox_pass(self.key, "session", INBOX_SESSION_SECONDS)
+
+
+# -- holding the door's port --------------------------------------------------------------
+
+
+class DoorHolding:
+    """The inbox's part that holds the door's port: bound by every process of ours that
+    showed a door URL (share_door_port), or, where the port cannot be shared, by one, whose
+    holder the others prove; the URL a form shows; which port serves a token through the door.
+    A part of Inbox, whose __init__ holds the state."""
 
     def door_origin(self, interview):
         """The front door's origin while it serves `interview`'s form: a process of ours holds
@@ -5919,7 +5914,72 @@ class Inbox:
                     self._scan()
         return None
 
-    # -- what a form shows ----------------------------------------------------------------
+    def hold_here(self) -> bool:
+        """The `inbox` command: bind the port now and hold it until close(), pending or not;
+        False when something holds it already. InboxUnavailable when there can be no inbox."""
+        self._load_key()
+        if self._try_to_hold(True):
+            self._touch_forms()
+        if self.server is None:
+            return False
+        with self.changed:
+            self.hold = self.dirty = True  # the entry says this process lives on
+            self._start_worker()
+            self.changed.notify_all()
+        return True
+
+    def _try_to_hold(self, probe: bool) -> bool:
+        """Bind the port; failing that, with `probe`, learn who holds it (plan_inbox_step says
+        when). Whether it bound or learned who holds it: the caller then tells the forms, once
+        out of the door's lock."""
+        if self.server is not None:
+            return False  # held already: a second socket of ours would be let in beside it
+        try:
+            if not port_is_free(INBOX_HOST, self.port):
+                raise OSError("address in use")
+            server = LoopbackListener.bind(
+                lambda address, family: inbox_server_class()(self, address, family), INBOX_HOST, self.port)
+        except OSError as error:
+            if not probe:
+                return False
+            # "free" here: the holder exited between the bind and the probe; the next try binds.
+            self._refresh_key()
+            verdict, door = probe_inbox_holder(self.port, self.key)
+            with self.lock:
+                self.holder, self.holder_door, self.probed = verdict, door, time.monotonic()
+                report = verdict == "foreign" and not self.reported_foreign
+                self.reported_foreign = self.reported_foreign or report
+            if report:
+                self.log.event("inbox-port-taken", "warning", port=self.port, error=str(error),
+                               detail="held by a program that is not ask-user-rich; forms work as before")
+            return True
+        with self.changed:
+            self.server = server
+            self.holder, self.holder_door = "ours", True
+        # serve_forever wakes every poll_interval only to see whether it should stop; _release
+        # wakes it with a connection instead, so it need not look often.
+        server.start("ask-user-rich-inbox-http", INBOX_RETRY_SECONDS)
+        self.log.event("inbox-holding", port=self.port)
+        return True
+
+    def _release(self) -> None:
+        with self.changed:
+            server, self.server = self.server, None
+            self.changed.notify_all()  # the pages' streams end
+        if server is not None:
+            server.stop(patience=None)  # before the sockets close under the loops
+            server.close()
+            self.owners.close()
+            self.log.event("inbox-released", port=self.port)
+
+
+# -- what a form and the inbox page show --------------------------------------------------
+
+
+class InboxListing:
+    """The inbox's part that reads the registry and says what waits: a form's `inbox` and
+    `share`, the listing and its stream, all from the registry folder and this process's own
+    interviews. A part of Inbox, whose __init__ holds the state."""
 
     def beside(self, interview, state: dict) -> dict:
         """A /state JSON with the form's `inbox` added, while there is an inbox here, and
@@ -5933,13 +5993,6 @@ class Inbox:
             state["share"] = interview.url
         return state
 
-    def share_url(self):
-        """The inbox on another device: a one-time way in through the person's tunnel, or None
-        without a public URL."""
-        if not self.runtime.config.public_url or self.key is None:
-            return None
-        return self.ticket_url()
-
     def for_form(self, interview) -> dict:
         """The /state JSON's `inbox`: how many other interviews wait anywhere, and the inbox's
         address when whoever holds it proved it is ours (else null: the key goes nowhere else)."""
@@ -5948,29 +6001,6 @@ class Inbox:
             others += len(self.pending) - (1 if interview.id in self.pending else 0)
             ours = self.key is not None and (self.server is not None or (self.holder == "ours" and self._proof_fresh()))
             return {"waiting": others, "url": "/api/s/%s/inbox" % interview.token if ours else None}
-
-    def entry_url(self, interview):
-        """Where the form's link leads: the inbox with a fresh ticket, while there is one that
-        proved it is ours; else None."""
-        if self.for_form(interview)["url"] is None:
-            return None
-        return self.ticket_url()
-
-    def ticket_url(self) -> str:
-        """A one-time way into the inbox (a ticket the inbox exchanges for a session), at the
-        door's origin."""
-        self._handing_out()
-        return "%s/inbox/enter/%s" % (self.door_base(), inbox_pass(self.key, "ticket", INBOX_TICKET_SECONDS))
-
-    def redeem(self, ticket: str):
-        """A session for a valid ticket not used before by any process of ours, or None."""
-        nonce = None if self.key is None else inbox_pass_nonce(self.key, "ticket", ticket)
-        if nonce is None or not use_ticket_once(self.registry.folder, ticket.partition(".")[0], nonce):
-            return None
-        self._handing_out()
-        return inbox_pass(self.key, "session", INBOX_SESSION_SECONDS)
-
-    # -- the listing ----------------------------------------------------------------------
 
     def listing(self) -> dict:
         """Every pending interview of every live process, oldest first, and who holds the port."""
@@ -6012,7 +6042,129 @@ class Inbox:
                 "port": form_server.port if form_server is not None else None, "forms": forms,
                 "version": __version__}
 
-    # -- the worker -----------------------------------------------------------------------
+    def fresh_listing(self) -> dict:
+        """listing(), with another process's entry written a moment ago in it: the folder is
+        looked at (one stat) before answering, not only at the worker's next look."""
+        self._scan()
+        return self.listing()
+
+    def _scan(self, force: bool = False) -> None:
+        with self.scan_lock:
+            self._scan_now(force)
+
+    def _scan_now(self, force: bool) -> None:
+        """Read the other processes' entries again when the folder changed (one stat), when a
+        page is watching, when forced, and at least every INBOX_RETRY_SECONDS (for processes
+        that died without a word)."""
+        folder_stamp = self.registry.folder_stamp()
+        now = time.monotonic()
+        if not (force or self.streams or folder_stamp != self.folder_stamp
+                or now - self.scanned >= INBOX_RETRY_SECONDS):
+            return
+        self.folder_stamp, self.scanned = folder_stamp, now
+        stamp, entries = self.registry.scan()
+        with self.changed:
+            if stamp != self.stamp:
+                self.stamp, self.others = stamp, entries
+            # What every form here shows: the interviews pending anywhere.
+            total = sum(len(entry["interviews"]) for entry in self.others) + len(self.pending)
+            touch, self.total = total != self.total, total
+            if self.streams:
+                self.revision += 1  # the page's stream compares what it would send
+                self.changed.notify_all()
+        if touch:
+            self._touch_forms()
+
+    def _touch_forms(self) -> None:
+        """Let this process's forms' event streams send the new `inbox` count."""
+        with self.lock:
+            interviews = list(self.pending.values())
+        for interview in interviews:
+            interview.nudge()
+
+    def stream(self, request) -> None:
+        """Server-Sent Events: the listing at once and whenever it changes, a ping every 15 s."""
+        sent = None
+
+        def next_events():
+            nonlocal sent
+            if sent is not None:
+                with self.changed:
+                    seen = self.revision
+                    changed = self.changed.wait_for(
+                        lambda: self.revision != seen or self.closed or self.server is None, SSE_PING_SECONDS
+                    )
+                    if self.closed or self.server is None:
+                        return None
+                if not changed:
+                    return []
+            data = json.dumps(self.listing())
+            if data == sent:
+                return []
+            sent = data
+            return [("inbox", data)]
+
+        with self.changed:
+            self.streams += 1
+            self.changed.notify_all()
+        try:
+            request.send_event_stream(next_events)
+        finally:
+            with self.changed:
+                self.streams -= 1
+                self.changed.notify_all()
+
+
+# -- the inbox's worker -------------------------------------------------------------------
+
+
+class InboxWorker:
+    """The inbox's part that runs: what the hub tells it, and the one worker thread that
+    writes the registry entry, binds and reads the folder as plan_inbox_step decides, until
+    nothing is left to do or the process exits. A part of Inbox, whose __init__ holds the
+    state."""
+
+    def observe(self, interview) -> None:
+        """An interview was created, changed what the registry lists, or settled."""
+        if not self.port:
+            return
+        pending = interview.is_pending()
+        with self.changed:
+            if self.closed:
+                return
+            if pending:
+                self.pending[interview.id] = interview
+            elif self.pending.pop(interview.id, None) is None:
+                return
+            self.forms[interview.id] = interview  # settled, it stays readable for a while
+            self.dirty = True
+            self._start_worker()
+            self.changed.notify_all()
+
+    def _start_worker(self) -> None:
+        """Call with the lock held."""
+        if self.worker is None and self.unavailable is None and self._active():
+            self.worker = threading.Thread(target=self._run, name="ask-user-rich-inbox", daemon=True)
+            self.worker.start()
+
+    def _active(self) -> bool:
+        return bool(self.forms) or self.hold or self.handed_out or (self.server is not None and self.streams > 0)
+
+    def _readable_until(self, now: float):
+        """Drop the forms that are no longer readable (call with the lock held); when the next
+        of the others stops being readable (None: none will on its own)."""
+        until = None
+        for interview_id, interview in list(self.forms.items()):
+            settled = interview.settled_monotonic
+            if settled is None:
+                continue
+            end = settled + SETTLED_RETENTION_SECONDS
+            if end <= now:
+                del self.forms[interview_id]
+                self.dirty = True
+            else:
+                until = end if until is None else min(until, end)
+        return until
 
     def _run(self) -> None:
         times = {"lastWrite": float("-inf"), "lastScan": float("-inf"), "nextTry": float("-inf")}
@@ -6078,37 +6230,6 @@ class Inbox:
         if scan:
             self._scan(force=step.write)
 
-    def _load_key(self) -> None:
-        """The key, a new one when nobody needs the old one: no other live process of ours
-        (_nobody_else)."""
-        with self.door_lock:  # the worker and a caller about to show a door URL, at once
-            log_dir = self.runtime.config.log_dir
-            if self.key is None or inbox_key_stamp(log_dir) is None:
-                if self._nobody_else():
-                    retire_inbox_key(log_dir)
-                self.key = load_inbox_key(log_dir)
-                self.key_stamp = inbox_key_stamp(log_dir)
-            else:
-                self._refresh_key()
-
-    def _nobody_else(self) -> bool:
-        """No other live process of ours has an entry in the registry (pending or readable
-        forms, or a door URL or inbox session handed out). Whatever holds the port does not
-        count: a program that is not ours there never keeps the key alive."""
-        return not self.registry.scan()[1]
-
-    def _refresh_key(self) -> bool:
-        """Read the key again when the file was replaced or retired under us (two processes
-        that started at once may each have made one; the last one to finish retires it); whether
-        it changed."""
-        log_dir = self.runtime.config.log_dir
-        if inbox_key_stamp(log_dir) == self.key_stamp:
-            return False
-        key = load_inbox_key(log_dir)  # a new one when it was retired
-        with self.lock:
-            changed, self.key, self.key_stamp = key != self.key, key, inbox_key_stamp(log_dir)
-        return changed
-
     def _give_up(self, problem: InboxUnavailable) -> None:
         self._release()
         self.registry.remove()
@@ -6142,50 +6263,6 @@ class Inbox:
             self.log.event("inbox-written-again")
         return True
 
-    def _try_to_hold(self, probe: bool) -> bool:
-        """Bind the port; failing that, with `probe`, learn who holds it (plan_inbox_step says
-        when). Whether it bound or learned who holds it: the caller then tells the forms, once
-        out of the door's lock."""
-        if self.server is not None:
-            return False  # held already: a second socket of ours would be let in beside it
-        try:
-            if not port_is_free(INBOX_HOST, self.port):
-                raise OSError("address in use")
-            server = LoopbackListener.bind(
-                lambda address, family: inbox_server_class()(self, address, family), INBOX_HOST, self.port)
-        except OSError as error:
-            if not probe:
-                return False
-            # "free" here: the holder exited between the bind and the probe; the next try binds.
-            self._refresh_key()
-            verdict, door = probe_inbox_holder(self.port, self.key)
-            with self.lock:
-                self.holder, self.holder_door, self.probed = verdict, door, time.monotonic()
-                report = verdict == "foreign" and not self.reported_foreign
-                self.reported_foreign = self.reported_foreign or report
-            if report:
-                self.log.event("inbox-port-taken", "warning", port=self.port, error=str(error),
-                               detail="held by a program that is not ask-user-rich; forms work as before")
-            return True
-        with self.changed:
-            self.server = server
-            self.holder, self.holder_door = "ours", True
-        # serve_forever wakes every poll_interval only to see whether it should stop; _release
-        # wakes it with a connection instead, so it need not look often.
-        server.start("ask-user-rich-inbox-http", INBOX_RETRY_SECONDS)
-        self.log.event("inbox-holding", port=self.port)
-        return True
-
-    def _release(self) -> None:
-        with self.changed:
-            server, self.server = self.server, None
-            self.changed.notify_all()  # the pages' streams end
-        if server is not None:
-            server.stop(patience=None)  # before the sockets close under the loops
-            server.close()
-            self.owners.close()
-            self.log.event("inbox-released", port=self.port)
-
     def _wind_down(self) -> None:
         """Nothing left to do: the entry goes, and the port with it; and the key, when no other
         process has an interview pending."""
@@ -6199,80 +6276,6 @@ class Inbox:
         with self.lock:
             self.others, self.stamp, self.folder_stamp, self.scanned = [], None, None, float("-inf")
 
-    def fresh_listing(self) -> dict:
-        """listing(), with another process's entry written a moment ago in it: the folder is
-        looked at (one stat) before answering, not only at the worker's next look."""
-        self._scan()
-        return self.listing()
-
-    def _scan(self, force: bool = False) -> None:
-        with self.scan_lock:
-            self._scan_now(force)
-
-    def _scan_now(self, force: bool) -> None:
-        """Read the other processes' entries again when the folder changed (one stat), when a
-        page is watching, when forced, and at least every INBOX_RETRY_SECONDS (for processes
-        that died without a word)."""
-        folder_stamp = self.registry.folder_stamp()
-        now = time.monotonic()
-        if not (force or self.streams or folder_stamp != self.folder_stamp
-                or now - self.scanned >= INBOX_RETRY_SECONDS):
-            return
-        self.folder_stamp, self.scanned = folder_stamp, now
-        stamp, entries = self.registry.scan()
-        with self.changed:
-            if stamp != self.stamp:
-                self.stamp, self.others = stamp, entries
-            # What every form here shows: the interviews pending anywhere.
-            total = sum(len(entry["interviews"]) for entry in self.others) + len(self.pending)
-            touch, self.total = total != self.total, total
-            if self.streams:
-                self.revision += 1  # the page's stream compares what it would send
-                self.changed.notify_all()
-        if touch:
-            self._touch_forms()
-
-    def _touch_forms(self) -> None:
-        """Let this process's forms' event streams send the new `inbox` count."""
-        with self.lock:
-            interviews = list(self.pending.values())
-        for interview in interviews:
-            interview.nudge()
-
-    # -- the page's stream ----------------------------------------------------------------
-
-    def stream(self, request) -> None:
-        """Server-Sent Events: the listing at once and whenever it changes, a ping every 15 s."""
-        sent = None
-
-        def next_events():
-            nonlocal sent
-            if sent is not None:
-                with self.changed:
-                    seen = self.revision
-                    changed = self.changed.wait_for(
-                        lambda: self.revision != seen or self.closed or self.server is None, SSE_PING_SECONDS
-                    )
-                    if self.closed or self.server is None:
-                        return None
-                if not changed:
-                    return []
-            data = json.dumps(self.listing())
-            if data == sent:
-                return []
-            sent = data
-            return [("inbox", data)]
-
-        with self.changed:
-            self.streams += 1
-            self.changed.notify_all()
-        try:
-            request.send_event_stream(next_events)
-        finally:
-            with self.changed:
-                self.streams -= 1
-                self.changed.notify_all()
-
     def close(self) -> None:
         """At exit: the entry goes, and the port with it."""
         with self.changed:
@@ -6285,6 +6288,61 @@ class Inbox:
         self._release()
         if self.key is not None and self._nobody_else():
             retire_inbox_key(self.runtime.config.log_dir)
+
+
+# -- the inbox: its parts together --------------------------------------------------------
+
+
+class Inbox(InboxWorker, InboxListing, DoorHolding, InboxKeyRing):
+    """This process's part in the inbox and the front door: its registry entry, the bind
+    attempts, and, while it holds the port, the inbox server, which is also the door to every
+    form. One worker thread does all of it, and exists only while the process has forms that
+    can be read (pending, or settled less than 30 minutes ago), holds the port for a page that
+    is open, or runs the `inbox` command. What the worker does next is plan_inbox_step's
+    decision."""
+
+    def __init__(self, runtime, hold: bool = False) -> None:
+        self.runtime = runtime
+        self.log = runtime.log
+        self.port = runtime.config.inbox_port
+        self.hold = hold  # the `inbox` command: hold the port until closed, pending or not
+        # A door URL or an inbox way in went out: the port is held until this process exits, so
+        # that following it later never reaches a program that took the port meanwhile.
+        self.handed_out = False
+        self.registry = InboxRegistry(runtime.config.log_dir)
+        self.project = working_folder()
+        self.started_at = iso_utc(time.time())
+        self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)
+        self.pending: dict = {}  # interview id -> Interview, this process's pending ones
+        self.forms: dict = {}  # interview id -> Interview, every form here the door may serve
+        self.published = frozenset()  # the token digests our registry file names now
+        # One registry write, scan or bind attempt at a time: the worker's, a door request's
+        # (an unknown token: read the folder again) or a caller's about to show a door URL.
+        self.door_lock = threading.RLock()
+        self.answer_seconds = DOOR_ANSWER_SECONDS  # the door's patience with an owner
+        self.owners = OwnerConnections()  # the door's kept connections to them
+        self.dirty = False
+        self.worker = None
+        self.closed = False
+        self.key = None
+        self.key_stamp = None  # inbox_key_stamp() when the key was read
+        self.unavailable = None  # why the inbox cannot be kept here, once found
+        self.server = None  # a LoopbackListener while this process holds the port
+        self.holder = None  # None: unknown; "ours", "foreign" or "free" as last probed
+        self.holder_door = False  # that holder serves the front door (an older one does not)
+        self.probed = float("-inf")  # when it was probed last
+        self.reprove = False  # a URL was shown on a stale proof: the worker proves it again
+        self.reported_foreign = False
+        self.write_failed = False  # the last write of the entry failed (a full disk)
+        self.scan_lock = threading.Lock()  # the worker and a listing request may both scan
+        self.streams = 0
+        self.stamp = None  # the other entries' names, times and sizes at the last full scan
+        self.others: list = []  # the entries of the other live processes, as last scanned
+        self.total = 0  # the interviews pending anywhere, as the forms were last told
+        self.folder_stamp = None  # the registry folder's mtime at the last full scan
+        self.scanned = float("-inf")
+        self.revision = 0  # grows at every look at the folder while a page is watching
 
 
 # ============================================================================================
