@@ -138,6 +138,11 @@ FIGURES = [
     ("door_append_extra", "front door: the event's extra time through the door", "ms", 20.0),
     ("door_holder_rss_alone", "front door: holder's VmRSS, its own form only", "MB", None),
     ("door_holder_rss_ten", "front door: holder's VmRSS, {door} other processes registered", "MB", None),
+    ("door_scale_listing", "front door, {scale} processes each with an interview pending: inbox listing", "ms", 50.0),
+    ("door_scale_direct_submit", "front door, {scale} processes: HTTP submit -> 200, direct", "ms", None),
+    ("door_scale_submit", "front door, {scale} processes: HTTP submit -> 200, through the door", "ms", None),
+    ("door_scale_submit_ratio", "front door, {scale} processes: submit through the door / direct", "x", 1.3),
+    ("door_scale_event", "front door, {scale} processes: a new interview -> the open inbox's event", "ms", 1000.0),
 ]
 BROWSER_FIGURES = {
     "append_visible", "small_interactive", "big_interactive", "big_step_frame", "big_step_script", "big_review_frame",
@@ -151,11 +156,11 @@ MODES = {
     # per variant. door: processes registered at the holder; door_rounds: submits each way,
     # through the door and direct, alternately (a shared machine's noise needs many).
     "full": dict(spawn=21, memory=3, latency=21, loads=5, steps=20, questions=1000, options=20, many=50, appends=10,
-                 inbox=30, shutdown=21, door=10, door_rounds=30),
+                 inbox=30, shutdown=21, door=10, door_rounds=30, scale=50),
     "quick": dict(spawn=9, memory=2, latency=9, loads=2, steps=10, questions=1000, options=20, many=50, appends=5,
-                  inbox=10, shutdown=9, door=10, door_rounds=15),
+                  inbox=10, shutdown=9, door=10, door_rounds=15, scale=50),
     "tiny": dict(spawn=2, memory=1, latency=2, loads=1, steps=3, questions=30, options=5, many=5, appends=2,
-                 inbox=1, shutdown=2, door=2, door_rounds=2),
+                 inbox=1, shutdown=2, door=2, door_rounds=2, scale=3),
 }
 
 
@@ -569,6 +574,7 @@ def bench_door(mode: dict, work: str, results: dict) -> None:
     door_round_trips(mode, work, results, "", everything=True)
     if os.path.isdir("/dev/shm"):
         door_round_trips(mode, "/dev/shm", results, "_tmpfs", everything=False)
+    door_scale(mode, work, results)
 
 
 def door_round_trips(mode: dict, base: str, results: dict, suffix: str, everything: bool) -> None:
@@ -652,6 +658,104 @@ def door_memory(mode: dict, holder, env: dict, logs: str, clients: list, results
         wait_for_file(os.path.join(logs, "inbox", "%d.json" % other.process.pid), timeout=WAIT)
     time.sleep(IDLE_SECONDS + askrich.INBOX_RETRY_SECONDS)  # the holder has read them all
     results["door_holder_rss_ten"] = figure([vm_status(holder.process.pid)["VmRSS"]])
+
+
+def door_scale(mode: dict, base: str, results: dict) -> None:
+    """`scale` processes of ours (people run that many agents), each with an interview pending
+    and each holding the door: the inbox listing's time, a submit through the door against one
+    direct, and how soon a new interview reaches an inbox stream that is open."""
+    import socket
+    import tempfile
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    folder = tempfile.mkdtemp(dir=base, prefix="askrich-scale-")
+    logs = os.path.join(folder, "logs")
+    env = dict(server_env(logs), ASK_USER_RICH_INBOX_PORT=str(port))
+    clients = []
+    try:
+        for index in range(mode["scale"]):
+            client = Client([PYTHON, MODULE], env)
+            clients.append(client)
+            client.initialize()
+            client.tool_result(client.tool("ask_user_rich", small_interview("Scale %d" % index)))
+        with open(os.path.join(logs, "inbox.key")) as handle:
+            listing_url = "http://127.0.0.1:%d/api/inbox/%s" % (port, handle.read().strip())
+        times = []
+        for _ in range(mode["door_rounds"]):
+            status, body, took = request(listing_url)
+            if status != 200 or len(json.loads(body)["interviews"]) < mode["scale"]:
+                raise RuntimeError("the listing answered %d without every interview" % status)
+            times.append(took)
+        results["door_scale_listing"] = figure(times)
+        stream = InboxEvents(listing_url + "/events", mode["scale"])
+        try:
+            sent = now_ms()
+            clients[0].tool_result(clients[0].tool("ask_user_rich", small_interview("Scale, one more")))
+            results["door_scale_event"] = figure([stream.wait_for("Scale, one more") - sent])
+        finally:
+            stream.close()
+        direct, door = [], []
+        owner = clients[-1]
+        for round_number in range(mode["door_rounds"] * 2 + 1):
+            interview = small_interview("Scaled door %d" % round_number)
+            _, opened = owner.tool_result(owner.tool("ask_user_rich", interview))
+            own = own_url(logs, owner.process.pid, opened["sessionId"])
+            waiting = owner.tool("await_user_answers", {"sessionId": opened["sessionId"]})
+            url = opened["url"] if round_number % 2 else own
+            wait_until_waiting(url)
+            status, body, took = request(api_url(url, "submit"), "POST", answers_for(interview, "s"))
+            if status != 200:
+                raise RuntimeError("submit answered %d: %s" % (status, body[:200]))
+            owner.tool_result(waiting)
+            if round_number:
+                (door if round_number % 2 else direct).append(took)
+        results["door_scale_direct_submit"] = figure(direct)
+        results["door_scale_submit"] = figure(door)
+        results["door_scale_submit_ratio"] = figure([statistics.median(door) / statistics.median(direct)])
+    finally:
+        for client in clients:
+            client.close()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+class InboxEvents:
+    """The inbox's events stream read raw on a thread: when each title first appeared (ms)."""
+
+    def __init__(self, url: str, at_least: int) -> None:
+        import socket
+
+        parts = urllib.parse.urlsplit(url)
+        self.socket = socket.create_connection(("127.0.0.1", parts.port), timeout=WAIT)
+        self.socket.sendall(("GET %s HTTP/1.0\r\nHost: localhost:%d\r\n\r\n" % (parts.path, parts.port)).encode())
+        self.seen: dict = {}
+        self.arrived = threading.Condition()
+        threading.Thread(target=self._read, daemon=True).start()
+        with self.arrived:  # the first listing, whole, before anything changes
+            if not self.arrived.wait_for(lambda: len(self.seen) >= at_least, WAIT):
+                raise RuntimeError("the inbox's stream never listed every interview")
+
+    def _read(self) -> None:
+        try:
+            for raw in self.socket.makefile("rb"):
+                if raw.startswith(b"data: "):
+                    stamp = now_ms()
+                    with self.arrived:
+                        for row in json.loads(raw[6:])["interviews"]:
+                            self.seen.setdefault(row["title"], stamp)
+                        self.arrived.notify_all()
+        except OSError:
+            pass
+
+    def wait_for(self, title: str) -> float:
+        with self.arrived:
+            if not self.arrived.wait_for(lambda: title in self.seen, WAIT):
+                raise RuntimeError("%r never reached the inbox's stream" % title)
+            return self.seen[title]
+
+    def close(self) -> None:
+        self.socket.close()
 
 
 def fsync_cost(folder: str, size: int, runs: int) -> list:
@@ -1066,7 +1170,7 @@ def format_value(value, unit) -> str:
 
 def label_of(label: str, mode: dict) -> str:
     return label.format(big="%s x %d" % (format(mode["questions"], ","), mode["options"]), many=mode["many"],
-                        door=mode["door"])
+                        door=mode["door"], scale=mode["scale"])
 
 
 def table(results, mode: dict) -> str:
