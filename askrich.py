@@ -4638,10 +4638,11 @@ def stop_serving(server, patience: float | None = 2.0) -> None:
 # The inbox: every pending interview of every process of this user, on one page
 # ============================================================================================
 #
-# Each process with pending interviews keeps <log dir>/inbox/<pid>.json. One of them, the
-# holder, binds the well-known inbox port and serves the page from those files under the key in
-# <log dir>/inbox.key; the others try to bind again every few seconds, so that the address
-# outlives any one process. A process with nothing pending does none of this.
+# Each process with pending interviews keeps <log dir>/inbox/<pid>.json. Every one that showed
+# a door URL holds the well-known inbox port (on Linux all at once, none of the others' users
+# able to bind it; elsewhere one, the others trying again every few seconds) and serves the page
+# from those files under the key in <log dir>/inbox.key, so that the address outlives any one
+# process. A process with nothing pending, that never showed a door URL, does none of this.
 
 INBOX_HOST = "127.0.0.1"  # loopback only, whatever ASK_USER_RICH_HOST says
 # Every process of ours holds the door port at once (share_door_port): Linux only, where the
@@ -6298,8 +6299,10 @@ class Inbox(InboxWorker, InboxListing, DoorHolding, InboxKeyRing):
     attempts, and, while it holds the port, the inbox server, which is also the door to every
     form. One worker thread does all of it, and exists only while the process has forms that
     can be read (pending, or settled less than 30 minutes ago), holds the port for a page that
-    is open, or runs the `inbox` command. What the worker does next is plan_inbox_step's
-    decision."""
+    is open, has shown a door URL or an inbox session (then until it exits: the link may be
+    followed later), or runs the `inbox` command. What the worker does next is
+    plan_inbox_step's decision. Its parts are under their own banners above: InboxKeyRing,
+    DoorHolding, InboxListing, InboxWorker."""
 
     def __init__(self, runtime, hold: bool = False) -> None:
         self.runtime = runtime
