@@ -5325,20 +5325,21 @@ def _listener_uids_by_netlink(port: int) -> set:
     return uids
 
 
+PROC_TCP_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")  # every TCP socket, its state and its uid
+
+
 def _listener_uids_by_proc(port: int):
     """The same from /proc/net/tcp and tcp6 (slower: they list every connection too), or None
     where there are none."""
-    tables = [name for name in ("/proc/net/tcp", "/proc/net/tcp6") if os.path.exists(name)]
+    tables = [name for name in PROC_TCP_TABLES if os.path.exists(name)]
     if not tables:
         return None
     suffix, uids = ":%04X" % port, set()
     for name in tables:
-        try:
-            with open(name, "rb") as table:
-                lines = table.read().decode("ascii", "replace").splitlines()[1:]
-        except OSError:
+        table = read_proc(name)
+        if table is None:
             return {-1}  # unreadable: not known to be ours
-        for line in lines:
+        for line in table.decode("ascii", "replace").splitlines()[1:]:
             fields = line.split()
             if len(fields) >= 8 and fields[3] == "0A" and fields[1].endswith(suffix):
                 uids.add(int(fields[7]) if fields[7].isdigit() else -1)

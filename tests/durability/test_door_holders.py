@@ -192,6 +192,8 @@ def test_the_door_never_forwards_to_a_listener_that_is_not_ours(tmp_path):
         rt.open_interview(interview(delivery="link"))
         log.wait_for("inbox-holding")
         foreign = stranger.wait_for(lambda report: "port" in report, "its port")["port"]
+        # The kernel's word on whose listener it is, both ways the door can ask.
+        assert askrich._listener_uids_by_netlink(foreign) == {65534} == askrich._listener_uids_by_proc(foreign)
         token = "T" * 24
         entry = {"pid": alive.pid, "interviews": [], "port": foreign, "forms": [askrich.token_digest(token)],
                  "version": askrich.__version__}
