@@ -2233,8 +2233,7 @@ CANCELLED = "cancelled"
 
 class BuiltOnce:
     """`built()` is what `build()` returns, built on the first call only: the classes whose
-    import waits until they are needed (the Interview's concurrent.futures, the servers'
-    http.server)."""
+    import waits until they are needed (the servers' http.server)."""
 
     def __init__(self, build) -> None:
         self.build = build
@@ -2266,41 +2265,36 @@ class InterviewSnapshot:
         self.delivered = delivered  # a waiter was there to receive the result
 
 
-class InterviewBody:
-    """One interview: its spec, its state, and the condition every wait on it uses. This is the
-    body of the Interview class, which adds concurrent.futures.Future as its base at the first
-    interview (interview_class below): that module imports logging (5 ms and 1 MB), which a
-    server that never asks never pays.
+class Interview:
+    """One interview: its spec, its answers once settled, its state, and the condition every
+    wait on it uses. It knows no address, server or runtime: whoever shows it composes its
+    link from `token`, and what the wire says of it is built from what it reads out here.
 
-    It is the future of its result: settle() completes it once, so `result(timeout)`,
-    `done()` and `add_done_callback()` work as on any Future (it runs from its creation, so
-    `cancel()` cannot end it: settle() with the status cancelled does). Every field is
-    private and read through the methods below, each of which takes the lock itself; no
-    other code names a field or the lock (tests/interview/test_interview_ownership.py).
+    Every field is private and read through the methods below, each of which takes the lock
+    itself; no other code names a field or the lock (tests/interview/test_interview_ownership.py).
     The state moves once, from PENDING to the result's status (SUBMITTED, DECLINED or
-    CANCELLED). `revision` grows on every change that the /state JSON shows; the condition
-    is also notified on form activity (progress, streams opening and closing) that only the
-    progress reports use. Waiters enter and leave through waiter(); every other wait is
-    wait_until().
+    CANCELLED), when settle() completes it. `revision` grows on every change that the form's
+    state shows; the condition is also notified on form activity (progress, streams opening
+    and closing) that only the progress reports use. Waiters enter and leave through
+    waiter(); every other wait is wait_until(). `on_change(interview)` is told, with no lock
+    held, of every change the inbox or the notices may judge by: created (by the hub),
+    appended, a page's or a waiter's coming and going, the form's counts, settled.
     """
 
-    def __init__(self, interview_id: str, token: str, spec: dict, origin: str,
-                 attachments: AttachmentStore, options=None, agent=None, door=None) -> None:
-        super().__init__()
-        self.set_running_or_notify_cancel()
-        # One lock for the interview's fields and the future's: the future's own condition.
-        # It is reentrant, so a wait's check, run under it, may call the methods below.
-        self._changed = self._condition
-        self._lock = self._condition
+    def __init__(self, interview_id: str, token: str, spec: dict, attachments: AttachmentStore,
+                 options=None, agent=None, on_change=None) -> None:
+        # Reentrant: a wait's check, run under it, may call the methods below.
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
         self.id = interview_id
         self.token = token
-        self.own_url = form_url(origin, token)  # this process's own form server: always works
         self.options = MappingProxyType(dict(options or {"delivery": DELIVERIES[0], "timeoutSeconds": None}))
         self.agent = agent  # what the form calls the agent (agent_name()); None: "the agent"
         self.created = time.time()
+        self._on_change = on_change if on_change is not None else (lambda interview: None)
         self._spec = spec
-        self._door = door  # (interview) -> the front door's origin while it serves it, else None
         self._attachments = attachments
+        self._result = None  # the result once settled
         self._version = 1
         self._note = None
         self._settling = False  # a settle is writing the archive: other changes wait for it
@@ -2308,7 +2302,7 @@ class InterviewBody:
         self._closed = False  # the server is shutting down: every wait ends
         self._waiting = 0
         self._revision = 0
-        self._states: list = []  # the last STATE_HISTORY (revision, /state JSON), for streams
+        self._states: list = []  # the last STATE_HISTORY (revision, status()), for streams
         self._counts = None  # the form's latest {answered, deferred, needsInfo, open}
         self._counts_revision = 0
         self._page_views = 0
@@ -2326,13 +2320,6 @@ class InterviewBody:
         self._handed_back = False
 
     # -- reading ------------------------------------------------------------------------
-
-    @property
-    def url(self) -> str:
-        """The address every result, progress message, status, opener and inbox row shows:
-        the front door's while it serves this form, else this process's own."""
-        origin = self._door(self) if self._door is not None else None
-        return form_url(origin, self.token) if origin else self.own_url
 
     @property
     def title(self) -> str:
@@ -2354,68 +2341,52 @@ class InterviewBody:
             return self._state_now()
 
     def _state_now(self) -> str:
-        return self.result()["status"] if self.done() else PENDING
+        return PENDING if self._result is None else self._result["status"]
 
     @property
     def settled_monotonic(self):
         """When it settled, on the monotonic clock; None while pending."""
         with self._lock:
-            return self._settled_monotonic if self.done() else None
+            return self._settled_monotonic
 
     def settled_result(self):
         """The result once settled, else None."""
         with self._lock:
-            return self.result() if self.done() else None
+            return self._result
 
-    def state_json(self) -> dict:
+    def status(self) -> tuple:
+        """(state, a call is waiting, version, handed back), read together: what the form's
+        state says (state_json)."""
         with self._lock:
-            return self._state_json()
+            return self._status()
 
-    def _state_json(self) -> dict:
-        settled = self.done()
-        state = {"state": self._state_now(), "waiting": self._waiting > 0, "version": self._version}
-        if settled and self._handed_back:
-            state["handedBack"] = True
-        return state
+    def _status(self) -> tuple:
+        return self._state_now(), self._waiting > 0, self._version, self._handed_back
 
-    def form_payload(self) -> dict:
-        """What GET /api/s/<token> answers."""
+    def contents(self) -> tuple:
+        """(state, version, the agent's note, spec, result or None), read together: what the
+        form is built from (form_payload)."""
         with self._lock:
-            return {
-                "id": self.id,
-                "state": self._state_now(),
-                "version": self._version,
-                "note": self._note,
-                "agent": self.agent,
-                "spec": self._spec_now(),
-                "result": self.result() if self.done() else None,
-            }
+            return self._state_now(), self._version, self._note, self._spec_now(), self._result
 
     def is_pending(self) -> bool:
         """Pending and its server not shutting down."""
         with self._lock:
-            return not self.done() and not self._closed
-
-    def is_closed(self) -> bool:
-        """Its server is shutting down."""
-        with self._lock:
-            return self._closed
-
-    def questions(self) -> list:
-        """The questions as they are now (appends add to them)."""
-        with self._lock:
-            return list(self._spec["questions"])
+            return self._result is None and not self._closed
 
     def attachment(self, attachment_id):
         """An upload's description, or None."""
         return self._attachments.get(attachment_id)
 
     def activity(self) -> dict:
-        """What is happening around it now: the calls waiting, the event streams (forms)
-        open, the page views, and the form's latest counts."""
+        """What is happening around it now, read together: settled or not, the calls waiting,
+        the event streams (forms) open, the page views, the form's latest counts and how often
+        they changed, the follow-ups unseen, and the questions' title and number."""
         with self._lock:
-            return {"waiters": self._waiting, "streams": self._streams, "pageViews": self._page_views,
-                    "counts": None if self._counts is None else dict(self._counts)}
+            return {"settled": self._result is not None, "waiters": self._waiting, "streams": self._streams,
+                    "pageViews": self._page_views, "counts": None if self._counts is None else dict(self._counts),
+                    "countsRevision": self._counts_revision, "followUpsUnseen": self._unseen_count(),
+                    "title": self._spec["title"], "total": len(self._spec["questions"])}
 
     def check_pending(self) -> None:
         """InterviewSettled unless the interview still takes answers."""
@@ -2425,26 +2396,9 @@ class InterviewBody:
     def _check_pending(self) -> None:
         """Call with the lock held: wait out a settle in progress (its outcome decides),
         then InterviewSettled unless still pending."""
-        self._changed.wait_for(lambda: not self._settling or self.done())
-        if self.done():
+        self._changed.wait_for(lambda: not self._settling or self._result is not None)
+        if self._result is not None:
             raise InterviewSettled(self.id, self._state_now())
-
-    def inbox_row(self):
-        """What the inbox lists of it while it is pending, else None."""
-        with self._lock:
-            if self.done():
-                return None
-            questions = self._spec["questions"]
-            return {
-                "interviewId": self.id,
-                "title": self._spec["title"],
-                "url": self.own_url,  # the holder lists it at the front door
-                "questions": len(questions),
-                "answered": (self._counts or {}).get("answered", 0),
-                "followUpsUnseen": self._unseen_count(),
-                "createdAt": iso_utc(self.created),
-                "waiting": self._waiting > 0,
-            }
 
     def _unseen_count(self) -> int:
         """Follow-up questions the user has not been shown yet. Call with the lock held."""
@@ -2457,63 +2411,24 @@ class InterviewBody:
         """What the notices judge by: still pending, forms open, sightings so far, and
         whether a page shows the form now (it said so and its event stream is still open)."""
         with self._lock:
-            return {"pending": not self.done() and not self._closed, "streams": self._streams,
+            return {"pending": self._result is None and not self._closed, "streams": self._streams,
                     "sightings": self._sightings,
                     "inView": self._streams > 0 and any(self._in_view.values())}
-
-    def record_unseen(self, count: int) -> None:
-        """The form's count of follow-up questions not shown to the user yet; questions
-        appended after it are added to it until the form says again."""
-        with self._lock:
-            self._unseen = (count, len(self._spec["questions"]))
-
-    def nudge(self) -> None:
-        """Let the event streams send the /state JSON again: what a form shows beside it
-        (the inbox's count) changed."""
-        with self._lock:
-            self._touch()
-
-    def _form_status(self) -> str:
-        if self._streams > 0:
-            return "form open"
-        if self._page_views or self._counts is not None:
-            return "form closed"
-        return "form not opened yet"
-
-    def progress(self) -> dict:
-        """What a progress report says, as facts."""
-        return self.progress_snapshot()[1]
-
-    def counts_revision(self) -> int:
-        """Grows each time the form reports other counts."""
-        with self._lock:
-            return self._counts_revision
-
-    def progress_snapshot(self):
-        """(counts_revision, progress facts), read together."""
-        with self._lock:
-            return self._counts_revision, {
-                "title": self._spec["title"],
-                "answered": (self._counts or {}).get("answered", 0),
-                "total": len(self._spec["questions"]),
-                "form": self._form_status(),
-                "elapsedSeconds": int(time.time() - self.created),
-            }
 
     # -- transitions --------------------------------------------------------------------
 
     def _touch(self) -> None:
-        """Record a change the /state JSON shows. Call with the lock held."""
+        """Record a change the form's state shows. Call with the lock held."""
         self._revision += 1
         # Kept so that an event stream sends every state, not only the newest: two changes
         # close together (a submit, then its waiter leaving) must reach the page as two events.
-        self._states.append((self._revision, self._state_json()))
+        self._states.append((self._revision, self._status()))
         del self._states[:-STATE_HISTORY]
         self._changed.notify_all()
 
-    def append(self, raw_questions, note) -> dict:
-        """Follow-up questions checked and added (InvalidInterview, InterviewSettled); the
-        append_questions reply."""
+    def append(self, raw_questions, note) -> tuple:
+        """Follow-up questions checked and added (InvalidInterview, InterviewSettled):
+        (how many, questions now, version now)."""
         with self._lock:
             self._check_pending()
             existing = [question["id"] for question in self._spec["questions"]]
@@ -2525,43 +2440,33 @@ class InterviewBody:
             if note is not None and note.strip():
                 self._note = {"version": self._version, "text": note}
             self._touch()
-            reply = {
-                "status": "appended",
-                "sessionId": self.id,
-                "appended": len(questions),
-                "total": len(self._spec["questions"]),
-                "version": self._version,
-            }
-        # The URL asks the inbox, whose worker holds its own lock while it nudges this
-        # interview: never ask it under this interview's lock.
-        reply["url"] = self.url
-        return reply
+            appended = len(questions), len(self._spec["questions"]), self._version
+        self._on_change(self)
+        return appended
 
-    def settle(self, build, version=None, handed_back=False):
-        """PENDING -> the result's status, exactly once, in three steps. Reserved under the
-        lock: InterviewSettled unless pending, StaleVersion unless `version` (None: not
-        checked) is the current one. Built without it: `build(snapshot)` (an
-        InterviewSnapshot) returns (result, outcome), writing the archive meanwhile, or
-        raises, and the interview stays pending. Published: the future's result set, every
-        wait woken. (outcome, delivered); `handed_back`: see __init__."""
+    def settle(self, build, version=None, handed_back=False) -> dict:
+        """PENDING -> the result's status, exactly once, in three steps; the result. Reserved
+        under the lock: InterviewSettled unless pending, StaleVersion unless `version` (None:
+        not checked) is the current one. Built without it: `build(snapshot)` (an
+        InterviewSnapshot) returns the result, writing the archive meanwhile, or raises, and
+        the interview stays pending. Published: the result set, every wait woken, on_change
+        told. `handed_back`: see __init__."""
         snapshot = self._reserve(version)
         try:
-            result, outcome = build(snapshot)
+            result = build(snapshot)
         except BaseException:
             with self._lock:
                 self._settling = False
                 self._changed.notify_all()
             raise
         with self._lock:
-            self._handed_back = handed_back  # shown only once done
+            self._handed_back = handed_back
             self._settled_monotonic = time.monotonic()
-        # Done from here on: every reader sees the result's status; done callbacks run now,
-        # outside the lock.
-        self.set_result(result)
-        with self._lock:
+            self._result = result
             self._settling = False
             self._touch()
-        return outcome, snapshot.delivered
+        self._on_change(self)
+        return result
 
     def _reserve(self, version) -> InterviewSnapshot:
         with self._lock:
@@ -2579,9 +2484,9 @@ class InterviewBody:
         that a submit's archive entry either names this task or comes after the index that
         does."""
         with self._lock:
-            self._changed.wait_for(lambda: not self._settling or self.done())
+            self._changed.wait_for(lambda: not self._settling or self._result is not None)
             self._task_ids.append(task_id)
-            if not self.done():
+            if self._result is None:
                 index(list(self._task_ids))
 
     def add_attachment(self, name: str, media_type: str, length: int, source) -> dict:
@@ -2604,12 +2509,15 @@ class InterviewBody:
             self._check_pending()
             self._attachments.remove(attachment_id)
 
+    # -- the form's and the waiters' comings and goings: each tells on_change -----------------
+
     def record_page_view(self, seen: bool = False) -> None:
         """A page loaded; `seen`: where it cannot load unseen (the app, in the conversation)."""
         with self._lock:
             self._page_views += 1
             self._sightings += seen
             self._changed.notify_all()
+        self._on_change(self)
 
     def record_visibility(self, page: str, in_view: bool) -> bool:
         """A page says whether it is in view now; True when it just came into view."""
@@ -2620,29 +2528,40 @@ class InterviewBody:
                 del self._in_view[stale]
             self._sightings += came
             self._changed.notify_all()
-            return came
+        self._on_change(self)
+        return came
 
     def record_stream(self, delta: int) -> None:
-        """An event stream opened (+1) or closed (-1)."""
+        """An event stream opened (+1) or closed (-1): the inbox looks more often while a
+        form is open."""
         with self._lock:
             self._streams += delta
             self._changed.notify_all()
+        self._on_change(self)
 
-    def record_counts(self, counts: dict) -> None:
+    def record_progress(self, counts: dict, unseen=None) -> None:
+        """The form's counts, and its count of follow-up questions not shown to the user yet
+        (None: not said); questions appended after it are added to it until the form says
+        again."""
         with self._lock:
+            if unseen is not None:
+                self._unseen = (unseen, len(self._spec["questions"]))
             if counts != self._counts:
                 self._counts = counts
                 self._counts_revision += 1
                 self._changed.notify_all()
+        self._on_change(self)
 
     def record_waiter(self, delta: int) -> None:
-        """A waiter came (+1) or left (-1): the /state JSON's `waiting`."""
+        """A waiter came (+1) or left (-1): the form's state's `waiting`."""
         with self._lock:
             self._waiting += delta
             self._touch()
+        self._on_change(self)
 
-    def expire(self) -> None:
-        """The hub dropped it: let its event streams notice."""
+    def nudge(self) -> None:
+        """Let the event streams send the form's state again: what a form shows beside it
+        (the inbox's count) changed, or the hub dropped it."""
         with self._lock:
             self._touch()
 
@@ -2676,33 +2595,35 @@ class InterviewBody:
 
     def next_states(self, seen, timeout: float, stop):
         """For an event stream: wait up to `timeout` for a revision after `seen` (or for
-        `stop()`); (changed, the states to send, the revision they bring the stream to)."""
+        `stop()`); (changed, the statuses to send, the revision they bring the stream to)."""
         with self._lock:
             changed = self._changed.wait_for(lambda: self._revision != seen or stop(), timeout)
             states = [state for revision, state in self._states if seen is not None and revision > seen]
-            return changed, states or [self._state_json()], self._revision
+            return changed, states or [self._status()], self._revision
 
     def waiter(self, cancellation=None) -> "Waiter":
         """`with interview.waiter(cancellation) as waiter: waiter.wait(...)`: counted in
-        the /state JSON while inside."""
+        the form's state while inside."""
         return Waiter(self, cancellation if cancellation is not None else Cancellation())
 
 
-def _build_interview_class():
-    """Interview: InterviewBody on a concurrent.futures.Future, the future of its result."""
-    from concurrent.futures import Future
-
-    return type("Interview", (InterviewBody, Future), {"__module__": __name__, "__doc__": InterviewBody.__doc__})
-
-
-interview_class = BuiltOnce(_build_interview_class)
-
-
-def __getattr__(name):
-    """`askrich.Interview` (a name of the public API) builds the class on first use."""
-    if name == "Interview":
-        return interview_class()
-    raise AttributeError("module %r has no attribute %r" % (__name__, name))
+def progress_snapshot(interview: Interview):
+    """(how often the form's counts changed, what a progress report says, as facts), read
+    together."""
+    now = interview.activity()
+    if now["streams"] > 0:
+        form = "form open"
+    elif now["pageViews"] or now["counts"] is not None:
+        form = "form closed"
+    else:
+        form = "form not opened yet"
+    return now["countsRevision"], {
+        "title": now["title"],
+        "answered": (now["counts"] or {}).get("answered", 0),
+        "total": now["total"],
+        "form": form,
+        "elapsedSeconds": int(time.time() - interview.created),
+    }
 
 
 class Cancellation:
@@ -2746,11 +2667,11 @@ class Waiter:
         def check():
             if answered is not None and answered():
                 return "answered"
-            if interview.done():
+            if interview.settled_result() is not None:
                 return "settled"
             if self.cancellation.is_set:
                 return "cancelled"
-            if interview.is_closed():
+            if not interview.is_pending():  # not settled, so its server is shutting down
                 return "shutdown"
             if deadline is None:
                 return None
@@ -2788,7 +2709,7 @@ class ProgressTicker:
         if now >= next_tick:
             return None
         wake = next_tick
-        if self.interview.counts_revision() != seen_counts:
+        if self.interview.activity()["countsRevision"] != seen_counts:
             if now - last_sent >= PROGRESS_CHANGE_MIN_SECONDS:
                 return None
             wake = min(wake, last_sent + PROGRESS_CHANGE_MIN_SECONDS)
@@ -2806,7 +2727,7 @@ class ProgressTicker:
 
             if interview.wait_until(check) == "stopped":
                 return
-            seen_counts, facts = interview.progress_snapshot()
+            seen_counts, facts = progress_snapshot(interview)
             self.report(facts, last_sent == float("-inf"))
             last_sent = time.monotonic()
             next_tick = last_sent + self.interval
@@ -2815,27 +2736,19 @@ class ProgressTicker:
 class SessionHub:
     """Every interview of this process, by id and by token digest."""
 
-    def __init__(self, log: Log, archive: Archive) -> None:
+    def __init__(self, log: Log, archive: Archive, on_change=None) -> None:
         self.log = log
         self.archive = archive
         self.lock = threading.Lock()
         self.by_id: dict = {}
         self.by_token: dict = {}
         self.closed = False
-        # Told of every interview created, changed in what the inbox lists (questions,
-        # answered count, a waiter) and settled; set once, before the first interview.
-        self.observer = None
-        # (interview) -> the front door's origin while it serves that form, else None; set
-        # once, before the first interview (Inbox.door_origin).
-        self.door_origin = None
-
-    def _observe(self, interview: Interview) -> None:
-        if self.observer is not None:
-            self.observer(interview)
+        # Told of every interview created and of every change to one (Interview's on_change).
+        self.on_change = on_change if on_change is not None else (lambda interview: None)
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    def create(self, spec: dict, origin: str, options=None, agent=None) -> Interview:
+    def create(self, spec: dict, options=None, agent=None) -> Interview:
         import secrets
 
         for question in spec["questions"]:
@@ -2846,7 +2759,7 @@ class SessionHub:
                 interview_id = secrets.token_hex(6)
             token = secrets.token_urlsafe(18)
             store = AttachmentStore(os.path.join(self.log.log_dir, "attachments", interview_id), self.log)
-            interview = interview_class()(interview_id, token, spec, origin, store, options, agent, self.door_origin)
+            interview = Interview(interview_id, token, spec, store, options, agent, self.on_change)
             self.by_id[interview_id] = interview
             self.by_token[token_key(token)] = interview
         self.log.event(
@@ -2857,7 +2770,7 @@ class SessionHub:
             questions=len(spec["questions"]),
             title=spec["title"],
         )
-        self._observe(interview)
+        self.on_change(interview)
         return interview
 
     def _purge_expired(self) -> None:
@@ -2871,7 +2784,7 @@ class SessionHub:
                 del self.by_token[token_key(interview.token)]
         for interview in expired:
             self.log.event("session-expired", about=interview, interview=interview.id)
-            interview.expire()
+            interview.nudge()
 
     def get(self, interview_id) -> Interview | None:
         self._purge_expired()
@@ -2919,53 +2832,24 @@ class SessionHub:
     # -- changes from the agent -----------------------------------------------------------
 
     def append(self, interview_id, raw_questions, note) -> dict:
+        """Follow-up questions added to a pending interview; the append_questions reply
+        without the form's link (the Runtime adds it)."""
         interview = self.require(interview_id)
-        reply = interview.append(raw_questions, note)
-        self.log.event(
-            "questions-appended",
-            about=interview, interview=interview.id,
-            appended=reply["appended"],
-            total=reply["total"],
-            version=reply["version"],
-        )
-        self._observe(interview)
-        return reply
+        appended, total, version = interview.append(raw_questions, note)
+        self.log.event("questions-appended", about=interview, interview=interview.id,
+                       appended=appended, total=total, version=version)
+        return {"status": "appended", "sessionId": interview.id, "appended": appended, "total": total,
+                "version": version}
 
-    # -- changes from the form ------------------------------------------------------------
-
-    def record_page_view(self, interview: Interview, user_agent: str, seen: bool = False) -> None:
-        """A page loaded (`seen`: see Interview.record_page_view)."""
-        interview.record_page_view(seen)
-        self.log.event("page-view", about=interview, interview=interview.id, user_agent=user_agent)
-        self._observe(interview)
-
-    def record_visibility(self, interview: Interview, page: str, in_view: bool) -> None:
-        """A form's page in view (visible and focused) or not: only a page the person can see
-        stops the notices."""
-        came = interview.record_visibility(page, in_view)
-        self.log.event("page-visibility", "debug", about=interview, interview=interview.id, page=page,
-                       in_view="yes" if in_view else "no", **({"sighting": "yes"} if came else {}))
-        self._observe(interview)
-
-    def record_stream(self, interview: Interview, delta: int) -> None:
-        """A form's event stream opened (+1) or closed (-1)."""
-        interview.record_stream(delta)
-        self._observe(interview)  # the inbox looks more often while a form is open
-
-    def record_counts(self, interview: Interview, counts: dict) -> None:
-        interview.record_counts(counts)
-        self.log.event("form-progress", "debug", about=interview, interview=interview.id, **counts)
-        self._observe(interview)
-
-    def record_unseen(self, interview: Interview, count: int) -> None:
-        interview.record_unseen(count)
-        self._observe(interview)
+    # -- settling -------------------------------------------------------------------------
 
     def submit(self, interview: Interview, payload) -> dict:
         """Check, archive durably, settle, wake every waiter; the reply for the form."""
+        delivered = []
 
         def build(snapshot: InterviewSnapshot):
             submission = check_submission(snapshot.spec, payload, snapshot.uploads)
+            delivered.append(snapshot.delivered)
             # Unkept, answers that no call takes would be lost with the process: the form
             # keeps them instead. Taken by a waiting call, they reached the agent.
             return self._result(snapshot, submission, "browser", keep_or_refuse=not snapshot.delivered)
@@ -2973,12 +2857,11 @@ class SessionHub:
         # The version is judged only once the payload is an object with answers: a body of
         # another shape is refused as such, whatever version it names.
         version = payload.get("specVersion") if is_submission_shaped(payload) else None
-        (result, path), delivered = interview.settle(build, version)
+        result = interview.settle(build, version)
         counts = result["counts"]
-        self._log_archived(interview, path)
-        self._observe(interview)
-        self.log.event(result["status"], about=interview, interview=interview.id, delivered=delivered, **counts)
-        return {"ok": True, "counts": counts, "delivered": delivered}
+        self._log_archived(interview, result["archivePath"])
+        self.log.event(result["status"], about=interview, interview=interview.id, delivered=delivered[0], **counts)
+        return {"ok": True, "counts": counts, "delivered": delivered[0]}
 
     def settle_without_form(self, interview: Interview, answers: dict, status: str, via: str,
                             handed_back: bool = False):
@@ -2986,19 +2869,18 @@ class SessionHub:
         back to Claude Code); None if already settled."""
         submission = {"answers": answers, "generalNotes": None, "attachments": None, "status": status}
         try:
-            (result, path), _ = interview.settle(lambda snapshot: self._result(snapshot, submission, via),
-                                                 handed_back=handed_back)
+            result = interview.settle(lambda snapshot: self._result(snapshot, submission, via),
+                                      handed_back=handed_back)
         except InterviewSettled:
             return None
-        self._log_archived(interview, path)
-        self._observe(interview)
+        self._log_archived(interview, result["archivePath"])
         return result
 
     def _result(self, snapshot: InterviewSnapshot, submission: dict, via: str, keep_or_refuse=False):
         """Runs while the settle is reserved, before it is published, so the archive is
-        durable before anyone is told: (the result, twice: once to settle on, once as the
-        outcome) with the archive's path, or None when it could not be written; with
-        `keep_or_refuse`, AnswersNotSaved instead of None, and nothing settles."""
+        durable before anyone is told: the result, whose archivePath is None when the archive
+        could not be written; with `keep_or_refuse`, AnswersNotSaved instead, and nothing
+        settles."""
         now = time.time()
         spec = snapshot.spec
         result = build_result(
@@ -3025,7 +2907,7 @@ class SessionHub:
             path = None
         if path != result["archivePath"]:
             result = with_archive_path(result, spec, path)
-        return result, (result, path)
+        return result
 
     def _log_archived(self, interview: Interview, path) -> None:
         self.log.event("archived" if path else "archive-skipped", about=interview, interview=interview.id, path=path)
@@ -3046,14 +2928,12 @@ class SessionHub:
                     timeout=timeout,
                     progressToken="present" if report else "absent",
                 )
-                self._observe(interview)
                 if report is None:
                     why = waiter.wait(timeout)
                 else:
                     with ProgressTicker(interview, report, interval):
                         why = waiter.wait(timeout)
         finally:
-            self._observe(interview)
             self.log.event("wait-end", about=interview, interview=interview.id)
         return (interview.settled_result() if why == "settled" else None), why
 
@@ -3755,17 +3635,29 @@ def require_json_body(request) -> None:
 def form_payload(interview) -> dict:
     """What GET /api/s/<token> answers: the interview, and the limits the form keeps before it
     sends (the server's own numbers, so the two cannot differ; each is checked here again)."""
+    state, version, note, spec, result = interview.contents()
     limits = {
         "freeText": FREE_TEXT_MAX,
         "attachmentBytes": ATTACHMENT_MAX_BYTES,
         "attachments": ATTACHMENTS_MAX_COUNT,
         "attachmentsBytes": ATTACHMENTS_MAX_TOTAL_BYTES,
     }
-    return dict(interview.form_payload(), limits=limits)
+    return {"id": interview.id, "state": state, "version": version, "note": note, "agent": interview.agent,
+            "spec": spec, "result": result, "limits": limits}
+
+
+def state_json(status: tuple) -> dict:
+    """The form's state, as GET /api/s/<token>/state and its event stream send it, from an
+    Interview.status()."""
+    state, waiting, version, handed_back = status
+    shown = {"state": state, "waiting": waiting, "version": version}
+    if handed_back:
+        shown["handedBack"] = True
+    return shown
 
 
 def form_state(runtime, interview) -> dict:
-    return runtime.inbox.beside(interview, interview.state_json())
+    return runtime.inbox.beside(interview, state_json(interview.status()))
 
 
 def form_progress(runtime, interview, payload):
@@ -3773,11 +3665,17 @@ def form_progress(runtime, interview, payload):
     if counts is None:
         raise HttpRefusal(422, "progress must be an object of answered, deferred, needsInfo and open counts",
                           code="invalid-progress")
-    runtime.hub.record_counts(interview, counts)
     unseen = payload.get("followUpsUnseen")
-    if isinstance(unseen, int) and not isinstance(unseen, bool) and unseen >= 0:
-        runtime.hub.record_unseen(interview, unseen)
+    unseen = unseen if isinstance(unseen, int) and not isinstance(unseen, bool) and unseen >= 0 else None
+    interview.record_progress(counts, unseen)
+    runtime.log.event("form-progress", "debug", about=interview, interview=interview.id, **counts)
     return 204, None
+
+
+def record_page_view(runtime, interview, user_agent: str, seen: bool = False) -> None:
+    """A page loaded (`seen`: see Interview.record_page_view)."""
+    interview.record_page_view(seen)
+    runtime.log.event("page-view", about=interview, interview=interview.id, user_agent=user_agent)
 
 
 def form_visibility(runtime, interview, payload):
@@ -3797,7 +3695,10 @@ def form_visibility(runtime, interview, payload):
         problems.append("focus must be true or false (got %s)" % describe(focus))
     if problems:
         raise HttpRefusal(400, "; ".join(problems), code="invalid-visibility")
-    runtime.hub.record_visibility(interview, page, visibility == "visible" and focus)
+    in_view = visibility == "visible" and focus
+    came = interview.record_visibility(page, in_view)
+    runtime.log.event("page-visibility", "debug", about=interview, interview=interview.id, page=page,
+                      in_view="yes" if in_view else "no", **({"sighting": "yes"} if came else {}))
     return 204, None
 
 
@@ -3862,7 +3763,7 @@ def route_form_page(request, params: dict):
     interview = find_interview(request.runtime.hub, params["token"])
     if interview is None:
         return text_reply(404, NOT_FOUND_TEXT)
-    request.runtime.hub.record_page_view(interview, request.headers.get("User-Agent", "")[:200])
+    record_page_view(request.runtime, interview, request.headers.get("User-Agent", "")[:200])
     return route_asset(request, {"name": "form.html"})
 
 
@@ -4236,16 +4137,16 @@ class FormRequestPlumbing:
                 return None
             if not changed:
                 return []
-            fresh = [json.dumps(self.runtime.inbox.beside(interview, state)) for state in states]
+            fresh = [json.dumps(self.runtime.inbox.beside(interview, state_json(state))) for state in states]
             fresh = [data for previous, data in zip([sent] + fresh, fresh) if data != previous]
             sent = fresh[-1] if fresh else sent
             return [("state", data) for data in fresh]
 
-        hub.record_stream(interview, +1)
+        interview.record_stream(+1)
         try:
             self.send_event_stream(next_events)
         finally:
-            hub.record_stream(interview, -1)
+            interview.record_stream(-1)
 
     def send_event_stream(self, next_events) -> None:
         """Server-Sent Events on this connection, kept until the page or the server goes:
@@ -4497,13 +4398,12 @@ class Runtime:
         swept = sweep_stray_temporaries(config.log_dir)
         if swept:
             self.log.event("temporaries-removed", count=swept, reason="left by a process killed mid-write")
-        self.hub = SessionHub(self.log, self.archive)
+        self.hub = SessionHub(self.log, self.archive, on_change=self._observe)
         self.server_lock = threading.Lock()
         self.form_server = None  # a LoopbackListener once a form needs it
+        self.origin = None  # the form server's, once started: kept after it stops
         self.inbox = Inbox(self)
-        self.notices = Notices(config, self.log, project=working_folder())
-        self.hub.observer = self._observe
-        self.hub.door_origin = self.inbox.door_origin
+        self.notices = Notices(config, self.log, project=working_folder(), form_url=self.form_url)
 
     def _observe(self, interview: Interview) -> None:
         self.inbox.observe(interview)
@@ -4525,7 +4425,18 @@ class Runtime:
                 self.form_server = listener
                 self.log.event("http-started", host=host, port=listener.port,
                                addresses=",".join(server.server_address[0] for server in listener.servers))
-            return "http://%s:%d" % (self.config.public_host, self.form_server.port)
+                self.origin = "http://%s:%d" % (self.config.public_host, listener.port)
+            return self.origin
+
+    def own_url(self, interview: Interview) -> str:
+        """The form at this process's own form server, which always works (the front door
+        forwards to it)."""
+        return form_url(self.origin, interview.token)
+
+    def form_url(self, interview: Interview) -> str:
+        """The address every result, progress message, status, opener and inbox row shows:
+        the front door's while it serves this form, else this process's own."""
+        return form_url(self.inbox.door_origin(interview) or self.origin, interview.token)
 
     def open_interview(self, args, **details) -> Interview:
         """The one way to start an interview (the tools, demo/ask, doctor): validate
@@ -4533,12 +4444,16 @@ class Runtime:
         (FormServerUnavailable) and open the interview; its call options are in `options`.
         `details` go to SessionHub.create as they are."""
         spec, options = validate_interview(args)
-        return self.hub.create(spec, self.base_url(), options, **details)
+        self.base_url()
+        return self.hub.create(spec, options, **details)
 
     def append_questions(self, session_id, questions, note=None) -> dict:
         reply = self.hub.append(session_id, questions, note)
-        self.notices.follow_ups(self.hub.require(session_id))
-        return reply
+        interview = self.hub.require(session_id)
+        self.notices.follow_ups(interview)
+        # The URL asks the inbox, whose worker holds its own lock while it nudges this
+        # interview: never asked under the interview's lock.
+        return dict(reply, url=self.form_url(interview))
 
     def close(self) -> None:
         self.notices.close()
@@ -5563,6 +5478,16 @@ def plan_inbox_step(facts: dict) -> InboxStep:
     )
 
 
+def inbox_row(interview: Interview, url: str):
+    """What the inbox lists of a pending interview, its form at `url`; None once settled."""
+    now = interview.activity()
+    if now["settled"]:
+        return None
+    return {"interviewId": interview.id, "title": now["title"], "url": url, "questions": now["total"],
+            "answered": (now["counts"] or {}).get("answered", 0), "followUpsUnseen": now["followUpsUnseen"],
+            "createdAt": iso_utc(interview.created), "waiting": now["waiters"] > 0}
+
+
 class Inbox:
     """This process's part in the inbox and the front door: its registry entry, the bind
     attempts, and, while it holds the port, the inbox server, which is also the door to every
@@ -5744,8 +5669,9 @@ class Inbox:
             return state
         state = dict(state, inbox=self.for_form(interview))
         public = self.runtime.config.public_url
-        if public and interview.url.startswith(public + "/"):
-            state["share"] = interview.url
+        url = self.runtime.form_url(interview)
+        if public and url.startswith(public + "/"):
+            state["share"] = url
         return state
 
     def share_url(self):
@@ -5818,7 +5744,7 @@ class Inbox:
         form_server = self.runtime.form_server
         rows, agent = [], None
         for interview in interviews:
-            row = interview.inbox_row()
+            row = inbox_row(interview, self.runtime.own_url(interview))  # the holder lists it at the front door
             if row is not None:
                 if agents:
                     row["agent"] = interview.agent
@@ -5841,7 +5767,7 @@ class Inbox:
         while True:
             with self.lock:
                 interviews = list(self.pending.values())
-            forms = any(interview.progress()["form"] == "form open" for interview in interviews)
+            forms = any(interview.activity()["streams"] > 0 for interview in interviews)
             with self.changed:
                 step = plan_inbox_step(dict(times, **self._facts(forms)))
                 if step.wait:
@@ -6718,10 +6644,11 @@ class Notices:
     nothing here ever waits on a notifier."""
 
     def __init__(self, config: Config, log: Log, project: str = "", clock=None,
-                 facts=None, open_form=None) -> None:
+                 facts=None, open_form=None, *, form_url) -> None:
         self.config = config
         self.log = log
         self.project = project
+        self.form_url = form_url  # (interview) -> the address a notice links to
         self.clock = clock or NoticeClock()
         self.facts = facts  # the desktop's facts; None: read on the first notice
         self.open_form = open_form or (lambda url: open_browser(url, config, log))
@@ -6830,7 +6757,7 @@ class Notices:
                 self.log.event("notices-unavailable", note=note)
         if not self.targets:
             return
-        notice = compose_notice(interview.spec, interview.agent, self.project, interview.url)
+        notice = compose_notice(interview.spec, interview.agent, self.project, self.form_url(interview))
         self.log.event("notice", about=interview, interview=interview.id, reason=kind, number=number,
                        targets=len(self.targets))
         send_to_all(self.targets, notice, self.log, interview.id)
@@ -7300,16 +7227,16 @@ def app_tool_result(status: int, body) -> dict:
     return result
 
 
-def shown_in_host_result(interview: Interview) -> dict:
+def shown_in_host_result(interview: Interview, url: str) -> dict:
     """ask_user_rich for a host that shows the form in the conversation: it returns at once,
     since hosts show an app only once its call has returned."""
     text = (
         "%s\nThe user answers the interview %s in the form shown in the conversation (or in a "
         "browser: %s). When the user says they have answered, call await_user_answers with "
         "sessionId %s; or call it now to wait for the submit."
-        % (APP_SHOWN_REASON, quote(interview.title), interview.url, quote(interview.id))
+        % (APP_SHOWN_REASON, quote(interview.title), url, quote(interview.id))
     )
-    structured = {"status": "awaiting", "sessionId": interview.id, "url": interview.url,
+    structured = {"status": "awaiting", "sessionId": interview.id, "url": url,
                   "reason": APP_SHOWN_REASON, "summary": text}
     return {"content": [{"type": "text", "text": text}], "structuredContent": structured}
 
@@ -7347,16 +7274,16 @@ def pretty_result_json(full: dict) -> str:
     return "{\n%s\n}" % ",\n".join(fields)
 
 
-def awaiting_result(interview: Interview, reason: str) -> dict:
+def awaiting_result(interview: Interview, url: str, reason: str) -> dict:
     text = (
         "%s\nThe interview %s is waiting at:\n%s\n\nShow this link to the user, then call "
         "await_user_answers with sessionId %s to wait for the submit."
-        % (reason, quote(interview.title), interview.url, quote(interview.id))
+        % (reason, quote(interview.title), url, quote(interview.id))
     )
     structured = {
         "status": "awaiting",
         "sessionId": interview.id,
-        "url": interview.url,
+        "url": url,
         "reason": reason,
         "summary": text,
     }
@@ -7484,7 +7411,7 @@ class ToolCall:
         return False
 
     def progress(self, facts: dict, url=None) -> None:
-        """A progress notification of `facts` (Interview.progress()); `url` (the form's link)
+        """A progress notification of `facts` (progress_snapshot()); `url` (the form's link)
         ends the message."""
         if self.progress_token is None:
             return
@@ -7705,10 +7632,11 @@ class Task:
     """One call that became a task: what tasks/get shows of it."""
 
     def __init__(self, task_id: str, interview_id: str, message: str, cancellation, now: float,
-                 interview=None, facts=None) -> None:
+                 interview=None, facts=None, form_url=None) -> None:
         self.id = task_id
         self.interview_id = interview_id
         self.interview = interview  # None for a task recovered from an earlier process
+        self.form_url = form_url  # (interview) -> its form's address, with the interview
         self.status = "working"
         self.message = message
         self.facts = facts  # the progress the message reports, if it is one: a short line cuts its title
@@ -7728,7 +7656,7 @@ class Task:
         title (the counts and the time say more)."""
         if self.status != "working" or self.interview is None:
             return self.message
-        session, link = quote(self.interview_id), " Form: " + self.interview.url
+        session, link = quote(self.interview_id), " Form: " + self.form_url(self.interview)
         message = "%s; sessionId %s (append_questions, await_user_answers).%s" % (self.message, session, link)
         if len(message) <= STATUS_LINE_CHARS:
             return message
@@ -7741,7 +7669,7 @@ class Task:
         minute nothing changes: a person away from the form needs no poll every 2 s."""
         if self.status != "working" or self.interview is None:
             return TASK_POLL_MS
-        counts_revision, facts = self.interview.progress_snapshot()
+        counts_revision, facts = progress_snapshot(self.interview)
         signature = (counts_revision, facts["answered"], facts["total"], facts["form"])
         if signature != self.seen:
             self.seen = signature
@@ -7771,9 +7699,10 @@ class Task:
 class TaskRegistry:
     """Every task of this process, and those of an earlier one recovered from the archive."""
 
-    def __init__(self, log: Log, archive: Archive, clock=time.monotonic) -> None:
+    def __init__(self, log: Log, archive: Archive, form_url, clock=time.monotonic) -> None:
         self.log = log
         self.archive = archive
+        self.form_url = form_url  # (interview) -> its form's address, for the status line
         self.clock = clock  # the poll interval's minutes, injectable for its tests
         self.lock = threading.Lock()
         self.tasks: dict = {}
@@ -7784,7 +7713,7 @@ class TaskRegistry:
         with self.lock:
             self.counter += 1
             task = Task("%s.%d" % (interview.id, self.counter), interview.id, message, cancellation,
-                        time.time(), interview, facts)
+                        time.time(), interview, facts, self.form_url)
             task.active_monotonic = self.clock()
             self.tasks[task.id] = task
             view = task.view(self.clock())
@@ -7794,7 +7723,7 @@ class TaskRegistry:
         return view
 
     def update(self, task_id: str, facts: dict) -> None:
-        """A working task's progress (Interview.progress() facts)."""
+        """A working task's progress (progress_snapshot()'s facts)."""
         message = progress_message(facts)
         with self.lock:
             task = self.tasks.get(task_id)
@@ -7824,7 +7753,7 @@ class TaskRegistry:
                 return
             task.status = "cancelled"
             if task.interview is not None:
-                task.message = "Cancelled by the client; the form stays open at %s" % task.interview.url
+                task.message = "Cancelled by the client; the form stays open at %s" % task.form_url(task.interview)
             self._settled(task)
         self.log.event("task-cancelled", about=task.cancellation, task=task.id)
         task.cancellation.cancel()
@@ -7957,7 +7886,7 @@ class ModernCall(ToolCall):
     def about_to_block(self, interview: Interview) -> None:
         if not self.request.tasks or self.task_id is not None:
             return
-        facts = interview.progress()
+        facts = progress_snapshot(interview)[1]
         self.interviews.add(interview)
         view = self.tasks.create(interview, progress_message(facts), self.cancellation, facts)
         self.log_scope.end(self)
@@ -8089,7 +8018,7 @@ class McpServer:
         self.transport = JsonRpcStdio(reader, writer, self.log, self)
         self.tools = InterviewTools(runtime)
         self.seal = RequestStateSeal()
-        self.tasks = TaskRegistry(self.log, runtime.archive)
+        self.tasks = TaskRegistry(self.log, runtime.archive, runtime.form_url)
         self.modern_enabled = runtime.config.protocol != "legacy"
         self.handshake_lock = threading.Lock()
         self.client_capabilities: dict = {}
@@ -8993,7 +8922,7 @@ class InterviewTools:
         delivery = interview.options["delivery"]
         if delivery == "link":
             self.runtime.notices.arm(interview, opened=False)
-            return awaiting_result(interview, "Browser opening was skipped (delivery=link).")
+            return awaiting_result(interview, self.runtime.form_url(interview), "Browser opening was skipped (delivery=link).")
         if delivery == "elicitation":
             handled, result = self.deliver_by_elicitation(interview, call)
             if handled:
@@ -9001,7 +8930,7 @@ class InterviewTools:
         elif call.shows_apps():
             self.log.event("shown-in-host", about=interview, interview=interview.id)
             self.runtime.notices.arm(interview, opened=True)  # as after a browser opened it
-            return shown_in_host_result(interview)
+            return shown_in_host_result(interview, self.runtime.form_url(interview))
         return self.deliver_by_browser(interview, call, interview.options["timeoutSeconds"])
 
     def append_questions(self, arguments: dict, call):
@@ -9039,7 +8968,7 @@ class InterviewTools:
             def report(facts: dict, first: bool) -> None:
                 # Every report ends with the form's link: a terminal client shows only the
                 # latest message, and the person must always have the way to the form.
-                call.progress(facts, interview.url)
+                call.progress(facts, self.runtime.form_url(interview))
 
         result, why = self.runtime.hub.wait(
             interview, call.cancellation, timeout, report, self.runtime.config.progress_ms / 1000.0
@@ -9047,7 +8976,7 @@ class InterviewTools:
         if why == "settled":
             return answers_result(result, interview.spec)
         if why == "timeout":
-            return awaiting_result(interview, "Stopped waiting after %ds (timeoutSeconds)." % timeout)
+            return awaiting_result(interview, self.runtime.form_url(interview), "Stopped waiting after %ds (timeoutSeconds)." % timeout)
         return None
 
     # -- the app-only tools: the form inside the host ------------------------------------
@@ -9073,8 +9002,8 @@ class InterviewTools:
                 return 200, shown
             # The app loading the whole interview is its page view, and a sighting: the host
             # shows it in the conversation (it stops the notices).
-            self.runtime.hub.record_page_view(interview, "app in %s" % (agent_name(call.client_info) or "a host"),
-                                              seen=True)
+            record_page_view(self.runtime, interview, "app in %s" % (agent_name(call.client_info) or "a host"),
+                             seen=True)
             return 200, dict(form_payload(interview), **shown)
 
         return self.app_operation(arguments, state)
@@ -9114,22 +9043,23 @@ class InterviewTools:
         if call.retrying(URL_ELICITATION_KEY):  # the browser already failed in the first round
             return self.deliver_by_url_elicitation(interview, call, timeout, None)
         config = self.runtime.config
-        opened, why = open_browser(interview.url, config, self.log)
+        url = self.runtime.form_url(interview)
+        opened, why = open_browser(url, config, self.log)
         self.runtime.notices.arm(interview, opened)
         if opened:
             return self.wait_for_answers(interview, call, timeout)
         if config.open_browser and "url" in call.elicitation_modes():
             return self.deliver_by_url_elicitation(interview, call, timeout, why)
-        return awaiting_result(interview, "Could not open the browser (%s)." % why)
+        return awaiting_result(interview, url, "Could not open the browser (%s)." % why)
 
     def deliver_by_url_elicitation(self, interview: Interview, call, timeout, why: str):
         """A URL-mode elicitation: the client shows the link and opens it with the user's
         consent; then wait as after a browser open. `why` the browser did not open: None in the
         retry of a multi round-trip call, which carries the user's answer to the first round."""
-        count = len(interview.questions())
+        count = len(interview.spec["questions"])
         params = {
             "mode": "url",
-            "url": interview.url,
+            "url": self.runtime.form_url(interview),
             "message": "Answer %d question%s in the form %s. No browser could be opened from "
             "here, so please open this link." % (count, "" if count == 1 else "s",
                                                  quote(interview.title)),
@@ -9146,7 +9076,7 @@ class InterviewTools:
                        action=action or "error", detail=detail)
         if action != "accept":
             reason = URL_DECLINED_TEXT if why is None else url_refusal_reason(why, action, detail)
-            return awaiting_result(interview, reason)
+            return awaiting_result(interview, self.runtime.form_url(interview), reason)
         result = self.wait_for_answers(interview, call, timeout)
         call.elicitation_finished(URL_ELICITATION_KEY, interview)
         return result
@@ -9155,7 +9085,7 @@ class InterviewTools:
         """The client's own form (form-mode elicitation): (handled, result). Not handled when
         the client declared no form elicitation, the interview is not flat, or the client
         failed the request: the caller then delivers by browser."""
-        questions = interview.questions()
+        questions = interview.spec["questions"]
         if "form" not in call.elicitation_modes():
             unfit = "the client declared no form elicitation"
         else:
@@ -9485,10 +9415,11 @@ def ask_here(arguments: dict, open_it: bool, finish, agent=None, timeout=None, c
         runtime.log.event("config-warning", "warning", detail=warning)
     try:
         interview = runtime.open_interview(arguments, agent=agent)
-        sys.stderr.write("\nThe interview %s is at:\n  %s\n\n" % (quote(interview.title), interview.url))
+        url = runtime.form_url(interview)
+        sys.stderr.write("\nThe interview %s is at:\n  %s\n\n" % (quote(interview.title), url))
         opened = False
         if open_it and interview.options["delivery"] != "link":
-            opened, why = open_browser(interview.url, config, runtime.log)
+            opened, why = open_browser(url, config, runtime.log)
             if not opened:
                 sys.stderr.write("Could not open the browser (%s).\n" % why)
         runtime.notices.arm(interview, opened)  # a wait on the person starts, as for a tool call
@@ -9754,7 +9685,7 @@ def answer_ask_user_question(source: str, timeout: int):
 
     def finish(runtime, interview, result, why) -> int:
         if result is None:  # the form says where the questions went, before the process ends
-            unanswered_all = {question["id"]: unanswered() for question in interview.questions()}
+            unanswered_all = {question["id"]: unanswered() for question in interview.spec["questions"]}
             if runtime.hub.settle_without_form(interview, unanswered_all, CANCELLED, "browser",
                                                handed_back=why == "timeout") is not None:
                 runtime.log.event("hook-gave-up", about=interview, interview=interview.id, why=why)
@@ -10161,10 +10092,11 @@ def _doctor_self_test(config: Config, line):
         step = "starting the form server"
         try:
             interview = runtime.open_interview({"title": "doctor", "questions": [{"id": "q", "header": "ok?"}]})
-            api = interview.url.replace("/s/", "/api/s/")
+            page = runtime.form_url(interview)
+            api = page.replace("/s/", "/api/s/")
             for step, url, body, expected in (
-                ("the form page", interview.url, None, "text/html"),
-                ("the asset js/main.js", interview.url.split("/s/")[0] + "/assets/js/main.js", None, "text/javascript"),
+                ("the form page", page, None, "text/html"),
+                ("the asset js/main.js", page.split("/s/")[0] + "/assets/js/main.js", None, "text/javascript"),
                 ("the interview API", api, None, "application/json"),
                 ("a submit", api + "/submit", {"answers": {"q": {"other": "ok"}}}, "application/json"),
             ):

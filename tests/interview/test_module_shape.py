@@ -58,16 +58,30 @@ def test_importing_askrich_starts_nothing_and_writes_nothing(tmp_path):
     subprocess.run([sys.executable, "-S", "-c", code], env=env, check=True, timeout=60)
 
 
-def test_every_name_of_the_public_api_is_there_and_the_interview_is_a_future():
-    # Interview is built on first use (its Future base imports logging): the module still
-    # answers for it by name, and `from askrich import *` takes every name __all__ lists.
-    from concurrent.futures import Future
-
-    assert issubclass(askrich.Interview, Future)
-    assert askrich.Interview.__qualname__ == "Interview"
+def test_every_name_of_the_public_api_is_there_and_the_interview_is_a_class_found_by_its_name():
+    # A plain top-level class: no class built at run time, no module __getattr__ answering for
+    # a name, and no concurrent.futures (which imports logging: 1 MB) behind it.
+    tree = ast.parse(open(MODULE, encoding="utf-8").read())
+    assert [node.name for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "Interview"] == ["Interview"]
+    assert [node.name for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "__getattr__"] == []
+    assert "Interview" in vars(askrich) and askrich.Interview.__bases__ == (object,)
     assert all(getattr(askrich, name) is not None for name in askrich.__all__)
     with pytest.raises(AttributeError):
         askrich.NoSuchName  # noqa: B018
+
+
+def test_an_interview_served_and_settled_imports_neither_concurrent_futures_nor_logging(tmp_path):
+    code = (
+        "import sys, askrich, urllib.request; "
+        "runtime = askrich.Runtime(askrich.Config(log_dir=sys.argv[1], open_browser=False, inbox_port=0)); "
+        "held = runtime.open_interview({'title': 't', 'questions': [{'id': 'q', 'header': 'ok?'}]}); "
+        "urllib.request.urlopen(runtime.form_url(held).replace('/s/', '/api/s/') + '/state').read(); "
+        "runtime.hub.submit(held, {'answers': {}}); runtime.close(); "
+        "heavy = {'concurrent.futures', 'logging'} & set(sys.modules); "
+        "assert not heavy, heavy"
+    )
+    env = dict(os.environ, HOME=str(tmp_path), PYTHONPATH=ROOT)
+    subprocess.run([sys.executable, "-S", "-c", code, str(tmp_path / "logs")], env=env, check=True, timeout=60)
 
 
 def test_askrich_has_no_global_statement():
