@@ -287,19 +287,7 @@ class Config:
         warnings: list[str] = []
 
         def integer(name: str, default: int, low: int, high: int) -> int:
-            raw = env.get(name, "").strip()
-            if not raw:
-                return default
-            try:
-                value = int(raw)
-            except ValueError:
-                value = None
-            if value is None or not low <= value <= high:
-                warnings.append(
-                    "%s=%r is not a number from %d to %d; using %d" % (name, raw, low, high, default)
-                )
-                return default
-            return value
+            return env_integer(env, name, default, low, high, warnings)
 
         open_raw = env.get(ENV_OPEN, "").strip().lower()
         if open_raw not in ("", "0", "1", "false", "true", "no", "yes", "off", "on"):
@@ -342,6 +330,22 @@ class Config:
             ),
             warnings,
         )
+
+
+def env_integer(env, name: str, default: int, low: int, high: int, warnings: list) -> int:
+    """The whole number `name` sets from `low` to `high`, else `default` (and a warning when
+    it is set to something else)."""
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = None
+    if value is None or not low <= value <= high:
+        warnings.append("%s=%r is not a number from %d to %d; using %d" % (name, raw, low, high, default))
+        return default
+    return value
 
 
 def public_origin(raw: str):
@@ -461,6 +465,66 @@ class FormServerUnavailable(InterviewError):
         self.host = host
         self.port = port
         self.reason = reason
+
+
+class UntrustedFolder(PermissionError):
+    """A folder of the log dir that someone else could have planted or can write into."""
+
+
+class ForeignFile(PermissionError):
+    """A file where one of ours should be that is not ours: private_file_refusal() says why."""
+
+
+class JsonRpcError(Exception):
+    def __init__(self, code: int, message: str, data=None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+class HttpRefusal(Exception):
+    """A request refused with a JSON error; raised by routing, body reading and routes. `code`
+    defaults to the status's own (ERROR_CODES)."""
+
+    def __init__(self, status: int, error: str, headers=None, code=None, **fields) -> None:
+        super().__init__(error)
+        self.status = status
+        self.headers = dict(headers or {})
+        self.body = error_body(status, error, code, **fields)
+
+    def reply(self) -> Reply:
+        return json_reply(self.status, self.body, self.headers)
+
+
+class InboxUnavailable(Exception):
+    """The inbox cannot be kept here: a folder or the key is not private, or cannot be made."""
+
+
+class InboxWriteFailed(Exception):
+    """This process's registry entry could not be written now (a full disk): it is tried again."""
+
+
+class _PageGone(Exception):
+    """The page's side of a forwarded request ended (its body cut short, its connection closed)."""
+
+
+class NoticeFailed(Exception):
+    """A notice a target did not take; the message says why, without any key."""
+
+
+class InputRequired(Exception):
+    """Raised by a call of an era without server-to-client requests: the call must end now,
+    asking the client for `requests` (key -> elicitation), and be retried with the answers."""
+
+    def __init__(self, interview: Interview, requests: dict) -> None:
+        super().__init__("input required")
+        self.interview = interview
+        self.requests = requests
+
+
+class HookInputUnfit(ValueError):
+    """The hook's input is not an AskUserQuestion call we can ask: Claude Code asks itself."""
 
 
 # ============================================================================================
@@ -675,6 +739,14 @@ def _check_questions(raw_questions, existing_ids: list, problems: Problems) -> l
     return questions
 
 
+def _check_rank_shape(raw_options, options_given: bool, multi: bool, path: str, problems: Problems) -> None:
+    """What a rank question may not be: fewer than 2 options to order, or multiSelect."""
+    if options_given and len(raw_options or []) < 2:
+        problems.add(path, "a rank question needs at least 2 options to order (it has %d)" % len(raw_options or []))
+    if multi:
+        problems.add(path, "multiSelect does not apply to rank questions; drop it (the user orders every option)")
+
+
 def _check_question(raw, index: int, position: dict, seen: set, problems: Problems):
     path = question_path(index, raw)
     if not isinstance(raw, dict):
@@ -701,18 +773,7 @@ def _check_question(raw, index: int, position: dict, seen: set, problems: Proble
     options_given = isinstance(raw_options, list) or raw_options is None
 
     if rank:
-        if options_given and len(raw_options or []) < 2:
-            problems.add(
-                path,
-                "a rank question needs at least 2 options to order (it has %d)"
-                % len(raw_options or []),
-            )
-        if multi:
-            problems.add(
-                path,
-                "multiSelect does not apply to rank questions; drop it "
-                "(the user orders every option)",
-            )
+        _check_rank_shape(raw_options, options_given, multi, path, problems)
         allow_other = False  # a rank answer is an order; an Other text would have no place
         recommended = _check_rank_recommendation(raw.get("recommended"), path, options, problems)
     else:
@@ -1727,10 +1788,6 @@ def sync_directory(folder: str) -> None:
         os.close(descriptor)
 
 
-class UntrustedFolder(PermissionError):
-    """A folder of the log dir that someone else could have planted or can write into."""
-
-
 def folder_refusal(path: str):
     """Why an existing folder may not hold the user's files, or None when it may. On POSIX it
     must be a real folder (not a symlink) of this user that group and others cannot write."""
@@ -1792,10 +1849,6 @@ def private_file_refusal(descriptor: int, owner_checked: bool = True):
 # Opening never follows a symlink, and never waits: a FIFO planted in our place would block
 # open() until someone writes to it (the type is only known once it is open).
 PRIVATE_OPEN_FLAGS = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
-
-
-class ForeignFile(PermissionError):
-    """A file where one of ours should be that is not ours: private_file_refusal() says why."""
 
 
 def open_private_file(path: str, owner_checked: bool = True):
@@ -2265,7 +2318,84 @@ class InterviewSnapshot:
         self.delivered = delivered  # a waiter was there to receive the result
 
 
-class Interview:
+class FormPresence:
+    """What the form's pages have said of an interview: page views, the pages in view and
+    the sightings, the event streams open, the latest counts and the follow-ups unseen.
+    Only the progress reports, the notices and the inbox read it. It is the Interview's base:
+    its fields are the interview's own, guarded by its lock; each change notifies its
+    condition (waits judge by it too) and tells its on_change."""
+
+    def __init__(self) -> None:
+        self._counts = None  # the form's latest {answered, deferred, needsInfo, open}
+        self._counts_revision = 0
+        self._page_views = 0
+        self._streams = 0
+        # The person's eyes, as the form's pages report them (record_visibility): each
+        # page's last word on whether it is in view, and how often one came into view (or
+        # the app loaded). A page load is not a sighting: the opener loads tabs in the
+        # background too.
+        self._in_view: dict = {}
+        self._sightings = 0
+        self._unseen = None  # (follow-ups unseen, questions then), as the form last reported
+
+    def attention(self) -> dict:
+        """What the notices judge by: still pending, forms open, sightings so far, and
+        whether a page shows the form now (it said so and its event stream is still open)."""
+        with self._lock:
+            return {"pending": self._result is None and not self._closed, "streams": self._streams,
+                    "sightings": self._sightings,
+                    "inView": self._streams > 0 and any(self._in_view.values())}
+
+    def _unseen_count(self) -> int:
+        """Follow-up questions the user has not been shown yet. Call with the lock held."""
+        questions = self._spec["questions"]
+        if self._unseen is None:  # no form has said yet: every follow-up is unseen
+            return sum(1 for question in questions if question.get("version", 1) > 1)
+        return self._unseen[0] + max(0, len(questions) - self._unseen[1])
+
+    def record_page_view(self, seen: bool = False) -> None:
+        """A page loaded; `seen`: where it cannot load unseen (the app, in the conversation)."""
+        with self._lock:
+            self._page_views += 1
+            self._sightings += seen
+            self._changed.notify_all()
+        self._on_change(self)
+
+    def record_visibility(self, page: str, in_view: bool) -> bool:
+        """A page says whether it is in view now; True when it just came into view."""
+        with self._lock:
+            came = in_view and not self._in_view.pop(page, False)
+            self._in_view[page] = in_view
+            for stale in list(self._in_view)[:-PAGES_REMEMBERED]:  # the pages heard from longest ago
+                del self._in_view[stale]
+            self._sightings += came
+            self._changed.notify_all()
+        self._on_change(self)
+        return came
+
+    def record_stream(self, delta: int) -> None:
+        """An event stream opened (+1) or closed (-1): the inbox looks more often while a
+        form is open."""
+        with self._lock:
+            self._streams += delta
+            self._changed.notify_all()
+        self._on_change(self)
+
+    def record_progress(self, counts: dict, unseen=None) -> None:
+        """The form's counts, and its count of follow-up questions not shown to the user yet
+        (None: not said); questions appended after it are added to it until the form says
+        again."""
+        with self._lock:
+            if unseen is not None:
+                self._unseen = (unseen, len(self._spec["questions"]))
+            if counts != self._counts:
+                self._counts = counts
+                self._counts_revision += 1
+                self._changed.notify_all()
+        self._on_change(self)
+
+
+class Interview(FormPresence):
     """One interview: its spec, its answers once settled, its state, and the condition every
     wait on it uses. It knows no address, server or runtime: whoever shows it composes its
     link from `token`, and what the wire says of it is built from what it reads out here.
@@ -2292,6 +2422,7 @@ class Interview:
         self.agent = agent  # what the form calls the agent (agent_name()); None: "the agent"
         self.created = time.time()
         self._on_change = on_change if on_change is not None else (lambda interview: None)
+        super().__init__()
         self._spec = spec
         self._attachments = attachments
         self._result = None  # the result once settled
@@ -2303,17 +2434,6 @@ class Interview:
         self._waiting = 0
         self._revision = 0
         self._states: list = []  # the last STATE_HISTORY (revision, status()), for streams
-        self._counts = None  # the form's latest {answered, deferred, needsInfo, open}
-        self._counts_revision = 0
-        self._page_views = 0
-        self._streams = 0
-        # The person's eyes, as the form's pages report them (record_visibility): each
-        # page's last word on whether it is in view, and how often one came into view (or
-        # the app loaded). A page load is not a sighting: the opener loads tabs in the
-        # background too.
-        self._in_view: dict = {}
-        self._sightings = 0
-        self._unseen = None  # (follow-ups unseen, questions then), as the form last reported
         self._task_ids: list = []  # the tasks made on it, for the archive (TaskRegistry.create)
         # Cancelled because its questions went back to the client's own prompt (the hook
         # gave up waiting): the form says where to answer them instead.
@@ -2399,21 +2519,6 @@ class Interview:
         self._changed.wait_for(lambda: not self._settling or self._result is not None)
         if self._result is not None:
             raise InterviewSettled(self.id, self._state_now())
-
-    def _unseen_count(self) -> int:
-        """Follow-up questions the user has not been shown yet. Call with the lock held."""
-        questions = self._spec["questions"]
-        if self._unseen is None:  # no form has said yet: every follow-up is unseen
-            return sum(1 for question in questions if question.get("version", 1) > 1)
-        return self._unseen[0] + max(0, len(questions) - self._unseen[1])
-
-    def attention(self) -> dict:
-        """What the notices judge by: still pending, forms open, sightings so far, and
-        whether a page shows the form now (it said so and its event stream is still open)."""
-        with self._lock:
-            return {"pending": self._result is None and not self._closed, "streams": self._streams,
-                    "sightings": self._sightings,
-                    "inView": self._streams > 0 and any(self._in_view.values())}
 
     # -- transitions --------------------------------------------------------------------
 
@@ -2508,49 +2613,6 @@ class Interview:
         with self._lock:
             self._check_pending()
             self._attachments.remove(attachment_id)
-
-    # -- the form's and the waiters' comings and goings: each tells on_change -----------------
-
-    def record_page_view(self, seen: bool = False) -> None:
-        """A page loaded; `seen`: where it cannot load unseen (the app, in the conversation)."""
-        with self._lock:
-            self._page_views += 1
-            self._sightings += seen
-            self._changed.notify_all()
-        self._on_change(self)
-
-    def record_visibility(self, page: str, in_view: bool) -> bool:
-        """A page says whether it is in view now; True when it just came into view."""
-        with self._lock:
-            came = in_view and not self._in_view.pop(page, False)
-            self._in_view[page] = in_view
-            for stale in list(self._in_view)[:-PAGES_REMEMBERED]:  # the pages heard from longest ago
-                del self._in_view[stale]
-            self._sightings += came
-            self._changed.notify_all()
-        self._on_change(self)
-        return came
-
-    def record_stream(self, delta: int) -> None:
-        """An event stream opened (+1) or closed (-1): the inbox looks more often while a
-        form is open."""
-        with self._lock:
-            self._streams += delta
-            self._changed.notify_all()
-        self._on_change(self)
-
-    def record_progress(self, counts: dict, unseen=None) -> None:
-        """The form's counts, and its count of follow-up questions not shown to the user yet
-        (None: not said); questions appended after it are added to it until the form says
-        again."""
-        with self._lock:
-            if unseen is not None:
-                self._unseen = (unseen, len(self._spec["questions"]))
-            if counts != self._counts:
-                self._counts = counts
-                self._counts_revision += 1
-                self._changed.notify_all()
-        self._on_change(self)
 
     def record_waiter(self, delta: int) -> None:
         """A waiter came (+1) or left (-1): the form's state's `waiting`."""
@@ -2941,14 +3003,6 @@ class SessionHub:
 # ============================================================================================
 # JSON-RPC over stdio: one message a line, parsed strictly
 # ============================================================================================
-
-class JsonRpcError(Exception):
-    def __init__(self, code: int, message: str, data=None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
-
 
 class LineWriter:
     """Whole JSON-RPC lines to the client, one write at a time.
@@ -3548,20 +3602,6 @@ ATTACHMENT_STATUS = MappingProxyType({
 
 def error_body(status: int, error: str, code=None, **fields) -> dict:
     return dict({"error": error, "code": code or ERROR_CODES.get(status, "bad-request")}, **fields)
-
-
-class HttpRefusal(Exception):
-    """A request refused with a JSON error; raised by routing, body reading and routes. `code`
-    defaults to the status's own (ERROR_CODES)."""
-
-    def __init__(self, status: int, error: str, headers=None, code=None, **fields) -> None:
-        super().__init__(error)
-        self.status = status
-        self.headers = dict(headers or {})
-        self.body = error_body(status, error, code, **fields)
-
-    def reply(self) -> Reply:
-        return json_reply(self.status, self.body, self.headers)
 
 
 def json_reply(status: int, payload, headers=None) -> Reply:
@@ -4517,14 +4557,6 @@ INBOX_SESSION_SECONDS = 8 * 3600  # the cookie a ticket becomes: a working day
 INBOX_COOKIE = "ask-user-rich-inbox"
 
 
-class InboxUnavailable(Exception):
-    """The inbox cannot be kept here: a folder or the key is not private, or cannot be made."""
-
-
-class InboxWriteFailed(Exception):
-    """This process's registry entry could not be written now (a full disk): it is tried again."""
-
-
 def inbox_folder(path: str, create: bool = True) -> None:
     """private_folder() for the inbox: InboxUnavailable saying what is wrong."""
     try:
@@ -5177,10 +5209,6 @@ def forward_to_owner(request, forward: Forward) -> None:
     if status is not None:
         _forward_failed(request, forward, status, None)
     return None
-
-
-class _PageGone(Exception):
-    """The page's side of a forwarded request ended (its body cut short, its connection closed)."""
 
 
 def _pass_body(request, owner, head: bytes, length: int) -> None:
@@ -6445,10 +6473,6 @@ def plan_push(url: str, token, notice: dict, link):
 
 # -- the targets, and sending one notice to one of them ------------------------------------
 
-class NoticeFailed(Exception):
-    """A notice a target did not take; the message says why, without any key."""
-
-
 class DesktopTarget:
     """The desktop's notifier. `on_click(url)` opens the form when the notice's action is
     clicked; the notifier's process is left running for that and killed at close()."""
@@ -7354,16 +7378,6 @@ def progress_message(facts: dict, limit=None) -> str:
 # ============================================================================================
 # Per-call objects and the two protocol eras
 # ============================================================================================
-
-class InputRequired(Exception):
-    """Raised by a call of an era without server-to-client requests: the call must end now,
-    asking the client for `requests` (key -> elicitation), and be retried with the answers."""
-
-    def __init__(self, interview: Interview, requests: dict) -> None:
-        super().__init__("input required")
-        self.interview = interview
-        self.requests = requests
-
 
 class ToolCall:
     """One tools/call as the tools see it: everything a tool may ask of the client for this
@@ -8346,26 +8360,31 @@ class Opener:
         return text
 
 
+def _which(name: str, path: str, wsl: bool):
+    """The program `name` on `path`; on WSL, also where Windows keeps it."""
+    import shutil
+
+    found = shutil.which(name, path=path)
+    if found is None and wsl and os.path.isfile(WSL_WINDOWS_PATHS.get(name, "")):
+        found = WSL_WINDOWS_PATHS[name]
+    return found
+
+
+def _in_container(env) -> bool:
+    return bool(env.get("container")) or os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv")
+
+
 def opener_facts(config: Config, environ=None) -> dict:
     """Everything the opener plan depends on, read from this machine. `plan_openers` is pure;
     tests build these dicts by hand for every platform."""
-    import shutil
-
     env = os.environ if environ is None else environ
     platform = sys.platform
     linux = platform.startswith("linux")
     release = os.uname().release if hasattr(os, "uname") else ""
     wsl = linux and (bool(env.get("WSL_DISTRO_NAME")) or "microsoft" in release.lower())
     path = env.get("PATH", os.defpath)
-
-    def which(name: str):
-        found = shutil.which(name, path=path)
-        if found is None and wsl and os.path.isfile(WSL_WINDOWS_PATHS.get(name, "")):
-            found = WSL_WINDOWS_PATHS[name]
-        return found
-
     names = ("open", "xdg-open", "xdg-mime", "wslview", "explorer.exe", "powershell.exe")
-    installed = {name: which(name) for name in names}
+    installed = {name: _which(name, path, wsl) for name in names}
     installed["cmd.exe"] = WSL_CMD_EXE if wsl and os.path.isfile(WSL_CMD_EXE) else None
     display = {name: env.get(name, "") for name in LINUX_DISPLAY_VARIABLES}
     facts = {
@@ -8377,9 +8396,7 @@ def opener_facts(config: Config, environ=None) -> dict:
         "installed": installed,
         "display": display,
         "ssh": any(env.get(name) for name in ("SSH_CONNECTION", "SSH_CLIENT", "SSH_TTY")),
-        "container": bool(env.get("container"))
-        or os.path.exists("/.dockerenv")
-        or os.path.exists("/run/.containerenv"),
+        "container": _in_container(env),
         "windows_root": WSL_WINDOWS_ROOT if wsl and os.path.isdir(WSL_WINDOWS_ROOT) else None,
         "https_handler": None,
         "https_handler_installed": None,
@@ -8901,7 +8918,7 @@ class InterviewTools:
     def call(self, name: str, arguments: dict, call):
         """The tools/call result, or None when the call ends without a response."""
         try:
-            return getattr(self, name)(arguments, call)
+            return TOOL_METHODS[name](self, arguments, call)
         except InvalidInterview as problems:
             return error_result(str(problems))
         except InterviewError as error:
@@ -8995,7 +9012,7 @@ class InterviewTools:
         except HttpRefusal as refusal:
             return app_tool_result(refusal.status, refusal.body)
 
-    def form_state(self, arguments: dict, call):
+    def app_state(self, arguments: dict, call):
         def state(interview):
             shown = form_state(self.runtime, interview)
             if arguments.get("full") is not True:
@@ -9008,11 +9025,11 @@ class InterviewTools:
 
         return self.app_operation(arguments, state)
 
-    def form_progress(self, arguments: dict, call):
+    def app_progress(self, arguments: dict, call):
         return self.app_operation(arguments, lambda interview: form_progress(
             self.runtime, interview, form_fields(arguments)))
 
-    def form_submit(self, arguments: dict, call):
+    def app_submit(self, arguments: dict, call):
         def submit(interview):
             payload = form_fields(arguments)
             if len(json.dumps(payload)) > MAX_BODY_BYTES:
@@ -9024,10 +9041,10 @@ class InterviewTools:
 
         return self.app_operation(arguments, submit)
 
-    def form_attach(self, arguments: dict, call):
+    def app_attach(self, arguments: dict, call):
         return self.app_operation(arguments, lambda interview: self.app_uploads.take(self.runtime, interview, arguments))
 
-    def form_detach(self, arguments: dict, call):
+    def app_detach(self, arguments: dict, call):
         def detach(interview):
             if not isinstance(arguments.get("id"), str):
                 raise HttpRefusal(400, "id must be the attachment's id")
@@ -9122,6 +9139,20 @@ class InterviewTools:
         # None: the web form was submitted first, and its answers stand.
         result = self.runtime.hub.settle_without_form(interview, answers, status, "elicitation")
         return True, answers_result(result if result is not None else interview.settled_result(), interview.spec)
+
+
+# What each tool runs: tool name -> InterviewTools method (the app's tools only for a host
+# that shows apps: McpServer checks the name first).
+TOOL_METHODS = MappingProxyType({
+    "ask_user_rich": InterviewTools.ask_user_rich,
+    "append_questions": InterviewTools.append_questions,
+    "await_user_answers": InterviewTools.await_user_answers,
+    "form_state": InterviewTools.app_state,
+    "form_progress": InterviewTools.app_progress,
+    "form_submit": InterviewTools.app_submit,
+    "form_attach": InterviewTools.app_attach,
+    "form_detach": InterviewTools.app_detach,
+})
 
 
 FORM_ELICITATION_KEY = "answers"
@@ -9281,26 +9312,33 @@ def main(argv=None, detach: bool = False):
     command, rest = args[0], args[1:]
     if command == "hook":
         return run_hook(rest)
-    flags = [arg for arg in rest if arg.startswith("--")]
-    positional = [arg for arg in rest if not arg.startswith("--") or arg == "-"]
-    unknown = [flag for flag in flags if flag not in ("--link", "--no-open")]
     if command == "doctor" and not rest:
         return run_doctor()
     if command == "notify" and rest == ["--test"]:
         return run_notify_test()
-    if command == "inbox" and not unknown and not positional:
-        return run_inbox(open_it=not flags)
-    if command in ("demo", "ask") and not unknown:
-        if command == "demo" and not positional:
-            source = read_asset("demo.json").decode("utf-8")
-        elif command == "ask" and len(positional) == 1:
-            source = read_interview_file(positional[0])
-            if source is None:
-                return 2
-        else:
-            return usage_error("%s takes %s" % (command, "no file" if command == "demo" else "one FILE.json"))
-        return run_cli_interview(source, open_it=not flags)
+    if command in ("inbox", "demo", "ask"):
+        return run_page_command(command, rest)
     return usage_error("unknown arguments: %s" % " ".join(args))
+
+
+def run_page_command(command: str, rest: list) -> int:
+    """`inbox`, `demo` and `ask FILE.json`: a page in the browser (not opened with --link or
+    --no-open)."""
+    flags = [arg for arg in rest if arg.startswith("--")]
+    positional = [arg for arg in rest if not arg.startswith("--") or arg == "-"]
+    if any(flag not in ("--link", "--no-open") for flag in flags) or (command == "inbox" and positional):
+        return usage_error("unknown arguments: %s" % " ".join([command] + rest))
+    if command == "inbox":
+        return run_inbox(open_it=not flags)
+    if command == "demo" and not positional:
+        source = read_asset("demo.json").decode("utf-8")
+    elif command == "ask" and len(positional) == 1:
+        source = read_interview_file(positional[0])
+        if source is None:
+            return 2
+    else:
+        return usage_error("%s takes %s" % (command, "no file" if command == "demo" else "one FILE.json"))
+    return run_cli_interview(source, open_it=not flags)
 
 
 def usage_error(text: str) -> int:
@@ -9472,10 +9510,6 @@ HOOK_OPEN_ANSWERS = {
     "unanswered": "(not answered)",
 }
 HOOK_USAGE = "hook ask-user-question [--timeout SECONDS | --enable | --disable]"
-
-
-class HookInputUnfit(ValueError):
-    """The hook's input is not an AskUserQuestion call we can ask: Claude Code asks itself."""
 
 
 def interview_from_ask_user_question(tool_input) -> dict:
@@ -9814,22 +9848,9 @@ def run_doctor(environ=None, facts=None, out=None) -> int:
     facts = opener_facts(config, env) if facts is None else facts
     for text in _doctor_machine(facts):
         line(text)
-    sample = "http://%s:%d/s/TOKEN" % (config.public_host, config.port)
-    candidates, notes = plan_openers(sample, facts)
-    line("browser opener plan (tried in order until one works):")
-    for opener in candidates:
-        line("  try   %s" % opener.describe(sample))
-    for note in notes:
-        line("  skip  %s" % note)
-    if not candidates:
-        line("  => no browser can be opened from here: ask_user_rich returns the link at once "
-             "(status awaiting), or asks the client to open it when the client offers URL "
-             "elicitation.")
-        if facts["open_enabled"]:
-            line("what to do:")
-            for advice in opener_advice(sample, facts):
-                line("  - %s" % advice)
-
+    plan, opens = _doctor_openers(facts, "http://%s:%d/s/TOKEN" % (config.public_host, config.port))
+    for text in plan:
+        line(text)
     if config.port:
         line("fixed port %d: %s" % (config.port, _doctor_port(config.host, config.port)))
     line(_doctor_inbox(config))
@@ -9847,8 +9868,24 @@ def run_doctor(environ=None, facts=None, out=None) -> int:
         return 1
     line()
     line("ok: the form server works%s." % (
-        "" if candidates else "; no browser opens here, so share the link (see above)"))
+        "" if opens else "; no browser opens here, so share the link (see above)"))
     return 0
+
+
+def _doctor_openers(facts: dict, sample: str) -> tuple:
+    """The opener plan's lines for a form at `sample`, and whether a browser opens here."""
+    candidates, notes = plan_openers(sample, facts)
+    lines = ["browser opener plan (tried in order until one works):"]
+    lines += ["  try   %s" % opener.describe(sample) for opener in candidates]
+    lines += ["  skip  %s" % note for note in notes]
+    if not candidates:
+        lines.append("  => no browser can be opened from here: ask_user_rich returns the link at once "
+                     "(status awaiting), or asks the client to open it when the client offers URL "
+                     "elicitation.")
+        if facts["open_enabled"]:
+            lines.append("what to do:")
+            lines += ["  - %s" % advice for advice in opener_advice(sample, facts)]
+    return lines, bool(candidates)
 
 
 def _doctor_log_dir(log_dir: str):

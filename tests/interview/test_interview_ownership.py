@@ -27,7 +27,13 @@ def _tree():
 
 
 def _interview_class(tree) -> ast.ClassDef:
-    return next(node for node in ast.walk(tree) if isinstance(node, ast.ClassDef) and node.name == "Interview")
+    """Interview with the bodies of its base classes of this module (FormPresence), whose
+    fields are the interview's own: one class to the checks below."""
+    classes = {node.name: node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
+    interview = classes["Interview"]
+    bases = [classes[base.id] for base in interview.bases if isinstance(base, ast.Name) and base.id in classes]
+    return ast.ClassDef(name="Interview", bases=[], keywords=[], decorator_list=[],
+                        body=interview.body + [node for base in bases for node in base.body])
 
 
 def _fields(cls: ast.ClassDef) -> set:
