@@ -658,19 +658,13 @@ def door_memory(mode: dict, holder, env: dict, logs: str, clients: list, results
 def fsync_cost(folder: str, size: int, runs: int) -> list:
     """What the archive's durable write costs by itself: temp file, fsync, rename, dir fsync."""
     os.makedirs(folder, exist_ok=True)
+    from bare_durable import durable_write
+
     data = b"x" * size
     samples = []
     for i in range(runs):
-        path = os.path.join(folder, "probe-%d.json" % i)
         started = now_ms()
-        with open(path + ".tmp", "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(path + ".tmp", path)
-        descriptor = os.open(folder, os.O_RDONLY)
-        os.fsync(descriptor)
-        os.close(descriptor)
+        path = durable_write(folder, "probe-%d.json" % i, data)
         samples.append(now_ms() - started)
         os.unlink(path)
     return samples
