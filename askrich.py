@@ -1431,6 +1431,20 @@ def with_archive_path(result: dict, spec: dict, path) -> dict:
 COMPACT_ABOVE_CHARS = 40000
 
 
+def pretty_result_json(full: dict) -> str:
+    """Indented JSON with one answer per line: readable, and a third the size of indent=2
+    (a 100-question result must stay well under 100 KB with structuredContent beside it)."""
+    fields = []
+    for key, value in full.items():
+        if key == "answers" and value:
+            rows = ",\n".join("    " + json.dumps(row, ensure_ascii=False) for row in value)
+            text = "[\n%s\n  ]" % rows
+        else:
+            text = json.dumps(value, ensure_ascii=False)
+        fields.append("  %s: %s" % (json.dumps(key), text))
+    return "{\n%s\n}" % ",\n".join(fields)
+
+
 def compact_json(value) -> str:
     """JSON as Claude Code hands structuredContent to the model: no spaces, Unicode as is."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
@@ -7302,20 +7316,6 @@ def answers_result(result: dict, spec: dict) -> dict:
         ],
         "structuredContent": result,
     }
-
-
-def pretty_result_json(full: dict) -> str:
-    """Indented JSON with one answer per line: readable, and a third the size of indent=2
-    (a 100-question result must stay well under 100 KB with structuredContent beside it)."""
-    fields = []
-    for key, value in full.items():
-        if key == "answers" and value:
-            rows = ",\n".join("    " + json.dumps(row, ensure_ascii=False) for row in value)
-            text = "[\n%s\n  ]" % rows
-        else:
-            text = json.dumps(value, ensure_ascii=False)
-        fields.append("  %s: %s" % (json.dumps(key), text))
-    return "{\n%s\n}" % ",\n".join(fields)
 
 
 def awaiting_result(interview: Interview, url: str, reason: str) -> dict:
