@@ -4792,8 +4792,10 @@ def _inbox_row(raw):
         row[name] = value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
     row["waiting"] = raw.get("waiting") is True
     asked = raw.get("permission")  # a permission ask's own row: what the agent wants to do
-    if isinstance(asked, dict) and asked.get("action") in PERMISSION_ACTIONS and isinstance(asked.get("what"), str):
-        row["permission"] = {"action": asked["action"], "what": cut(asked["what"], PERMISSION_ROW_CHARS)}
+    if isinstance(asked, dict) and asked.get("action") in PERMISSION_ACTIONS and \
+            all(isinstance(asked.get(name), str) for name in ("tool", "what")):
+        row["permission"] = {"action": asked["action"], "tool": cut(asked["tool"], PERMISSION_ROW_CHARS),
+                             "what": cut(asked["what"], PERMISSION_ROW_CHARS)}
     return row
 
 
@@ -6137,6 +6139,7 @@ NOTICE_LIMIT_SECONDS = 5.0  # a notifier, or a push, that takes longer has faile
 # may still open the form.
 NOTICE_ACTION_SECONDS = 3600.0
 NOTICE_TEXT_CHARS = 200  # a title or a folder name longer than this is cut in a notice
+DIRECTION_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 # The actions' names, as notify-send prints the one clicked: "default" is a click on the notice
 # itself, "open" its button.
 NOTICE_ACTIONS = ("default", "open")
@@ -6320,12 +6323,14 @@ def compose_permission_notice(asked: dict, agent, project: str, url: str, enviro
 
 
 def notice_text(text: str) -> str:
-    """One line a notifier can carry: whitespace runs as one space, control characters and
-    lone surrogates dropped (an argv cannot hold NUL, XML no control character), at most
+    """One line a notifier can carry: whitespace runs as one space, control characters, lone
+    surrogates and direction controls dropped (an argv cannot hold NUL, XML no control
+    character, and a direction control can make a command read as another), at most
     NOTICE_TEXT_CHARS characters."""
     import unicodedata
 
-    kept = "".join(ch if ch.isspace() or unicodedata.category(ch) not in ("Cc", "Cs") else "" for ch in text)
+    kept = "".join(ch if ch.isspace() or unicodedata.category(ch) not in ("Cc", "Cs") and ch not in DIRECTION_CONTROLS
+                   else "" for ch in text)
     return cut(kept, NOTICE_TEXT_CHARS)
 
 

@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -189,19 +190,21 @@ def test_bad_arguments_are_usage_errors(tmp_path, monkeypatch, capsys):
 # -- the command, as Claude Code runs it ----------------------------------------------------------
 
 class HookProcess:
-    """`askrich.py hook ask-user-question` fed one call on stdin; its stderr as it comes."""
+    """`askrich.py hook <hook>` (turned on) fed one call on stdin (`payload`: JSON, or bytes as
+    they are); its stderr as it comes."""
 
-    def __init__(self, tmp_path, payload, args=(), env=None):
+    def __init__(self, tmp_path, payload, args=(), env=None, hook="ask-user-question", switch=askrich.HOOK_SWITCH):
         log_dir = tmp_path / "logs"
         log_dir.mkdir(exist_ok=True)
-        (log_dir / askrich.HOOK_SWITCH).write_text("on")
+        (log_dir / switch).write_text("on")
         settings = dict(os.environ, ASK_USER_RICH_LOG_DIR=str(log_dir), ASK_USER_RICH_OPEN="0",
                         ASK_USER_RICH_INBOX_PORT="0")
         settings.update(env or {})
-        self.process = subprocess.Popen([sys.executable, MODULE, "hook", "ask-user-question"] + list(args),
+        self.started = time.monotonic()
+        self.process = subprocess.Popen([sys.executable, MODULE, "hook", hook] + list(args),
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                         env=settings)
-        self.process.stdin.write(json.dumps(payload).encode())
+        self.process.stdin.write(payload if isinstance(payload, bytes) else json.dumps(payload).encode())
         self.process.stdin.close()
         self.err = []
         self.changed = threading.Condition()
