@@ -1,7 +1,7 @@
-// A permission ask ("may I run this?" from Claude Code or Codex) in the person's language. The
-// server's spec says it in English, for the archive and the history; its `permission`
-// descriptor names each piece by its key in assets/i18n, so the page words it here: the header
-// ("Claude Code wants to run a command"), each shown part's label, and the choices.
+// A permission ask (an agent's "may I run this?") in the person's language. The server's spec
+// says it in English, for the archive and the history; its `permission` descriptor names each
+// piece by its key in assets/i18n, so the page words it here: the header ("<agent> wants to run
+// a command"), each shown part's label, and the choices.
 import { t, isolate } from "./i18n.js";
 
 // The spec with its one question worded from `ask` (the form payload's `permission`).
@@ -23,7 +23,7 @@ export function permissionSpec(spec, ask) {
 }
 
 // One choice's label and description: what it changes (a folder, a rule) as given, then where
-// Claude Code keeps it, or what the note does for a deny.
+// the agent keeps it, or what the note does for a deny.
 function worded(option) {
   // The facts (a folder, a rule) isolated: a path must not be reordered by a right-to-left page.
   const about = [option.facts && isolate(option.facts), option.where && t(option.where), option.about && t(option.about)];
