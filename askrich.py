@@ -10332,10 +10332,9 @@ def run_doctor(environ=None, facts=None, out=None) -> int:
     if config.port:
         line("fixed port %d: %s" % (config.port, _doctor_port(config.host, config.port)))
     line(_doctor_inbox(config))
-    for text in _doctor_door(config) + _doctor_notices(config, env):
+    for text in _doctor_door(config) + _doctor_notices(config, env) + [_doctor_hook(config),
+                                                                       _doctor_permission_hook(config)]:
         line(text)
-    line(_doctor_hook(config))
-    line(_doctor_permission_hook(config))
     problem = _doctor_self_test(config, line)
     if problem is not None:
         broken.append(problem)

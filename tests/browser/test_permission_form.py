@@ -1,8 +1,8 @@
 """The page of a permission ask (`askrich.py hook permission-request`, tests/README.md "Permission
 asks"): what the agent wants to do, shown exactly (a command in a code block, an edit as a diff,
 a URL) with the choices in the person's language, at 360 px, light and dark, left to right and
-right to left; a click on a choice is the answer; and the page of an ask answered in the
-terminal first says so."""
+right to left; a click on a choice is the answer; the page of an ask answered in the terminal
+first says so; and the inbox's row says what the agent wants to run."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import askrich
 import pytest
 from formkit import PHONE, wait_for_result
 from playwright.sync_api import expect
+from test_inbox_page import inbox_page, inbox_rt  # noqa: F401 (fixtures)
 
 FOLDER = "/home/dev/shop"
 SUGGESTIONS = [{"type": "addDirectories", "directories": [FOLDER], "destination": "session"},
@@ -33,11 +34,16 @@ WORDS = {
 SHOWN = {"command": "npm test -- --reporter=dot", "edit": "+total = Decimal(0)", "url": "https://docs.example.com/api/v2/orders"}
 
 
-def ask(form, what, locale, color_scheme="light"):
+def permission_ask(what):
+    """(ask_user_rich arguments, internal options) of the hook's ask for ASKS[what]."""
     tool, tool_input = ASKS[what]
     payload = {"hook_event_name": "PermissionRequest", "tool_name": tool, "tool_input": tool_input, "cwd": FOLDER,
                "transcript_path": "/tmp/none.jsonl", "permission_suggestions": SUGGESTIONS}
-    arguments, internal = askrich.permission_interview(askrich.PermissionRequest(payload))
+    return askrich.permission_interview(askrich.PermissionRequest(payload))
+
+
+def ask(form, what, locale, color_scheme="light"):
+    arguments, internal = permission_ask(what)
     return form(arguments, internal=internal, agent="Claude Code", viewport=PHONE, locale=locale,
                 color_scheme=color_scheme)
 
@@ -82,3 +88,16 @@ def test_an_ask_answered_in_the_terminal_first_says_so(form, locale, heading):
                                  answered_there=True)
     expect(f.page.locator("section.end h2")).to_have_text(heading)
     expect(f.page.locator("section.end")).to_contain_text("Claude Code")
+
+
+@pytest.mark.parametrize("locale, wants", [("en-US", "wants to run npm test"), ("ar-EG", "يريد تشغيل npm test")])
+def test_the_inbox_row_says_what_the_agent_wants_to_run_in_the_pages_language(inbox_page, inbox_rt, locale, wants):
+    page = inbox_page(locale=locale, viewport=PHONE)
+    arguments, internal = permission_ask("command")
+    inbox_rt.open_interview(arguments, internal, agent="Claude Code")
+    row = page.locator("#inbox-list > li", has_text="npm test")
+    expect(row).to_have_count(1)
+    said = row.locator(".inbox-link").text_content()
+    assert said.replace("\u2068", "").replace("\u2069", "").startswith(wants), said  # the command isolated
+    expect(row.locator(".inbox-progress")).to_be_hidden()
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
