@@ -4,7 +4,10 @@ model (tests/scripted_model.py), with our hook as its PermissionRequest hook in
 `~/.codex/hooks.json` (tests/README.md, "Permission asks"). The model asks to run a command
 outside the sandbox; the approval reaches the hook, which opens the form: allowed there, the
 command runs; at the next prompt, denied with a note, it does not, and the model hears why.
-`codex exec` never asks (its approval policy is always `never`), so only the TUI can show this."""
+Codex shows its own approval only once the hook ended without a decision: at the third prompt
+nobody answers the form, the hook gives up before its `--timeout` (the form says the question
+went back to the terminal), and then Codex asks in its terminal. `codex exec` never asks (its
+approval policy is always `never`), so only the TUI can show this."""
 
 from __future__ import annotations
 
@@ -23,10 +26,11 @@ import clients_support as cs  # noqa: E402
 from scripted_model import ScriptedModel, Text, ToolUse  # noqa: E402
 from sessions_support import ENTER, Terminal, end_logged_servers  # noqa: E402
 from sessions_support import INTERACTIVE_WAIT as WAIT  # noqa: E402
-from support import MODULE, RecordingOpener, api_url, http_request, submit  # noqa: E402
+from support import MODULE, EventsReader, RecordingOpener, api_url, http_request, submit  # noqa: E402
 
 pytestmark = pytest.mark.sessions
 NOTE = "Not in this folder."
+HOOK_TIMEOUT = 12  # the hook's --timeout: it gives up a quarter earlier, 9 s after it started
 
 
 def _outputs(request):
@@ -61,9 +65,9 @@ def _home(env, model, work, opener):
             'wire_api = "responses"', 'env_key = "SCRIPTED_API_KEY"']) + "\n")
     settings = {"ASK_USER_RICH_LOG_DIR": env["ASK_USER_RICH_LOG_DIR"], "ASK_USER_RICH_OPEN": "1",
                 "ASK_USER_RICH_OPEN_CMD": opener.command}
-    command = "env %s %s %s hook permission-request" % (
+    command = "env %s %s %s hook permission-request --timeout %d" % (
         " ".join("%s=%s" % (name, shlex.quote(value)) for name, value in settings.items()),
-        shlex.quote(sys.executable), shlex.quote(MODULE))
+        shlex.quote(sys.executable), shlex.quote(MODULE), HOOK_TIMEOUT)
     with open(os.path.join(folder, "hooks.json"), "w", encoding="utf-8") as f:
         json.dump({"hooks": {"PermissionRequest": [{"matcher": "*", "hooks": [{"type": "command", "command": command}]}]}}, f)
     done = subprocess.run([sys.executable, MODULE, "hook", "permission-request", "--enable"], env=env,
@@ -95,6 +99,17 @@ def test_codexs_approvals_reach_the_hook_and_its_decision_takes_effect(tmp_path)
             assert submit(url, {"permission": {"selected": ["deny"], "notes": NOTE}}).status == 200
             denied = model.wait_for(lambda r: len(_outputs(r)) == 2, WAIT, "step 2's output")
             screen = terminal.wait_for_text("Done with step 2.", what="the second answer")
+            terminal.type("Step 3")
+            terminal.wait_for_text("Step 3", what="the third prompt")
+            terminal.type(ENTER)
+            url = opener.wait(3, timeout=WAIT, alive=alive)
+            running = terminal.wait_for_text("Running hook", what="Codex waiting on the hook")
+            events = EventsReader(api_url(url, "events"), "state")
+            try:
+                gave_up = events.wait_for(lambda s: s["state"] != "pending", HOOK_TIMEOUT + WAIT, "the hook giving up")
+            finally:
+                events.close()
+            dialog = terminal.wait_for_text("Would you like to run the following command?", what="Codex's own approval")
         except AssertionError as failure:
             raise AssertionError("%s\n--- the screen:\n%s\n--- server.log:\n%s" % (
                 failure, terminal.text(), cs.server_log(env)[-3000:])) from None
@@ -111,3 +126,6 @@ def test_codexs_approvals_reach_the_hook_and_its_decision_takes_effect(tmp_path)
     # Denied: not run, and the model's output says why.
     assert not (work / "step-2.txt").exists() and NOTE in second, second
     assert "Step 2" in screen
+    # Nobody answered the form: the hook gave up, saying so, and only then did Codex ask itself.
+    assert "Would you like to run" not in running and gave_up.get("handedBack") is True, gave_up
+    assert "touch step-3.txt" in dialog and not (work / "step-3.txt").exists()
