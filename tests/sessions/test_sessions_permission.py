@@ -3,7 +3,7 @@
 `build_zipapp.py --plugin` writes and its permission hook turned on as the README says. The
 scripted model (tests/scripted_model.py) runs one Bash command per prompt; each time Claude Code
 shows its own dialog and runs the hook, which opens the form. In one session, in turn: allowed in
-the form (the command ran, no key pressed), denied with a note (the model got the note), answered
+the form in Chromium (the command ran, no key pressed), denied with a note (the model got the note), answered
 in the terminal first (the hook ended its form by itself within 2 s: the form says so), and
 "always" (accept edits for the session: the session's mode changed). tests/README.md
 ("Permission asks") says what this proves."""
@@ -23,13 +23,13 @@ if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 import clients_support as cs  # noqa: E402
 from scripted_model import ScriptedModel, Text, ToolUse  # noqa: E402
-from sessions_support import (API_KEY, COLUMNS, ENTER, ROWS, Terminal, end_logged_servers,  # noqa: E402
-                              seed_home)
+from sessions_support import (API_KEY, COLUMNS, ENTER, ROWS, Terminal, chromium_page,  # noqa: E402
+                              end_logged_servers, require_chromium, seed_home)
 from sessions_support import INTERACTIVE_WAIT as WAIT  # noqa: E402
 from support import EventsReader, RecordingOpener, api_url, http_request, submit  # noqa: E402
 from test_sessions_hook import _installed_plugin, _tool_result  # noqa: E402
 
-pytestmark = pytest.mark.sessions
+pytestmark = [pytest.mark.sessions, pytest.mark.browser]
 NOTE = "Not on a Friday."
 DIALOG = "Do you want to proceed?"
 
@@ -67,6 +67,20 @@ def result_of(model, step):
     """The model's request that brings step `step`'s Bash result."""
     return model.wait_for(lambda r: _tool_result(r) is not None and _prompt(r) == "Step %d" % step, WAIT,
                           "the result of step %d" % step)
+
+
+def allow_in_chromium(url):
+    """The person: Allow once, in the form's page, and submit."""
+    from playwright.sync_api import expect
+
+    with chromium_page() as page:
+        page.goto(url)
+        page.wait_for_selector("body.ready")
+        expect(page.locator('section.question[data-qid="permission"] .q-header')).to_contain_text("wants to run a command")
+        page.locator('li.opt[data-opt="allow"] input.opt-input').click()
+        page.keyboard.press("End")
+        page.locator("#btn-submit").click()
+        page.wait_for_selector("section.end")
 
 
 def hooks_running(marker: str) -> list:
@@ -138,6 +152,7 @@ class PermissionSession:
 
 
 def test_claude_codes_permission_asks_are_answered_in_the_form_or_in_the_terminal_whichever_comes_first(tmp_path):
+    require_chromium()
     with ScriptedModel(policy) as model:
         session = PermissionSession(tmp_path, model)
         try:
@@ -146,7 +161,7 @@ def test_claude_codes_permission_asks_are_answered_in_the_form_or_in_the_termina
             served = http_request(api_url(url)).json()
             assert served["spec"]["title"] == "Claude Code wants to run a command", served["spec"]
             assert "```sh\n%s\n```" % command_of(1) in served["spec"]["questions"][0]["body"]
-            assert submit(url, {"permission": {"selected": ["allow"]}}).status == 200
+            allow_in_chromium(url)
             allowed = _tool_result(result_of(model, 1))
 
             # 2. Denied with a note: the model gets the note.
