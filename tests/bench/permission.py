@@ -9,7 +9,7 @@ warm) fed a Claude Code PermissionRequest on stdin:
   beside the floor (`python3 -c pass`, same run) that no hook beats: on a loaded machine compare
   the two, not the budget;
 - submit -> hook output: from the HTTP submit being sent to the decision's line on stdout
-  (budget 50 ms median);
+  (budget 50 ms median); and, reported, to the hook's exit (the form server closing);
 - the transcript watch while waiting: the hook's CPU over an idle window, as a share of one
   core, with its session transcript there and not growing (budget 1%).
 The inbox and the notices are off, as for a person without them: their own costs are
@@ -36,7 +36,8 @@ import askrich  # noqa: E402
 import build_zipapp  # noqa: E402
 from support import submit  # noqa: E402
 
-BUDGETS = {"floor": None, "start_to_url": 150.0, "submit_to_output": 50.0, "idle_core_percent": 1.0}
+BUDGETS = {"floor": None, "start_to_url": 150.0, "submit_to_output": 50.0, "submit_to_exit": None,
+           "idle_core_percent": 1.0}
 URL = re.compile(rb"http://localhost:\d+/s/[A-Za-z0-9_-]+")
 
 
@@ -95,7 +96,7 @@ def floor_ms() -> float:
 
 
 def one_round(folder: str, pyz: str) -> tuple:
-    """(hook start -> form URL, submit -> the decision on stdout), in ms."""
+    """(hook start -> form URL, submit -> the decision on stdout, submit -> the hook's exit), in ms."""
     hook = Hook(folder, pyz)
     try:
         url = hook.url()
@@ -103,8 +104,10 @@ def one_round(folder: str, pyz: str) -> tuple:
         reply = submit(url, {"permission": {"selected": ["allow"]}})
         line = hook.process.stdout.readline()
         done = time.monotonic()
+        hook.process.wait()
+        ended = time.monotonic()
         assert reply.status == 200 and b'"behavior": "allow"' in line, (reply.status, line)
-        return (hook.url_at - hook.started) * 1000, (done - sent) * 1000
+        return (hook.url_at - hook.started) * 1000, (done - sent) * 1000, (ended - sent) * 1000
     finally:
         hook.close()
 
@@ -133,7 +136,7 @@ def main(argv=None) -> int:
     parser.add_argument("--idle", type=float, default=20.0)
     parser.add_argument("--json", default=None, help="also write the figures here")
     args = parser.parse_args(argv)
-    floors, starts, submits = [], [], []
+    floors, starts, submits, exits = [], [], [], []
     with tempfile.TemporaryDirectory() as folder:
         pyz = os.path.join(folder, "askrich.pyz")
         with open(pyz, "wb") as handle:
@@ -141,9 +144,10 @@ def main(argv=None) -> int:
         one_round(os.path.join(folder, "warm"), pyz)  # fills the code cache, as any first start
         for run in range(args.runs):
             floors.append(floor_ms())
-            start, output = one_round(os.path.join(folder, "r%d" % run), pyz)
+            start, output, ended = one_round(os.path.join(folder, "r%d" % run), pyz)
             starts.append(start)
             submits.append(output)
+            exits.append(ended)
         idle = idle_share(os.path.join(folder, "idle"), pyz, args.idle)
     figures = {
         "floor": {"median": round(statistics.median(floors), 1), "min": round(min(floors), 1),
@@ -152,6 +156,8 @@ def main(argv=None) -> int:
                          "max": round(max(starts), 1), "runs": len(starts), "unit": "ms"},
         "submit_to_output": {"median": round(statistics.median(submits), 1), "min": round(min(submits), 1),
                              "max": round(max(submits), 1), "runs": len(submits), "unit": "ms"},
+        "submit_to_exit": {"median": round(statistics.median(exits), 1), "min": round(min(exits), 1),
+                           "max": round(max(exits), 1), "runs": len(exits), "unit": "ms"},
         "idle_core_percent": {"median": round(idle, 3), "min": round(idle, 3), "max": round(idle, 3), "runs": 1,
                               "unit": "%", "seconds": args.idle},
     }
