@@ -9718,8 +9718,8 @@ def hook_is_on(config: "Config", switch: str = HOOK_SWITCH) -> bool:
 
 class HookKind:
     """One of the hooks `askrich.py hook NAME` serves: its switch file, its usage, what it
-    does with the input (`answer(source, timeout)`: the output to print, or None), and what
-    it says."""
+    does with the input (`answer(source, timeout)`: the output to print, or None when there is
+    none or it printed it itself, the moment it had it), and what it says."""
 
     def __init__(self, switch, usage, answer, fallback, on_words, off_words) -> None:
         self.switch, self.usage, self.answer = switch, usage, answer
