@@ -78,6 +78,9 @@ def test_an_edit_is_a_diff_a_long_new_file_is_folded_a_url_and_an_mcp_tools_argu
     body = edit[0]["questions"][0]["body"]
     assert edit[0]["title"] == "Claude Code wants to edit a file"
     assert "```diff\n--- a/srv/app.py\n+++ b/srv/app.py\n@@ -1,2 +1,2 @@\n x = 1\n-y = 2\n+y = 3\n```" in body
+    multi = asked(request("MultiEdit", {"file_path": "/srv/app.py", "edits": [
+        {"old_string": "a = 1", "new_string": "a = 2"}, {"old_string": "b = 1", "new_string": "b = 3"}]}))
+    assert "-a = 1\n+a = 2\n@@ -1 +1 @@\n-b = 1\n+b = 3\n```" in multi[0]["questions"][0]["body"]
     lines = "\n".join("line %d" % n for n in range(100))
     write = asked(request("Write", {"file_path": "/srv/new.txt", "content": lines}))[0]["questions"][0]["body"]
     shown, folded = write.split("<details><summary>Show the whole file</summary>")
