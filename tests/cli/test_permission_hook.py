@@ -284,3 +284,11 @@ def test_a_sigterm_a_timeout_or_a_skip_never_allows_anything(tmp_path):
         outcomes = [hook.finish() for hook in (stopped, timed, skipped)]
     assert outcomes == [(0, "")] * 3
     assert archived(tmp_path / "time")["permission"]["decision"] == "terminal"
+
+
+def test_the_readme_turns_the_hook_on_as_tested_here_and_says_what_codex_does():
+    with open(os.path.join(os.path.dirname(askrich.__file__), "README.md"), encoding="utf-8") as f:
+        readme = " ".join(f.read().split())
+    assert "askrich.pyz hook permission-request --enable" in readme
+    assert "`[features] hooks = true`" in readme and "`~/.codex/hooks.json` a `PermissionRequest` command" in readme
+    assert "asks itself once the hook gives up" in readme
