@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import askrich
 import pytest
-from formkit import PHONE, wait_for_result
+from formkit import PHONE
 from playwright.sync_api import expect
-from test_inbox_page import inbox_page, inbox_rt  # noqa: F401 (fixtures)
+from test_inbox_page import inbox_page, inbox_rt  # noqa: F401  (fixtures)
 
 FOLDER = "/home/dev/shop"
 SUGGESTIONS = [{"type": "addDirectories", "directories": [FOLDER], "destination": "session"},

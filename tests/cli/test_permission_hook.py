@@ -18,10 +18,10 @@ import time
 import pytest
 
 import askrich
-from inbox_support import free_port, read_key
+from inbox_support import free_port
 from notices_support import PushServer
 from support import WAIT, EventsReader, api_url, http_request, submit
-from test_hook import HookProcess
+from test_hook import HookProcess, through_inbox_and_push
 
 FOLDER = "/home/dev/shop"
 SUGGESTIONS = [{"type": "addDirectories", "directories": [FOLDER], "destination": "session"},
@@ -192,19 +192,14 @@ def test_allowed_always_in_the_form_prints_the_suggestion_as_given_through_the_i
     work.mkdir()
     port = free_port()
     with PushServer() as push:
-        hook = permission_hook(tmp_path, request(cwd=str(work)), env={
-            "ASK_USER_RICH_INBOX_PORT": str(port), "ASK_USER_RICH_NOTIFY": "push",
-            "ASK_USER_RICH_PUSH_URL": push.url("/hook")})
+        hook = permission_hook(tmp_path, request(cwd=str(work)), env=through_inbox_and_push(port, push))
         try:
             url = hook.form_url()
             served = http_request(api_url(url)).json()
             assert served["agent"] == "Claude Code" and served["permission"]["action"] == "run"
             sent = push.wait_request()["body"].decode("utf-8")
             assert "npm" not in sent and json.loads(sent)["title"] == "Claude Code wants to run a command"
-            hook.wait_err(r"inbox-holding port=%d" % port)
-            listing = http_request("http://127.0.0.1:%d/api/inbox/%s" % (port, read_key(tmp_path / "logs")),
-                                   headers={"Host": "localhost:%d" % port}).json()
-            [row] = listing["interviews"]
+            [row] = hook.inbox_rows(port)
             assert row["permission"] == {"action": "run", "tool": "Bash", "what": COMMAND["command"]}
             reply = submit(url, {"permission": {"selected": ["always-1"]}})
             submitted = time.monotonic()
