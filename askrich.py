@@ -166,6 +166,7 @@ ASSET_FILES = frozenset(
         "js/guard.js",
         "js/share.js",
         "js/visibility.js",
+        "js/permission.js",
         "inbox.html",
         "vendor/marked.esm.js",
         "vendor/purify.es.mjs",
@@ -2333,12 +2334,13 @@ class InterviewSnapshot:
     that settle ends nothing changes it (appends, uploads and new tasks wait for its outcome),
     so the result and the archive are built from it without the interview's lock."""
 
-    __slots__ = ("interview", "interview_id", "spec", "created", "task_ids", "uploads", "delivered")
+    __slots__ = ("interview", "interview_id", "spec", "options", "created", "task_ids", "uploads", "delivered")
 
     def __init__(self, interview, spec: dict, created: float, task_ids: list, uploads,
                  delivered: bool) -> None:
         self.interview = interview  # what the settle's log events are about; not read from
         self.interview_id = interview.id
+        self.options = interview.options  # never changes
         self.spec = spec
         self.created = created
         self.task_ids = task_ids
@@ -2466,6 +2468,9 @@ class Interview(FormPresence):
         # Cancelled because its questions went back to the client's own prompt (the hook
         # gave up waiting): the form says where to answer them instead.
         self._handed_back = False
+        # Cancelled because the person answered in the agent's own terminal first (a
+        # permission ask): the form says there is nothing left to do.
+        self._answered_there = False
 
     # -- reading ------------------------------------------------------------------------
 
@@ -2509,7 +2514,7 @@ class Interview(FormPresence):
             return self._status()
 
     def _status(self) -> tuple:
-        return self._state_now(), self._waiting > 0, self._version, self._handed_back
+        return self._state_now(), self._waiting > 0, self._version, self._handed_back, self._answered_there
 
     def contents(self) -> tuple:
         """(state, version, the agent's note, spec, result or None), read together: what the
@@ -2577,13 +2582,13 @@ class Interview(FormPresence):
         self._on_change(self)
         return appended
 
-    def settle(self, build, version=None, handed_back=False) -> dict:
+    def settle(self, build, version=None, handed_back=False, answered_there=False) -> dict:
         """PENDING -> the result's status, exactly once, in three steps; the result. Reserved
         under the lock: InterviewSettled unless pending, StaleVersion unless `version` (None:
         not checked) is the current one. Built without it: `build(snapshot)` (an
         InterviewSnapshot) returns the result, writing the archive meanwhile, or raises, and
         the interview stays pending. Published: the result set, every wait woken, on_change
-        told. `handed_back`: see __init__."""
+        told. `handed_back`, `answered_there`: see __init__."""
         snapshot = self._reserve(version)
         try:
             result = build(snapshot)
@@ -2594,6 +2599,7 @@ class Interview(FormPresence):
             raise
         with self._lock:
             self._handed_back = handed_back
+            self._answered_there = answered_there
             self._settled_monotonic = time.monotonic()
             self._result = result
             self._settling = False
@@ -2954,13 +2960,13 @@ class SessionHub:
         return {"ok": True, "counts": counts, "delivered": delivered[0]}
 
     def settle_without_form(self, interview: Interview, answers: dict, status: str, via: str,
-                            handed_back: bool = False):
+                            handed_back: bool = False, answered_there: bool = False):
         """Settle through another channel (a native elicitation, the hook giving the questions
-        back to Claude Code); None if already settled."""
+        back to Claude Code, a permission answered in the terminal); None if already settled."""
         submission = {"answers": answers, "generalNotes": None, "attachments": None, "status": status}
         try:
             result = interview.settle(lambda snapshot: self._result(snapshot, submission, via),
-                                      handed_back=handed_back)
+                                      handed_back=handed_back, answered_there=answered_there)
         except InterviewSettled:
             return None
         self._log_archived(interview, result["archivePath"])
@@ -2989,6 +2995,9 @@ class SessionHub:
         record["interview"] = spec
         if snapshot.task_ids:  # what a later process needs to answer tasks/get for them
             record["tasks"] = dict(self.archive.owner, ids=snapshot.task_ids)
+        if snapshot.options.get("kind") == PERMISSION:
+            record["kind"] = PERMISSION
+            record["permission"] = permission_record(snapshot.options["permission"], result, via, now)
         try:
             path = self.archive.save(record, about=snapshot.interview)
         except OSError as error:
@@ -3710,17 +3719,22 @@ def form_payload(interview) -> dict:
         "attachments": ATTACHMENTS_MAX_COUNT,
         "attachmentsBytes": ATTACHMENTS_MAX_TOTAL_BYTES,
     }
-    return {"id": interview.id, "state": state, "version": version, "note": note, "agent": interview.agent,
-            "spec": spec, "result": result, "limits": limits}
+    payload = {"id": interview.id, "state": state, "version": version, "note": note, "agent": interview.agent,
+               "spec": spec, "result": result, "limits": limits}
+    if interview.options.get("kind") == PERMISSION:  # the page words a permission ask itself
+        payload["permission"] = interview.options["permission"]["form"]
+    return payload
 
 
 def state_json(status: tuple) -> dict:
     """The form's state, as GET /api/s/<token>/state and its event stream send it, from an
     Interview.status()."""
-    state, waiting, version, handed_back = status
+    state, waiting, version, handed_back, answered_there = status
     shown = {"state": state, "waiting": waiting, "version": version}
     if handed_back:
         shown["handedBack"] = True
+    if answered_there:
+        shown["answeredInTerminal"] = True
     return shown
 
 
@@ -4506,14 +4520,15 @@ class Runtime:
         the front door's while it serves this form, else this process's own."""
         return form_url(self.inbox.door_origin(interview) or self.origin, interview.token)
 
-    def open_interview(self, args, **details) -> Interview:
+    def open_interview(self, args, internal=None, **details) -> Interview:
         """The one way to start an interview (the tools, demo/ask, doctor): validate
         `ask_user_rich` arguments (InvalidInterview), start the form server if need be
-        (FormServerUnavailable) and open the interview; its call options are in `options`.
+        (FormServerUnavailable) and open the interview; its call options are in `options`,
+        with the `internal` ones that no tool call can set (a permission ask's kind).
         `details` go to SessionHub.create as they are."""
         spec, options = validate_interview(args)
         self.base_url()
-        return self.hub.create(spec, options, **details)
+        return self.hub.create(spec, dict(options, **(internal or {})), **details)
 
     def append_questions(self, session_id, questions, note=None) -> dict:
         reply = self.hub.append(session_id, questions, note)
@@ -4752,6 +4767,11 @@ def _inbox_row(raw):
         value = raw.get(name, 0)
         row[name] = value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
     row["waiting"] = raw.get("waiting") is True
+    asked = raw.get("permission")  # a permission ask's own row: what the agent wants to do
+    if isinstance(asked, dict) and asked.get("action") in PERMISSION_ACTIONS and \
+            all(isinstance(asked.get(name), str) for name in ("tool", "what")):
+        row["permission"] = {"action": asked["action"], "tool": cut(asked["tool"], PERMISSION_ROW_CHARS),
+                             "what": cut(asked["what"], PERMISSION_ROW_CHARS)}
     return row
 
 
@@ -5541,7 +5561,8 @@ def inbox_row(interview: Interview, url: str):
         return None
     return {"interviewId": interview.id, "title": now["title"], "url": url, "questions": now["total"],
             "answered": (now["counts"] or {}).get("answered", 0), "followUpsUnseen": now["followUpsUnseen"],
-            "createdAt": iso_utc(interview.created), "waiting": now["waiters"] > 0}
+            "createdAt": iso_utc(interview.created), "waiting": now["waiters"] > 0,
+            **({"permission": interview.options["permission"]["row"]} if interview.options.get("kind") == PERMISSION else {})}
 
 
 class Inbox:
@@ -6102,6 +6123,7 @@ NOTICE_LIMIT_SECONDS = 5.0  # a notifier, or a push, that takes longer has faile
 # may still open the form.
 NOTICE_ACTION_SECONDS = 3600.0
 NOTICE_TEXT_CHARS = 200  # a title or a folder name longer than this is cut in a notice
+DIRECTION_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 # The actions' names, as notify-send prints the one clicked: "default" is a click on the notice
 # itself, "open" its button.
 NOTICE_ACTIONS = ("default", "open")
@@ -6192,15 +6214,16 @@ def notice_language(requested, environ=None) -> str:
     return "en"
 
 
-def notice_words(language: str) -> dict:
-    """The notice's strings (`notice.*` of assets/i18n), English where one is missing."""
+def notice_words(language: str, prefix: str = "notice.") -> dict:
+    """The strings of assets/i18n whose keys start with `prefix` (the notice's), English where
+    one is missing."""
     words = {}
     for tag in ("en", language):
         try:
             table = json.loads(read_asset("i18n/%s.json" % tag).decode("utf-8"))
         except (OSError, ValueError):
             continue
-        words.update({key: value for key, value in table.items() if key.startswith("notice.")})
+        words.update({key: value for key, value in table.items() if key.startswith(prefix)})
     return words
 
 
@@ -6238,10 +6261,12 @@ def fill_words(language: str, template: str, values: dict) -> str:
     return re.sub(r"\{(\w+)\}", one, template)
 
 
-def compose_notice(spec: dict, agent, project: str, url: str, environ=None, test=False) -> dict:
+def compose_notice(spec: dict, agent, project: str, url: str, environ=None, test=False, permission=None) -> dict:
     """Everything a target says: `heading` ("Claude Code asks 12 questions"), `body` ("<title>
     · <project folder>") and the action's label, in the interview's language, with the facts
-    a JSON push carries."""
+    a JSON push carries. A `permission` ask (its inbox row) is told as what the agent wants."""
+    if permission is not None:
+        return compose_permission_notice(permission, agent, project, url, environ)
     language = notice_language(spec.get("language"), environ)
     words = notice_words(language)
     count = len(spec["questions"])
@@ -6265,13 +6290,31 @@ def compose_notice(spec: dict, agent, project: str, url: str, environ=None, test
     }
 
 
+def compose_permission_notice(asked: dict, agent, project: str, url: str, environ=None) -> dict:
+    """A permission ask's notice: its heading (`Claude Code wants to run a command`); a push
+    (a third party's service) names only the tool and the project, and only the desktop's own
+    notice (`desktopBody`) shows what would run, cut and cleaned."""
+    language = notice_language(None, environ)
+    words = notice_words(language, "perm.header.")
+    heading = fill_words(language, words.get("perm.header." + asked["action"], ""),
+                         {"agent": agent or "", "tool": asked["tool"]})
+    folder = os.path.basename(project.rstrip("/\\")) if project else ""
+    safe = " · ".join(notice_text(part) for part in (asked["tool"], folder) if notice_text(part))
+    return {"heading": notice_text(heading), "body": safe, "open": notice_words(language).get("notice.open", ""),
+            "desktopBody": " · ".join(notice_text(part) for part in (asked["what"], folder) if notice_text(part)),
+            "language": language, "title": notice_text(heading), "agent": agent, "project": project,
+            "questions": 1, "url": url}
+
+
 def notice_text(text: str) -> str:
-    """One line a notifier can carry: whitespace runs as one space, control characters and
-    lone surrogates dropped (an argv cannot hold NUL, XML no control character), at most
+    """One line a notifier can carry: whitespace runs as one space, control characters, lone
+    surrogates and direction controls dropped (an argv cannot hold NUL, XML no control
+    character, and a direction control can make a command read as another), at most
     NOTICE_TEXT_CHARS characters."""
     import unicodedata
 
-    kept = "".join(ch if ch.isspace() or unicodedata.category(ch) not in ("Cc", "Cs") else "" for ch in text)
+    kept = "".join(ch if ch.isspace() or unicodedata.category(ch) not in ("Cc", "Cs") and ch not in DIRECTION_CONTROLS
+                   else "" for ch in text)
     return cut(kept, NOTICE_TEXT_CHARS)
 
 
@@ -6517,7 +6560,8 @@ class DesktopTarget:
         import subprocess
         import tempfile
 
-        command, missing = plan_desktop_notice(self.facts, notice)
+        # A desktop notice stays on this machine: it may say what a permission ask would run.
+        command, missing = plan_desktop_notice(self.facts, dict(notice, body=notice.get("desktopBody", notice["body"])))
         if command is None:
             raise NoticeFailed(missing)
         with tempfile.TemporaryFile() as errors:
@@ -6809,7 +6853,9 @@ class Notices:
                 self.log.event("notices-unavailable", note=note)
         if not self.targets:
             return
-        notice = compose_notice(interview.spec, interview.agent, self.project, self.form_url(interview))
+        asked = interview.options["permission"]["row"] if interview.options.get("kind") == PERMISSION else None
+        notice = compose_notice(interview.spec, interview.agent, self.project, self.form_url(interview),
+                                permission=asked)
         self.log.event("notice", about=interview, interview=interview.id, reason=kind, number=number,
                        targets=len(self.targets))
         send_to_all(self.targets, notice, self.log, interview.id)
@@ -9292,8 +9338,8 @@ def release_start_up_memory() -> None:
 # Command line
 # ============================================================================================
 
-USAGE = """usage: askrich.py [demo | ask FILE.json | inbox | notify --test | doctor | hook ask-user-question]
-                  [--link | --no-open]
+USAGE = """usage: askrich.py [demo | ask FILE.json | inbox | notify --test | doctor
+                   | hook ask-user-question | hook permission-request] [--link | --no-open]
 
   (no command)         run the stdio MCP server (what an MCP client launches)
   demo                 ask the built-in demo interview and print the result JSON
@@ -9302,12 +9348,15 @@ USAGE = """usage: askrich.py [demo | ask FILE.json | inbox | notify --test | doc
                        (served from here until Ctrl-C when no ask-user-rich holds it)
   notify --test        send one test notice to every notice target and say how each went
   doctor               check Python, the log directory, the browser opener, the form server,
-                       the inbox, the notice targets and the AskUserQuestion hook
+                       the inbox, the notice targets and the hooks
   hook ask-user-question [--timeout SECONDS]
                        Claude Code's PreToolUse hook: its AskUserQuestion asked in the form
                        (SECONDS: the hook's timeout in Claude Code's config; default 60)
   hook ask-user-question --enable | --disable
                        turn that hook on or off for every session that has it configured
+  hook permission-request [--timeout SECONDS | --enable | --disable]
+                       Claude Code's and Codex's PermissionRequest hook: "may I run this?"
+                       answered in the form too; the first answer, here or there, wins
   --link               with demo/ask/inbox: do not open a browser; print the link
   --no-open            the same as --link
   --version            print the version
@@ -9461,18 +9510,19 @@ def run_cli_interview(source: str, open_it: bool) -> int:
     return ask_here(arguments, open_it, print_result)
 
 
-def ask_here(arguments: dict, open_it: bool, finish, agent=None, timeout=None, cancellation=None) -> int:
+def ask_here(arguments: dict, open_it: bool, finish, agent=None, timeout=None, cancellation=None,
+             internal=None) -> int:
     """How the command line asks (demo, ask, the AskUserQuestion hook): open the interview in
     this process (its link on stderr), open the browser, wait for the submit, `timeout` seconds
     (else the interview's own timeoutSeconds) or `cancellation`; then `finish(runtime,
     interview, result, why)` returns the exit code while the form is still served. `arguments`
-    were validated."""
+    were validated; `internal`: see Runtime.open_interview."""
     config, warnings = Config.from_env()
     runtime = Runtime(config)
     for warning in warnings:
         runtime.log.event("config-warning", "warning", detail=warning)
     try:
-        interview = runtime.open_interview(arguments, agent=agent)
+        interview = runtime.open_interview(arguments, internal, agent=agent)
         url = runtime.form_url(interview)
         sys.stderr.write("\nThe interview %s is at:\n  %s\n\n" % (quote(interview.title), url))
         opened = False
@@ -9646,57 +9696,85 @@ def _hook_answer(row: dict, asked: dict, original: dict) -> tuple:
     return text, note or None
 
 
-def hook_switch_path(config: "Config") -> str:
-    return os.path.join(config.log_dir, HOOK_SWITCH)
+def hook_switch_path(config: "Config", switch: str = HOOK_SWITCH) -> str:
+    return os.path.join(config.log_dir, switch)
 
 
-def hook_is_on(config: "Config") -> bool:
-    return os.path.isfile(hook_switch_path(config))
+def hook_is_on(config: "Config", switch: str = HOOK_SWITCH) -> bool:
+    return os.path.isfile(hook_switch_path(config, switch))
+
+
+class HookKind:
+    """One of the hooks `askrich.py hook NAME` serves: its switch file, its usage, what it
+    does with the input (`answer(source, timeout)`: the output to print, or None when there is
+    none or it printed it itself, the moment it had it), and what it says."""
+
+    def __init__(self, switch, usage, answer, fallback, on_words, off_words) -> None:
+        self.switch, self.usage, self.answer = switch, usage, answer
+        self.fallback, self.on_words, self.off_words = fallback, on_words, off_words
+
+
+def hook_kinds() -> dict:
+    return {
+        "ask-user-question": HookKind(
+            HOOK_SWITCH, HOOK_USAGE, answer_ask_user_question, "Claude Code asks in the terminal",
+            "Claude Code's questions (AskUserQuestion) now open in ask-user-rich's form, in every "
+            "session with the ask-user-rich plugin (or the hook in your settings).\n",
+            "Claude Code's questions (AskUserQuestion) are asked in its terminal again.\n"),
+        "permission-request": HookKind(
+            PERMISSION_SWITCH, PERMISSION_USAGE, answer_permission_request, "the terminal decides",
+            "Permission asks (may I run this?) now open in ask-user-rich's form as well as in the "
+            "terminal, in every session with the ask-user-rich plugin (or the hook in your settings).\n",
+            "Permission asks are answered in the terminal only again.\n"),
+    }
 
 
 def run_hook(args: list) -> int:
-    """`hook ask-user-question`: always 0, and output only when it answers (see above)."""
+    """`hook ask-user-question` and `hook permission-request`: always 0, and output only when
+    the person answered (see above)."""
     config, _ = Config.from_env()
-    if args[:1] != ["ask-user-question"]:
-        return usage_error("the hooks are: %s" % HOOK_USAGE)
+    hook = hook_kinds().get(args[0]) if args else None
+    if hook is None:
+        return usage_error("the hooks are: %s; %s" % (HOOK_USAGE, PERMISSION_USAGE))
     flags = args[1:]
     if flags in (["--enable"], ["--disable"]):
-        return switch_hook(config, flags[0] == "--enable")
+        return switch_hook(config, hook, flags[0] == "--enable")
     timeout = HOOK_DEFAULT_TIMEOUT
     if flags[:1] == ["--timeout"] and len(flags) == 2 and flags[1].isdigit() and int(flags[1]) > 0:
         timeout = int(flags[1])
     elif flags:
-        return usage_error("usage: askrich.py %s" % HOOK_USAGE)
+        return usage_error("usage: askrich.py %s" % hook.usage)
     try:
         source = sys.stdin.read()
-        if not hook_is_on(config):
+        if not hook_is_on(config, hook.switch):
             return 0
-        answer = answer_ask_user_question(source, timeout)
-    except Exception as error:  # anything of ours: Claude Code asks in the terminal
-        sys.stderr.write("askrich.py hook: %r; Claude Code asks in the terminal.\n" % (error,))
+        answer = hook.answer(source, timeout)
+    except Exception as error:  # anything of ours: the client asks in its terminal
+        sys.stderr.write("askrich.py hook: %r; %s.\n" % (error, hook.fallback))
         return 0
     if answer is not None:
-        sys.stdout.write(json.dumps(answer) + "\n")
-        sys.stdout.flush()
+        print_hook_output(answer)
     return 0
 
 
-def switch_hook(config: "Config", on: bool) -> int:
-    path = hook_switch_path(config)
+def print_hook_output(answer: dict) -> None:
+    """The hook's one line of JSON on stdout, at once: the client acts the moment it reads it."""
+    sys.stdout.write(json.dumps(answer) + "\n")
+    sys.stdout.flush()
+
+
+def switch_hook(config: "Config", hook: HookKind, on: bool) -> int:
+    path = hook_switch_path(config, hook.switch)
     try:
         if on:
             os.makedirs(config.log_dir, mode=0o700, exist_ok=True)
-            write_private_file(config.log_dir, HOOK_SWITCH,
-                               b"Claude Code's AskUserQuestion is asked through ask-user-rich's form.\n")
+            write_private_file(config.log_dir, hook.switch, hook.on_words.encode("utf-8"))
         elif os.path.lexists(path):
             os.unlink(path)
     except OSError as error:
         sys.stderr.write("askrich.py: cannot %s %s: %s\n" % ("write" if on else "remove", path, error))
         return 1
-    sys.stdout.write(
-        "Claude Code's questions (AskUserQuestion) now open in ask-user-rich's form, in every "
-        "session with the ask-user-rich plugin (or the hook in your settings).\n" if on else
-        "Claude Code's questions (AskUserQuestion) are asked in its terminal again.\n")
+    sys.stdout.write(hook.on_words if on else hook.off_words)
     return 0
 
 
@@ -9752,6 +9830,361 @@ def answer_ask_user_question(source: str, timeout: int):
     ask_here(arguments, True, finish, agent=HOOK_AGENT, timeout=max(1.0, timeout - margin),
              cancellation=cancellation)
     return outcome.get("answer")
+
+
+# -- Permission asks: a PermissionRequest hook for Claude Code and Codex ----------------------
+#
+# Claude Code and Codex run `askrich.py hook permission-request` when they would ask the person
+# whether a tool may run, and show their own dialog meanwhile. The ask goes to the form (and so
+# to the door, the inbox and the notices) as one question, `permission`, showing exactly what
+# would happen; the person's choice goes back as the hook's decision. Who answers first wins:
+# answered in the terminal, the tool's result appears in the session's transcript, and the hook
+# ends its form and exits without output. Nothing of ours ever allows anything on its own: a
+# timeout, a failure, a skip or a stop ends with exit 0 and no output, and the terminal decides.
+# tests/README.md ("Permission asks") has the shapes as seen in real sessions.
+
+PERMISSION = "permission"  # the internal option `kind` of a permission ask, and its question id
+PERMISSION_SWITCH = "hook-permission-request.on"
+PERMISSION_USAGE = "hook permission-request [--timeout SECONDS | --enable | --disable]"
+PERMISSION_DENIED = "The person denied this in ask-user-rich."
+# A tool input larger than this (JSON characters) is not shown: the terminal asks.
+PERMISSION_INPUT_MAX = 256 * 1024
+PERMISSION_ROW_CHARS = 200  # what an inbox row says the agent wants to run, at most
+PERMISSION_FOLD_LINES = 40  # a new file's first lines shown; the rest folded
+# Where Claude Code keeps a permission it was told to add (`perm.where.<destination>`).
+PERMISSION_DESTINATIONS = frozenset({"session", "localSettings", "projectSettings", "userSettings"})
+# What the agent wants, by tool: the key of its header (`perm.header.<action>` in assets/i18n).
+PERMISSION_ACTIONS = ("run", "edit", "write", "fetch", "mcp", "use")
+PERMISSION_TOOL_ACTIONS = MappingProxyType({"Bash": "run", "Edit": "edit", "MultiEdit": "edit",
+                                            "Write": "write", "WebFetch": "fetch"})
+# How often the hook looks at the session's transcript for the tool's result: a stat() and,
+# when it grew, a read of what was added.
+TRANSCRIPT_POLL_SECONDS = 0.5
+TRANSCRIPT_TAIL_BYTES = 1024 * 1024  # the end of a transcript read at start for the tool's call
+
+
+class PermissionRequest:
+    """A PermissionRequest hook's input, checked: HookInputUnfit when it is anything else."""
+
+    def __init__(self, payload) -> None:
+        if not isinstance(payload, dict) or payload.get("hook_event_name") != "PermissionRequest":
+            raise HookInputUnfit("not a PermissionRequest")
+        self.tool = payload.get("tool_name")
+        self.input = payload.get("tool_input")
+        if not _is_text(self.tool) or not isinstance(self.input, dict):
+            raise HookInputUnfit("no tool_name or tool_input")
+        if len(json.dumps(self.input)) > PERMISSION_INPUT_MAX:
+            raise HookInputUnfit("a tool input over %d characters" % PERMISSION_INPUT_MAX)
+        cwd, transcript = payload.get("cwd"), payload.get("transcript_path")
+        self.cwd = cwd if isinstance(cwd, str) else ""
+        self.transcript = transcript if _is_text(transcript) else None
+        # Codex refuses updatedPermissions: no "always" is offered there.
+        self.codex = is_codex_request(payload)
+        self.agent = "Codex" if self.codex else HOOK_AGENT
+        raw = payload.get("permission_suggestions")
+        self.suggestions = [] if self.codex or not isinstance(raw, list) else \
+            [one for one in raw if isinstance(one, dict) and isinstance(one.get("type"), str)]
+        self.action = PERMISSION_TOOL_ACTIONS.get(self.tool, "mcp" if self.tool.startswith("mcp__") else "use")
+
+
+def is_codex_request(payload: dict) -> bool:
+    """Codex's hook input, by the fields only it sends or the place of its transcripts."""
+    if "turn_id" in payload or "model" in payload:
+        return True
+    transcript = payload.get("transcript_path")
+    return isinstance(transcript, str) and (
+        "%s.codex%s" % (os.sep, os.sep) in transcript or os.path.basename(transcript).startswith("rollout-"))
+
+
+def fenced(text: str, language: str = "") -> str:
+    """`text` as a fenced code block that no run of backticks inside it can end."""
+    import re
+
+    longest = max([len(run) for run in re.findall(r"`+", text)] + [2])
+    fence = "`" * (longest + 1)
+    return "%s%s\n%s\n%s" % (fence, language, text.rstrip("\n"), fence)
+
+
+def permission_sections(asked: PermissionRequest) -> list:
+    """What the ask shows, in order: [{"key": its label in assets/i18n, "markdown"}], plus for a
+    long new file {"fold": the rest of it}."""
+    tool_input, sections = asked.input, []
+
+    def add(key, markdown, **more):
+        sections.append(dict({"key": key, "markdown": markdown}, **more))
+
+    def text_of(name):
+        return tool_input.get(name) if isinstance(tool_input.get(name), str) else ""
+
+    if asked.action == "run" and text_of("command"):
+        add("perm.command", fenced(text_of("command"), "sh"))
+        if text_of("description"):
+            add("perm.description", text_of("description"))
+    elif asked.action in ("edit", "write") and text_of("file_path"):
+        add("perm.file", fenced(text_of("file_path")))
+        if asked.action == "write":
+            lines = text_of("content").splitlines()
+            shown, rest = lines[:PERMISSION_FOLD_LINES], lines[PERMISSION_FOLD_LINES:]
+            add("perm.content", fenced("\n".join(shown)), **({"fold": fenced("\n".join(rest))} if rest else {}))
+        else:
+            add("perm.changes", fenced(edit_diff(tool_input), "diff"))
+    elif asked.action == "fetch" and text_of("url"):
+        add("perm.url", fenced(text_of("url")))
+        if text_of("prompt"):
+            add("perm.prompt", fenced(text_of("prompt")))
+    else:
+        add("perm.tool", fenced(asked.tool))
+        add("perm.arguments" if asked.action == "mcp" else "perm.input",
+            fenced(json.dumps(tool_input, indent=2, ensure_ascii=False), "json"))
+    if asked.cwd:
+        add("perm.folder", fenced(asked.cwd))
+    return sections
+
+
+def edit_diff(tool_input: dict) -> str:
+    """An Edit's or a MultiEdit's changes as a unified diff of each replaced text."""
+    import difflib
+
+    edits = tool_input.get("edits") if isinstance(tool_input.get("edits"), list) else [tool_input]
+    path = tool_input.get("file_path") if isinstance(tool_input.get("file_path"), str) else ""
+    hunks = []
+    for edit in edits:
+        if not isinstance(edit, dict):
+            continue
+        old, new = (edit.get(name) if isinstance(edit.get(name), str) else "" for name in ("old_string", "new_string"))
+        lines = difflib.unified_diff(old.splitlines(), new.splitlines(), "a/" + path.lstrip("/"),
+                                     "b/" + path.lstrip("/"), n=3, lineterm="")
+        hunks.append("\n".join(list(lines)[2 if hunks else 0:]))
+    return "\n".join(hunks)
+
+
+def permission_options(asked: PermissionRequest) -> list:
+    """The choices, in order: allow, one `always-<i>` per suggestion, deny; each with the key
+    of its label in assets/i18n, the label's values and what it would change (`facts`)."""
+    options = [{"id": "allow", "key": "perm.allow"}]
+    for index, suggestion in enumerate(asked.suggestions):
+        key, values, facts = suggestion_words(suggestion)
+        option = {"id": "always-%d" % index, "key": key, "values": values, "facts": facts}
+        # A mode lasts for the session whatever the destination; a folder or a rule is kept there.
+        if suggestion["type"] != "setMode" and suggestion.get("destination") in PERMISSION_DESTINATIONS:
+            option["where"] = "perm.where." + suggestion["destination"]
+        options.append(option)
+    options.append({"id": "deny", "key": "perm.deny", "about": "perm.denyAbout"})
+    return options
+
+
+def suggestion_words(suggestion: dict) -> tuple:
+    """A permission suggestion as (label key, label values, the facts it changes)."""
+    kind = suggestion["type"]
+    if kind == "setMode":
+        mode = str(suggestion.get("mode", ""))
+        if mode == "acceptEdits":
+            return "perm.always.acceptEdits", {}, ""
+        return "perm.always.mode", {"mode": mode}, ""
+    if kind == "addDirectories":
+        folders = [str(one) for one in suggestion.get("directories") or []]
+        return ("perm.always.folder" if len(folders) == 1 else "perm.always.folders"), {}, ", ".join(folders)
+    rules = suggestion.get("rules") if isinstance(suggestion.get("rules"), list) else []
+    shown = ["%s(%s)" % (rule.get("toolName", ""), rule["ruleContent"]) if rule.get("ruleContent")
+             else str(rule.get("toolName", "")) for rule in rules if isinstance(rule, dict)]
+    return "perm.always.rules", {}, ", ".join(shown) or json.dumps(suggestion, ensure_ascii=False)
+
+
+def permission_interview(asked: PermissionRequest) -> tuple:
+    """(ask_user_rich arguments, the internal options) of one permission ask. The spec's
+    words are English (the archive, the history, a result); the form shows the same ask in the
+    person's language from the internal `form` descriptor (assets/js/permission.js)."""
+    words = notice_words("en", "perm.")
+    agent_values = {"agent": asked.agent, "tool": asked.tool}
+    header = fill_words("en", words["perm.header." + asked.action], agent_values)
+    sections = permission_sections(asked)
+    options = permission_options(asked)
+    body = []
+    for section in sections:
+        body.append("**%s**\n\n%s" % (words[section["key"]], section["markdown"]))
+        if "fold" in section:
+            body.append("<details><summary>%s</summary>\n\n%s\n\n</details>" % (words["perm.showAll"], section["fold"]))
+    asked_options = []
+    for option in options:
+        about = [option.get("facts", "")] + [words.get(option.get(name, ""), "") for name in ("where", "about")]
+        entry = {"id": option["id"], "label": fill_words("en", words[option["key"]], option.get("values", {}))}
+        description = fill_words("en", " · ".join(part for part in about if part), agent_values)
+        if description:
+            entry["description"] = description
+        asked_options.append(entry)
+    arguments = {"title": header, "questions": [{"id": PERMISSION, "header": header, "body": "\n\n".join(body),
+                                                 "options": asked_options, "allowOther": False}]}
+    what = {"run": "command", "edit": "file_path", "write": "file_path", "fetch": "url"}.get(asked.action)
+    row = {"action": asked.action, "tool": asked.tool,
+           "what": cut(str(asked.input.get(what) or asked.tool), PERMISSION_ROW_CHARS)}
+    form = {"agent": asked.agent, "action": asked.action, "tool": asked.tool, "sections": sections,
+            "options": options}
+    return arguments, {"kind": PERMISSION, "permission": {
+        "tool": asked.tool, "input": asked.input, "suggestions": asked.suggestions, "form": form, "row": row}}
+
+
+def permission_choice(asked: dict, result: dict):
+    """The person's decision in a settled result: {"behavior": "allow"} (with the suggestion
+    as given under updatedPermissions for an `always-<i>`) or {"behavior": "deny", "message"};
+    None when the form decided nothing (skipped, cancelled, no choice)."""
+    rows = [row for row in result.get("answers") or [] if row.get("id") == PERMISSION]
+    if result.get("status") != SUBMITTED or not rows or len(rows[0].get("selected") or []) != 1:
+        return None
+    row, choice = rows[0], rows[0]["selected"][0]
+    if choice == "deny":
+        return {"behavior": "deny", "message": row.get("notes") or PERMISSION_DENIED}
+    if choice == "allow":
+        return {"behavior": "allow"}
+    index = int(choice.rsplit("-", 1)[1]) if choice.startswith("always-") and choice[7:].isdigit() else -1
+    if not 0 <= index < len(asked["suggestions"]):
+        return None
+    return {"behavior": "allow", "updatedPermissions": [asked["suggestions"][index]]}
+
+
+def permission_record(asked: dict, result: dict, via: str, now: float) -> dict:
+    """The archive's `permission` field: what was asked, what was decided, where and when."""
+    choice = permission_choice(asked, result) if via != "terminal" else None
+    chosen = (choice or {}).get("updatedPermissions") or [None]
+    return {"tool": asked["tool"], "input": asked["input"],
+            "decision": choice["behavior"] if choice else "terminal", "suggestion": chosen[0],
+            "reason": choice.get("message") if choice else None,
+            "where": "terminal" if choice is None else via, "answeredAt": iso_utc(now)}
+
+
+class TranscriptWatch:
+    """Watches a session's transcript (JSON lines, Claude Code's or Codex's) for the result of
+    the tool call being asked about, and calls `on_result()` once when it appears: the person
+    answered in the terminal. A call is the tool's when its name and input match; when none is
+    found (Codex names its tools otherwise), any tool result written after the start counts.
+    Costs a stat() every TRANSCRIPT_POLL_SECONDS while the file does not grow."""
+
+    def __init__(self, path: str, tool: str, tool_input: dict, on_result) -> None:
+        self.path, self.tool, self.input, self.on_result = path, tool, tool_input, on_result
+        self.calls, self.named = set(), set()  # call ids: exact matches, and of the tool's name
+        self.stopped = threading.Event()
+        self.offset, self.partial = self._size(), b""
+        self._read_lines(self._tail(), before=True)
+        self.thread = threading.Thread(target=self._run, name="ask-user-rich-transcript", daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+    def _size(self) -> int:
+        try:
+            return os.stat(self.path).st_size
+        except OSError:
+            return 0
+
+    def _tail(self) -> bytes:
+        try:
+            with open(self.path, "rb") as handle:
+                handle.seek(max(0, self.offset - TRANSCRIPT_TAIL_BYTES))
+                return handle.read(min(self.offset, TRANSCRIPT_TAIL_BYTES))
+        except OSError:
+            return b""
+
+    def _run(self) -> None:
+        while not self.stopped.wait(TRANSCRIPT_POLL_SECONDS):
+            size = self._size()
+            if size < self.offset:  # a new file in its place: read it from the start
+                self.offset, self.partial = 0, b""
+            if size == self.offset:
+                continue
+            try:
+                with open(self.path, "rb") as handle:
+                    handle.seek(self.offset)
+                    added = handle.read(size - self.offset)
+            except OSError:
+                continue
+            self.offset += len(added)
+            lines = (self.partial + added).split(b"\n")
+            self.partial = lines.pop()
+            if self._read_lines(b"\n".join(lines), before=False):
+                self.stopped.set()
+                self.on_result()
+
+    def _read_lines(self, data: bytes, before: bool) -> bool:
+        """Note the tool's calls in `data`; True when a result of one (after the start) is there."""
+        for line in data.split(b"\n"):
+            try:
+                entry = json.loads(line.decode("utf-8"))
+            except (ValueError, UnicodeDecodeError):
+                continue
+            for kind, call_id, name, arguments in transcript_items(entry):
+                if kind == "call" and name == self.tool:
+                    (self.calls if arguments == self.input else self.named).add(call_id)
+                elif kind == "result" and not before:
+                    wanted = self.calls or self.named
+                    if not wanted or call_id in wanted:
+                        return True
+        return False
+
+
+def transcript_items(entry) -> list:
+    """A transcript line's tool calls and results as (kind "call"|"result", call id, tool name,
+    input): Claude Code's message content blocks, and Codex's response items."""
+    items = []
+    message = entry.get("message") if isinstance(entry, dict) else None
+    blocks = message.get("content") if isinstance(message, dict) else None
+    for block in blocks if isinstance(blocks, list) else []:
+        if isinstance(block, dict) and block.get("type") == "tool_use":
+            items.append(("call", block.get("id"), block.get("name"), block.get("input")))
+        elif isinstance(block, dict) and block.get("type") == "tool_result":
+            items.append(("result", block.get("tool_use_id"), None, None))
+    payload = entry.get("payload") if isinstance(entry, dict) else None
+    if isinstance(payload, dict) and str(payload.get("type", "")).endswith("_call_output"):
+        items.append(("result", payload.get("call_id"), None, None))
+    elif isinstance(payload, dict) and str(payload.get("type", "")).endswith("_call"):
+        items.append(("call", payload.get("call_id"), payload.get("name"), None))
+    return items
+
+
+def answer_permission_request(source: str, timeout: int) -> None:
+    """Ask one PermissionRequest in the form; print the decision the moment the person gives
+    it. Prints nothing when anything else ends the ask (the terminal answered first, a stop,
+    the timeout, a skip): the terminal decides then."""
+    import signal
+
+    asked = PermissionRequest(parse_json(source))
+    arguments, internal = permission_interview(asked)
+    validate_interview(arguments)
+    if asked.cwd and os.path.isdir(asked.cwd):
+        os.chdir(asked.cwd)  # the project the inbox and the notices name
+    cancellation, heard = Cancellation(), {}
+    for name in STOP_SIGNALS:  # the CLI stops a hook (Esc, its own limit, its exit) with SIGTERM
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), lambda *_: threading.Thread(target=cancellation.cancel).start())
+
+    def answered_in_terminal() -> None:
+        heard["terminal"] = True
+        cancellation.cancel()
+
+    watch = TranscriptWatch(asked.transcript, asked.tool, asked.input, answered_in_terminal) \
+        if asked.transcript else None
+    margin = min(HOOK_MARGIN_SECONDS, timeout / 4.0)
+
+    def finish(runtime, interview, result, why) -> int:
+        if watch is not None:
+            watch.stop()
+        if result is None:
+            closed = {PERMISSION: unanswered()}
+            there = bool(heard.get("terminal"))
+            if runtime.hub.settle_without_form(interview, closed, CANCELLED, "terminal" if there else "browser",
+                                               handed_back=not there and why == "timeout",
+                                               answered_there=there) is not None:
+                runtime.log.event("permission-left-to-terminal", about=interview, interview=interview.id,
+                                  why="answered-there" if there else why)
+                say_goodbye(interview, min(HOOK_GOODBYE_SECONDS, margin / 2))
+                return 0
+            result = interview.settled_result()  # a submit that came as the wait ended
+        decision = permission_choice(internal["permission"], result)
+        if decision is not None:
+            print_hook_output({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": decision}})
+        return 0
+
+    ask_here(arguments, True, finish, agent=asked.agent, timeout=max(1.0, timeout - margin),
+             cancellation=cancellation, internal=internal)
 
 
 def run_inbox(open_it: bool) -> int:
@@ -9874,9 +10307,9 @@ def run_doctor(environ=None, facts=None, out=None) -> int:
     if config.port:
         line("fixed port %d: %s" % (config.port, _doctor_port(config.host, config.port)))
     line(_doctor_inbox(config))
-    for text in _doctor_door(config) + _doctor_notices(config, env):
+    for text in _doctor_door(config) + _doctor_notices(config, env) + [_doctor_hook(config),
+                                                                       _doctor_permission_hook(config)]:
         line(text)
-    line(_doctor_hook(config))
     problem = _doctor_self_test(config, line)
     if problem is not None:
         broken.append(problem)
@@ -10120,6 +10553,15 @@ def _doctor_hook(config: Config) -> str:
                 "--disable" % hook_switch_path(config))
     return ("AskUserQuestion hook: off: Claude Code asks its own questions in its terminal; on with: "
             "askrich.py hook ask-user-question --enable")
+
+
+def _doctor_permission_hook(config: Config) -> str:
+    if hook_is_on(config, PERMISSION_SWITCH):
+        return ("Permission hook: on (%s): permission asks open in the form too where the hook is "
+                "configured (the plugin ships it); off with: askrich.py hook permission-request --disable"
+                % hook_switch_path(config, PERMISSION_SWITCH))
+    return ("Permission hook: off: permission asks wait in the terminal only; on with: "
+            "askrich.py hook permission-request --enable")
 
 
 def _doctor_port(host: str, port: int) -> str:

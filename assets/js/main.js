@@ -24,6 +24,7 @@ import { bindSubmit, submit, openSkip, skipInterview, finished, expired } from "
 import { showShare } from "./share.js";
 import { connect, request, hostTheme, offerFullscreen } from "./transport.js";
 import { watchVisibility } from "./visibility.js";
+import { permissionSpec } from "./permission.js";
 
 let theme = "auto";
 let stopLive = () => {};
@@ -203,7 +204,7 @@ function onState(s) {
   syncInboxLink(s.inbox);
   syncShare(s.share);
   if (state.phase !== "open") return;
-  if (s.state === "submitted" || s.state === "declined" || s.state === "cancelled") { finished(s.state, s.handedBack === true); return; }
+  if (s.state === "submitted" || s.state === "declined" || s.state === "cancelled") { finished(s.state, s.handedBack === true, s.answeredInTerminal === true); return; }
   if (s.version > state.version) pullSpec();
   if (setWaiting(s.waiting)) notice("info", t("waiting.stopped"), { id: "stopped" });
   else if (s.waiting) clearNotice("stopped");
@@ -371,6 +372,7 @@ async function start() {
   const body = r ? await r.json().catch(() => null) : null;
   const data = r && r.ok ? body : null;
   await speak(data && data.spec.language, data && data.agent);
+  if (data && data.permission) data.spec = permissionSpec(data.spec, data.permission);
   document.body.classList.remove("loading");
   // A page that got no interview (expired, unreachable, refused) must not go on saying it is
   // loading one: its header names the product instead.

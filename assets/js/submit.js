@@ -219,12 +219,14 @@ async function settledState() {
 }
 
 // `settled`: the interview's state, "submitted", "declined" or "cancelled"; `handedBack`: it was
-// cancelled because the agent asks these questions in its own terminal instead.
-export function finished(settled, handedBack = false) {
+// cancelled because the agent asks these questions in its own terminal instead;
+// `answeredThere`: because the person answered it in the agent's terminal first.
+export function finished(settled, handedBack = false, answeredThere = false) {
   setPhase("submitted");
   act.stopLive();
   forget(draftKey());
-  if (settled === "cancelled" && handedBack) endScreen(t("end.handedBack"), t("end.handedBackText"), t("end.closeTab"));
+  if (settled === "cancelled" && answeredThere) endScreen(t("end.answeredInTerminal"), t("end.answeredInTerminalText"), t("end.closeTab"));
+  else if (settled === "cancelled" && handedBack) endScreen(t("end.handedBack"), t("end.handedBackText"), t("end.closeTab"));
   else if (settled === "cancelled") endScreen(t("end.cancelled"), t("end.cancelledText"), t("end.closeTab"));
   else if (settled === "declined") endScreen(t("end.declined"), t("end.declinedText"), t("end.closeTab"));
   else endScreen(t("end.already"), t("end.alreadyText"), t("end.closeTab"));

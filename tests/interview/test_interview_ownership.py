@@ -159,7 +159,7 @@ def test_the_interview_settles_once_and_tells_its_one_change_callback(runtime):
     with held.waiter() as waiter:
         assert waiter.wait(timeout=0) == "timeout"
     assert changes == [(held, "pending"), (held, "pending")]  # a waiter came and went
-    assert held.settled_result() is None and held.status() == ("pending", False, 1, False)
+    assert held.settled_result() is None and held.status() == ("pending", False, 1, False, False)
     result = {"status": "declined", "answers": []}
     assert held.settle(lambda snapshot: result) is result
     assert changes[-1] == (held, "declined") and len(changes) == 3
