@@ -4941,20 +4941,8 @@ class InboxRegistry:
         """(stamp, entries): the entries of every other live process, and a value that changes
         whenever any of them may have. Nothing from a folder that another user could write
         into: each entry names the ports the front door forwards to."""
-        try:
-            if folder_refusal(self.folder) is not None:
-                return (), []
-            names = os.listdir(self.folder)
-        except OSError:
-            return (), []
         stamp, entries, seen = [], [], set()
-        for name in sorted(names):
-            stem = name[1:-9] if name.startswith(".") and name.endswith(".json.tmp") else name[:-5]
-            if not stem.isdigit() or not (name.endswith(".json") or name.endswith(".json.tmp")):
-                continue
-            pid = int(stem)
-            if pid == self.pid:
-                continue
+        for name, pid in self._names():
             path = os.path.join(self.folder, name)
             if not pid_alive(pid):
                 try:
@@ -4964,22 +4952,59 @@ class InboxRegistry:
                 continue
             if name.startswith("."):
                 continue  # a write in progress
-            try:
-                status = os.lstat(path)
-            except OSError:
+            cached = self._cached(name, pid)
+            if cached is None:
                 continue
-            key = (status.st_mtime_ns, status.st_size)
-            stamp.append((name, key))
+            stamp.append((name, cached[0]))
             seen.add(name)
-            cached = self.cache.get(name)
-            if cached is None or cached[0] != key:
-                cached = (key, self._read(path, pid))
-                self.cache[name] = cached
             if cached[1] is not None:
                 entries.append(cached[1])
         for name in set(self.cache) - seen:
             del self.cache[name]
         return tuple(stamp), entries
+
+    def lookup(self, digest: str):
+        """The entry of another live process whose forms include `digest`, or None: what
+        scan() would find, but reading only the files that changed and checking only the one
+        found for life, so the door's way to a form newer than its last scan costs no check
+        of every other process."""
+        for name, pid in self._names():
+            cached = None if name.startswith(".") else self._cached(name, pid)
+            entry = cached and cached[1]
+            if entry is not None and digest in entry["forms"] and pid_alive(pid):
+                return entry
+        return None
+
+    def _names(self) -> list:
+        """(file name, pid) of every other process's entry and of its writes in progress;
+        nothing from a folder that is not ours."""
+        try:
+            if folder_refusal(self.folder) is not None:
+                return []
+            names = os.listdir(self.folder)
+        except OSError:
+            return []
+        found = []
+        for name in sorted(names):
+            stem = name[1:-9] if name.startswith(".") and name.endswith(".json.tmp") else name[:-5]
+            if stem.isdigit() and (name.endswith(".json") or name.endswith(".json.tmp")) and int(stem) != self.pid:
+                found.append((name, int(stem)))
+        return found
+
+    def _cached(self, name: str, pid: int):
+        """((mtime_ns, size), entry or None) of one entry, read again only when it changed;
+        None when it is gone."""
+        path = os.path.join(self.folder, name)
+        try:
+            status = os.lstat(path)
+        except OSError:
+            return None
+        key = (status.st_mtime_ns, status.st_size)
+        cached = self.cache.get(name)
+        if cached is None or cached[0] != key:
+            cached = (key, self._read(path, pid))
+            self.cache[name] = cached
+        return cached
 
     @staticmethod
     def _read(path: str, pid: int):
@@ -5907,17 +5932,17 @@ class DoorHolding:
     def owner_port(self, digest: str):
         """The loopback port of the other process that serves the form whose token has this
         digest (token_digest), as it wrote it in our registry beside the digest. None for a
-        form nobody serves (the folder is read again first: the form may be new)."""
-        for look in range(2):
-            with self.lock:
-                others = list(self.others)
-            for entry in others:
-                if digest in entry["forms"] and entry["port"] not in (None, self.port):
-                    return entry["port"]
-            if look == 0:
-                with self.door_lock:
-                    self._scan()
-        return None
+        form nobody serves (the folder's changed files are read first: the form may be new)."""
+        with self.lock:
+            others = list(self.others)
+        entry = next((entry for entry in others if digest in entry["forms"] and entry["port"] not in (None, self.port)),
+                     None)
+        if entry is None:
+            with self.scan_lock:  # the registry's cache is shared with the worker's scans
+                entry = self.registry.lookup(digest)
+        if entry is None or entry["port"] in (None, self.port):
+            return None
+        return entry["port"]
 
     def hold_here(self) -> bool:
         """The `inbox` command: bind the port now and hold it until close(), pending or not;

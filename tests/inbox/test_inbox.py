@@ -476,6 +476,33 @@ def test_a_damaged_or_hostile_registry_file_costs_only_its_own_rows(tmp_path):
     assert registry.scan()[1] == []
 
 
+def test_the_doors_lookup_of_a_new_form_reads_the_changed_file_and_checks_only_its_process(tmp_path, monkeypatch):
+    # Fifty processes of ours each holding the door: a request for a form made a moment ago
+    # must not pay a liveness check of every other process before it is forwarded.
+    folder = tmp_path / "inbox"
+    folder.mkdir(mode=0o700)
+    registry = askrich.InboxRegistry(str(tmp_path))
+    living, checked = set(range(900001, 900011)), []
+    monkeypatch.setattr(askrich, "pid_alive", lambda pid: checked.append(pid) or pid in living)
+    digest = "a" * 64
+
+    def entry(pid, forms):
+        (folder / ("%d.json" % pid)).write_text(json.dumps(
+            {"pid": pid, "interviews": [], "port": pid - 890000, "forms": forms}))
+
+    for pid in living:
+        entry(pid, [])
+    entry(900099, [digest])  # a process that is gone named it once
+    assert len(registry.scan()[1]) == 10 and len(checked) == 11
+    del checked[:]
+    entry(900005, [digest])  # the form is new: one file changed since the scan
+    assert registry.lookup(digest)["port"] == 10005
+    assert checked == [900005]
+    living.discard(900005)
+    assert registry.lookup(digest) is None and registry.lookup("b" * 64) is None
+    assert [entry["port"] for entry in registry.scan()[1] if digest in entry["forms"]] == []
+
+
 def test_the_unseen_follow_ups_count_comes_from_the_form_and_grows_with_appends(tmp_path):
     rt, _ = inbox_runtime(tmp_path / "logs", 0)
     try:
