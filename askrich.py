@@ -112,6 +112,7 @@ ENV_PUSH_URL = "ASK_USER_RICH_PUSH_URL"
 ENV_PUSH_TOKEN = "ASK_USER_RICH_PUSH_TOKEN"
 ENV_PUSH_LINK = "ASK_USER_RICH_PUSH_LINK"
 ENV_PROTOCOL = "ASK_USER_RICH_PROTOCOL"
+ENV_APP_FALLBACK = "ASK_USER_RICH_APP_FALLBACK"
 ENV_CODE_CACHE = "ASK_USER_RICH_CODE_CACHE"
 ENV_RESTARTED = "ASK_USER_RICH_RESTARTED"  # internal: askrich.pyz started over from its code cache
 
@@ -211,6 +212,7 @@ class Config:
         "push_url",
         "push_token",
         "push_link",
+        "app_fallback",
     )
 
     def __init__(
@@ -231,6 +233,7 @@ class Config:
         push_url: str | None = None,
         push_token: str | None = None,
         push_link: bool = True,
+        app_fallback: int = 15,
     ) -> None:
         # Frozen: whatever holds a Config may rely on it staying as it was read; a changed
         # setting is a new Config (replace()).
@@ -256,6 +259,9 @@ class Config:
             "push_url": push_url,
             "push_token": push_token,
             "push_link": push_link,  # may a pushed notice carry the form's (public) link
+            # Seconds a host that declared MCP Apps may take to load the form before the
+            # browser gets it: some declare the extension and never render the app.
+            "app_fallback": app_fallback,
         }
         for name, value in values.items():
             object.__setattr__(self, name, value)
@@ -339,6 +345,7 @@ class Config:
                 push_url=push_url,
                 push_token=env.get(ENV_PUSH_TOKEN, "").strip() or None,
                 push_link=push_link != "0",
+                app_fallback=integer(ENV_APP_FALLBACK, 15, 0, 86400),
             ),
             warnings,
         )
@@ -2320,6 +2327,10 @@ class InterviewBody:
         self._in_view: dict = {}
         self._sightings = 0
         self._unseen = None  # (follow-ups unseen, questions then), as the form last reported
+        # The form inside the host: the key only its app holds (set before the call's result
+        # leaves, never changed), and whether an app has loaded the whole interview.
+        self.app_key = None
+        self.app_loaded = threading.Event()
         self._task_ids: list = []  # the tasks made on it, for the archive (TaskRegistry.create)
         # Cancelled because its questions went back to the client's own prompt (the hook
         # gave up waiting): the form says where to answer them instead.
@@ -2961,14 +2972,15 @@ class SessionHub:
         interview.record_unseen(count)
         self._observe(interview)
 
-    def submit(self, interview: Interview, payload) -> dict:
-        """Check, archive durably, settle, wake every waiter; the reply for the form."""
+    def submit(self, interview: Interview, payload, via: str = "browser") -> dict:
+        """Check, archive durably, settle, wake every waiter; the reply for the form (`via`:
+        "browser", or "app" for the form inside the host)."""
 
         def build(snapshot: InterviewSnapshot):
             submission = check_submission(snapshot.spec, payload, snapshot.uploads)
             # Unkept, answers that no call takes would be lost with the process: the form
             # keeps them instead. Taken by a waiting call, they reached the agent.
-            return self._result(snapshot, submission, "browser", keep_or_refuse=not snapshot.delivered)
+            return self._result(snapshot, submission, via, keep_or_refuse=not snapshot.delivered)
 
         # The version is judged only once the payload is an object with answers: a body of
         # another shape is refused as such, whatever version it names.
@@ -3801,13 +3813,13 @@ def form_visibility(runtime, interview, payload):
     return 204, None
 
 
-def form_submit(runtime, interview, read_payload):
+def form_submit(runtime, interview, read_payload, via: str = "browser"):
     """`read_payload()` gives the submitted JSON (or refuses it) once the interview is known to
     be pending: a settled one is told so before its body is read."""
     hub = runtime.hub
     try:
         interview.check_pending()
-        return 200, hub.submit(interview, read_payload())
+        return 200, hub.submit(interview, read_payload(), via)
     except InterviewError as error:
         status, body = http_error(error)
         hub.log.event(
@@ -7022,7 +7034,7 @@ RESULT_SCHEMA = {
         "summary": {"type": "string", "description": "One line per question; read it first."},
         "interviewId": {"type": "string"},
         "title": {"type": "string"},
-        "via": {"type": "string", "enum": ["browser", "elicitation"]},
+        "via": {"type": "string", "enum": ["browser", "elicitation", "app"]},
         "submittedAt": {"type": "string"},
         "durationSeconds": {"type": "number"},
         "counts": {
@@ -7208,7 +7220,12 @@ APP_RESOURCE = {
     "_meta": {"ui": {"prefersBorder": True}},
 }
 APP_STATUS_META = "ask-user-rich/status"  # an app-only tool's result: the status its route answers
+# ask_user_rich's result (and an app-rendered elicitation) hands the app {sessionId, token, key}
+# here in `_meta`, which hosts give the app and not the model: the key is what the app-only tools
+# require, so that a model that reads the form's link cannot answer in the person's place.
+APP_META = "ask-user-rich/app"
 _TOKEN = {"type": "string", "description": "The token of the form's URL (/s/<token>) in ask_user_rich's result."}
+_APP_KEY = {"type": "string", "description": "The app's key, which the host hands the form; not given to the model."}
 _COUNT = {"type": "integer", "minimum": 0}
 
 
@@ -7219,8 +7236,8 @@ def app_tool(name: str, title: str, description: str, properties: dict, required
         "description": description + " Called by the ask-user-rich form shown in the conversation, not by the model.",
         "inputSchema": {
             "type": "object",
-            "required": ["sessionId", "token"] + list(required),
-            "properties": dict({"sessionId": _SESSION_ID, "token": _TOKEN}, **properties),
+            "required": ["sessionId", "token", "appKey"] + list(required),
+            "properties": dict({"sessionId": _SESSION_ID, "token": _TOKEN, "appKey": _APP_KEY}, **properties),
         },
         "annotations": dict(ANNOTATIONS, readOnlyHint=read_only),
         "_meta": {"ui": {"resourceUri": APP_RESOURCE_URI, "visibility": ["app"]}},
@@ -7282,14 +7299,29 @@ def declares_apps(capabilities) -> bool:
     return isinstance(mime_types, list) and APP_MIME_TYPE in mime_types
 
 
+def declares_app_elicitation(capabilities) -> bool:
+    """Whether a client renders an MCP App in place of its form elicitation (app-rendered
+    elicitation): it declared MCP Apps, form elicitation, and `elicitation` in its UI
+    extension."""
+    if not declares_apps(capabilities) or "form" not in elicitation_modes(capabilities):
+        return False
+    return isinstance(capabilities["extensions"][APPS_EXTENSION].get("elicitation"), dict)
+
+
+def apps_extension_for(capabilities) -> dict:
+    """What we declare of MCP Apps to a client: app-rendered elicitation where it renders it."""
+    return {"elicitation": {}} if declares_app_elicitation(capabilities) else {}
+
+
 def tools_for(apps: bool) -> list:
     return list(APP_HOST_TOOLS if apps else TOOLS)
 
 
 def app_tool_result(status: int, body) -> dict:
-    """An app-only tool's result: its route's JSON body, and the status in `_meta`; a refusal
-    is an error result carrying the same body, `code` included."""
-    shown = body if body is not None else {}
+    """An app-only tool's result: its route's JSON body with the status as `statusCode` (also
+    in `_meta`, where older forms read it); a refusal is an error result carrying the same
+    body, `code` included."""
+    shown = dict(body or {}, statusCode=status)
     result = {
         "content": [{"type": "text", "text": json.dumps(shown)}],
         "structuredContent": shown,
@@ -7311,7 +7343,13 @@ def shown_in_host_result(interview: Interview) -> dict:
     )
     structured = {"status": "awaiting", "sessionId": interview.id, "url": interview.url,
                   "reason": APP_SHOWN_REASON, "summary": text}
-    return {"content": [{"type": "text", "text": text}], "structuredContent": structured}
+    return {"content": [{"type": "text", "text": text}], "structuredContent": structured,
+            "_meta": {APP_META: app_meta(interview)}}
+
+
+def app_meta(interview: Interview) -> dict:
+    """What the form inside the host needs to reach its interview, key included."""
+    return {"sessionId": interview.id, "token": interview.token, "key": interview.app_key}
 
 
 def error_result(text: str) -> dict:
@@ -7475,6 +7513,10 @@ class ToolCall:
         """Whether the client declared MCP Apps for this call: it shows the form itself."""
         return False
 
+    def renders_app_elicitation(self) -> bool:
+        """Whether the client shows an MCP App in its form elicitation's place."""
+        return False
+
     def resumed_interview(self, hub: SessionHub):
         """The interview a retry of a multi round-trip call continues; None: start afresh."""
         return None
@@ -7538,6 +7580,9 @@ class LegacyCall(ToolCall):
 
     def shows_apps(self) -> bool:
         return declares_apps(self.handshake()["capabilities"])
+
+    def renders_app_elicitation(self) -> bool:
+        return declares_app_elicitation(self.handshake()["capabilities"])
 
     def elicit(self, key: str, params: dict, interview: Interview):
         """Send `elicitation/create` and wait, with no timeout of ours, for the first of: the
@@ -7940,6 +7985,9 @@ class ModernCall(ToolCall):
     def shows_apps(self) -> bool:
         return declares_apps(self.request.capabilities)
 
+    def renders_app_elicitation(self) -> bool:
+        return declares_app_elicitation(self.request.capabilities)
+
     def resumed_interview(self, hub: SessionHub):
         return None if self.resumed is None else hub.require(self.resumed[0])
 
@@ -8211,6 +8259,13 @@ class McpServer:
             "text": app_document().decode("utf-8"), "_meta": {"ui": {"prefersBorder": True}},
         }]}
 
+    def list_resource_templates(self, request_id, params: dict, request) -> dict:
+        return {"resourceTemplates": []}
+
+    def modern_list_resource_templates(self, request_id, params: dict, request: ModernRequest) -> dict:
+        one_page(params, "resource template")
+        return dict(self.list_resource_templates(request_id, params, request), **CACHE_HINTS)
+
     def modern_read_resource(self, request_id, params: dict, request: ModernRequest) -> dict:
         # The same document for every caller while the process runs.
         return dict(self.read_resource(request_id, params, request), **CACHE_HINTS)
@@ -8233,12 +8288,16 @@ class McpServer:
         return {}
 
     def discover(self, request_id, params: dict, request) -> dict:
+        apps = apps_extension_for(request.capabilities if request is not None else {})
+        # The same for every caller but one that renders app elicitation, whose answer no
+        # shared cache may hand another.
+        hints = CALLER_CACHE_HINTS if apps else CACHE_HINTS
         return {
             "supportedVersions": list(SUPPORTED_VERSIONS),
             "capabilities": {"tools": {}, "logging": {}, "resources": {},
-                             "extensions": {TASKS_EXTENSION: {}, APPS_EXTENSION: {}}},
-            "ttlMs": CACHE_HINTS["ttlMs"],
-            "cacheScope": CACHE_HINTS["cacheScope"],
+                             "extensions": {TASKS_EXTENSION: {}, APPS_EXTENSION: apps}},
+            "ttlMs": hints["ttlMs"],
+            "cacheScope": hints["cacheScope"],
             "instructions": SERVER_INSTRUCTIONS,
         }
 
@@ -8261,7 +8320,7 @@ class McpServer:
         return {
             "protocolVersion": version,
             "capabilities": {"tools": {"listChanged": False}, "logging": {}, "resources": {},
-                             "extensions": {APPS_EXTENSION: {}}},
+                             "extensions": {APPS_EXTENSION: apps_extension_for(self.client_capabilities)}},
             "serverInfo": dict(SERVER_INFO),
             "instructions": SERVER_INSTRUCTIONS,
         }
@@ -8284,7 +8343,9 @@ class McpServer:
     def run_tool_call(self, call, name: str, arguments: dict) -> None:
         started = time.monotonic()
         self.routing.run_as(call)
-        self.log.event("call", tool=name, request=str(call.request_id))
+        # The app's polls of its state come every few seconds while it is shown: only at debug.
+        level = "debug" if name == "form_state" and arguments.get("full") is not True else "info"
+        self.log.event("call", level, tool=name, request=str(call.request_id))
         result_type = "complete"
         try:
             result = self.tools.call(name, arguments, call)
@@ -8300,7 +8361,7 @@ class McpServer:
         self.routing.end(call)
         call.finish(result, result_type)
         # Logged once the response is out: the answers reach the agent before the bookkeeping.
-        self.log.event("call-end", tool=name, request=str(call.request_id), outcome=outcome,
+        self.log.event("call-end", level, tool=name, request=str(call.request_id), outcome=outcome,
                        ms=int((time.monotonic() - started) * 1000))
 
 
@@ -8311,6 +8372,7 @@ LEGACY_METHODS = MappingProxyType({
     "tools/list": McpServer.list_tools,
     "tools/call": McpServer.legacy_tool_call,
     "resources/list": McpServer.list_resources,
+    "resources/templates/list": McpServer.list_resource_templates,
     "resources/read": McpServer.read_resource,
     "logging/setLevel": McpServer.set_log_level,
     "server/discover": McpServer.discover_refused,
@@ -8321,6 +8383,7 @@ MODERN_METHODS = MappingProxyType({
     "tools/list": McpServer.modern_list_tools,
     "tools/call": McpServer.modern_tool_call,
     "resources/list": McpServer.modern_list_resources,
+    "resources/templates/list": McpServer.modern_list_resource_templates,
     "resources/read": McpServer.modern_read_resource,
     "tasks/get": McpServer.get_task,
     "tasks/cancel": McpServer.cancel_task,
@@ -8878,8 +8941,14 @@ def elicitation_action(response):
 # ============================================================================================
 
 def form_fields(arguments: dict) -> dict:
-    """An app-only tool's arguments as the route's JSON body: all but sessionId and token."""
-    return {key: value for key, value in arguments.items() if key not in ("sessionId", "token")}
+    """An app-only tool's arguments as the route's JSON body: all but those naming the interview."""
+    return {key: value for key, value in arguments.items() if key not in ("sessionId", "token", "appKey")}
+
+
+APP_KEY_REQUIRED = (
+    "appKey must be the key the host handed the form shown in the conversation: these tools "
+    "serve only that form. The form's link is for the person, in a browser."
+)
 
 
 class AppUploads:
@@ -8999,8 +9068,10 @@ class InterviewTools:
             if handled:
                 return result
         elif call.shows_apps():
+            self.give_app_key(interview)
             self.log.event("shown-in-host", about=interview, interview=interview.id)
             self.runtime.notices.arm(interview, opened=True)  # as after a browser opened it
+            self.watch_for_the_app(interview)
             return shown_in_host_result(interview)
         return self.deliver_by_browser(interview, call, interview.options["timeoutSeconds"])
 
@@ -9052,16 +9123,44 @@ class InterviewTools:
 
     # -- the app-only tools: the form inside the host ------------------------------------
 
+    @staticmethod
+    def give_app_key(interview: Interview) -> None:
+        """The key the host hands the form inside it, made once per interview."""
+        import secrets
+
+        if interview.app_key is None:
+            interview.app_key = secrets.token_urlsafe(24)
+
+    def watch_for_the_app(self, interview: Interview) -> None:
+        """Deliver the interview as `browser` would when no app has loaded it within the
+        fallback delay: a host may declare MCP Apps and never show the form."""
+        config = self.runtime.config
+
+        def fall_back() -> None:
+            if interview.app_loaded.wait(config.app_fallback) or not interview.is_pending():
+                return
+            self.log.event("app-fallback", "warning", about=interview, interview=interview.id,
+                           seconds=config.app_fallback)
+            opened, why = open_browser(interview.url, config, self.log)
+            self.runtime.notices.arm(interview, opened)
+
+        threading.Thread(target=fall_back, name="ask-user-rich-app-fallback", daemon=True).start()
+
     def app_operation(self, arguments: dict, operation):
-        """An app-only tool: the interview its sessionId and token name, then what its route
-        does; a refusal is an error result with the route's body."""
-        session_id, token = arguments.get("sessionId"), arguments.get("token")
+        """An app-only tool: the interview its sessionId, token and app key name, then what
+        its route does; a refusal is an error result with the route's body."""
+        import hmac
+
+        session_id, token, key = arguments.get("sessionId"), arguments.get("token"), arguments.get("appKey")
         try:
             if not (isinstance(session_id, str) and isinstance(token, str)):
                 raise HttpRefusal(400, "sessionId and token must be the strings of ask_user_rich's result")
             interview = find_interview(self.runtime.hub, token)
             if interview is None or interview.id != interview_id_of(session_id):
                 raise HttpRefusal(404, "not found")
+            if not (isinstance(key, str) and interview.app_key is not None
+                    and hmac.compare_digest(key.encode("utf-8"), interview.app_key.encode("utf-8"))):
+                raise HttpRefusal(403, APP_KEY_REQUIRED, code="app-key-required")
             return app_tool_result(*operation(interview))
         except HttpRefusal as refusal:
             return app_tool_result(refusal.status, refusal.body)
@@ -9072,7 +9171,8 @@ class InterviewTools:
             if arguments.get("full") is not True:
                 return 200, shown
             # The app loading the whole interview is its page view, and a sighting: the host
-            # shows it in the conversation (it stops the notices).
+            # shows it in the conversation (it stops the notices, and the browser's fallback).
+            interview.app_loaded.set()
             self.runtime.hub.record_page_view(interview, "app in %s" % (agent_name(call.client_info) or "a host"),
                                               seen=True)
             return 200, dict(form_payload(interview), **shown)
@@ -9088,7 +9188,7 @@ class InterviewTools:
             payload = form_fields(arguments)
             if len(json.dumps(payload)) > MAX_BODY_BYTES:
                 raise HttpRefusal(413, "body larger than %d bytes" % MAX_BODY_BYTES)
-            status, body = form_submit(self.runtime, interview, lambda: payload)
+            status, body = form_submit(self.runtime, interview, lambda: payload, via="app")
             settled = interview.settled_result() if status == 200 else None
             # The app hands the summary to the host's model context.
             return status, dict(body, summary=settled["summary"]) if settled else body
@@ -9168,7 +9268,14 @@ class InterviewTools:
             "message": elicitation_message(interview.spec, questions),
             "requestedSchema": elicitation_schema(questions),
         }
-        self.log.event("form-elicitation", about=interview, interview=interview.id, questions=len(questions))
+        if call.renders_app_elicitation():
+            # The host shows our form in its dialog (notes, attachments and all), and its own
+            # form of the schema where the app cannot run. The app submits through form_submit,
+            # then answers the dialog; the first settle wins, as with the browser form.
+            self.give_app_key(interview)
+            params["_meta"] = {"ui": {"resourceUri": APP_RESOURCE_URI}, APP_META: app_meta(interview)}
+        self.log.event("form-elicitation", about=interview, interview=interview.id, questions=len(questions),
+                       app="yes" if "_meta" in params else "no")
         outcome, response = call.elicit(FORM_ELICITATION_KEY, params, interview)
         if outcome == "settled":
             return True, answers_result(interview.settled_result(), interview.spec)

@@ -124,7 +124,8 @@ def assert_fits_the_schema(definition: str, value) -> None:
 
 TASK_RESULTS = {"tasks/get": "GetTaskResult", "tasks/cancel": "CancelTaskResult", "tasks/update": "UpdateTaskResult"}
 CORE_RESULTS = {"server/discover": "DiscoverResult", "tools/list": "ListToolsResult", "ping": "Result",
-                "resources/list": "ListResourcesResult", "resources/read": "ReadResourceResult"}
+                "resources/list": "ListResourcesResult", "resources/read": "ReadResourceResult",
+                "resources/templates/list": "ListResourceTemplatesResult"}
 
 
 def result_definition(method: str, result: dict) -> str:
