@@ -3601,6 +3601,8 @@ def build_app_document(read=read_asset) -> bytes:
         if tag not in page:
             raise ValueError("form.html no longer holds %s, which the app document replaces" % tag)
     page = page.replace('<link rel="stylesheet" href="/assets/form.css">', "")
+    # The browser form's empty favicon is an image request, which hosts' policies refuse.
+    page = page.replace('<link rel="icon" href="data:,">', "")
     page = page.replace('<script type="module" src="/assets/js/main.js"></script>', head)
     return page.encode("utf-8")
 
@@ -7211,13 +7213,20 @@ TOOL_NAMES = frozenset(tool["name"] for tool in TOOLS)
 # form inside the host what its HTTP routes give the browser form. Hosts hide app-only tools from
 # the model; clients that did not declare the extension never see them.
 
+# The form shows images only as data: URLs (the thumbnails of the person's uploads, data: images
+# in markdown); a resource that declares no CSP gets `img-src 'none'` from hosts, which refuses
+# those too, and blob: URLs as well. So it declares exactly data:, and loads nothing else.
+def app_resource_meta() -> dict:
+    return {"ui": {"prefersBorder": True, "csp": {"resourceDomains": ["data:"]}}}
+
+
 APP_RESOURCE = {
     "uri": APP_RESOURCE_URI,
     "name": "ask-user-rich-form",
     "title": "Ask User Rich form",
     "description": "The interview form, shown inside the conversation by hosts that render MCP Apps.",
     "mimeType": APP_MIME_TYPE,
-    "_meta": {"ui": {"prefersBorder": True}},
+    "_meta": app_resource_meta(),
 }
 APP_STATUS_META = "ask-user-rich/status"  # an app-only tool's result: the status its route answers
 # ask_user_rich's result (and an app-rendered elicitation) hands the app {sessionId, token, key}
@@ -8256,7 +8265,7 @@ class McpServer:
             raise JsonRpcError(-32002, "Resource not found: %s" % describe(uri), {"uri": uri})
         return {"contents": [{
             "uri": APP_RESOURCE_URI, "mimeType": APP_MIME_TYPE,
-            "text": app_document().decode("utf-8"), "_meta": {"ui": {"prefersBorder": True}},
+            "text": app_document().decode("utf-8"), "_meta": app_resource_meta(),
         }]}
 
     def list_resource_templates(self, request_id, params: dict, request) -> dict:

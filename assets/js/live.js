@@ -3,12 +3,11 @@
 // browser would reconnect by itself, token and all, to whatever holds the port by then) and
 // /state is polled every 2.5 s through guard.js, which first has the server prove it knows the
 // token; once it has and answers, the stream is opened again. The app inside a host has no
-// stream: it polls /state (the form_state tool) every 2.5 s from the start.
+// stream: it polls /state (the form_state tool) from the start, slower when nobody acts
+// (transport.js's pollDelay).
 import { api, state } from "./state.js";
 import { connectionLost } from "./guard.js";
-import { request, streams } from "./transport.js";
-
-const POLL_MS = 2500;
+import { pollDelay, request, streams } from "./transport.js";
 
 export function startLive({ onState, onGone, onBack }) {
   let pollTimer = null;
@@ -45,8 +44,12 @@ export function startLive({ onState, onGone, onBack }) {
   };
   const poll = () => {
     if (pollTimer || stopped) return;
-    pollTimer = setInterval(checkOnce, POLL_MS);
-    checkOnce();
+    const again = () => {
+      if (stopped || es) return;
+      pollTimer = setTimeout(() => checkOnce().finally(again), pollDelay());
+    };
+    pollTimer = true; // polling: a second poll() starts no other chain
+    checkOnce().finally(again);
   };
 
   function openStream() {
@@ -57,7 +60,7 @@ export function startLive({ onState, onGone, onBack }) {
       es = null;
       return;
     }
-    if (pollTimer) { clearInterval(pollTimer); pollTimer = null; }
+    if (pollTimer) { clearTimeout(pollTimer); pollTimer = null; }
     es.addEventListener("state", (ev) => {
       try { seen(JSON.parse(ev.data)); } catch { /* a malformed event is skipped */ }
     });
@@ -75,7 +78,7 @@ export function startLive({ onState, onGone, onBack }) {
   function stop() {
     stopped = true;
     if (es) { es.close(); es = null; }
-    if (pollTimer) { clearInterval(pollTimer); pollTimer = null; }
+    if (pollTimer) { clearTimeout(pollTimer); pollTimer = null; }
   }
   return stop;
 }

@@ -20,7 +20,7 @@ import { bindAttachments } from "./attach.js";
 import { bindTextLimits } from "./textlimit.js";
 import { bindSubmit, submit, openSkip, skipInterview, finished, expired } from "./submit.js";
 import { showShare } from "./share.js";
-import { connect, request, hostTheme, offerFullscreen } from "./transport.js";
+import { connect, request, hostTheme, followHostTheme, offerFullscreen, session } from "./transport.js";
 import { watchVisibility } from "./visibility.js";
 
 let theme = "auto";
@@ -373,6 +373,7 @@ async function start() {
   let r = null;
   const known = await connect();
   theme = hostTheme() || theme;
+  followHostTheme((hosts) => { theme = hosts; applyTheme(theme); });
   if (known) {
     try { r = await request("", { cache: "no-store" }); } catch { /* reported below */ }
   }
@@ -383,6 +384,11 @@ async function start() {
   // A page that got no interview (expired, unreachable, refused) must not go on saying it is
   // loading one: its header names the product instead.
   if (!data) $("#title").textContent = "Ask User Rich";
+  if (session.error) { // the call failed (an invalid interview): its error, not "expired"
+    state.phase = "error";
+    endScreen(t("end.loadFailed"), session.error, "");
+    return;
+  }
   if (!known || (body && body.code === "not-found")) { expired(); return; }
   if (!r) {
     state.phase = "error";
@@ -423,7 +429,7 @@ async function start() {
   syncRail();
   document.body.classList.add("ready");
   reportProgress(counts, 0);
-  offerFullscreen(state.spec.questions.length);
+  offerFullscreen(state.spec.questions.length, (on) => t(on ? "app.inline" : "app.fullscreen"));
   whenRefused(impostor);
   stopLive = startLive({ onState, onGone: serverGone, onBack: () => clearNotice("gone") });
   watchVisibility(); // the notices stop only once the person can see the form

@@ -74,9 +74,9 @@ class StaticPages(http.server.ThreadingHTTPServer):
 class Agent:
     """The host's MCP client of our real server over stdio, in one era, declaring MCP Apps."""
 
-    def __init__(self, tmp_path, era: str) -> None:
+    def __init__(self, tmp_path, era: str, env=None) -> None:
         self.era = era
-        self.peer = SubprocessServer(tmp_path / "logs")
+        self.peer = SubprocessServer(tmp_path / "logs", env=env)
         if era == "legacy":
             self.peer.initialize(capabilities=APPS)
 
@@ -164,13 +164,11 @@ def run_host(browser, host_bundle, agent, language, theme, extra):
         answers = agent.tool("await_user_answers", {"sessionId": shown["sessionId"]})["structuredContent"]
         check_answers(answers)
         seen = page.evaluate("window.hostSeen")
-        assert seen["messages"] == [{"role": "user", "content": [
-            {"type": "text", "text": 'I answered "%s" (sessionId %s).' % (spec["title"], shown["sessionId"])}]}]
+        assert seen["messages"] == [chat_message(language, "app.answered", spec["title"], shown["sessionId"])]
         (summary,) = seen["contexts"]
         assert summary["content"][0]["text"].split("\n", 1)[0] == answers["summary"].split("\n", 1)[0]
         assert seen["sizes"], "the app never told the host its height"
         assert set(seen["calls"]) >= {"form_state", "form_progress", "form_attach", "form_submit"}
-        assert seen["displayModes"] == (["fullscreen"] if extra else [])
         assert not problems, problems
     finally:
         context.close()
@@ -178,16 +176,29 @@ def run_host(browser, host_bundle, agent, language, theme, extra):
         host.shutdown()
 
 
+def words(language) -> dict:
+    return json.loads((ROOT / "assets" / "i18n" / ("%s.json" % language)).read_text(encoding="utf-8"))
+
+
+def chat_message(language, key, title, session_id) -> dict:
+    """The message the app sends the conversation, in the form's language."""
+    text = words(language)[key].replace("{title}", title).replace("{id}", session_id)
+    return {"role": "user", "content": [{"type": "text", "text": text}]}
+
+
 def answer(agent, page, frame, session_id, language, theme, extra):
     root = frame.locator("html")
     expect(root).to_have_attribute("lang", language)
     expect(root).to_have_attribute("dir", "rtl" if language == "ar" else "ltr")
     expect(root).to_have_attribute("data-theme", theme)
+    theme_button = frame.locator("#btn-theme")
+    expect(theme_button).to_have_text(words(language)["theme." + theme])
     assert frame.evaluate("getComputedStyle(document.documentElement).getPropertyValue('--panel').trim()") == PANEL[theme]
     # The host switches its theme while the form is shown, and back.
     other = "dark" if theme == "light" else "light"
     page.evaluate("(theme) => changeHostContext({theme})", other)
     expect(root).to_have_attribute("data-theme", other)
+    expect(theme_button).to_have_text(words(language)["theme." + other])  # the control follows
     page.evaluate("(theme) => changeHostContext({theme})", theme)
     expect(root).to_have_attribute("data-theme", theme)
 
@@ -197,6 +208,16 @@ def answer(agent, page, frame, session_id, language, theme, extra):
     def option(qid, opt):
         return section(qid).locator(f'li.opt[data-opt="{opt}"] input.opt-input')
 
+    # Full screen only when the person asks for it, and only for a long interview.
+    fullscreen = frame.locator("#btn-fullscreen")
+    assert page.evaluate("window.hostSeen.displayModes") == []
+    if extra:
+        expect(fullscreen).to_have_text(words(language)["app.fullscreen"])
+        fullscreen.click()
+        expect(fullscreen).to_have_text(words(language)["app.inline"])
+        assert page.evaluate("window.hostSeen.displayModes") == ["fullscreen"]
+    else:
+        expect(fullscreen).to_be_hidden()
     body = frame.locator("body")
     forward = "ArrowLeft" if language == "ar" else "ArrowRight"  # the next screen lies to the reading's end
     option("db", "my").click()
@@ -204,6 +225,7 @@ def answer(agent, page, frame, session_id, language, theme, extra):
         files=[{"name": "screen.png", "mimeType": "image/png", "buffer": PNG}])
     expect(section("db").locator(".attach-item .attach-name")).to_have_text(["screen.png"])
     expect(section("db").locator("img.attach-thumb")).to_have_attribute("src", "data:image/png;base64," + base64.b64encode(PNG).decode())
+    frame.wait_for_function("() => document.querySelector('img.attach-thumb').naturalWidth > 0")
     body.press("Escape")
     body.press(forward)
     body.press("c")  # keep the rank order as shown
@@ -231,14 +253,13 @@ def answer(agent, page, frame, session_id, language, theme, extra):
         expect(frame.locator(".review .confirm")).to_be_visible()
         frame.locator("#btn-submit").click()
     # No call was waiting: the end page says the conversation tells the agent, not "close this tab".
-    words = json.loads((ROOT / "assets" / "i18n" / ("%s.json" % language)).read_text(encoding="utf-8"))
-    saved = words["inHost.end.saved"].split("{agent}")[0]
+    saved = words(language)["inHost.end.saved"].split("{agent}")[0]
     expect(frame.locator("section.end")).to_contain_text(saved)
 
 
 def check_answers(result):
     rows = {row["id"]: row for row in result["answers"]}
-    assert result["status"] == "submitted" and result["via"] == "browser"
+    assert result["status"] == "submitted" and result["via"] == "app"
     assert rows["db"]["selected"] == ["my"] and rows["db"]["attachments"][0]["name"] == "screen.png"
     with open(rows["db"]["attachments"][0]["path"], "rb") as stored:
         assert stored.read() == PNG

@@ -107,7 +107,7 @@ def test_a_declaring_client_sees_the_resource_the_tool_hint_and_the_app_only_too
     assert resources["resources"] == [{
         "uri": URI, "name": "ask-user-rich-form", "title": "Ask User Rich form",
         "description": askrich.APP_RESOURCE["description"], "mimeType": MIME,
-        "_meta": {"ui": {"prefersBorder": True}},
+        "_meta": {"ui": {"prefersBorder": True, "csp": {"resourceDomains": ["data:"]}}},
     }]
     if host.era == "modern":
         # Both lists depend on the caller's extensions: no shared cache may pass them on.
@@ -136,7 +136,7 @@ def test_the_resource_is_one_self_contained_document_with_every_language(host, e
     result = result_of(host.call("resources/read", {"uri": URI}))
     (content,) = result["contents"]
     assert content["uri"] == URI and content["mimeType"] == MIME
-    assert content["_meta"] == {"ui": {"prefersBorder": True}}
+    assert content["_meta"] == {"ui": {"prefersBorder": True, "csp": {"resourceDomains": ["data:"]}}}
     page = content["text"]
     assert page.startswith("<!doctype html>") or page.lower().startswith("<!doctype html>")
     assert_self_contained(page)
