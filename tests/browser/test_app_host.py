@@ -268,3 +268,81 @@ def check_answers(result):
     assert rows["src"]["optionTexts"] == {"up": "https://example.com/x"}
     assert rows["free"]["other"] == "Nothing really"
     assert rows["late"]["selected"] == ["n"]
+
+
+def open_in_host(browser, host_bundle, agent, spec, result, language="en", theme="light"):
+    """The stand-in host showing our resource for `result`: (context, page, frame, pages)."""
+    (resource,) = agent.call("resources/read", {"uri": URI})["contents"]
+    app = StaticPages({"/app.html": ("text/html; charset=utf-8", resource["text"].encode("utf-8"),
+                                     {"Content-Security-Policy": DEFAULT_APP_CSP})})
+    host = StaticPages({"/": ("text/html; charset=utf-8", HOST_PAGE, {}),
+                        "/host.bundle.js": ("text/javascript", host_bundle, {})})
+    context = browser.new_context(viewport=DESKTOP, locale=language)
+    context.set_default_timeout(15000)
+    page = context.new_page()
+    page.expose_function("mcpCall", lambda params: json.dumps(agent.call("tools/call", json.loads(params))))
+    page.goto(host.origin + "/")
+    page.wait_for_function("() => typeof window.startHost === 'function'")
+    page.evaluate("(options) => startHost(options)", {
+        "appUrl": app.origin + "/app.html", "toolInput": spec, "toolResult": result,
+        "hostContext": {"theme": theme, "displayMode": "inline", "availableDisplayModes": ["inline"], "locale": language},
+    })
+    frame = page.wait_for_selector("iframe").content_frame()
+    return context, page, frame, (app, host)
+
+
+@pytest.mark.parametrize("language, skip", [("ja", False), ("ja", True), ("ar", True)])
+def test_the_chat_message_says_answered_or_skipped_in_the_forms_language(browser, host_bundle, tmp_path, language, skip):
+    agent = Agent(tmp_path, "legacy")
+    spec = dict(interview(language), questions=[choice("db", "?", ["pg", "my"])])
+    result = agent.tool("ask_user_rich", spec)
+    session_id = result["structuredContent"]["sessionId"]
+    context, page, frame, pages = open_in_host(browser, host_bundle, agent, spec, result, language)
+    try:
+        frame.wait_for_selector("body.ready")
+        if skip:
+            frame.locator("#title").click()  # the frame takes the keys
+            frame.locator("body").press("End")  # the review, where the skip is
+            frame.locator("#btn-skip").click()
+            frame.locator("#skip-confirm").click()
+        else:
+            frame.locator('li.opt[data-opt="pg"] input.opt-input').click()
+            frame.locator("body").press("End")
+            frame.locator("#btn-submit").click()
+        frame.wait_for_selector("section.end")
+        page.wait_for_function("() => window.hostSeen.messages.length > 0")
+        key = "app.skipped" if skip else "app.answered"
+        assert page.evaluate("window.hostSeen.messages") == [chat_message(language, key, spec["title"], session_id)]
+        status = agent.tool("await_user_answers", {"sessionId": session_id})["structuredContent"]["status"]
+        assert status == ("declined" if skip else "submitted")
+    finally:
+        context.close()
+        for each in pages:
+            each.shutdown()
+        agent.peer.close()
+
+
+def test_a_host_that_never_renders_the_app_gets_the_browser_after_the_fallback(browser, tmp_path):
+    """The stand-in host declares MCP Apps and shows nothing: after the fallback delay the form
+    goes to the browser, which shows it."""
+    opened = tmp_path / "opened"
+    opener = tmp_path / "open.sh"
+    opener.write_text('#!/bin/sh\necho "$1" >> "%s"\n' % opened)
+    opener.chmod(0o755)
+    agent = Agent(tmp_path, "legacy", env={"ASK_USER_RICH_OPEN": "1", "ASK_USER_RICH_OPEN_CMD": str(opener),
+                                           "ASK_USER_RICH_APP_FALLBACK": "1"})
+    try:
+        shown = agent.tool("ask_user_rich", interview("en"))["structuredContent"]
+        agent.peer.log.wait_for("app-fallback", "interview=" + shown["sessionId"])
+        from support import wait_for_file
+        wait_for_file(str(opened))
+        assert opened.read_text().split() == [shown["url"]]
+        page = browser.new_page()
+        try:
+            page.goto(shown["url"])
+            page.wait_for_selector("body.ready")
+            expect(page.locator("#title")).to_have_text("Release plan")
+        finally:
+            page.close()
+    finally:
+        agent.peer.close()
