@@ -44,6 +44,9 @@ APP_HOST_PACKAGES = (
     ("zod", "4.6.7"),
     ("esbuild", "0.28.2"),
 )
+# MCP Inspector's web client: a real MCP Apps host nobody here wrote (tests/browser/test_inspector.py).
+# In a folder of its own, as the test host is.
+INSPECTOR = ("@modelcontextprotocol/inspector", "2.12.0")
 APP_HOST_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "apphost", "host.mjs")
 APP_HOST_BUNDLE = "host.bundle.js"
 INSTALL_TIMEOUT = 1800
@@ -168,6 +171,44 @@ def install_app_host(folder=None):
     return bundle
 
 
+def inspector_dir(environ=None):
+    """The folder MCP Inspector is installed in."""
+    environ = os.environ if environ is None else environ
+    cache = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "ask-user-rich-tests", "inspector", "%s-%s" % (INSPECTOR[0].rsplit("/", 1)[-1], INSPECTOR[1]))
+
+
+def inspector_launcher(folder=None):
+    return os.path.join(folder or inspector_dir(), "node_modules", "@modelcontextprotocol", "inspector",
+                        "clients", "launcher", "build", "index.js")
+
+
+def install_inspector(folder=None):
+    """Install the pinned MCP Inspector unless it is there; return its launcher's path."""
+    folder = folder or inspector_dir()
+    launcher = inspector_launcher(folder)
+    if not os.path.isfile(launcher):
+        npm = shutil.which("npm")
+        if npm is None:
+            raise SystemExit("clients_support: npm is needed to install MCP Inspector")
+        _npm_install(npm, folder, ["%s@%s" % INSPECTOR])
+    return launcher
+
+
+def inspector():
+    """MCP Inspector's launcher; skips the test when it is not installed, or fails it when the
+    test command promised to install it."""
+    import pytest
+
+    launcher = inspector_launcher()
+    if not os.path.isfile(launcher):
+        message = "MCP Inspector %s is not installed (python3 tests/clients_support.py installs it)" % INSPECTOR[1]
+        if os.environ.get("ASK_USER_RICH_TESTS_REQUIRE_CLIENTS") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    return launcher
+
+
 def app_host_bundle():
     """The bundled test host; skips the test when it is not built, or fails it when the test
     command promised to build it."""
@@ -258,5 +299,6 @@ def server_log(env):
 
 if __name__ == "__main__":
     install_app_host()
+    install_inspector()
     print(install())
     sys.exit(0)

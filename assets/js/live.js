@@ -7,7 +7,7 @@
 // (transport.js's pollDelay).
 import { api, state } from "./state.js";
 import { connectionLost } from "./guard.js";
-import { pollDelay, request, streams } from "./transport.js";
+import { onBusyAgain, pollDelay, request, streams } from "./transport.js";
 
 export function startLive({ onState, onGone, onBack }) {
   let pollTimer = null;
@@ -42,15 +42,26 @@ export function startLive({ onState, onGone, onBack }) {
       return false;
     }
   };
+  // pollTimer: the next look's timer, true while a look is under way, null when not polling.
+  let pollWait = 0; // the pending timer's delay
+  const look = () => {
+    pollTimer = true;
+    checkOnce().finally(() => {
+      if (stopped || es) { pollTimer = null; return; }
+      pollWait = pollDelay();
+      pollTimer = setTimeout(look, pollWait);
+    });
+  };
   const poll = () => {
     if (pollTimer || stopped) return;
-    const again = () => {
-      if (stopped || es) return;
-      pollTimer = setTimeout(() => checkOnce().finally(again), pollDelay());
-    };
-    pollTimer = true; // polling: a second poll() starts no other chain
-    checkOnce().finally(again);
+    look();
   };
+  // The person is back after a quiet spell: look now, not at the end of the long wait.
+  onBusyAgain(() => {
+    if (typeof pollTimer !== "number" || pollWait <= pollDelay()) return;
+    clearTimeout(pollTimer);
+    look();
+  });
 
   function openStream() {
     if (stopped || !streams || typeof EventSource !== "function") return;

@@ -428,6 +428,7 @@ async function start() {
   }
   syncRail();
   document.body.classList.add("ready");
+  performance.mark("askrich:interactive"); // the first question answers keys and clicks now
   reportProgress(counts, 0);
   offerFullscreen(state.spec.questions.length, (on) => t(on ? "app.inline" : "app.fullscreen"));
   whenRefused(impostor);

@@ -110,7 +110,8 @@ let elicitation = null; // the host's elicitation/create this form answers: {id,
 let arrived = null;
 // The host hands the interview either as the tool's result (the call returned at once) or as
 // an elicitation/create it shows us in (the call blocks until we answer it).
-const handed = new Promise((resolve) => { arrived = resolve; });
+// The moment is marked ("askrich:handed"), for the benchmark of the first question's delay.
+const handed = new Promise((resolve) => { arrived = (given) => { performance.mark("askrich:handed"); resolve(given); }; });
 let themeFollower = () => {};
 
 function send(message) { window.parent.postMessage({ jsonrpc: "2.0", ...message }, "*"); }
@@ -200,11 +201,18 @@ function openLinksThroughHost() {
 }
 
 // The person is busy with the form: followed by the polls, which slow down when nobody is.
-let lastAct = performance.now();
-const acted = () => { lastAct = performance.now(); };
 const QUICK_POLL_MS = 2500;
 const IDLE_POLL_MS = 15000;
 const ACTIVE_MS = 60000;
+let lastAct = performance.now();
+let busyAgain = () => {};
+const acted = () => {
+  lastAct = performance.now();
+  busyAgain();
+};
+// `wake()` runs whenever the person acts or the page comes into view, so that a poll waiting
+// out a quiet spell can come sooner.
+export function onBusyAgain(wake) { busyAgain = wake; }
 // The wait before the next look at the interview's state. The app polls quickly only while it
 // is visible and the person acted within the last minute: some hosts tell the agent of every
 // call an app makes.
@@ -221,6 +229,7 @@ export async function connect() {
   if (!inApp) return Boolean(session.token);
   window.addEventListener("message", onMessage);
   for (const type of ["keydown", "pointerdown", "input"]) document.addEventListener(type, acted, true);
+  document.addEventListener("visibilitychange", () => busyAgain());
   try {
     const init = await rpc("ui/initialize", {
       protocolVersion: APPS_PROTOCOL,

@@ -35,6 +35,7 @@ PNG = base64.b64decode(
 )
 HOST_PAGE = b'<!doctype html><html><head><meta charset="utf-8"><link rel="icon" href="data:,"></head><body><script type="module" src="/host.bundle.js"></script></body></html>'
 PANEL = {"light": "rgb(250, 250, 240)", "dark": "rgb(20, 24, 40)"}  # the host's own colours
+FIRST_QUESTION_MS = 500  # from the call's result reaching the app to the first question answerable
 
 
 class StaticPages(http.server.ThreadingHTTPServer):
@@ -160,6 +161,9 @@ def run_host(browser, host_bundle, agent, language, theme, extra):
         frame = page.wait_for_selector("iframe").content_frame()
         frame.wait_for_url(app.origin + "/app.html")
         frame.wait_for_selector("body.ready")
+        interactive_ms = first_question_ms(frame)
+        print("\nstand-in host (%s): call result -> first question interactive %.0f ms" % (language, interactive_ms))
+        assert interactive_ms <= FIRST_QUESTION_MS
         answer(agent, page, frame, shown["sessionId"], language, theme, extra)
         answers = agent.tool("await_user_answers", {"sessionId": shown["sessionId"]})["structuredContent"]
         check_answers(answers)
@@ -174,6 +178,14 @@ def run_host(browser, host_bundle, agent, language, theme, extra):
         context.close()
         app.shutdown()
         host.shutdown()
+
+
+def first_question_ms(frame) -> float:
+    """From the host handing the app the call's result to the first question answerable, as the
+    app's own performance marks have it."""
+    return frame.locator("body").evaluate(
+        "() => performance.getEntriesByName('askrich:interactive')[0].startTime"
+        " - performance.getEntriesByName('askrich:handed')[0].startTime")
 
 
 def words(language) -> dict:
@@ -345,4 +357,34 @@ def test_a_host_that_never_renders_the_app_gets_the_browser_after_the_fallback(b
         finally:
             page.close()
     finally:
+        agent.peer.close()
+
+
+def test_an_idle_app_makes_at_most_four_host_calls_a_minute(browser, host_bundle, tmp_path):
+    """Hidden and nobody acting, the app looks at its interview every 15 s (some hosts tell the
+    agent of every call an app makes); on the person's first key it looks every 2.5 s again."""
+    agent = Agent(tmp_path, "legacy")
+    spec = dict(interview("en"), questions=[choice("db", "?", ["pg", "my"])])
+    result = agent.tool("ask_user_rich", spec)
+    context, page, frame, pages = open_in_host(browser, host_bundle, agent, spec, result)
+    try:
+        frame.wait_for_selector("body.ready")
+        shown = "(state) => Object.defineProperty(document, 'visibilityState', {configurable: true, get: () => state})"
+        frame.evaluate(shown, "hidden")
+
+        def calls_in(seconds: float) -> int:
+            before = page.evaluate("window.hostSeen.calls.length")
+            page.wait_for_timeout(seconds * 1000)  # real time, serving the app's calls meanwhile
+            return page.evaluate("window.hostSeen.calls.length") - before
+
+        idle = calls_in(16)
+        print("\nidle app: %d host calls in 16 s" % idle)
+        assert idle <= 2  # 15 s apart: at most 4 a minute (every 2.5 s, it would be 6)
+        frame.evaluate(shown, "visible")
+        frame.locator("#title").click()  # the person acts
+        assert calls_in(16) >= 5  # every 2.5 s again
+    finally:
+        context.close()
+        for each in pages:
+            each.shutdown()
         agent.peer.close()
