@@ -282,7 +282,7 @@ def check_answers(result):
     assert rows["late"]["selected"] == ["n"]
 
 
-def open_in_host(browser, host_bundle, agent, spec, result, language="en", theme="light"):
+def open_in_host(browser, host_bundle, agent, spec, result, language="en", theme="light", offers=None):
     """The stand-in host showing our resource for `result`: (context, page, frame, pages)."""
     (resource,) = agent.call("resources/read", {"uri": URI})["contents"]
     app = StaticPages({"/app.html": ("text/html; charset=utf-8", resource["text"].encode("utf-8"),
@@ -298,6 +298,7 @@ def open_in_host(browser, host_bundle, agent, spec, result, language="en", theme
     page.evaluate("(options) => startHost(options)", {
         "appUrl": app.origin + "/app.html", "toolInput": spec, "toolResult": result,
         "hostContext": {"theme": theme, "displayMode": "inline", "availableDisplayModes": ["inline"], "locale": language},
+        **({"offers": offers} if offers is not None else {}),
     })
     frame = page.wait_for_selector("iframe").content_frame()
     return context, page, frame, (app, host)
@@ -307,11 +308,15 @@ def open_in_host(browser, host_bundle, agent, spec, result, language="en", theme
 def test_the_chat_message_says_answered_or_skipped_in_the_forms_language(browser, host_bundle, tmp_path, language, skip):
     agent = Agent(tmp_path, "legacy")
     spec = dict(interview(language), questions=[choice("db", "?", ["pg", "my"])])
+    spec["questions"][0]["body"] = "See [the docs](https://example.com/docs)."
     result = agent.tool("ask_user_rich", spec)
     session_id = result["structuredContent"]["sessionId"]
     context, page, frame, pages = open_in_host(browser, host_bundle, agent, spec, result, language)
     try:
         frame.wait_for_selector("body.ready")
+        frame.get_by_role("link", name="the docs").click()  # through the host: the frame opens nothing
+        page.wait_for_function("() => window.hostSeen.links.length > 0")
+        assert page.evaluate("window.hostSeen.links") == ["https://example.com/docs"]
         if skip:
             frame.locator("#title").click()  # the frame takes the keys
             frame.locator("body").press("End")  # the review, where the skip is
@@ -383,6 +388,31 @@ def test_an_idle_app_makes_at_most_four_host_calls_a_minute(browser, host_bundle
         frame.evaluate(shown, "visible")
         frame.locator("#title").click()  # the person acts
         assert calls_in(16) >= 5  # every 2.5 s again
+    finally:
+        context.close()
+        for each in pages:
+            each.shutdown()
+        agent.peer.close()
+
+
+def test_a_host_that_takes_no_messages_is_sent_none(browser, host_bundle, tmp_path):
+    """Only what the host offers in hostCapabilities is asked of it (MCP Inspector offers neither
+    model context nor messages, and answers -32601)."""
+    agent = Agent(tmp_path, "legacy")
+    spec = dict(interview("en"), questions=[choice("db", "?", ["pg", "my"])])
+    result = agent.tool("ask_user_rich", spec)
+    offers = {"serverTools": {}, "openLinks": {}, "logging": {}}
+    context, page, frame, pages = open_in_host(browser, host_bundle, agent, spec, result, offers=offers)
+    try:
+        frame.wait_for_selector("body.ready")
+        frame.locator('li.opt[data-opt="pg"] input.opt-input').click()
+        frame.locator("body").press("End")
+        frame.locator("#btn-submit").click()
+        frame.wait_for_selector("section.end")
+        agent.tool("await_user_answers", {"sessionId": result["structuredContent"]["sessionId"]})
+        page.wait_for_timeout(300)  # what the app would send after its submit has had its time
+        seen = page.evaluate("window.hostSeen")
+        assert (seen["messages"], seen["contexts"]) == ([], [])
     finally:
         context.close()
         for each in pages:

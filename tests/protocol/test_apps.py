@@ -453,3 +453,15 @@ def test_the_apps_polls_are_logged_only_at_debug(host, server):
         if tool == "form_state":
             levels.setdefault("poll" if request == poll else "load", set()).add(level)
     assert levels == {"poll": {"debug"}, "load": {"info"}}
+
+
+def test_a_modern_app_rendered_elicitation_rides_in_the_input_request(server):
+    from delivery_support import FLAT_INTERVIEW
+
+    reply = result_of(call_modern(server, "tools/call", {"name": "ask_user_rich", "arguments": dict(
+        FLAT_INTERVIEW, delivery="elicitation")}, capabilities=APP_ELICITATION))
+    assert reply["resultType"] == "input_required"
+    (request,) = reply["inputRequests"].values()
+    assert request["method"] == "elicitation/create"
+    assert request["params"]["_meta"]["ui"] == {"resourceUri": URI}
+    assert set(request["params"]["_meta"][APP_META]) == {"sessionId", "token", "key"}
