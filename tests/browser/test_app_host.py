@@ -130,36 +130,45 @@ def test_a_real_host_shows_the_form_and_the_answers_reach_the_agent(browser, hos
         agent.peer.close()
 
 
-def run_host(browser, host_bundle, agent, language, theme, extra):
-    tools = {tool["name"]: tool for tool in agent.call("tools/list")["tools"]}
-    assert tools["ask_user_rich"]["_meta"]["ui"]["resourceUri"] == URI
+def open_in_host(browser, host_bundle, agent, spec, result, language="en", host_context=None, offers=None):
+    """The stand-in host showing our resource for `result`: (context, page, frame, servers);
+    console errors and page errors, the frames' too, gather in page.problems."""
     (resource,) = agent.call("resources/read", {"uri": URI})["contents"]
     app = StaticPages({"/app.html": ("text/html; charset=utf-8", resource["text"].encode("utf-8"),
                                      {"Content-Security-Policy": DEFAULT_APP_CSP})})
     host = StaticPages({"/": ("text/html; charset=utf-8", HOST_PAGE, {}),
                         "/host.bundle.js": ("text/javascript", host_bundle, {})})
+    context = browser.new_context(viewport=DESKTOP, locale=language)
+    context.set_default_timeout(15000)
+    page = context.new_page()
+    page.problems = []
+    page.on("console", lambda message: message.type == "error" and page.problems.append(
+        "%s (%s)" % (message.text, message.location.get("url"))))
+    page.on("pageerror", lambda error: page.problems.append(str(error)))
+    page.expose_function("mcpCall", lambda params: json.dumps(agent.call("tools/call", json.loads(params))))
+    page.goto(host.origin + "/")
+    page.wait_for_function("() => typeof window.startHost === 'function'")
+    page.evaluate("(options) => startHost(options)", dict({
+        "appUrl": app.origin + "/app.html", "toolInput": spec, "toolResult": result,
+        "hostContext": host_context or {"theme": "light", "displayMode": "inline", "availableDisplayModes": ["inline"],
+                                        "locale": language},
+    }, **({"offers": offers} if offers is not None else {})))
+    frame = page.wait_for_selector("iframe").content_frame()
+    return context, page, frame, (app, host)
+
+
+def run_host(browser, host_bundle, agent, language, theme, extra):
+    tools = {tool["name"]: tool for tool in agent.call("tools/list")["tools"]}
+    assert tools["ask_user_rich"]["_meta"]["ui"]["resourceUri"] == URI
     spec = interview(language, extra)
     result = agent.tool("ask_user_rich", spec)
     shown = result["structuredContent"]
     assert (shown["status"], shown["reason"]) == ("awaiting", "Shown in the conversation.")
-    context = browser.new_context(viewport=DESKTOP, locale=language)
-    context.set_default_timeout(15000)
+    context, page, frame, servers = open_in_host(browser, host_bundle, agent, spec, result, language, {
+        "theme": theme, "displayMode": "inline", "availableDisplayModes": ["inline", "fullscreen"],
+        "locale": language, "styles": {"variables": {"--color-background-primary": PANEL[theme]}}})
     try:
-        page = context.new_page()
-        problems = []
-        page.on("console", lambda message: message.type == "error" and problems.append(
-            "%s (%s)" % (message.text, message.location.get("url"))))
-        page.on("pageerror", lambda error: problems.append(str(error)))
-        page.expose_function("mcpCall", lambda params: json.dumps(agent.call("tools/call", json.loads(params))))
-        page.goto(host.origin + "/")
-        page.wait_for_function("() => typeof window.startHost === 'function'")
-        page.evaluate("(options) => startHost(options)", {
-            "appUrl": app.origin + "/app.html", "toolInput": spec, "toolResult": result,
-            "hostContext": {"theme": theme, "displayMode": "inline", "availableDisplayModes": ["inline", "fullscreen"],
-                            "locale": language, "styles": {"variables": {"--color-background-primary": PANEL[theme]}}},
-        })
-        frame = page.wait_for_selector("iframe").content_frame()
-        frame.wait_for_url(app.origin + "/app.html")
+        frame.wait_for_url(servers[0].origin + "/app.html")
         frame.wait_for_selector("body.ready")
         interactive_ms = first_question_ms(frame)
         print("\nstand-in host (%s): call result -> first question interactive %.0f ms" % (language, interactive_ms))
@@ -171,13 +180,16 @@ def run_host(browser, host_bundle, agent, language, theme, extra):
         assert seen["messages"] == [chat_message(language, "app.answered", spec["title"], shown["sessionId"])]
         (summary,) = seen["contexts"]
         assert summary["content"][0]["text"].split("\n", 1)[0] == answers["summary"].split("\n", 1)[0]
-        assert seen["sizes"], "the app never told the host its height"
+        sizes = seen["sizes"]
+        assert sizes, "the app never told the host its height"
+        # The short end page after the questions: the frame shrinks as well as grows.
+        assert any(later < earlier for earlier, later in zip(sizes, sizes[1:])), sizes
         assert set(seen["calls"]) >= {"form_state", "form_progress", "form_attach", "form_submit"}
-        assert not problems, problems
+        assert not page.problems, page.problems
     finally:
         context.close()
-        app.shutdown()
-        host.shutdown()
+        for each in servers:
+            each.shutdown()
 
 
 def first_question_ms(frame) -> float:
@@ -282,28 +294,6 @@ def check_answers(result):
     assert rows["late"]["selected"] == ["n"]
 
 
-def open_in_host(browser, host_bundle, agent, spec, result, language="en", theme="light", offers=None):
-    """The stand-in host showing our resource for `result`: (context, page, frame, pages)."""
-    (resource,) = agent.call("resources/read", {"uri": URI})["contents"]
-    app = StaticPages({"/app.html": ("text/html; charset=utf-8", resource["text"].encode("utf-8"),
-                                     {"Content-Security-Policy": DEFAULT_APP_CSP})})
-    host = StaticPages({"/": ("text/html; charset=utf-8", HOST_PAGE, {}),
-                        "/host.bundle.js": ("text/javascript", host_bundle, {})})
-    context = browser.new_context(viewport=DESKTOP, locale=language)
-    context.set_default_timeout(15000)
-    page = context.new_page()
-    page.expose_function("mcpCall", lambda params: json.dumps(agent.call("tools/call", json.loads(params))))
-    page.goto(host.origin + "/")
-    page.wait_for_function("() => typeof window.startHost === 'function'")
-    page.evaluate("(options) => startHost(options)", {
-        "appUrl": app.origin + "/app.html", "toolInput": spec, "toolResult": result,
-        "hostContext": {"theme": theme, "displayMode": "inline", "availableDisplayModes": ["inline"], "locale": language},
-        **({"offers": offers} if offers is not None else {}),
-    })
-    frame = page.wait_for_selector("iframe").content_frame()
-    return context, page, frame, (app, host)
-
-
 @pytest.mark.parametrize("language, skip", [("ja", False), ("ja", True), ("ar", True)])
 def test_the_chat_message_says_answered_or_skipped_in_the_forms_language(browser, host_bundle, tmp_path, language, skip):
     agent = Agent(tmp_path, "legacy")
@@ -311,7 +301,7 @@ def test_the_chat_message_says_answered_or_skipped_in_the_forms_language(browser
     spec["questions"][0]["body"] = "See [the docs](https://example.com/docs)."
     result = agent.tool("ask_user_rich", spec)
     session_id = result["structuredContent"]["sessionId"]
-    context, page, frame, pages = open_in_host(browser, host_bundle, agent, spec, result, language)
+    context, page, frame, servers = open_in_host(browser, host_bundle, agent, spec, result, language)
     try:
         frame.wait_for_selector("body.ready")
         frame.get_by_role("link", name="the docs").click()  # through the host: the frame opens nothing
@@ -334,7 +324,7 @@ def test_the_chat_message_says_answered_or_skipped_in_the_forms_language(browser
         assert status == ("declined" if skip else "submitted")
     finally:
         context.close()
-        for each in pages:
+        for each in servers:
             each.shutdown()
         agent.peer.close()
 
@@ -371,7 +361,7 @@ def test_an_idle_app_makes_at_most_four_host_calls_a_minute(browser, host_bundle
     agent = Agent(tmp_path, "legacy")
     spec = dict(interview("en"), questions=[choice("db", "?", ["pg", "my"])])
     result = agent.tool("ask_user_rich", spec)
-    context, page, frame, pages = open_in_host(browser, host_bundle, agent, spec, result)
+    context, page, frame, servers = open_in_host(browser, host_bundle, agent, spec, result)
     try:
         frame.wait_for_selector("body.ready")
         shown = "(state) => Object.defineProperty(document, 'visibilityState', {configurable: true, get: () => state})"
@@ -390,7 +380,7 @@ def test_an_idle_app_makes_at_most_four_host_calls_a_minute(browser, host_bundle
         assert calls_in(16) >= 5  # every 2.5 s again
     finally:
         context.close()
-        for each in pages:
+        for each in servers:
             each.shutdown()
         agent.peer.close()
 
@@ -402,7 +392,7 @@ def test_a_host_that_takes_no_messages_is_sent_none(browser, host_bundle, tmp_pa
     spec = dict(interview("en"), questions=[choice("db", "?", ["pg", "my"])])
     result = agent.tool("ask_user_rich", spec)
     offers = {"serverTools": {}, "openLinks": {}, "logging": {}}
-    context, page, frame, pages = open_in_host(browser, host_bundle, agent, spec, result, offers=offers)
+    context, page, frame, servers = open_in_host(browser, host_bundle, agent, spec, result, offers=offers)
     try:
         frame.wait_for_selector("body.ready")
         frame.locator('li.opt[data-opt="pg"] input.opt-input').click()
@@ -415,6 +405,6 @@ def test_a_host_that_takes_no_messages_is_sent_none(browser, host_bundle, tmp_pa
         assert (seen["messages"], seen["contexts"]) == ([], [])
     finally:
         context.close()
-        for each in pages:
+        for each in servers:
             each.shutdown()
         agent.peer.close()
