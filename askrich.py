@@ -83,6 +83,7 @@ APP_RESOURCE_URI = "ui://ask-user-rich/form.html"
 APP_SHOWN_REASON = "Shown in the conversation."
 APP_CHUNK_MAX_CHARS = 512 * 1024  # one form_attach call carries at most this much base64
 APP_OPEN_UPLOADS = 4  # unfinished form_attach uploads held in memory per interview
+APP_ANSWER_SECONDS = 5  # after the app's submit, how long its answer to the host's dialog may take
 TASK_POLL_MS = 2000
 TASK_POLL_MAX_MS = 30000
 # Claude Code shows a task's statusMessage cut at 200 characters: the form's link, at its end,
@@ -7604,9 +7605,11 @@ class LegacyCall(ToolCall):
         if params.get("mode") == "url":
             params["elicitationId"] = self.url_elicitations[key] = str(uuid.uuid4())
         responses = []
+        answered = threading.Event()
 
         def on_response(message: dict) -> None:
             responses.append(message)
+            answered.set()
             interview.wake()
 
         request_id = self.transport.request("elicitation/create", params, on_response)
@@ -7614,9 +7617,15 @@ class LegacyCall(ToolCall):
                               elicitation=params.get("elicitationId"))
         with interview.waiter(self.cancellation) as waiter:
             outcome = waiter.wait(answered=lambda: bool(responses))
+        if outcome == "settled" and (interview.settled_result() or {}).get("via") == "app":
+            # Our form in the host's dialog submitted, and answers the dialog next: its answer
+            # closes the dialog as the host expects, rather than our cancellation.
+            answered.wait(APP_ANSWER_SECONDS)
         self.transport.forget(request_id)
         if outcome == "answered":
             return outcome, responses[0]
+        if outcome == "settled" and responses:
+            return outcome, None
         if outcome in ("settled", "cancelled"):
             reason = "the form was submitted in the browser" if outcome == "settled" else "the tool call ended"
             self.transport.notify("notifications/cancelled", {"requestId": request_id, "reason": reason})

@@ -385,13 +385,13 @@ def test_an_app_rendered_elicitation_names_the_form_and_the_app_answers_in_it(tm
         client.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "form_submit", "arguments": {
             "sessionId": app["sessionId"], "token": app["token"], "appKey": app["key"], "answers": answers,
             "generalNotes": "from the dialog"}}})
-        replies = {}
-        while len(replies) < 2:  # the call may return before the submit's own reply
-            message = client.receive()
-            if message.get("id") in (1, 2):
-                replies[message["id"]] = message["result"]["structuredContent"]
-        assert replies[2]["statusCode"] == 200
-        result = replies[1]
+        submitted = client.receive_until(lambda m: m.get("id") == 2)["result"]["structuredContent"]
+        assert submitted["statusCode"] == 200
+        # Then the app answers the host's dialog, which closes it: no cancellation from us.
+        client.send({"jsonrpc": "2.0", "id": request["id"], "result": {"action": "accept", "content": {"db": "pg"}}})
+        seen = []
+        result = client.receive_until(lambda m: seen.append(m) or m.get("id") == 1)["result"]["structuredContent"]
+        assert not [m for m in seen if m.get("method") == "notifications/cancelled"]
         assert (result["status"], result["via"], result["generalNotes"]) == ("submitted", "app", "from the dialog")
     finally:
         client.close()
@@ -465,3 +465,10 @@ def test_a_modern_app_rendered_elicitation_rides_in_the_input_request(server):
     assert request["method"] == "elicitation/create"
     assert request["params"]["_meta"]["ui"] == {"resourceUri": URI}
     assert set(request["params"]["_meta"][APP_META]) == {"sessionId", "token", "key"}
+
+
+def test_the_fallback_delay_is_read_from_the_environment():
+    config, warnings = askrich.Config.from_env({"ASK_USER_RICH_APP_FALLBACK": "3"})
+    assert (config.app_fallback, warnings) == (3, [])
+    config, warnings = askrich.Config.from_env({"ASK_USER_RICH_APP_FALLBACK": "soon"})
+    assert config.app_fallback == 15 and "ASK_USER_RICH_APP_FALLBACK" in warnings[0]
