@@ -7617,7 +7617,8 @@ class LegacyCall(ToolCall):
                               elicitation=params.get("elicitationId"))
         with interview.waiter(self.cancellation) as waiter:
             outcome = waiter.wait(answered=lambda: bool(responses))
-        if outcome == "settled" and (interview.settled_result() or {}).get("via") == "app":
+        in_app = outcome == "settled" and (interview.settled_result() or {}).get("via") == "app"
+        if in_app:
             # Our form in the host's dialog submitted, and answers the dialog next: its answer
             # closes the dialog as the host expects, rather than our cancellation.
             answered.wait(APP_ANSWER_SECONDS)
@@ -7627,7 +7628,8 @@ class LegacyCall(ToolCall):
         if outcome == "settled" and responses:
             return outcome, None
         if outcome in ("settled", "cancelled"):
-            reason = "the form was submitted in the browser" if outcome == "settled" else "the tool call ended"
+            reason = ("the form was submitted in the %s" % ("conversation" if in_app else "browser")
+                      if outcome == "settled" else "the tool call ended")
             self.transport.notify("notifications/cancelled", {"requestId": request_id, "reason": reason})
         return outcome, None
 
@@ -9159,7 +9161,7 @@ class InterviewTools:
                 return
             self.log.event("app-fallback", "warning", about=interview, interview=interview.id,
                            seconds=config.app_fallback)
-            opened, why = open_browser(interview.url, config, self.log)
+            opened, _ = open_browser(interview.url, config, self.log)
             self.runtime.notices.arm(interview, opened)
 
         threading.Thread(target=fall_back, name="ask-user-rich-app-fallback", daemon=True).start()
