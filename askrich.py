@@ -2328,10 +2328,10 @@ class InterviewBody:
         self._in_view: dict = {}
         self._sightings = 0
         self._unseen = None  # (follow-ups unseen, questions then), as the form last reported
-        # The form inside the host: the key only its app holds (set before the call's result
+        # The form inside the host: the key only its app holds (made before the call's result
         # leaves, never changed), and whether an app has loaded the whole interview.
-        self.app_key = None
-        self.app_loaded = threading.Event()
+        self._app_key = None
+        self._app_loaded = threading.Event()
         self._task_ids: list = []  # the tasks made on it, for the archive (TaskRegistry.create)
         # Cancelled because its questions went back to the client's own prompt (the hook
         # gave up waiting): the form says where to answer them instead.
@@ -2615,6 +2615,33 @@ class InterviewBody:
         with self._lock:
             self._check_pending()
             self._attachments.remove(attachment_id)
+
+    def app_key(self) -> str:
+        """The key of the form inside the host, made on first use."""
+        import secrets
+
+        with self._lock:
+            if self._app_key is None:
+                self._app_key = secrets.token_urlsafe(24)
+            return self._app_key
+
+    def holds_app_key(self, key) -> bool:
+        """Whether `key` is the app's key (none was made: nothing is)."""
+        import hmac
+
+        with self._lock:
+            made = self._app_key
+        if not isinstance(key, str) or made is None:
+            return False
+        return hmac.compare_digest(key.encode("utf-8"), made.encode("utf-8"))
+
+    def record_app_load(self) -> None:
+        """An app loaded the whole interview: the host shows the form."""
+        self._app_loaded.set()
+
+    def wait_for_app(self, seconds: float) -> bool:
+        """Whether an app loads the interview within `seconds`."""
+        return self._app_loaded.wait(seconds)
 
     def record_page_view(self, seen: bool = False) -> None:
         """A page loaded; `seen`: where it cannot load unseen (the app, in the conversation)."""
@@ -7359,7 +7386,7 @@ def shown_in_host_result(interview: Interview) -> dict:
 
 def app_meta(interview: Interview) -> dict:
     """What the form inside the host needs to reach its interview, key included."""
-    return {"sessionId": interview.id, "token": interview.token, "key": interview.app_key}
+    return {"sessionId": interview.id, "token": interview.token, "key": interview.app_key()}
 
 
 def error_result(text: str) -> dict:
@@ -9088,7 +9115,6 @@ class InterviewTools:
             if handled:
                 return result
         elif call.shows_apps():
-            self.give_app_key(interview)
             self.log.event("shown-in-host", about=interview, interview=interview.id)
             self.runtime.notices.arm(interview, opened=True)  # as after a browser opened it
             self.watch_for_the_app(interview)
@@ -9143,21 +9169,13 @@ class InterviewTools:
 
     # -- the app-only tools: the form inside the host ------------------------------------
 
-    @staticmethod
-    def give_app_key(interview: Interview) -> None:
-        """The key the host hands the form inside it, made once per interview."""
-        import secrets
-
-        if interview.app_key is None:
-            interview.app_key = secrets.token_urlsafe(24)
-
     def watch_for_the_app(self, interview: Interview) -> None:
         """Deliver the interview as `browser` would when no app has loaded it within the
         fallback delay: a host may declare MCP Apps and never show the form."""
         config = self.runtime.config
 
         def fall_back() -> None:
-            if interview.app_loaded.wait(config.app_fallback) or not interview.is_pending():
+            if interview.wait_for_app(config.app_fallback) or not interview.is_pending():
                 return
             self.log.event("app-fallback", "warning", about=interview, interview=interview.id,
                            seconds=config.app_fallback)
@@ -9169,17 +9187,14 @@ class InterviewTools:
     def app_operation(self, arguments: dict, operation):
         """An app-only tool: the interview its sessionId, token and app key name, then what
         its route does; a refusal is an error result with the route's body."""
-        import hmac
-
-        session_id, token, key = arguments.get("sessionId"), arguments.get("token"), arguments.get("appKey")
+        session_id, token = arguments.get("sessionId"), arguments.get("token")
         try:
             if not (isinstance(session_id, str) and isinstance(token, str)):
                 raise HttpRefusal(400, "sessionId and token must be the strings of ask_user_rich's result")
             interview = find_interview(self.runtime.hub, token)
             if interview is None or interview.id != interview_id_of(session_id):
                 raise HttpRefusal(404, "not found")
-            if not (isinstance(key, str) and interview.app_key is not None
-                    and hmac.compare_digest(key.encode("utf-8"), interview.app_key.encode("utf-8"))):
+            if not interview.holds_app_key(arguments.get("appKey")):
                 raise HttpRefusal(403, APP_KEY_REQUIRED, code="app-key-required")
             return app_tool_result(*operation(interview))
         except HttpRefusal as refusal:
@@ -9192,7 +9207,7 @@ class InterviewTools:
                 return 200, shown
             # The app loading the whole interview is its page view, and a sighting: the host
             # shows it in the conversation (it stops the notices, and the browser's fallback).
-            interview.app_loaded.set()
+            interview.record_app_load()
             self.runtime.hub.record_page_view(interview, "app in %s" % (agent_name(call.client_info) or "a host"),
                                               seen=True)
             return 200, dict(form_payload(interview), **shown)
@@ -9292,7 +9307,6 @@ class InterviewTools:
             # The host shows our form in its dialog (notes, attachments and all), and its own
             # form of the schema where the app cannot run. The app submits through form_submit,
             # then answers the dialog; the first settle wins, as with the browser form.
-            self.give_app_key(interview)
             params["_meta"] = {"ui": {"resourceUri": APP_RESOURCE_URI}, APP_META: app_meta(interview)}
         self.log.event("form-elicitation", about=interview, interview=interview.id, questions=len(questions),
                        app="yes" if "_meta" in params else "no")
