@@ -176,6 +176,7 @@ def run_host(browser, host_bundle, agent, language, theme, extra):
         answer(agent, page, frame, shown["sessionId"], language, theme, extra)
         answers = agent.tool("await_user_answers", {"sessionId": shown["sessionId"]})["structuredContent"]
         check_answers(answers)
+        page.wait_for_function("() => window.hostSeen.messages.length > 0")  # sent after the submit's reply
         seen = page.evaluate("window.hostSeen")
         assert seen["messages"] == [chat_message(language, "app.answered", spec["title"], shown["sessionId"])]
         (summary,) = seen["contexts"]

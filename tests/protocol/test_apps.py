@@ -157,6 +157,7 @@ def assert_self_contained(page: str) -> None:
     (style,) = re.findall(r"<style>(.*?)</style>", markup, re.S)
     assert not re.search(r"<script[^>]*\bsrc=", markup, re.I)
     assert not re.search(r"<link[^>]*\bhref=\"(?!data:)", markup, re.I)
+    assert not re.search(r"<link[^>]*\brel=\"icon\"", markup, re.I)  # a data: favicon is an image request too
     assert not re.search(r"\b(src|srcset|poster|data)=\"(?!data:)", markup, re.I)
     assert not re.search(r"@import|url\((?!\s*[\"']?data:)", style, re.I)
     for script in scripts:
