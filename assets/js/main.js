@@ -389,6 +389,11 @@ async function start() {
     endScreen(t("end.loadFailed"), session.error, "");
     return;
   }
+  if (session.settled) { // the call returned the answers: nothing is left to answer here
+    if (session.settled.title) setPhrases($("#title"), session.settled.title);
+    finished(session.settled.status);
+    return;
+  }
   if (!known || (body && body.code === "not-found")) { expired(); return; }
   if (!r) {
     state.phase = "error";

@@ -10,7 +10,7 @@ const APP_DATA = document.getElementById("askrich-app");
 export const inApp = APP_DATA !== null;
 if (inApp) document.documentElement.classList.add("in-app");
 // The interview this page answers: from the URL in a tab, from the tool's result in the app.
-export const session = { token: inApp ? "" : pathToken, id: null, key: "", error: null };
+export const session = { token: inApp ? "" : pathToken, id: null, key: "", error: null, settled: null };
 // Live follow-ups: the browser's event stream; the app polls form_state instead (pollDelay).
 export const streams = !inApp;
 
@@ -247,6 +247,13 @@ export async function connect() {
   const { result, meta } = await handed;
   if (result && result.isError) {
     session.error = (result.content || []).filter((c) => c.type === "text").map((c) => c.text).join("\n");
+    return false;
+  }
+  // A call that blocked until the answers came (an elicitation the host showed) hands over its
+  // answers: the interview is over, and the page says so.
+  const shown = (result && result.structuredContent) || {};
+  if (!meta && ["submitted", "declined", "cancelled"].includes(shown.status)) {
+    session.settled = { status: shown.status, title: typeof shown.title === "string" ? shown.title : "" };
     return false;
   }
   const app = meta || (result && result._meta && result._meta[APP_KEY]) || {};

@@ -209,6 +209,9 @@ def test_an_app_rendered_elicitation_is_answered_in_inspectors_dialog(page, insp
     frame.locator("#general-notes").fill("Answered in the dialog")
     frame.locator("#btn-submit").click()
     expect(dialog).to_have_count(0)  # the call returned: Inspector closed its dialog
+    # The Apps tab then shows the app with the call's result, the answers: over, not expired.
+    words = json.loads((ROOT / "assets" / "i18n" / "en.json").read_text(encoding="utf-8"))
+    expect(app_frame(page).locator("section.end")).to_contain_text(words["end.already"])
     result = await_answers(page, session_id)  # the archive's answers, as the call returned them
     assert (result["status"], result["via"]) == ("submitted", "app"), result["text"][-2000:]
     assert "Answered in the dialog" in result["text"]
