@@ -16,7 +16,6 @@ export const streams = !inApp;
 
 const CHUNK_BYTES = 384 * 1024; // 512 KiB once in base64: the most one form_attach call takes
 const APPS_PROTOCOL = "2026-01-26";
-const STATUS_KEY = "ask-user-rich/status"; // older servers: an app-only tool's status, in _meta
 const APP_KEY = "ask-user-rich/app"; // {sessionId, token, key} in the _meta the host hands the app
 
 // A Response-like answer ({ok, status, json()}) for one of the form's requests: `path` is the
@@ -151,7 +150,7 @@ async function callForm(name, fields) {
     name, arguments: { sessionId: session.id, token: session.token, appKey: session.key, ...fields },
   });
   const body = result.structuredContent || {};
-  const status = body.statusCode || (result._meta && result._meta[STATUS_KEY]) || (result.isError ? 400 : 200);
+  const status = body.statusCode || (result.isError ? 400 : 200);
   return { ok: !result.isError, status, json: async () => body };
 }
 
@@ -166,7 +165,10 @@ const HOST_STYLES = {
 function applyContext(changed) {
   context = { ...context, ...changed };
   const root = document.documentElement;
-  if (changed.theme === "light" || changed.theme === "dark") themeFollower(changed.theme);
+  if (changed.theme === "light" || changed.theme === "dark") {
+    root.dataset.theme = changed.theme; // at once, before the form's own words are loaded
+    themeFollower(changed.theme);
+  }
   const given = (changed.styles && changed.styles.variables) || {};
   for (const [ours, theirs] of Object.entries(HOST_STYLES)) {
     if (given[theirs]) root.style.setProperty(ours, given[theirs]);
