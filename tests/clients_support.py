@@ -48,7 +48,6 @@ APP_HOST_PACKAGES = (
 # In a folder of its own, as the test host is.
 INSPECTOR = ("@modelcontextprotocol/inspector", "2.12.0")
 APP_HOST_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "apphost", "host.mjs")
-APP_HOST_BUNDLE = "host.bundle.js"
 INSTALL_TIMEOUT = 1800
 CLI_TIMEOUT = 120
 # A port nothing listens on: a client that tries the network fails fast.
@@ -146,28 +145,39 @@ def app_host_dir(environ=None):
     return os.path.join(cache, "ask-user-rich-tests", "apphost", key)
 
 
+def app_host_bundle_name():
+    """The bundle's file name, after host.mjs's content: checkouts with different host.mjs share
+    the cache folder, and none may run another's host."""
+    import hashlib
+
+    with open(APP_HOST_SOURCE, "rb") as source:
+        return "host-%s.bundle.js" % hashlib.sha256(source.read()).hexdigest()[:16]
+
+
 def install_app_host(folder=None):
-    """Install the host's pinned packages and bundle host.mjs for the browser (again whenever
-    host.mjs is newer than the bundle); return the bundle's path."""
+    """Install the host's pinned packages and bundle host.mjs for the browser (one bundle for
+    each version of host.mjs); return the bundle's path."""
     folder = folder or app_host_dir()
-    bundle = os.path.join(folder, APP_HOST_BUNDLE)
+    bundle = os.path.join(folder, app_host_bundle_name())
     esbuild = os.path.join(folder, "node_modules", ".bin", "esbuild")
     if not os.access(esbuild, os.X_OK):
         npm = shutil.which("npm")
         if npm is None:
             raise SystemExit("clients_support: npm is needed to install the MCP Apps test host")
         _npm_install(npm, folder, ["%s@%s" % pin for pin in APP_HOST_PACKAGES])
-    if os.path.isfile(bundle) and os.path.getmtime(bundle) >= os.path.getmtime(APP_HOST_SOURCE):
+    if os.path.isfile(bundle):
         return bundle
-    entry = os.path.join(folder, "host.mjs")  # beside node_modules, where its imports resolve
+    # Beside node_modules, where its imports resolve; named as its bundle, so that two runs at
+    # once never bundle each other's copy.
+    entry = bundle[:-len(".bundle.js")] + ".mjs"
     shutil.copyfile(APP_HOST_SOURCE, entry)
     proc = subprocess.run(
-        [esbuild, entry, "--bundle", "--format=esm", "--platform=browser", "--outfile=" + bundle + ".tmp"],
+        [esbuild, entry, "--bundle", "--format=esm", "--platform=browser", "--outfile=%s.%d.tmp" % (bundle, os.getpid())],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         universal_newlines=True, timeout=INSTALL_TIMEOUT)
     if proc.returncode != 0:
         raise SystemExit("clients_support: esbuild could not bundle the MCP Apps test host:\n" + proc.stdout)
-    os.replace(bundle + ".tmp", bundle)
+    os.replace("%s.%d.tmp" % (bundle, os.getpid()), bundle)
     return bundle
 
 
@@ -214,7 +224,7 @@ def app_host_bundle():
     command promised to build it."""
     import pytest
 
-    bundle = os.path.join(app_host_dir(), APP_HOST_BUNDLE)
+    bundle = os.path.join(app_host_dir(), app_host_bundle_name())
     if not os.path.isfile(bundle):
         message = "the MCP Apps test host is not built (python3 tests/clients_support.py builds it)"
         if os.environ.get("ASK_USER_RICH_TESTS_REQUIRE_CLIENTS") == "1":

@@ -207,6 +207,7 @@ const QUICK_POLL_MS = 2500;
 const IDLE_POLL_MS = 15000;
 const ACTIVE_MS = 60000;
 let lastAct = performance.now();
+let inView = true; // the frame within the host's window, not scrolled away in the conversation
 let busyAgain = () => {};
 const acted = () => {
   lastAct = performance.now();
@@ -220,7 +221,7 @@ export function onBusyAgain(wake) { busyAgain = wake; }
 // call an app makes.
 export function pollDelay() {
   if (!inApp) return QUICK_POLL_MS;
-  const busy = document.visibilityState === "visible" && performance.now() - lastAct < ACTIVE_MS;
+  const busy = document.visibilityState === "visible" && inView && performance.now() - lastAct < ACTIVE_MS;
   return busy ? QUICK_POLL_MS : IDLE_POLL_MS;
 }
 
@@ -232,6 +233,10 @@ export async function connect() {
   window.addEventListener("message", onMessage);
   for (const type of ["keydown", "pointerdown", "input"]) document.addEventListener(type, acted, true);
   document.addEventListener("visibilitychange", () => busyAgain());
+  new IntersectionObserver(([entry]) => {
+    inView = entry.isIntersecting;
+    if (inView) busyAgain();
+  }).observe(document.documentElement);
   try {
     const init = await rpc("ui/initialize", {
       protocolVersion: APPS_PROTOCOL,
