@@ -45,9 +45,10 @@ def free_port() -> int:
 
 
 class Inspector:
-    """`mcp-inspector --web` with our server as its ad-hoc stdio server, its auth off."""
+    """`mcp-inspector --web` with our server as its ad-hoc stdio server, its auth off; `era`
+    "auto" lets it speak 2026-07-28 (its default is the initialize era)."""
 
-    def __init__(self, folder) -> None:
+    def __init__(self, folder, era="legacy") -> None:
         self.logs = os.path.join(str(folder), "logs")
         home = os.path.join(str(folder), "home")
         os.makedirs(home, exist_ok=True)
@@ -59,7 +60,7 @@ class Inspector:
             env[name] = clients_support.DEAD_PROXY
         server_env = {"ASK_USER_RICH_LOG_DIR": self.logs, "ASK_USER_RICH_OPEN": "0", "ASK_USER_RICH_INBOX_PORT": "0",
                       "ASK_USER_RICH_NOTIFY": "off", "XDG_CACHE_HOME": os.path.join(str(folder), "cache")}
-        args = [clients_support.node(), clients_support.inspector(), "--web"]
+        args = [clients_support.node(), clients_support.inspector(), "--web", "--protocol-era", era]
         for name, value in server_env.items():
             args += ["-e", "%s=%s" % (name, value)]
         args += [sys.executable, str(ROOT / "askrich.py")]
@@ -110,8 +111,19 @@ def inspector(tmp_path_factory):
     running.close()
 
 
+@pytest.fixture(scope="module")
+def modern_inspector(tmp_path_factory):
+    running = Inspector(tmp_path_factory.mktemp("inspector-modern"), era="auto")
+    yield running
+    running.close()
+
+
 @pytest.fixture
 def page(browser, inspector):
+    yield from inspector_page(browser, inspector)
+
+
+def inspector_page(browser, inspector):
     """Inspector's page, connected to our server; console errors (the app's frames' included)
     are kept in page.problems."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
@@ -120,10 +132,12 @@ def page(browser, inspector):
     page.problems = []
     page.on("console", lambda message: message.type == "error" and page.problems.append(message.text))
     page.goto(inspector.url)
-    page.get_by_role("switch").first.check(force=True)  # "Connect or disconnect"
-    page.get_by_text("Connected", exact=True).wait_for()
-    yield page
-    context.close()
+    page.get_by_role("switch").first.click(force=True)  # "Connect or disconnect"
+    try:
+        page.get_by_text("Connected", exact=True).wait_for()
+        yield page
+    finally:
+        context.close()
 
 
 def open_app(page, spec: dict) -> None:
@@ -197,7 +211,20 @@ def test_an_invalid_interview_shows_its_error_in_inspector(page):
     expect(end).not_to_contain_text("expired")
 
 
-def test_an_app_rendered_elicitation_is_answered_in_inspectors_dialog(page, inspector):
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+def test_an_app_rendered_elicitation_is_answered_in_inspectors_dialog(browser, request, era):
+    """In the initialize era the host answers our elicitation/create request; in 2026-07-28 it
+    retries the call with the app's answer to the input request."""
+    inspector = request.getfixturevalue("inspector" if era == "legacy" else "modern_inspector")
+    pages = inspector_page(browser, inspector)
+    page = next(pages)
+    try:
+        answer_in_the_dialog(page, inspector)
+    finally:
+        pages.close()
+
+
+def answer_in_the_dialog(page, inspector):
     open_app(page, dict(SPEC, delivery="elicitation"))
     dialog = page.locator('[data-testid="app-elicitation"]')
     dialog.wait_for()
