@@ -4917,9 +4917,12 @@ def _inbox_entry(raw, pid: int):
 
 class InboxRegistry:
     """<log dir>/inbox/: this process's entry, written whole or not at all, and the entries of
-    every live process, read back. Files of processes that are gone are removed on sight."""
+    every live process, read back. Files of processes that are gone are removed on sight.
+    With a `log`, the entry's coming and going and each file removed on sight are logged: what
+    another process, or a test, can wait on instead of watching the folder."""
 
-    def __init__(self, log_dir: str) -> None:
+    def __init__(self, log_dir: str, log: Log | None = None) -> None:
+        self.log = log
         self.folder = os.path.join(log_dir, "inbox")
         self.pid = os.getpid()
         self.path = os.path.join(self.folder, "%d.json" % self.pid)
@@ -4940,7 +4943,9 @@ class InboxRegistry:
                         lambda temporary: os.replace(temporary, self.path))
         except OSError as error:
             raise InboxWriteFailed("%s cannot be written: %s" % (self.path, error.strerror or error)) from None
-        self.written = True
+        if not self.written:
+            self.written = True
+            self._note("inbox-listed", entry=os.path.basename(self.path))
 
     def remove(self) -> None:
         if not self.written:
@@ -4950,6 +4955,11 @@ class InboxRegistry:
             os.unlink(self.path)
         except OSError:
             pass
+        self._note("inbox-unlisted", entry=os.path.basename(self.path))
+
+    def _note(self, event: str, **fields) -> None:
+        if self.log is not None:
+            self.log.event(event, **fields)
 
     def folder_stamp(self):
         try:
@@ -4979,6 +4989,7 @@ class InboxRegistry:
             if not pid_alive(pid):
                 try:
                     os.unlink(path)
+                    self._note("inbox-entry-dropped", pid=pid, reason="its process is gone")
                 except OSError:
                     pass
                 continue
@@ -5687,7 +5698,7 @@ class Inbox:
         self.log = runtime.log
         self.port = runtime.config.inbox_port
         self.hold = hold  # the `inbox` command: hold the port until closed, pending or not
-        self.registry = InboxRegistry(runtime.config.log_dir)
+        self.registry = InboxRegistry(runtime.config.log_dir, runtime.log)
         self.project = working_folder()
         self.started_at = iso_utc(time.time())
         self.lock = threading.Lock()

@@ -122,11 +122,7 @@ def another_agent(logs, port, folder, title):
     from inbox_support import Agent
 
     agent = Agent(logs, port, "codex", folder, title)
-    entry = logs / "inbox" / ("%d.json" % agent.pid)
-    deadline = time.monotonic() + WAIT
-    while not entry.exists():
-        assert time.monotonic() < deadline, "the agent never listed its interview"
-        time.sleep(0.02)
+    agent.server.log.wait_for("inbox-listed")
     return agent
 
 
