@@ -1,9 +1,9 @@
-"""Fixtures shared by the tests in this folder; the helpers they use live in support.py."""
+"""Fixtures shared by every test; the helpers they use live in the helpers package
+(tests/helpers/__init__.py says how it is found)."""
 
 from __future__ import annotations
 
 import os
-import sys
 
 import pytest
 
@@ -15,18 +15,9 @@ os.environ["ASK_USER_RICH_INBOX_PORT"] = "0"
 # with a stand-in notifier or a loopback push target of its own.
 os.environ["ASK_USER_RICH_NOTIFY"] = "off"
 
-# The tests live in folders by what they exercise (tests/README.md, "Layout"), beside the helpers
-# in this one; a test module that reuses another's finds it by its file name, whatever the folder
-# and whichever pytest collects first.
-_TESTS = os.path.dirname(os.path.abspath(__file__))
-for _folder in sorted(os.listdir(_TESTS)):
-    _path = os.path.join(_TESTS, _folder)
-    if os.path.isdir(_path) and any(name.startswith("test_") for name in os.listdir(_path)):
-        sys.path.insert(1, _path)
-
-import leftovers  # noqa: E402
-from modern_support import assert_every_modern_message_fits  # noqa: E402
-from support import DISCARD, InProcessServer, SubprocessServer, askrich  # noqa: E402
+from helpers import leftovers  # noqa: E402
+from helpers.modern_support import assert_every_modern_message_fits  # noqa: E402
+from helpers.support import DISCARD, InProcessServer, SubprocessServer, askrich  # noqa: E402
 
 # This run's mark, inherited by every process a test starts: how the leftover check below finds
 # our askrich.py processes, and only this run's.

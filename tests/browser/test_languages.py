@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from formkit import PHONE, WJ, answer_of, follow_up, isolated, wait_for_result
-from support import WAIT, form_strings
+from helpers.support import WAIT, form_strings
 from test_screens import clipped, serious_violations
 
 LANGUAGES = ["en", "ja", "zh-CN", "zh-TW", "ko", "es", "fr", "de", "pt-BR", "ru", "ar"]

@@ -10,7 +10,7 @@ import sys
 import threading
 
 import askrich
-from support import MODULE, WAIT, api_url, http_request, interview, quiet_runtime, submit, wait_for_result
+from helpers.support import MODULE, WAIT, api_url, http_request, interview, quiet_runtime, submit, wait_for_result
 
 
 def test_version_prints_the_version_and_help_names_every_command_and_option(capsys):

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from delivery_support import SERVER, linux_facts, wsl_facts
-from inbox_support import free_port
+from helpers.delivery_support import SERVER, linux_facts, wsl_facts
+from helpers.inbox_support import free_port
 
 import askrich
 

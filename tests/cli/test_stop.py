@@ -19,8 +19,8 @@ import time
 
 import pytest
 
-from support import MODULE, WAIT, LineReader, LogWatch, McpPeer, SubprocessServer, askrich, interview
-from inbox_support import free_port
+from helpers.support import MODULE, WAIT, LineReader, LogWatch, McpPeer, SubprocessServer, askrich, interview
+from helpers.inbox_support import free_port
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs Linux's /proc")
 
@@ -283,7 +283,7 @@ def test_the_hook_ends_silently_on_sigterm_then_sigint_with_stderr_full(tmp_path
 
 
 def test_the_leftover_check_finds_this_runs_servers_only_and_wakes_on_their_exit(tmp_path):
-    import leftovers
+    from helpers import leftovers
 
     ours = SubprocessServer(tmp_path / "ours")
     theirs = subprocess.Popen([sys.executable, MODULE], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,

@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from inbox_support import Agent, inbox_events, free_port, read_key, titles
-from support import MODULE, WAIT, EventsReader, LogWatch, api_url, askrich, http_request, submit
+from helpers.inbox_support import Agent, inbox_events, free_port, read_key, titles
+from helpers.support import MODULE, WAIT, EventsReader, LogWatch, api_url, askrich, http_request, submit
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="process and file-mode checks are POSIX")
 

@@ -12,7 +12,7 @@ import ast
 import concurrent.futures
 import types
 
-from support import MODULE, choice, interview
+from helpers.support import MODULE, choice, interview
 
 # What a public field of a live interview may hold: values that cannot change, and the read-only
 # view of its call options.

@@ -12,8 +12,8 @@ import sys
 import pytest
 
 import askrich
-from support import MODULE, ROOT
-from zipapp_support import PYENV_VERSIONS
+from helpers.support import MODULE, ROOT
+from helpers.zipapp_support import PYENV_VERSIONS
 
 
 def imported_modules(path):
