@@ -379,7 +379,7 @@ def test_a_second_tab_sees_the_interview_skipped(form, rich_spec):
 
 
 def test_the_browser_plural_rules_need_exactly_the_categories_the_files_have(form):
-    from test_i18n import PLURAL_CATEGORIES
+    from form.test_i18n import PLURAL_CATEGORIES
 
     f = form(spec_in("en"))
     found = f.page.evaluate("""(tags) => Object.fromEntries(tags.map((t) =>

@@ -16,7 +16,7 @@ import pytest
 
 from helpers.inbox_support import Agent, free_port, read_key
 from helpers.support import WAIT, EventsReader, LogWatch, api_url, askrich, http_request, submit
-from test_hardening_http import exchange  # a request written byte for byte, the answer whole
+from form.test_hardening_http import exchange  # a request written byte for byte, the answer whole
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="process signals and file modes are POSIX")
 
