@@ -1688,8 +1688,13 @@ class StderrLines:
                                       | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
 
     def write(self, line: str) -> None:
-        """Write one line now, or count it as dropped."""
-        data = ("[ask-user-rich] " + line + "\n").encode("utf-8", "backslashreplace")
+        """One log line now, or counted as dropped."""
+        self.say("[ask-user-rich] " + line + "\n")
+
+    def say(self, text: str) -> None:
+        """`text` (whole lines) now, or counted as dropped: also what the command line tells the
+        person, so that a full stderr never holds up a stop."""
+        data = text.encode("utf-8", "backslashreplace")
         if self.limit is not None and len(data) > self.limit:
             data = data[: self.limit - 4].decode("utf-8", "ignore").encode("utf-8") + "…\n".encode("utf-8")
         try:
@@ -9718,7 +9723,7 @@ def run_cli_interview(source: str, open_it: bool, verbose: bool = False) -> int:
 
     def print_result(runtime, interview, result, why) -> int:
         if result is None:
-            sys.stderr.write("askrich.py: stopped waiting (%s); the form is closed.\n" % why)
+            runtime.log.stderr.say("askrich.py: stopped waiting (%s); the form is closed.\n" % why)
             return 1
         sys.stdout.write(json.dumps(result, ensure_ascii=False, indent=2) + "\n")
         return 0
@@ -9744,16 +9749,17 @@ def ask_here(arguments: dict, open_it: bool, finish, agent=None, timeout=None, c
     try:
         interview = runtime.open_interview(arguments, internal, agent=agent)
         url = runtime.form_url(interview)
-        sys.stderr.write("\nThe interview %s is at:\n  %s\n\n" % (quote(interview.title), url))
+        say = runtime.log.stderr.say  # the person's lines: never waited for (StderrLines)
+        say("\nThe interview %s is at:\n  %s\n\n" % (quote(interview.title), url))
         opened = False
         if open_it and interview.options["delivery"] != "link":
             opened, why = open_browser(url, config, runtime.log)
             if not opened:
-                sys.stderr.write("Could not open the browser (%s).\n" % why)
+                say("Could not open the browser (%s).\n" % why)
         runtime.notices.arm(interview, opened)  # a wait on the person starts, as for a tool call
 
         def report(facts: dict, first: bool) -> None:
-            sys.stderr.write("[ask-user-rich] %s\n" % progress_message(facts))
+            say("[ask-user-rich] %s\n" % progress_message(facts))
 
         if timeout is None:
             timeout = interview.options["timeoutSeconds"]

@@ -227,6 +227,19 @@ def test_a_signal_while_the_log_is_being_written_on_the_main_thread_never_deadlo
     log.close()
 
 
+def test_a_stop_that_hangs_ends_at_the_last_resort_with_the_commands_code(tmp_path):
+    hung = ("import sys, threading\nsys.path.insert(0, %r)\nimport askrich\n"
+            "askrich.StopSignals(lambda: None, askrich.Log(%r), code=3)\n"
+            "print('ready', flush=True)\nthreading.Event().wait()\n" % (os.path.dirname(MODULE), str(tmp_path / "logs")))
+    process = subprocess.Popen([sys.executable, "-c", hung], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert process.stdout.readline() == b"ready\n"
+    started = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    elapsed = ended_within(process, started)
+    assert process.returncode == 3 and askrich.STOP_DEADLINE_SECONDS <= elapsed < STOPPED_WITHIN, elapsed
+    assert " shutdown-forced after_seconds=1.5" in server_log(tmp_path)
+
+
 # -- the commands ---------------------------------------------------------------------------
 
 
@@ -260,22 +273,30 @@ def test_the_inbox_served_here_ends_on_two_sigterms_with_stderr_full(tmp_path, s
     assert " signal signal=15" in server_log(tmp_path)
 
 
-def test_the_hook_ends_silently_on_sigterm_then_sigint_with_stderr_full(tmp_path, stderr):
+HOOK_CALLS = {
+    "ask-user-question": {"hook_event_name": "PreToolUse", "tool_name": "AskUserQuestion",
+                          "tool_input": {"questions": [{"question": "Which one?", "header": "Pick",
+                                                        "options": [{"label": "A"}, {"label": "B"}],
+                                                        "multiSelect": False}]}},
+    "permission-request": {"hook_event_name": "PermissionRequest", "tool_name": "Bash",
+                           "tool_input": {"command": "npm test", "description": "Run the tests"},
+                           "permission_suggestions": []},
+}
+
+
+@pytest.mark.parametrize("hook", sorted(HOOK_CALLS))
+def test_both_hooks_end_silently_on_sigterm_then_sigint_with_stderr_full(tmp_path, stderr, hook):
     (tmp_path / "logs").mkdir()
-    (tmp_path / "logs" / askrich.HOOK_SWITCH).write_text("on")
-    payload = {"hook_event_name": "PreToolUse", "tool_name": "AskUserQuestion",
-               "tool_input": {"questions": [{"question": "Which one?", "header": "Pick",
-                                             "options": [{"label": "A"}, {"label": "B"}],
-                                             "multiSelect": False}]}}
-    process = start(tmp_path, stderr, ["hook", "ask-user-question"])
-    process.stdin.write(json.dumps(payload).encode())
+    (tmp_path / "logs" / ("hook-%s.on" % hook)).write_text("on")
+    process = start(tmp_path, stderr, ["hook", hook])
+    process.stdin.write(json.dumps(HOOK_CALLS[hook]).encode())
     process.stdin.close()
     stderr.read_until(rb"http://localhost:\d+/s/")
     stderr.fill()
     elapsed = signal_twice(process, signal.SIGTERM, signal.SIGINT, 0.005)
-    print("hook: ended in %.3f s" % elapsed)
+    print("hook %s: ended in %.3f s" % (hook, elapsed))
     assert elapsed < STOPPED_WITHIN and process.returncode == 0
-    assert process.stdout.read() == b""  # Claude Code asks in its terminal
+    assert process.stdout.read() == b""  # the client asks in its terminal
     assert " signal signal=15" in server_log(tmp_path)
 
 
