@@ -135,6 +135,7 @@ OPENER_GRACE_SECONDS = 5.0  # an opener still running after this long is a foreg
 HTTP_IDLE_TIMEOUT_SECONDS = 30  # a client that trickles its request in loses its thread
 REPLY_DRAIN_SECONDS = 1.0  # how long closing waits for replies still being written
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
+STOP_DEADLINE_SECONDS = 1.5  # a stop signal ends the process by then, even if a clean stop hangs
 INBOX_PORT = 47615  # the inbox's one stable address, on 127.0.0.1
 PUBLIC_HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-[]:")
 NOTIFY_MODES = ("desktop", "push", "both", "off")
@@ -1645,6 +1646,95 @@ LOG_ROTATE_BYTES = 5 * 1024 * 1024  # server.log is renamed to server.log.1 past
 LOG_KEEP = 3  # server.log.1 .. server.log.3; the oldest is dropped
 
 
+# Linux: a new open file description onto whatever a descriptor of ours is (StderrLines).
+OWN_DESCRIPTOR_PATH = "/proc/self/fd/%d"
+
+
+class StderrLines:
+    """Log lines onto stderr without ever waiting for it. MCP lets a client leave the server's
+    stderr unread, and once its pipe is full a blocking write stalls whichever thread logged,
+    and with it the server: so a line that stderr cannot take at once is dropped (server.log
+    has it whole) and counted. A line is written whole or not at all, in one write of at most
+    PIPE_BUF bytes, so concurrent lines never interleave and no lock is held while writing.
+
+    On Linux a descriptor of our own onto the pipe or terminal (through /proc/self/fd) is
+    non-blocking without touching the one we share with the client or the shell; a socket is
+    written with MSG_DONTWAIT. A regular file never stalls and is written as it is. Where the
+    system offers neither (macOS, Windows), lines go through the stream as they always did.
+    """
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+        self.descriptor = None  # our own descriptor onto stderr, when it is a real one
+        self.socket = None
+        self.limit = None  # bytes a line may take to be written whole in one write
+        self.count_lock = threading.Lock()  # guards `dropped` only, never held while writing
+        self.dropped = 0
+        self.closed = False
+        try:
+            self._open(stream.fileno())
+        except (AttributeError, OSError, ValueError):  # not a real descriptor: a test's stream
+            pass
+
+    def _open(self, descriptor: int) -> None:
+        import stat
+
+        mode = os.fstat(descriptor).st_mode
+        if stat.S_ISREG(mode):
+            self.descriptor = descriptor
+            return
+        try:
+            self.limit = os.fpathconf(descriptor, "PC_PIPE_BUF")
+        except (AttributeError, OSError, ValueError):
+            self.limit = 512  # what POSIX promises at least
+        if stat.S_ISSOCK(mode):
+            import socket
+
+            self.socket = socket.socket(fileno=os.dup(descriptor))
+        else:
+            self.descriptor = os.open(OWN_DESCRIPTOR_PATH % descriptor, os.O_WRONLY | os.O_NONBLOCK
+                                      | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+
+    def write(self, line: str) -> None:
+        """One log line now, or counted as dropped."""
+        self.say("[ask-user-rich] " + line + "\n")
+
+    def say(self, text: str) -> None:
+        """`text` (whole lines) now, or counted as dropped: also what the command line tells the
+        person, so that a full stderr never holds up a stop."""
+        data = text.encode("utf-8", "backslashreplace")
+        if self.limit is not None and len(data) > self.limit:
+            data = data[: self.limit - 4].decode("utf-8", "ignore").encode("utf-8") + "…\n".encode("utf-8")
+        try:
+            self._send(data)
+        except BlockingIOError:
+            with self.count_lock:
+                self.dropped += 1
+        except (OSError, ValueError):  # stderr closed or gone: server.log has the line
+            pass
+
+    def _send(self, data: bytes) -> None:
+        if self.closed:
+            return
+        if self.socket is not None:
+            import socket
+
+            self.socket.send(data, socket.MSG_DONTWAIT)
+        elif self.descriptor is not None:
+            os.write(self.descriptor, data)
+        else:
+            self.stream.write(data.decode("utf-8"))
+            self.stream.flush()
+
+    def close(self) -> None:
+        self.closed = True
+        if self.socket is not None:
+            self.socket.close()
+        elif self.descriptor is not None and self.limit is not None:  # ours, not the stream's own
+            os.close(self.descriptor)
+        self.socket = self.descriptor = None
+
+
 class Log:
     """server.log plus stderr, one line per event: time, pid, event, key=value pairs.
 
@@ -1652,12 +1742,16 @@ class Log:
     must never break a call. Several processes may share server.log: each line is one append,
     and whoever sees it pass LOG_ROTATE_BYTES rotates it under a lock on the file itself; the
     others notice that the name now points at a new file and reopen it before their next line.
+    The lock covers server.log only: stderr takes a line at once or drops it (StderrLines).
+    `echo=False` keeps the lines off stderr (demo and ask, whose terminal is a person's); the
+    warning that the log directory cannot be written still goes there.
     """
 
-    def __init__(self, log_dir: str, stream=None) -> None:
+    def __init__(self, log_dir: str, stream=None, echo: bool = True) -> None:
         self.log_dir = log_dir
         self.path = os.path.join(log_dir, "server.log")
-        self.stream = stream if stream is not None else sys.stderr
+        self.stderr = StderrLines(stream if stream is not None else sys.stderr)
+        self.echo = echo
         self.lock = threading.Lock()
         self.listener = None  # called with (level, event, fields, about); the MCP server forwards them
         self.descriptor = None
@@ -1682,37 +1776,56 @@ class Log:
         return descriptor
 
     def _warn_degraded(self, error: OSError) -> None:
-        self._write_stderr(
-            "%s %d log-degraded dir=%s error=%s (logging to stderr only)"
-            % (iso_utc(time.time()), os.getpid(), quote(self.log_dir), quote(str(error)))
-        )
+        self.stderr.write("%s log-degraded dir=%s error=%s (logging to stderr only)"
+                          % (self._stamp(), quote(self.log_dir), quote(str(error))))
 
-    def _write_stderr(self, line: str) -> None:
-        try:
-            self.stream.write("[ask-user-rich] " + line + "\n")
-            self.stream.flush()
-        except (OSError, ValueError):
-            pass
+    @staticmethod
+    def _stamp() -> str:
+        return "%s %d" % (iso_utc(time.time()), os.getpid())
+
+    def _line(self, event: str, fields: dict) -> str:
+        pairs = " ".join("%s=%s" % (key, _log_value(value)) for key, value in fields.items())
+        line = "%s %s%s" % (self._stamp(), event, " " + pairs if pairs else "")
+        # A lone surrogate in a logged value (a title, an id) failed the UTF-8 write and turned
+        # file logging off for good; write it as an escape instead.
+        return line.encode("utf-8", "backslashreplace").decode("utf-8")
+
+    def _to_file(self, line: str) -> bool:
+        """Append one line to server.log; False when there is no server.log to write."""
+        with self.lock:
+            if self.descriptor is None:
+                return False
+            try:
+                self._append((line + "\n").encode("utf-8"))
+                return True
+            except OSError as error:
+                self._drop_file()
+                failure = error
+        self._warn_degraded(failure)
+        return False
 
     def event(self, event: str, level: str = "info", about=None, **fields) -> None:
         """One line of `fields`; `about`: the object the event belongs to (an interview, a
         call's cancellation, a request), which the listener routes by, never by the fields."""
-        pairs = " ".join("%s=%s" % (key, _log_value(value)) for key, value in fields.items())
-        line = "%s %d %s%s" % (iso_utc(time.time()), os.getpid(), event, " " + pairs if pairs else "")
-        # A lone surrogate in a logged value (a title, an id) failed the UTF-8 write and turned
-        # file logging off for good; write it as an escape instead.
-        line = line.encode("utf-8", "backslashreplace").decode("utf-8")
-        with self.lock:
-            if self.descriptor is not None:
-                try:
-                    self._append((line + "\n").encode("utf-8"))
-                except OSError as error:
-                    self._drop_file()
-                    self._warn_degraded(error)
-            self._write_stderr(line)
+        line = self._line(event, fields)
+        in_file = self._to_file(line)
+        if self.echo or not in_file:
+            self.stderr.write(line)
         listener = self.listener
         if listener is not None:
             listener(level, event, fields, about)
+
+    def last_words(self, event: str, **fields) -> None:
+        """A line to server.log from a process about to end whatever holds the lock: skipped
+        if the lock does not come within a moment."""
+        if self.lock.acquire(timeout=0.2):
+            try:
+                if self.descriptor is not None:
+                    os.write(self.descriptor, (self._line(event, fields) + "\n").encode("utf-8"))
+            except OSError:
+                pass
+            finally:
+                self.lock.release()
 
     def once(self, event: str, level: str = "info", **fields) -> None:
         """event(), unless this process logged the same event with the same fields before."""
@@ -1793,8 +1906,11 @@ class Log:
                 pass
 
     def close(self) -> None:
+        if self.stderr.dropped:  # said once, here: a line for each would fill server.log instead
+            self._to_file(self._line("stderr-dropped", {"lines": self.stderr.dropped, "reason": "stderr was full"}))
         with self.lock:
             self._drop_file()
+        self.stderr.close()
 
 
 LOG_VALUE_MAX = 1000  # a client's 15 MB request id or title must not become a 15 MB log line
@@ -4844,9 +4960,12 @@ def _inbox_entry(raw, pid: int):
 
 class InboxRegistry:
     """<log dir>/inbox/: this process's entry, written whole or not at all, and the entries of
-    every live process, read back. Files of processes that are gone are removed on sight."""
+    every live process, read back. Files of processes that are gone are removed on sight.
+    With a `log`, the entry's coming and going and each file removed on sight are logged: what
+    another process, or a test, can wait on instead of watching the folder."""
 
-    def __init__(self, log_dir: str) -> None:
+    def __init__(self, log_dir: str, log: Log | None = None) -> None:
+        self.log = log
         self.folder = os.path.join(log_dir, "inbox")
         self.pid = os.getpid()
         self.path = os.path.join(self.folder, "%d.json" % self.pid)
@@ -4867,7 +4986,9 @@ class InboxRegistry:
                         lambda temporary: os.replace(temporary, self.path))
         except OSError as error:
             raise InboxWriteFailed("%s cannot be written: %s" % (self.path, error.strerror or error)) from None
-        self.written = True
+        if not self.written:
+            self.written = True
+            self._note("inbox-listed", entry=os.path.basename(self.path))
 
     def remove(self) -> None:
         if not self.written:
@@ -4877,6 +4998,11 @@ class InboxRegistry:
             os.unlink(self.path)
         except OSError:
             pass
+        self._note("inbox-unlisted", entry=os.path.basename(self.path))
+
+    def _note(self, event: str, **fields) -> None:
+        if self.log is not None:
+            self.log.event(event, **fields)
 
     def folder_stamp(self):
         try:
@@ -4906,6 +5032,7 @@ class InboxRegistry:
             if not pid_alive(pid):
                 try:
                     os.unlink(path)
+                    self._note("inbox-entry-dropped", pid=pid, reason="its process is gone")
                 except OSError:
                     pass
                 continue
@@ -5621,7 +5748,7 @@ class Inbox:
         self.log = runtime.log
         self.port = runtime.config.inbox_port
         self.hold = hold  # the `inbox` command: hold the port until closed, pending or not
-        self.registry = InboxRegistry(runtime.config.log_dir)
+        self.registry = InboxRegistry(runtime.config.log_dir, runtime.log)
         self.project = working_folder()
         self.started_at = iso_utc(time.time())
         self.lock = threading.Lock()
@@ -9481,7 +9608,7 @@ def release_start_up_memory() -> None:
 # ============================================================================================
 
 USAGE = """usage: askrich.py [demo | ask FILE.json | inbox | notify --test | doctor
-                   | hook ask-user-question | hook permission-request] [--link | --no-open]
+                   | hook ask-user-question | hook permission-request] [--link | --no-open] [--verbose]
 
   (no command)         run the stdio MCP server (what an MCP client launches)
   demo                 ask the built-in demo interview and print the result JSON
@@ -9501,6 +9628,8 @@ USAGE = """usage: askrich.py [demo | ask FILE.json | inbox | notify --test | doc
                        answered in the form too; the first answer, here or there, wins
   --link               with demo/ask/inbox: do not open a browser; print the link
   --no-open            the same as --link
+  --verbose            with demo/ask: show the log's lines here too (they are always in
+                       server.log, in the log directory that doctor names)
   --version            print the version
   --help               print this help
 
@@ -9534,13 +9663,15 @@ def main(argv=None, detach: bool = False):
 
 def run_page_command(command: str, rest: list) -> int:
     """`inbox`, `demo` and `ask FILE.json`: a page in the browser (not opened with --link or
-    --no-open)."""
+    --no-open); demo and ask show their log's lines in the terminal only with --verbose."""
     flags = [arg for arg in rest if arg.startswith("--")]
     positional = [arg for arg in rest if not arg.startswith("--") or arg == "-"]
-    if any(flag not in ("--link", "--no-open") for flag in flags) or (command == "inbox" and positional):
+    known = ("--link", "--no-open") if command == "inbox" else ("--link", "--no-open", "--verbose")
+    if any(flag not in known for flag in flags) or (command == "inbox" and positional):
         return usage_error("unknown arguments: %s" % " ".join([command] + rest))
+    link = any(flag in ("--link", "--no-open") for flag in flags)
     if command == "inbox":
-        return run_inbox(open_it=not flags)
+        return run_inbox(open_it=not link)
     if command == "demo" and not positional:
         source = read_asset("demo.json").decode("utf-8")
     elif command == "ask" and len(positional) == 1:
@@ -9549,7 +9680,7 @@ def run_page_command(command: str, rest: list) -> int:
             return 2
     else:
         return usage_error("%s takes %s" % (command, "no file" if command == "demo" else "one FILE.json"))
-    return run_cli_interview(source, open_it=not flags)
+    return run_cli_interview(source, open_it=not link, verbose="--verbose" in flags)
 
 
 def usage_error(text: str) -> int:
@@ -9568,12 +9699,107 @@ def read_interview_file(path: str):
         return None
 
 
+class StopSignals:
+    """The stop signals (STOP_SIGNALS), taken without a lock and without a log line.
+
+    A Python signal handler runs on the main thread between two of its bytecodes, perhaps
+    while that very thread holds the log's lock or an Event's: a handler that logged or set an
+    Event could wait forever on itself, and a second signal would find it there. And a signal
+    that comes just before the main thread starts to wait runs its handler only once that wait
+    ends. So the signal is taken in C: the interpreter's own handler writes its number to a
+    pipe (signal.set_wakeup_fd) the moment it comes, and a thread of ours reads it and does
+    the stopping: first `stop()`, then the log line. (Where the wakeup needs a socket, on
+    Windows, the Python handler writes the byte instead.) The first signal also arms the last
+    resort: a process still running STOP_DEADLINE_SECONDS later exits there with `code` (every
+    answer acknowledged by then is on disk: a submit is archived before it is acknowledged).
+    Further signals, of either kind, add nothing. Only the main thread may take signals;
+    elsewhere (a test driving the command line from a thread) this does nothing.
+    """
+
+    def __init__(self, stop, log: Log, code: int = 0, deadline: float = STOP_DEADLINE_SECONDS) -> None:
+        import signal
+
+        self.stop, self.log, self.code, self.deadline = stop, log, code, deadline
+        self.previous = {}
+        self.lock = threading.Lock()  # the watcher's and restore()'s, never the handler's
+        self.timer = None
+        self.restored = False
+        if threading.current_thread() is not threading.main_thread():
+            return
+        self.read_end, self.write_end = os.pipe()
+        self.signals = {getattr(signal, name) for name in STOP_SIGNALS if hasattr(signal, name)}
+        try:
+            os.set_blocking(self.write_end, False)
+            self.previous_wakeup = signal.set_wakeup_fd(self.write_end, warn_on_full_buffer=False)
+        except (AttributeError, OSError, ValueError):
+            self.previous_wakeup = None
+        for signum in self.signals:
+            self.previous[signum] = signal.signal(signum, self._on_signal)
+        threading.Thread(target=self._watch, name="ask-user-rich-signals", daemon=True).start()
+
+    def _on_signal(self, signum, frame) -> None:
+        if self.previous_wakeup is None:
+            try:  # the pipe holds thousands of signals before this could wait; the watcher needs one
+                os.write(self.write_end, bytes((signum,)))
+            except OSError:
+                pass
+
+    def _watch(self) -> None:
+        got = os.read(self.read_end, 1)
+        while got and got[0] not in self.signals:  # another signal with a Python handler
+            got = os.read(self.read_end, 1)
+        with self.lock:
+            if not got or self.restored:  # restore() came first and closed the pipe
+                os.close(self.read_end)
+                return
+            self.timer = threading.Timer(self.deadline, self._give_up)
+            self.timer.name, self.timer.daemon = "ask-user-rich-stop-deadline", True
+            self.timer.start()
+        self.stop()
+        self.log.event("signal", signal=got[0])
+
+    def _give_up(self) -> None:
+        self.log.last_words("shutdown-forced", after_seconds=self.deadline)
+        os._exit(self.code)
+
+    def release(self) -> None:
+        """A command is done: with no stop signal, the handlers as they were (main() may run
+        again in the same process). After one, the process is ending: further stop signals
+        are ignored (the interpreter's teardown puts its own handlers back to the default,
+        which would kill it halfway, with the signal's status instead of its exit code), and
+        the last resort stays armed."""
+        import signal
+
+        with self.lock:
+            fired = self.timer is not None
+        if not fired:
+            return self.restore()
+        for signum in self.signals:
+            signal.signal(signum, signal.SIG_IGN)
+        return None
+
+    def restore(self) -> None:
+        """The handlers as they were, the last resort disarmed."""
+        import signal
+
+        if not self.previous:
+            return
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+        if self.previous_wakeup is not None:
+            signal.set_wakeup_fd(self.previous_wakeup)
+        with self.lock:
+            self.restored = True
+            if self.timer is not None:
+                self.timer.cancel()
+                os.close(self.read_end)  # the watcher is done with it
+        os.close(self.write_end)  # else the watcher wakes to this end and closes its own
+
+
 def run_stdio_server(detach: bool = False):
     """Serve MCP on stdin and stdout until EOF or a stop signal; 0. With `detach`, the serving
     goes on a thread of its own and this returns None at once: the interpreter waits for that
     thread before it exits, and the signals (which only the main thread may take) still stop it."""
-    import signal
-
     RunningArchive.hold()
     config, warnings = Config.from_env()
     protocol_out = sys.stdout.buffer
@@ -9584,14 +9810,7 @@ def run_stdio_server(detach: bool = False):
         runtime.log.event("config-warning", "warning", detail=warning)
     runtime.log.event("start", version=__version__, python=sys.version.split()[0], pid=os.getpid())
     server = McpServer(runtime, sys.stdin.buffer, protocol_out)
-
-    def on_signal(signum, frame):
-        runtime.log.event("signal", signal=signum)
-        server.stop()
-
-    stops = [getattr(signal, name) for name in STOP_SIGNALS if hasattr(signal, name)]
-    for signum in stops:
-        signal.signal(signum, on_signal)
+    StopSignals(server.stop, runtime.log)
     if not detach:
         return serve_stdio(server, runtime, protocol_out)
     threading.Thread(target=serve_stdio_detached, args=(server, runtime, protocol_out),
@@ -9629,8 +9848,10 @@ def leave_now(code: int, protocol_out) -> None:
     os._exit(code)
 
 
-def run_cli_interview(source: str, open_it: bool) -> int:
-    """demo / ask: one interview in this terminal; the result JSON on stdout."""
+def run_cli_interview(source: str, open_it: bool, verbose: bool = False) -> int:
+    """demo / ask: one interview in this terminal; the result JSON on stdout. The terminal is a
+    person's: it shows the link and what happens to the form, and the log's lines only when
+    `verbose` (server.log has them all)."""
     try:
         arguments = parse_json(source)
     except (ValueError, RecursionError) as error:  # a nesting bomb is a usage error too
@@ -9644,38 +9865,43 @@ def run_cli_interview(source: str, open_it: bool) -> int:
 
     def print_result(runtime, interview, result, why) -> int:
         if result is None:
-            sys.stderr.write("askrich.py: stopped waiting (%s); the form is closed.\n" % why)
+            runtime.log.stderr.say("askrich.py: stopped waiting (%s); the form is closed.\n" % why)
             return 1
         sys.stdout.write(json.dumps(result, ensure_ascii=False, indent=2) + "\n")
         return 0
 
-    return ask_here(arguments, open_it, print_result)
+    return ask_here(arguments, open_it, print_result, verbose=verbose)
 
 
 def ask_here(arguments: dict, open_it: bool, finish, agent=None, timeout=None, cancellation=None,
-             internal=None) -> int:
-    """How the command line asks (demo, ask, the AskUserQuestion hook): open the interview in
-    this process (its link on stderr), open the browser, wait for the submit, `timeout` seconds
-    (else the interview's own timeoutSeconds) or `cancellation`; then `finish(runtime,
-    interview, result, why)` returns the exit code while the form is still served. `arguments`
-    were validated; `internal`: see Runtime.open_interview."""
+             internal=None, verbose: bool = True, stopped_code: int = 1) -> int:
+    """How the command line asks (demo, ask, the hooks): open the interview in this process (its
+    link on stderr), open the browser, wait for the submit, `timeout` seconds (else the
+    interview's own timeoutSeconds), `cancellation` or a stop signal (why "cancelled"); then
+    `finish(runtime, interview, result, why)` returns the exit code while the form is still
+    served. The log's lines reach stderr only when `verbose`; a stop that hangs ends the
+    process with `stopped_code` (StopSignals). `arguments` were validated; `internal`: see
+    Runtime.open_interview."""
     config, warnings = Config.from_env()
-    runtime = Runtime(config)
+    runtime = Runtime(config, Log(config.log_dir, echo=verbose))
     for warning in warnings:
         runtime.log.event("config-warning", "warning", detail=warning)
+    cancellation = cancellation if cancellation is not None else Cancellation()
+    signals = StopSignals(cancellation.cancel, runtime.log, stopped_code)
     try:
         interview = runtime.open_interview(arguments, internal, agent=agent)
         url = runtime.form_url(interview)
-        sys.stderr.write("\nThe interview %s is at:\n  %s\n\n" % (quote(interview.title), url))
+        say = runtime.log.stderr.say  # the person's lines: never waited for (StderrLines)
+        say("\nThe interview %s is at:\n  %s\n\n" % (quote(interview.title), url))
         opened = False
         if open_it and interview.options["delivery"] != "link":
             opened, why = open_browser(url, config, runtime.log)
             if not opened:
-                sys.stderr.write("Could not open the browser (%s).\n" % why)
+                say("Could not open the browser (%s).\n" % why)
         runtime.notices.arm(interview, opened)  # a wait on the person starts, as for a tool call
 
         def report(facts: dict, first: bool) -> None:
-            sys.stderr.write("[ask-user-rich] %s\n" % progress_message(facts))
+            say("[ask-user-rich] %s\n" % progress_message(facts))
 
         if timeout is None:
             timeout = interview.options["timeoutSeconds"]
@@ -9685,10 +9911,9 @@ def ask_here(arguments: dict, open_it: bool, finish, agent=None, timeout=None, c
         sys.stderr.write("askrich.py: could not start the form server on %s:%d (%s); free the port "
                          "or set %s to another one.\n" % (error.host, error.port, error.reason, ENV_PORT))
         return 1
-    except KeyboardInterrupt:
-        return 1
     finally:
         runtime.close()
+        signals.release()
 
 
 # -- Claude Code's own questions: a PreToolUse hook on AskUserQuestion -------------------------
@@ -9923,6 +10148,7 @@ def switch_hook(config: "Config", hook: HookKind, on: bool) -> int:
 # How long a hook that gave up keeps serving an open form, so that its event stream, woken by
 # the change, tells the page before the process (and with it the form server) ends.
 HOOK_GOODBYE_SECONDS = 2.0
+HOOK_STOPPED_GOODBYE_SECONDS = STOP_DEADLINE_SECONDS / 3
 
 
 def say_goodbye(interview: Interview, patience: float) -> None:
@@ -9938,8 +10164,6 @@ def say_goodbye(interview: Interview, patience: float) -> None:
 
 def answer_ask_user_question(source: str, timeout: int):
     """The hook output for one PreToolUse call, or None to let Claude Code ask itself."""
-    import signal
-
     payload = parse_json(source)
     if not isinstance(payload, dict) or payload.get("tool_name") != HOOK_TOOL or \
             payload.get("hook_event_name", "PreToolUse") != "PreToolUse":
@@ -9950,10 +10174,6 @@ def answer_ask_user_question(source: str, timeout: int):
     folder = payload.get("cwd")
     if isinstance(folder, str) and os.path.isdir(folder):
         os.chdir(folder)  # the project the inbox and the notices name
-    cancellation = Cancellation()
-    for name in STOP_SIGNALS:  # Claude Code stops a hook (Esc, its own limit) with SIGTERM
-        if hasattr(signal, name):
-            signal.signal(getattr(signal, name), lambda *_: threading.Thread(target=cancellation.cancel).start())
     margin = min(HOOK_MARGIN_SECONDS, timeout / 4.0)
     outcome = {}
 
@@ -9963,14 +10183,16 @@ def answer_ask_user_question(source: str, timeout: int):
             if runtime.hub.settle_without_form(interview, unanswered_all, CANCELLED, "browser",
                                                handed_back=why == "timeout") is not None:
                 runtime.log.event("hook-gave-up", about=interview, interview=interview.id, why=why)
-                say_goodbye(interview, min(HOOK_GOODBYE_SECONDS, margin / 2))
+                # Stopped by Claude Code (Esc, its own limit: SIGTERM), the goodbye fits in
+                # what a stop may take.
+                patience = HOOK_GOODBYE_SECONDS if why == "timeout" else HOOK_STOPPED_GOODBYE_SECONDS
+                say_goodbye(interview, min(patience, margin / 2))
                 return 0
             result = interview.settled_result()  # a submit that came as the wait ended
         outcome["answer"] = ask_user_question_answer(tool_input, result)
         return 0
 
-    ask_here(arguments, True, finish, agent=HOOK_AGENT, timeout=max(1.0, timeout - margin),
-             cancellation=cancellation)
+    ask_here(arguments, True, finish, agent=HOOK_AGENT, timeout=max(1.0, timeout - margin), stopped_code=0)
     return outcome.get("answer")
 
 
@@ -10286,17 +10508,14 @@ def answer_permission_request(source: str, timeout: int) -> None:
     """Ask one PermissionRequest in the form; print the decision the moment the person gives
     it. Prints nothing when anything else ends the ask (the terminal answered first, a stop,
     the timeout, a skip): the terminal decides then."""
-    import signal
-
     asked = PermissionRequest(parse_json(source))
     arguments, internal = permission_interview(asked)
     validate_interview(arguments)
     if asked.cwd and os.path.isdir(asked.cwd):
         os.chdir(asked.cwd)  # the project the inbox and the notices name
+    # The CLI stops a hook (Esc, its own limit, its exit) with SIGTERM: ask_here's StopSignals
+    # cancels the same wait as an answer in the terminal does.
     cancellation, heard = Cancellation(), {}
-    for name in STOP_SIGNALS:  # the CLI stops a hook (Esc, its own limit, its exit) with SIGTERM
-        if hasattr(signal, name):
-            signal.signal(getattr(signal, name), lambda *_: threading.Thread(target=cancellation.cancel).start())
 
     def answered_in_terminal() -> None:
         heard["terminal"] = True
@@ -10317,7 +10536,9 @@ def answer_permission_request(source: str, timeout: int) -> None:
                                                answered_there=there) is not None:
                 runtime.log.event("permission-left-to-terminal", about=interview, interview=interview.id,
                                   why="answered-there" if there else why)
-                say_goodbye(interview, min(HOOK_GOODBYE_SECONDS, margin / 2))
+                stopped = why == "cancelled" and not there  # by a signal: the goodbye fits in a stop
+                say_goodbye(interview, min(HOOK_STOPPED_GOODBYE_SECONDS if stopped else HOOK_GOODBYE_SECONDS,
+                                           margin / 2))
                 return 0
             result = interview.settled_result()  # a submit that came as the wait ended
         decision = permission_choice(internal["permission"], result)
@@ -10326,15 +10547,13 @@ def answer_permission_request(source: str, timeout: int) -> None:
         return 0
 
     ask_here(arguments, True, finish, agent=asked.agent, timeout=max(1.0, timeout - margin),
-             cancellation=cancellation, internal=internal)
+             cancellation=cancellation, internal=internal, stopped_code=0)
 
 
 def run_inbox(open_it: bool) -> int:
     """inbox: open the inbox that some ask-user-rich holds, after it proved it knows the key;
     with no holder, hold it here until Ctrl-C. Never sends the key to a port held by another
     program."""
-    import signal
-
     config, warnings = Config.from_env()
     for warning in warnings:
         sys.stderr.write("askrich.py: %s\n" % warning)
@@ -10348,7 +10567,7 @@ def run_inbox(open_it: bool) -> int:
     except InboxUnavailable as problem:
         sys.stderr.write("askrich.py: there can be no inbox: %s.\n" % problem)
         return 1
-    runtime = None
+    runtime = signals = None
     try:
         for _ in range(3):  # the holder may exit, or another process bind, between two looks
             verdict = prove_inbox_holder(port, key)
@@ -10370,13 +10589,7 @@ def run_inbox(open_it: bool) -> int:
             sys.stderr.write("askrich.py: could not hold or reach the inbox on %s:%d.\n" % (INBOX_HOST, port))
             return 1
         stop = threading.Event()
-
-        def on_signal(signum, frame):
-            stop.set()
-
-        for name in STOP_SIGNALS:
-            if hasattr(signal, name):
-                signal.signal(getattr(signal, name), on_signal)
+        signals = StopSignals(stop.set, runtime.log)
         sys.stderr.write("Serving the inbox here until Ctrl-C.\n")
         _show_inbox(inbox_url(port, runtime.inbox.key), open_it, config, runtime.log)  # perhaps a new key
         stop.wait()
@@ -10387,6 +10600,8 @@ def run_inbox(open_it: bool) -> int:
     finally:
         if runtime is not None:
             runtime.close()
+        if signals is not None:
+            signals.release()
 
 
 def _show_inbox(url: str, open_it: bool, config: Config, log) -> None:
@@ -10398,19 +10613,10 @@ def _show_inbox(url: str, open_it: bool, config: Config, log) -> None:
         return
     sys.stderr.write("The inbox is at:\n  %s\n" % url)
     sys.stderr.flush()
-    opened, why = open_browser(url, config, log if log is not None else Log(config.log_dir, stream=_Quiet()))
+    # The inbox command's own log lines stay in server.log.
+    opened, why = open_browser(url, config, log if log is not None else Log(config.log_dir, echo=False))
     if not opened:
         sys.stderr.write("Could not open the browser (%s).\n" % why)
-
-
-class _Quiet:
-    """A stream that keeps nothing: the inbox command's own log lines stay in server.log."""
-
-    def write(self, text):
-        return len(text)
-
-    def flush(self):
-        pass
 
 
 def run_doctor(environ=None, facts=None, out=None) -> int:

@@ -1,5 +1,5 @@
 """A real MCP Apps host: the SDK's own host class (AppBridge, from the pinned npm package
-@modelcontextprotocol/ext-apps, bundled by tests/clients_support.py) in a page on loopback, our
+@modelcontextprotocol/ext-apps, bundled by tests/helpers/clients_support.py) in a page on loopback, our
 resource in a sandboxed frame of another origin under the spec's default CSP, and the frame's
 tools/call forwarded to our real server over stdio. Each run answers a rich interview (every
 question kind, a follow-up appended while the form is open, an attachment), submits, and sees
@@ -11,8 +11,6 @@ from __future__ import annotations
 import base64
 import http.server
 import json
-import os
-import sys
 import threading
 
 import pytest
@@ -20,10 +18,9 @@ from playwright.sync_api import expect
 
 from formkit import DESKTOP, ROOT, choice
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import clients_support  # noqa: E402
-from modern_support import call_modern  # noqa: E402
-from support import SubprocessServer  # noqa: E402
+from helpers import clients_support  # noqa: E402
+from helpers.modern_support import call_modern  # noqa: E402
+from helpers.support import SubprocessServer  # noqa: E402
 
 APPS = {"extensions": {"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]}}}
 URI = "ui://ask-user-rich/form.html"

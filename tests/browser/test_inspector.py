@@ -25,10 +25,9 @@ from playwright.sync_api import expect
 
 from formkit import ROOT
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import clients_support  # noqa: E402
-from support import wait_for_file  # noqa: E402
-from test_app_host import FIRST_QUESTION_MS, first_question_ms  # noqa: E402
+from helpers import clients_support
+from helpers.support import wait_for_file
+from test_app_host import FIRST_QUESTION_MS, first_question_ms
 
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAFklEQVR4nGP8z8DAwMDAxMDAwMDAAAANHQEDasKb6QAAAABJRU5ErkJggg=="

@@ -23,9 +23,9 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from inbox_support import Agent, free_port
-from notices_support import HOSTILE, Clock, PushServer, StandIns
-from support import (WAIT, EventsReader, InProcessServer, LogWatch, SubprocessServer, api_url, askrich, choice,
+from helpers.inbox_support import Agent, free_port
+from helpers.notices_support import HOSTILE, Clock, PushServer, StandIns
+from helpers.support import (WAIT, EventsReader, InProcessServer, LogWatch, SubprocessServer, api_url, askrich, choice,
                      http_request, interview, submit)
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the stand-ins are POSIX scripts")

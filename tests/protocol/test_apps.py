@@ -14,8 +14,8 @@ import sys
 import pytest
 
 import askrich
-from modern_support import call_modern, result_of
-from support import api_url, choice, http_request, interview
+from helpers.modern_support import call_modern, result_of
+from helpers.support import api_url, choice, http_request, interview
 
 UI = "io.modelcontextprotocol/ui"
 MIME = "text/html;profile=mcp-app"
@@ -166,7 +166,7 @@ def assert_self_contained(page: str) -> None:
 
 
 def test_the_zipapp_serves_the_document_a_checkout_builds(tmp_path_factory, tmp_path):
-    import zipapp_support as zs
+    from helpers import zipapp_support as zs
 
     pyz = zs.shared_pyz(tmp_path_factory)
     child = zs.StdioChild([sys.executable, pyz], tmp_path, zs.child_env(tmp_path))

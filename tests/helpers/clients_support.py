@@ -5,7 +5,7 @@ ext-apps SDK, bundled by esbuild) for tests/browser/test_app_host.py.
 
 They are installed once per machine into a cache folder named after the pins, and reused by
 every later run (Claude Code alone is ~370 MB). `tests/run.sh` installs them before the tests
-(`python3 tests/clients_support.py` prints the folder) and sets
+(`python3 tests/helpers/clients_support.py` prints the folder) and sets
 ASK_USER_RICH_TESTS_REQUIRE_CLIENTS=1, so a missing CLI fails the tests; run alone, pytest skips
 them instead. Each CLI then runs with a throwaway HOME, offline: every proxy variable points at a
 closed port, so anything that tries the network fails at once instead of reaching it.
@@ -47,7 +47,7 @@ APP_HOST_PACKAGES = (
 # MCP Inspector's web client: a real MCP Apps host nobody here wrote (tests/browser/test_inspector.py).
 # In a folder of its own, as the test host is.
 INSPECTOR = ("@modelcontextprotocol/inspector", "2.12.0")
-APP_HOST_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "apphost", "host.mjs")
+APP_HOST_SOURCE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apphost", "host.mjs")
 INSTALL_TIMEOUT = 1800
 CLI_TIMEOUT = 120
 # A port nothing listens on: a client that tries the network fails fast.
@@ -212,7 +212,7 @@ def inspector():
 
     launcher = inspector_launcher()
     if not os.path.isfile(launcher):
-        message = "MCP Inspector %s is not installed (python3 tests/clients_support.py installs it)" % INSPECTOR[1]
+        message = "MCP Inspector %s is not installed (python3 tests/helpers/clients_support.py installs it)" % INSPECTOR[1]
         if os.environ.get("ASK_USER_RICH_TESTS_REQUIRE_CLIENTS") == "1":
             pytest.fail(message)
         pytest.skip(message)
@@ -226,7 +226,7 @@ def app_host_bundle():
 
     bundle = os.path.join(app_host_dir(), app_host_bundle_name())
     if not os.path.isfile(bundle):
-        message = "the MCP Apps test host is not built (python3 tests/clients_support.py builds it)"
+        message = "the MCP Apps test host is not built (python3 tests/helpers/clients_support.py builds it)"
         if os.environ.get("ASK_USER_RICH_TESTS_REQUIRE_CLIENTS") == "1":
             pytest.fail(message)
         pytest.skip(message)
@@ -240,7 +240,7 @@ def cli(name):
 
     path = os.path.join(bin_dir(), name)
     if not installed():
-        message = ("%s %s is not installed in %s (python3 tests/clients_support.py installs the "
+        message = ("%s %s is not installed in %s (python3 tests/helpers/clients_support.py installs the "
                    "pinned client CLIs)" % (CLIENTS[name] + (clients_dir(),)))
         if os.environ.get("ASK_USER_RICH_TESTS_REQUIRE_CLIENTS") == "1":
             pytest.fail(message)
