@@ -339,7 +339,7 @@ def test_a_host_that_never_renders_the_app_gets_the_browser_after_the_fallback(b
     try:
         shown = agent.tool("ask_user_rich", interview("en"))["structuredContent"]
         agent.peer.log.wait_for("app-fallback", "interview=" + shown["sessionId"])
-        from support import wait_for_file
+        from helpers.support import wait_for_file
         wait_for_file(str(opened))
         assert opened.read_text().split() == [shown["url"]]
         page = browser.new_page()
