@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from inbox_support import Agent, free_port, read_key
-from other_user import OtherUserProcess
-from support import LogWatch, askrich, http_request, interview, submit
+from helpers.inbox_support import Agent, free_port, read_key
+from helpers.other_user import OtherUserProcess
+from helpers.support import LogWatch, askrich, http_request, interview, submit
 
 pytestmark = pytest.mark.skipif(not askrich.DOOR_SHARED, reason="the kernel shares a port with one user only on Linux")
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from inbox_support import Agent, inbox_events, free_port, read_key, titles
-from support import MODULE, WAIT, EventsReader, LogWatch, api_url, askrich, http_request, submit, wait_for_file
+from helpers.inbox_support import Agent, inbox_events, free_port, read_key, titles
+from helpers.support import MODULE, WAIT, EventsReader, LogWatch, api_url, askrich, http_request, submit
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="process and file-mode checks are POSIX")
 
@@ -117,7 +117,11 @@ def test_killing_the_first_holder_leaves_the_inbox_at_the_same_address_with_no_w
         assert listing["holder"] in (second.pid, third.pid)
         assert "inbox-port-taken" not in second.server.log.getvalue() + third.server.log.getvalue()
         # The dead holder's file was dropped by whoever noticed.
-        wait_for_file(logs / "inbox" / ("%d.json" % first.pid), present=False)
+        dropped = "inbox-entry-dropped pid=%d " % first.pid
+        deadline = time.monotonic() + WAIT
+        while dropped not in second.server.log.getvalue() + third.server.log.getvalue():
+            assert time.monotonic() < deadline, "nobody dropped the dead holder's file"
+            time.sleep(0.05)
     finally:
         stream.close()
 
@@ -283,7 +287,7 @@ def test_a_process_does_no_inbox_work_until_it_shows_a_door_url_and_then_holds_t
         interview = rt.open_interview({"title": "One", "questions": [{"id": "q", "header": "ok?"}]})
         log.wait_for("inbox-holding")
         entry = logs / "inbox" / ("%d.json" % os.getpid())
-        wait_for_file(entry)
+        log.wait_for("inbox-listed", "entry=%s" % entry.name)
         key = read_key(logs)
         submit(rt.form_url(interview), {})
         # Nothing is readable any more, but the door URL is out there (a chat, a notice): the
@@ -437,7 +441,8 @@ def test_stale_entries_of_dead_processes_are_dropped(tmp_path):
             assert titles(listing) == ["Alive"]
         finally:
             stream.close()
-        wait_for_file(stale, present=False)
+        log.wait_for("inbox-entry-dropped", "pid=%d " % gone.pid)
+        assert not stale.exists()
     finally:
         rt.close()
 
