@@ -111,6 +111,8 @@ ENV_NOTIFY_AFTER = "ASK_USER_RICH_NOTIFY_AFTER"
 ENV_PUSH_URL = "ASK_USER_RICH_PUSH_URL"
 ENV_PUSH_TOKEN = "ASK_USER_RICH_PUSH_TOKEN"
 ENV_PUSH_LINK = "ASK_USER_RICH_PUSH_LINK"
+ENV_AWAY = "ASK_USER_RICH_AWAY"
+ENV_AWAY_AFTER = "ASK_USER_RICH_AWAY_AFTER"
 ENV_PROTOCOL = "ASK_USER_RICH_PROTOCOL"
 ENV_CODE_CACHE = "ASK_USER_RICH_CODE_CACHE"
 ENV_RESTARTED = "ASK_USER_RICH_RESTARTED"  # internal: askrich.pyz started over from its code cache
@@ -136,6 +138,10 @@ STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
 INBOX_PORT = 47615  # the inbox's one stable address, on 127.0.0.1
 PUBLIC_HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-[]:")
 NOTIFY_MODES = ("desktop", "push", "both", "off")
+# The person's away policy (what happens when nobody answers): the first is the default, and
+# decides nothing for the person.
+AWAY_POLICIES = ("wait", "recommended", "decline")
+AWAY_AFTER_MINUTES = 30.0
 
 # Where the summary cuts a header, a note, an Other answer and the general notes.
 CUT_HEADER, CUT_NOTES, CUT_OTHER, CUT_GENERAL = 80, 140, 100, 400
@@ -211,6 +217,8 @@ class Config:
         "push_url",
         "push_token",
         "push_link",
+        "away",
+        "away_after",
     )
 
     def __init__(
@@ -231,6 +239,8 @@ class Config:
         push_url: str | None = None,
         push_token: str | None = None,
         push_link: bool = True,
+        away: str = "wait",
+        away_after: float = AWAY_AFTER_MINUTES,
     ) -> None:
         # Frozen: whatever holds a Config may rely on it staying as it was read; a changed
         # setting is a new Config (replace()).
@@ -256,6 +266,8 @@ class Config:
             "push_url": push_url,
             "push_token": push_token,
             "push_link": push_link,  # may a pushed notice carry the form's (public) link
+            "away": away,  # the person's away policy: AWAY_POLICIES
+            "away_after": away_after,  # minutes without a sign of the person before it acts
         }
         for name, value in values.items():
             object.__setattr__(self, name, value)
@@ -318,6 +330,11 @@ class Config:
         push_link = env.get(ENV_PUSH_LINK, "").strip().lower()
         if push_link not in ("", "0", "1"):
             warnings.append("%s=%r is not 0 or 1; the link is sent" % (ENV_PUSH_LINK, push_link))
+        away = env.get(ENV_AWAY, "").strip().lower() or AWAY_POLICIES[0]
+        if away not in AWAY_POLICIES:
+            warnings.append("%s=%r is not one of %s; using wait" % (ENV_AWAY, away, ", ".join(AWAY_POLICIES)))
+            away = AWAY_POLICIES[0]
+        away_after = away_minutes(env.get(ENV_AWAY_AFTER, ""), warnings)
         protocol = env.get(ENV_PROTOCOL, "").strip().lower() or "auto"
         if protocol not in ("auto", "legacy"):
             warnings.append("%s=%r is not auto or legacy; serving both eras" % (ENV_PROTOCOL, protocol))
@@ -339,9 +356,29 @@ class Config:
                 push_url=push_url,
                 push_token=env.get(ENV_PUSH_TOKEN, "").strip() or None,
                 push_link=push_link != "0",
+                away=away,
+                away_after=away_after,
             ),
             warnings,
         )
+
+
+def away_minutes(raw: str, warnings: list) -> float:
+    """ASK_USER_RICH_AWAY_AFTER: a decimal number of minutes above 0 (a week at most)."""
+    import math
+
+    raw = raw.strip()
+    if not raw:
+        return AWAY_AFTER_MINUTES
+    try:
+        minutes = float(raw)
+    except ValueError:
+        minutes = math.nan
+    if not 0 < minutes <= MAX_TIMEOUT_SECONDS / 60:
+        warnings.append("%s=%r is not a number of minutes above 0 and at most %d; using %g"
+                        % (ENV_AWAY_AFTER, raw, MAX_TIMEOUT_SECONDS // 60, AWAY_AFTER_MINUTES))
+        return AWAY_AFTER_MINUTES
+    return minutes
 
 
 def public_origin(raw: str):
@@ -481,7 +518,7 @@ APPEND_FIELDS = ("sessionId", "questions", "note")
 AWAIT_FIELDS = ("sessionId", "timeoutSeconds")
 QUESTION_FIELDS = (
     "id", "header", "body", "kind", "options", "recommended", "rationale", "multiSelect",
-    "allowOther", "dependsOn",
+    "allowOther", "dependsOn", "needsPerson",
 )
 OPTION_FIELDS = ("id", "label", "description", "preview", "textInput")
 TEXT_INPUT_FIELDS = ("placeholder", "required")
@@ -695,6 +732,7 @@ def _check_question(raw, index: int, position: dict, seen: set, problems: Proble
     rank = kind == "rank"
     multi = problems.flag(path, raw, "multiSelect", False)
     allow_other = problems.flag(path, raw, "allowOther", not rank)
+    needs_person = problems.flag(path, raw, "needsPerson", False)
     raw_options = raw.get("options")
     options = _check_options(raw_options, path, rank, problems)
     # A non-array `options` was already reported; counting it again would only add noise.
@@ -736,6 +774,7 @@ def _check_question(raw, index: int, position: dict, seen: set, problems: Proble
         "multiSelect": multi,
         "allowOther": allow_other,
         "dependsOn": depends_on,
+        "needsPerson": needs_person,
     }
 
 
@@ -1075,6 +1114,14 @@ ANSWER_MODES = MappingProxyType({"answer": "answered", "defer": "deferred", "nee
 ANSWER_COUNT_KEYS = MappingProxyType(
     {"answered": "answered", "deferred": "deferred", "needs-info": "needsInfo", "unanswered": "unanswered"}
 )
+# Who decided an answer: the person, or their away policy when nobody answered in time.
+BY_PERSON = "person"
+BY_AWAY_POLICY = "away-policy"
+# Where an answer was given (a result's answers' `via`): the form at its own port, through
+# the front door, at the public URL, inside the host, in the client's own form, through
+# Claude Code's AskUserQuestion hook; and how the away policy settles.
+ANSWER_VIAS = ("browser", "door", "public", "app", "elicitation", "hook")
+VIA_AWAY_POLICY = "away-policy"
 
 
 def unanswered(notes=None) -> dict:
@@ -1121,6 +1168,22 @@ def check_submission(spec: dict, payload, uploads=None) -> dict:
         "attachments": attachments,
         "status": DECLINED if declined else SUBMITTED,
     }
+
+
+def given_answers(questions: list, raw_answers: dict) -> dict:
+    """The answers a form holds so far, each checked as a submit checks it: those the person
+    gave (answered, deferred, needs more info, or only notes), by question id. One that does
+    not pass yet (a required text still empty), or names no question, holds nothing."""
+    given = {}
+    for question in questions:
+        raw = raw_answers.get(question["id"])
+        if not isinstance(raw, dict):
+            continue
+        problems = Problems()
+        answer = _check_answer(question, raw, question["id"], problems)
+        if not problems.lines and (answer["status"] != "unanswered" or answer["notes"]):
+            given[question["id"]] = answer
+    return given
 
 
 def is_submission_shaped(payload) -> bool:
@@ -1311,11 +1374,17 @@ def build_result(
     duration_seconds: float,
     attachments=None,
     archive_path=None,
+    sources=None,
+    away=None,
 ) -> dict:
     """The structuredContent of a settled interview, `summary` first, every field in full.
     `attachments` maps a question id ("" for the general notes) to the uploads the user attached
-    there; `archive_path` is the archive file that holds the result (None: not written)."""
+    there; `archive_path` is the archive file that holds the result (None: not written).
+    `sources` maps a question id to who decided its answer and where, (by, via); one left out
+    is the person's, given `via`. `away`: the away policy's part ({policy, afterMinutes,
+    decided}) when it settled the interview."""
     attachments = attachments or {}
+    sources = sources or {}
     rows = []
     counts = {key: 0 for key in ANSWER_COUNT_KEYS.values()}
     for question in spec["questions"]:
@@ -1337,6 +1406,8 @@ def build_result(
                 "notes": answer["notes"],
                 "followedRecommendation": followed_recommendation(question, answer),
                 "attachments": list(attachments.get(question["id"], [])),
+                "by": sources.get(question["id"], (BY_PERSON, via))[0],
+                "via": sources.get(question["id"], (BY_PERSON, via))[1],
             }
         )
     result = {
@@ -1353,6 +1424,8 @@ def build_result(
         "archivePath": archive_path,
         "answers": rows,
     }
+    if away is not None:
+        result["away"] = away
     result["summary"] = summarize(result, spec)
     return result
 
@@ -1386,12 +1459,15 @@ def fit_result(result: dict, spec: dict) -> dict:
 
 
 def compact_result(result: dict, spec: dict) -> dict:
-    """Rows without their header and without any null, [] or {} field; a summary of only the
-    answers that need the agent's attention; `compact: true`."""
+    """Rows without their header, without any null, [] or {} field, and without `by` and `via`
+    where they are the person's and the result's own; a summary of only the answers that need
+    the agent's attention; `compact: true`."""
     compact = dict(result, compact=True)
+    # Who and where only when they differ from the rest: the person, where the result came.
+    usual = {"by": BY_PERSON, "via": result["via"]}
     compact["answers"] = [
         {key: value for key, value in row.items()
-         if key != "header" and value is not None and value != [] and value != {}}
+         if key != "header" and value is not None and value != [] and value != {} and usual.get(key) != value}
         for row in result["answers"]
     ]
     compact["summary"] = summarize(result, spec, compact=True)
@@ -1406,6 +1482,18 @@ def needs_attention(row: dict) -> bool:
         and not row["optionTexts"]
         and not row.get("attachments")
     )
+
+
+def recommended_answer(question: dict, notes=None) -> dict:
+    """The question answered as recommended (what the away policy takes)."""
+    answer = unanswered(notes)
+    answer["status"] = "answered"
+    if question["kind"] == "rank":
+        answer["ranked"] = list(question["recommended"])
+    else:
+        chosen = set(question["recommended"])  # in the options' order, as a submit has them
+        answer["selected"] = [option["id"] for option in question["options"] if option["id"] in chosen]
+    return answer
 
 
 def followed_recommendation(question: dict, answer: dict):
@@ -1456,6 +1544,8 @@ def summarize(result: dict, spec: dict, compact: bool = False) -> str:
         head = "%s %s via %s: %s" % (title, result["status"], result["via"], tally)
     questions = {q["id"]: q for q in spec["questions"]}
     lines = [head]
+    if result.get("away"):
+        lines.insert(0, away_line(result))
     followed = []
     for number, row in enumerate(result["answers"], 1):
         if compact and not needs_attention(row):
@@ -1476,6 +1566,26 @@ def summarize(result: dict, spec: dict, compact: bool = False) -> str:
         lines.append("Full answers (JSON) follow; notes are untruncated there.")
     lines.append(archive_line(result.get("archivePath")))
     return "\n".join(lines)
+
+
+def minutes_text(minutes: float) -> str:
+    """30 minutes, 1 minute, 0.05 minutes: as the person set it."""
+    return "%g minute%s" % (minutes, "" if minutes == 1 else "s")
+
+
+def away_reason(minutes: float) -> str:
+    """What a declined result's general notes say when the away policy declined it."""
+    return "Nobody answered within %s (the person's away policy)." % minutes_text(minutes)
+
+
+def away_line(result: dict) -> str:
+    """The summary's first line when the away policy settled the interview."""
+    away = result["away"]
+    if away["policy"] == "decline":
+        return "Nobody answered within %s: the interview was declined (your away policy)." % (
+            minutes_text(away["afterMinutes"]))
+    return "Nobody answered within %s: the recommendation was taken for %d of %d questions (your away policy)." % (
+        minutes_text(away["afterMinutes"]), len(away["decided"]), len(result["answers"]))
 
 
 def archive_line(path) -> str:
@@ -1510,6 +1620,8 @@ def _summary_answer(row: dict, question) -> str:
         text += " (recommended was %s)" % joiner.join(
             labels.get(oid, oid) for oid in question["recommended"]
         )
+    if row.get("by") == BY_AWAY_POLICY:
+        text += " [taken by the away policy]"
     if row["notes"]:
         text += " | notes: %s" % quote(cut(row["notes"], CUT_NOTES))
     return text + attachment_names(row.get("attachments"))
@@ -1973,6 +2085,21 @@ class Archive:
                 return record
         return None
 
+    def newest_first(self):
+        """Every archived record, newest first (the names start with the settle's time), each
+        with its archivePath; only files find() would read."""
+        try:
+            names = sorted((name for name in os.listdir(private_folder(self.directory, self.log, create=False))
+                            if name.endswith(".json")), reverse=True)
+        except OSError:
+            return
+        for name in names:
+            path = os.path.join(self.directory, name)
+            record = self._read(path)
+            if isinstance(record, dict) and is_session_id(record.get("interviewId")):
+                record["archivePath"] = os.path.abspath(path)
+                yield record
+
     def _read(self, path: str):
         try:
             with open_private_file(path) as handle:
@@ -2224,6 +2351,10 @@ def token_key(token: str) -> bytes:
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
 
 
+# An interview that asks permission for a tool (a PermissionRequest hook) says so in its
+# options' kind; the away policy never acts on one.
+PERMISSION_KIND = "permission"
+
 # The states of an interview, as the /state JSON and the result's status spell them.
 PENDING = "pending"
 SUBMITTED = "submitted"
@@ -2285,7 +2416,7 @@ class InterviewBody:
     """
 
     def __init__(self, interview_id: str, token: str, spec: dict, origin: str,
-                 attachments: AttachmentStore, options=None, agent=None, door=None) -> None:
+                 attachments: AttachmentStore, options=None, agent=None, door=None, away=None) -> None:
         super().__init__()
         self.set_running_or_notify_cancel()
         # One lock for the interview's fields and the future's: the future's own condition.
@@ -2298,6 +2429,9 @@ class InterviewBody:
         self.options = MappingProxyType(dict(options or {"delivery": DELIVERIES[0], "timeoutSeconds": None}))
         self.agent = agent  # what the form calls the agent (agent_name()); None: "the agent"
         self.created = time.time()
+        # The person's away policy as it holds for this interview: (policy, minutes), or None
+        # when nothing is ever decided for the person (wait, a permission ask).
+        self.away = away
         self._spec = spec
         self._door = door  # (interview) -> the front door's origin while it serves it, else None
         self._attachments = attachments
@@ -2319,6 +2453,12 @@ class InterviewBody:
         # background too.
         self._in_view: dict = {}
         self._sightings = 0
+        # The away policy counts from the last sign of the person (wall clock, so that it
+        # can be written down): the creation, a sighting, an answer changed in the form.
+        self._last_sign = self.created
+        # The person's answers as the form last reported them, by question id: {answer,
+        # via}. The policy never replaces one.
+        self._given: dict = {}
         self._unseen = None  # (follow-ups unseen, questions then), as the form last reported
         self._task_ids: list = []  # the tasks made on it, for the archive (TaskRegistry.create)
         # Cancelled because its questions went back to the client's own prompt (the hook
@@ -2435,7 +2575,7 @@ class InterviewBody:
             if self.done():
                 return None
             questions = self._spec["questions"]
-            return {
+            row = {
                 "interviewId": self.id,
                 "title": self._spec["title"],
                 "url": self.own_url,  # the holder lists it at the front door
@@ -2445,6 +2585,9 @@ class InterviewBody:
                 "createdAt": iso_utc(self.created),
                 "waiting": self._waiting > 0,
             }
+            if self.away is not None:
+                row["away"], row["awayAt"] = self.away[0], iso_utc(self._last_sign + self.away[1] * 60)
+            return row
 
     def _unseen_count(self) -> int:
         """Follow-up questions the user has not been shown yet. Call with the lock held."""
@@ -2609,6 +2752,8 @@ class InterviewBody:
         with self._lock:
             self._page_views += 1
             self._sightings += seen
+            if seen:
+                self._last_sign = time.time()
             self._changed.notify_all()
 
     def record_visibility(self, page: str, in_view: bool) -> bool:
@@ -2619,6 +2764,8 @@ class InterviewBody:
             for stale in list(self._in_view)[:-PAGES_REMEMBERED]:  # the pages heard from longest ago
                 del self._in_view[stale]
             self._sightings += came
+            if came:
+                self._last_sign = time.time()
             self._changed.notify_all()
             return came
 
@@ -2634,6 +2781,32 @@ class InterviewBody:
                 self._counts = counts
                 self._counts_revision += 1
                 self._changed.notify_all()
+
+    def record_answers(self, answers: dict, via: str) -> bool:
+        """The person's answers as the form holds them now (checked, by question id; one left
+        out holds nothing); True when one changed, which is a sign of the person."""
+        with self._lock:
+            if self.done():
+                return False
+            before = {qid: given["answer"] for qid, given in self._given.items()}
+            if answers == before:
+                return False
+            self._given = {qid: {"answer": answer, "via": self._given[qid]["via"]
+                                 if before.get(qid) == answer else via}
+                           for qid, answer in answers.items()}
+            self._last_sign = time.time()
+            self._changed.notify_all()
+            return True
+
+    def given_answers(self) -> dict:
+        """What record_answers holds: question id -> {answer, via}."""
+        with self._lock:
+            return {qid: dict(given) for qid, given in self._given.items()}
+
+    def last_sign(self) -> float:
+        """When the person last showed up (time.time()): see __init__."""
+        with self._lock:
+            return self._last_sign
 
     def record_waiter(self, delta: int) -> None:
         """A waiter came (+1) or left (-1): the /state JSON's `waiting`."""
@@ -2835,9 +3008,14 @@ class SessionHub:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    def create(self, spec: dict, origin: str, options=None, agent=None) -> Interview:
+    def create(self, spec: dict, origin: str, options=None, agent=None, away=None) -> Interview:
+        """A new pending interview. `away`: the person's away policy (policy, minutes), which
+        never holds for a permission ask (options kind "permission"): nothing allows a tool
+        on its own."""
         import secrets
 
+        if (options or {}).get("kind") == PERMISSION_KIND:
+            away = None
         for question in spec["questions"]:
             question["version"] = 1
         with self.lock:
@@ -2846,7 +3024,8 @@ class SessionHub:
                 interview_id = secrets.token_hex(6)
             token = secrets.token_urlsafe(18)
             store = AttachmentStore(os.path.join(self.log.log_dir, "attachments", interview_id), self.log)
-            interview = interview_class()(interview_id, token, spec, origin, store, options, agent, self.door_origin)
+            interview = interview_class()(interview_id, token, spec, origin, store, options, agent,
+                                          self.door_origin, away)
             self.by_id[interview_id] = interview
             self.by_token[token_key(token)] = interview
         self.log.event(
@@ -2961,14 +3140,22 @@ class SessionHub:
         interview.record_unseen(count)
         self._observe(interview)
 
-    def submit(self, interview: Interview, payload) -> dict:
-        """Check, archive durably, settle, wake every waiter; the reply for the form."""
+    def record_answers(self, interview: Interview, answers: dict, via: str) -> None:
+        """The person's answers so far (Interview.record_answers); a change is a sign of them."""
+        if interview.record_answers(answers, via):
+            self.log.event("answers-changed", "debug", about=interview, interview=interview.id,
+                           given=len(answers), via=via)
+            self._observe(interview)
+
+    def submit(self, interview: Interview, payload, via: str = "browser") -> dict:
+        """Check, archive durably, settle, wake every waiter; the reply for the form. `via`:
+        where the person submitted (ANSWER_VIAS)."""
 
         def build(snapshot: InterviewSnapshot):
             submission = check_submission(snapshot.spec, payload, snapshot.uploads)
             # Unkept, answers that no call takes would be lost with the process: the form
             # keeps them instead. Taken by a waiting call, they reached the agent.
-            return self._result(snapshot, submission, "browser", keep_or_refuse=not snapshot.delivered)
+            return self._result(snapshot, submission, via, keep_or_refuse=not snapshot.delivered)
 
         # The version is judged only once the payload is an object with answers: a body of
         # another shape is refused as such, whatever version it names.
@@ -2994,7 +3181,46 @@ class SessionHub:
         self._observe(interview)
         return result
 
-    def _result(self, snapshot: InterviewSnapshot, submission: dict, via: str, keep_or_refuse=False):
+    def settle_by_policy(self, interview: Interview):
+        """The away policy's turn (Interview.away): nobody answered in time. `recommended`
+        keeps every answer the person gave in the form and takes the recommendation for the
+        other questions that have one, except those that need the person; `decline` declines.
+        The result, or None when the interview settled meanwhile."""
+        policy, minutes = interview.away
+        given = interview.given_answers()
+        away = {"policy": policy, "afterMinutes": minutes, "decided": []}
+
+        def build(snapshot: InterviewSnapshot):
+            answers, sources = {}, {}
+            for question in snapshot.spec["questions"]:
+                qid = question["id"]
+                mine = given.get(qid)
+                if mine is not None and mine["answer"]["status"] != "unanswered":
+                    answers[qid], sources[qid] = mine["answer"], (BY_PERSON, mine["via"])
+                    continue
+                notes = mine["answer"]["notes"] if mine is not None else None
+                answers[qid], sources[qid] = unanswered(notes), (BY_PERSON, None)
+                if policy == "recommended" and question["recommended"] and not question.get("needsPerson"):
+                    answers[qid] = recommended_answer(question, notes)
+                    sources[qid] = (BY_AWAY_POLICY, None)
+                    away["decided"].append(qid)
+            submission = {"answers": answers, "attachments": None,
+                          "generalNotes": away_reason(minutes) if policy == "decline" else None,
+                          "status": DECLINED if policy == "decline" else SUBMITTED}
+            return self._result(snapshot, submission, VIA_AWAY_POLICY, sources=sources, away=away)
+
+        try:
+            (result, path), _ = interview.settle(build)
+        except InterviewSettled:
+            return None
+        self._log_archived(interview, path)
+        self._observe(interview)
+        self.log.event("away-policy", about=interview, interview=interview.id, policy=policy,
+                       decided=len(away["decided"]))
+        return result
+
+    def _result(self, snapshot: InterviewSnapshot, submission: dict, via: str, keep_or_refuse=False,
+                sources=None, away=None):
         """Runs while the settle is reserved, before it is published, so the archive is
         durable before anyone is told: (the result, twice: once to settle on, once as the
         outcome) with the archive's path, or None when it could not be written; with
@@ -3012,9 +3238,13 @@ class SessionHub:
             duration_seconds=now - snapshot.created,
             attachments=submission["attachments"],
             archive_path=self.archive.path_for(snapshot.interview_id, iso_utc(now)),
+            sources=sources,
+            away=away,
         )
         record = {key: value for key, value in result.items() if key != "summary"}
         record["interview"] = spec
+        # What the history lists beside the title: who asked, and in which project.
+        record["agent"], record["project"] = snapshot.interview.agent, working_folder()
         if snapshot.task_ids:  # what a later process needs to answer tasks/get for them
             record["tasks"] = dict(self.archive.owner, ids=snapshot.task_ids)
         try:
@@ -3602,7 +3832,7 @@ def build_app_document(read=read_asset) -> bytes:
 
 TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 HEX_DIGITS = frozenset("0123456789abcdef")
-MAX_PROGRESS_BYTES = 64 * 1024
+MAX_PROGRESS_BYTES = MAX_BODY_BYTES  # it carries the person's answers so far, as a submit does
 MAX_VISIBILITY_BYTES = 1024
 NOT_FOUND_TEXT = "Interview not found or expired."
 JSON_CONTENT_TYPE = "application/json; charset=utf-8"
@@ -3740,6 +3970,21 @@ def api_interview(request, params: dict):
     return interview
 
 
+def request_via(request) -> str:
+    """Where a form's request came from, by the Host it names (the front door forwards it
+    unchanged): the public URL's host -> "public", the inbox's port (the door) -> "door",
+    else the form's own port -> "browser"."""
+    host = request.headers.get("Host", "").strip().lower()
+    name = host_name(host)
+    config = request.runtime.config
+    if config.public_url and name == host_name(config.public_url.split("://", 1)[1]):
+        return "public"
+    port = host[len(name) + 1:]
+    if config.inbox_port and port.isdigit() and int(port) == config.inbox_port:
+        return "door"
+    return "browser"
+
+
 def require_json_body(request) -> None:
     if not is_json_media_type(request.headers.get("Content-Type", "")):
         raise HttpRefusal(415, "expected application/json")
@@ -3768,11 +4013,17 @@ def form_state(runtime, interview) -> dict:
     return runtime.inbox.beside(interview, interview.state_json())
 
 
-def form_progress(runtime, interview, payload):
+def form_progress(runtime, interview, payload, via: str = "browser"):
+    """The form's counts, its follow-ups not seen yet and, with `answers` (as a submit has
+    them), the person's answers so far, given `via` (ANSWER_VIAS): what the away policy keeps."""
     counts = progress_counts(payload)
     if counts is None:
         raise HttpRefusal(422, "progress must be an object of answered, deferred, needsInfo and open counts",
                           code="invalid-progress")
+    if "answers" in payload:
+        if not isinstance(payload["answers"], dict):
+            raise HttpRefusal(422, "answers must be an object of question id to answer", code="invalid-progress")
+        runtime.hub.record_answers(interview, given_answers(interview.questions(), payload["answers"]), via)
     runtime.hub.record_counts(interview, counts)
     unseen = payload.get("followUpsUnseen")
     if isinstance(unseen, int) and not isinstance(unseen, bool) and unseen >= 0:
@@ -3801,13 +4052,13 @@ def form_visibility(runtime, interview, payload):
     return 204, None
 
 
-def form_submit(runtime, interview, read_payload):
+def form_submit(runtime, interview, read_payload, via: str = "browser"):
     """`read_payload()` gives the submitted JSON (or refuses it) once the interview is known to
-    be pending: a settled one is told so before its body is read."""
+    be pending: a settled one is told so before its body is read. `via`: ANSWER_VIAS."""
     hub = runtime.hub
     try:
         interview.check_pending()
-        return 200, hub.submit(interview, read_payload())
+        return 200, hub.submit(interview, read_payload(), via)
     except InterviewError as error:
         status, body = http_error(error)
         hub.log.event(
@@ -3914,7 +4165,8 @@ def route_to_inbox(request, params: dict):
 def route_progress(request, params: dict):
     interview = api_interview(request, params)
     require_json_body(request)
-    return operation_reply(form_progress(request.runtime, interview, request.read_json(MAX_PROGRESS_BYTES)))
+    return operation_reply(form_progress(request.runtime, interview, request.read_json(MAX_PROGRESS_BYTES),
+                                         request_via(request)))
 
 
 def route_visibility(request, params: dict):
@@ -3926,7 +4178,8 @@ def route_visibility(request, params: dict):
 def route_submit(request, params: dict):
     interview = api_interview(request, params)
     require_json_body(request)
-    return operation_reply(form_submit(request.runtime, interview, lambda: request.read_json(MAX_BODY_BYTES)))
+    return operation_reply(form_submit(request.runtime, interview, lambda: request.read_json(MAX_BODY_BYTES),
+                                       request_via(request)))
 
 
 def route_attachment_upload(request, params: dict):
@@ -4502,12 +4755,15 @@ class Runtime:
         self.form_server = None  # a LoopbackListener once a form needs it
         self.inbox = Inbox(self)
         self.notices = Notices(config, self.log, project=working_folder())
+        self.away = None  # the AwayPolicy, made for the first interview it holds
         self.hub.observer = self._observe
         self.hub.door_origin = self.inbox.door_origin
 
     def _observe(self, interview: Interview) -> None:
         self.inbox.observe(interview)
         self.notices.observe(interview)
+        if self.away is not None:
+            self.away.observe(interview)
 
     def base_url(self) -> str:
         """Start the form server on first need; its base URL (this process's own, which the
@@ -4533,7 +4789,15 @@ class Runtime:
         (FormServerUnavailable) and open the interview; its call options are in `options`.
         `details` go to SessionHub.create as they are."""
         spec, options = validate_interview(args)
-        return self.hub.create(spec, self.base_url(), options, **details)
+        config = self.config
+        away = None if config.away == AWAY_POLICIES[0] else (config.away, config.away_after)
+        interview = self.hub.create(spec, self.base_url(), options, away=away, **details)
+        if interview.away is not None:
+            with self.server_lock:
+                if self.away is None:
+                    self.away = AwayPolicy(self.hub, self.notices, self.log)
+            self.away.watch(interview)
+        return interview
 
     def append_questions(self, session_id, questions, note=None) -> dict:
         reply = self.hub.append(session_id, questions, note)
@@ -4542,6 +4806,8 @@ class Runtime:
 
     def close(self) -> None:
         self.notices.close()
+        if self.away is not None:
+            self.away.close()
         self.inbox.close()
         self.hub.close()
         with self.server_lock:
@@ -4777,6 +5043,9 @@ def _inbox_row(raw):
         value = raw.get(name, 0)
         row[name] = value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
     row["waiting"] = raw.get("waiting") is True
+    # When the person's away policy acts on it, if it will.
+    if raw.get("away") in AWAY_POLICIES[1:] and isinstance(raw.get("awayAt"), str):
+        row["away"], row["awayAt"] = raw["away"], raw["awayAt"]
     return row
 
 
@@ -5017,6 +5286,115 @@ def route_inbox_session_share(request, params: dict):
 def route_inbox_verifier(request, params: dict):
     inbox, session = inbox_by_cookie(request)
     return json_reply(200, {"verifier": page_verifier(inbox.key, session), "session": session})
+
+
+# -- the history: what was decided, from the answer archive ---------------------------------
+#
+# The inbox's "Answered" view and `askrich.py history` read the archive (answers/*.json) newest
+# first: settled interviews and permission decisions, who asked, where, and who decided. Read
+# only when asked for: nothing of it runs or stays in memory otherwise.
+
+HISTORY_LIMIT = 100
+
+
+def history_entry(record: dict) -> dict:
+    """One line of the history: title, agent, project, when, outcome and who decided."""
+    permission = record.get("permission") if record.get("kind") == PERMISSION_KIND else None
+    away = record.get("away") if isinstance(record.get("away"), dict) else None
+    entry = {
+        "interviewId": record["interviewId"],
+        "kind": PERMISSION_KIND if isinstance(permission, dict) else "interview",
+        "title": record.get("title") if isinstance(record.get("title"), str) else "",
+        "agent": record.get("agent") if isinstance(record.get("agent"), str) else None,
+        "project": record.get("project") if isinstance(record.get("project"), str) else "",
+        "when": record.get("submittedAt") if isinstance(record.get("submittedAt"), str) else "",
+        "outcome": record.get("status") if isinstance(record.get("status"), str) else "",
+        "decidedBy": BY_AWAY_POLICY if away else BY_PERSON,
+        "counts": record.get("counts") if isinstance(record.get("counts"), dict) else {},
+        "archivePath": record.get("archivePath"),
+    }
+    if isinstance(permission, dict):
+        entry["outcome"] = permission.get("decision") if isinstance(permission.get("decision"), str) else ""
+        entry["tool"] = permission.get("tool") if isinstance(permission.get("tool"), str) else ""
+    return entry
+
+
+def history_text(record: dict) -> str:
+    """Everything a search looks in, case-folded: the title, each question, each answer (its
+    labels, Other, option texts, notes), the general notes, a permission's tool and input."""
+    parts = [record.get("title"), record.get("generalNotes")]
+    for row in record.get("answers") or []:
+        if isinstance(row, dict):
+            parts += [row.get("header"), row.get("other"), row.get("notes")]
+            parts += list(row.get("selectedLabels") or []) + list(row.get("rankedLabels") or [])
+            parts += list((row.get("optionTexts") or {}).values())
+    permission = record.get("permission")
+    if isinstance(permission, dict):
+        parts += [permission.get("tool"), json.dumps(permission.get("input"), ensure_ascii=False)]
+    return "\n".join(part for part in parts if isinstance(part, str)).casefold()
+
+
+def read_history(archive: Archive, query: str = "", limit: int = HISTORY_LIMIT) -> list:
+    """The newest `limit` history entries whose text holds every word of `query`."""
+    words = query.casefold().split()
+    entries = []
+    for record in archive.newest_first():
+        if len(entries) >= limit:
+            break
+        text = history_text(record) if words else ""
+        if all(word in text for word in words):
+            entries.append(history_entry(record))
+    return entries
+
+
+def history_answers(archive: Archive, interview_id: str):
+    """What the read-only view of one history entry shows, or None: the entry, its answers
+    (question, answer labels, Other, notes, who decided), its general notes and, for a
+    permission ask, the decision."""
+    record = archive.find(interview_id)
+    if record is None:
+        return None
+    answers = []
+    for row in record.get("answers") or []:
+        if not isinstance(row, dict):
+            continue
+        answers.append({key: row.get(key) for key in (
+            "id", "header", "status", "selectedLabels", "rankedLabels", "other", "optionTexts", "notes", "by")})
+    view = dict(history_entry(record), answers=answers, generalNotes=record.get("generalNotes"))
+    if view["kind"] == PERMISSION_KIND:
+        view["permission"] = record.get("permission")
+    return view
+
+
+def route_history(inbox, request):
+    try:
+        limit = min(HISTORY_LIMIT, max(1, int(query_value(request, "limit") or HISTORY_LIMIT)))
+    except ValueError:
+        raise HttpRefusal(400, "limit must be a number from 1 to %d" % HISTORY_LIMIT) from None
+    return json_reply(200, {"history": read_history(inbox.runtime.archive, query_value(request, "q"), limit)})
+
+
+def route_history_entry(inbox, params: dict):
+    view = history_answers(inbox.runtime.archive, params["id"])
+    if view is None:
+        raise HttpRefusal(404, "not found")
+    return json_reply(200, view)
+
+
+def route_inbox_history(request, params: dict):
+    return route_history(inbox_from(request, params), request)
+
+
+def route_inbox_session_history(request, params: dict):
+    return route_history(inbox_by_cookie(request)[0], request)
+
+
+def route_inbox_history_entry(request, params: dict):
+    return route_history_entry(inbox_from(request, params), params)
+
+
+def route_inbox_session_history_entry(request, params: dict):
+    return route_history_entry(inbox_by_cookie(request)[0], params)
 
 
 # -- the front door: every form of every process, through the inbox's port ------------------
@@ -5404,6 +5782,8 @@ INBOX_ROUTES = (
     ("GET", "/inbox/events", route_inbox_session_events),
     ("GET", "/inbox/verifier", route_inbox_verifier),
     ("GET", "/inbox/share", route_inbox_session_share),
+    ("GET", "/inbox/history", route_inbox_session_history),
+    ("GET", "/inbox/history/<id>", route_inbox_session_history_entry),
     ("GET", "/inbox/enter/<ticket>", route_inbox_enter),
     ("GET", "/inbox/<key>", route_inbox_page),
     ("GET", "/assets/<name*>", route_asset),
@@ -5411,6 +5791,8 @@ INBOX_ROUTES = (
     ("GET", "/api/inbox/<key>", route_inbox_json),
     ("GET", "/api/inbox/<key>/events", route_inbox_events),
     ("GET", "/api/inbox/<key>/share", route_inbox_share),
+    ("GET", "/api/inbox/<key>/history", route_inbox_history),
+    ("GET", "/api/inbox/<key>/history/<id>", route_inbox_history_entry),
 ) + tuple(  # the front door: each form route, forwarded; the assets are the holder's own
     (method, pattern, door_prove if pattern == "/api/prove" else door_route(method, pattern, route))
     for method, pattern, route in ROUTES if pattern != "/assets/<name*>"
@@ -6283,6 +6665,22 @@ def compose_notice(spec: dict, agent, project: str, url: str, environ=None, test
     }
 
 
+def compose_away_notice(spec: dict, agent, project: str, url: str, policy: str, seconds: float) -> dict:
+    """The warning that the away policy acts soon: "In 5 minutes, the recommendations will be
+    taken for <title>" (or "<title> will be declined"), naming the agent and the project."""
+    notice = compose_notice(spec, agent, project, url)
+    language = notice["language"]
+    words = notice_words(language)
+    minutes = max(1, int(round(seconds / 60.0)))
+    forms = words.get("notice.awayRecommended" if policy == "recommended" else "notice.awayDecline", {})
+    heading = forms.get(plural_category(language, minutes), forms.get("other", "")) if isinstance(forms, dict) else forms
+    folder = os.path.basename(project.rstrip("/\\")) if project else ""
+    parts = (agent or "", folder)
+    notice["heading"] = notice_text(fill_words(language, heading, {"count": str(minutes), "title": spec["title"]}))
+    notice["body"] = " · ".join(notice_text(part) for part in parts if notice_text(part))
+    return notice
+
+
 def notice_text(text: str) -> str:
     """One line a notifier can carry: whitespace runs as one space, control characters and
     lone surrogates dropped (an argv cannot hold NUL, XML no control character), at most
@@ -6820,7 +7218,7 @@ class Notices:
                 wake = plan["next"] if wake is None else min(wake, plan["next"])
         return due, wake
 
-    def _send(self, interview: Interview, kind: str, number: int) -> None:
+    def _ready_targets(self) -> list:
         if self.targets is None:
             facts = self.facts if self.facts is not None else desktop_facts()
             targets, notes = notice_targets(self.config, facts, self.open_form)
@@ -6828,12 +7226,122 @@ class Notices:
                 self.targets = targets
             for note in notes:
                 self.log.event("notices-unavailable", note=note)
-        if not self.targets:
+        return self.targets
+
+    def warn_away(self, interview: Interview, policy: str, seconds: float) -> None:
+        """The away policy acts on `interview` in `seconds`: say so, whoever has looked."""
+        if not self.enabled or self.closed or not self._ready_targets():
+            return
+        notice = compose_away_notice(interview.spec, interview.agent, self.project, interview.url, policy, seconds)
+        self.log.event("notice", about=interview, interview=interview.id, reason="away-" + policy,
+                       targets=len(self.targets))
+        send_to_all(self.targets, notice, self.log, interview.id)
+
+    def _send(self, interview: Interview, kind: str, number: int) -> None:
+        if not self._ready_targets():
             return
         notice = compose_notice(interview.spec, interview.agent, self.project, interview.url)
         self.log.event("notice", about=interview, interview=interview.id, reason=kind, number=number,
                        targets=len(self.targets))
         send_to_all(self.targets, notice, self.log, interview.id)
+
+
+# ============================================================================================
+# The person's away policy: when nobody answers
+# ============================================================================================
+#
+# Off by default (wait). Otherwise, once an interview has had no sign of the person (its
+# creation, a sighting, an answer changed in the form) for ASK_USER_RICH_AWAY_AFTER minutes,
+# the policy takes the recommendations (the person's own answers kept) or declines, after a
+# notice that warns it will. One thread per process, started with the first interview the
+# policy watches and asleep until the next warning or act is due: a server whose person never
+# chose a policy runs none of this.
+
+AWAY_WARNING_SECONDS = 300.0  # the warning comes this long before the policy acts...
+# ...or at half the delay, when that is shorter.
+
+
+def plan_away(last_sign: float, after_seconds: float, warned_for, now: float) -> dict:
+    """What the policy does about one interview now: {"act", "warn", "next"}; `warned_for`
+    is the last sign the warning was sent for (None: none sent), since a sign after a warning
+    starts the clock, and its warning, over."""
+    due = last_sign + after_seconds
+    warn_at = due - min(AWAY_WARNING_SECONDS, after_seconds / 2.0)
+    if now >= due:
+        return {"act": True, "warn": False, "next": None}
+    if warned_for != last_sign and now >= warn_at:
+        return {"act": False, "warn": True, "next": due}
+    return {"act": False, "warn": False, "next": due if warned_for == last_sign else warn_at}
+
+
+class AwayPolicy:
+    """Every pending interview the away policy holds (Interview.away), and its thread."""
+
+    def __init__(self, hub: SessionHub, notices: Notices, log: Log, clock=time.time) -> None:
+        self.hub = hub
+        self.notices = notices
+        self.log = log
+        self.clock = clock
+        self.changed = threading.Condition(threading.Lock())
+        self.watched: dict = {}  # interview id -> [interview, the last sign it was warned for]
+        self.thread = None
+        self.closed = False
+
+    def watch(self, interview: Interview) -> None:
+        with self.changed:
+            if self.closed or interview.id in self.watched:
+                return
+            self.watched[interview.id] = [interview, None]
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._run, name="ask-user-rich-away", daemon=True)
+                self.thread.start()
+            self.changed.notify_all()
+
+    def observe(self, interview: Interview) -> None:
+        """A sign of the person, or a settle: look again now."""
+        with self.changed:
+            if interview.id in self.watched:
+                self.changed.notify_all()
+
+    def close(self) -> None:
+        with self.changed:
+            self.closed = True
+            self.changed.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self.changed:
+                if self.closed:
+                    return
+                warn, act, wake = self._plan(self.clock())
+                if not warn and not act:
+                    self.changed.wait(None if wake is None else max(0.0, wake - self.clock()))
+                    continue
+            for interview, seconds in warn:
+                self.notices.warn_away(interview, interview.away[0], seconds)
+            for interview in act:
+                self.hub.settle_by_policy(interview)
+
+    def _plan(self, now: float):
+        """With the lock held: (warnings due, with the seconds left), the interviews to settle,
+        and when to look next."""
+        warn, act, wake = [], [], None
+        for interview_id, entry in list(self.watched.items()):
+            interview, warned_for = entry
+            if not interview.is_pending():
+                del self.watched[interview_id]
+                continue
+            sign, after = interview.last_sign(), interview.away[1] * 60.0
+            plan = plan_away(sign, after, warned_for, now)
+            if plan["act"]:
+                del self.watched[interview_id]
+                act.append(interview)
+                continue
+            if plan["warn"]:
+                entry[1] = sign
+                warn.append((interview, sign + after - now))
+            wake = plan["next"] if wake is None else min(wake, plan["next"])
+        return warn, act, wake
 
 
 # ============================================================================================
@@ -6862,6 +7370,7 @@ RULES_TEXT = """Rules (a call that breaks one is rejected with every problem lis
 AFTER_TEXT = """After the call:
 - status "submitted": read every answer and its notes (notes often change the meaning). "deferred" and "needs-info" are open questions, not consent: do not act as if the recommendation was accepted; answer the needs-info notes and ask again when it matters.
 - status "declined": the user chose not to answer now; do not proceed as if they agreed.
+- Each answer's by says who decided: "person", or "away-policy" when nobody answered in time and the person's own away policy took your recommendation (the summary's first line and away say so). Go on with it, and tell the user that you went with the recommendation and that they can tell you if they disagree. Mark a question needsPerson: true when only the person may decide it.
 - Answers and the general notes may carry attachments (screenshots, logs): read each file at its absolute path with your own file tools.
 - status "awaiting": show the url to the user, then call await_user_answers with the sessionId to wait for the submit.
 - Follow-up questions while the form is open (or while a call waits): append_questions, not a second interview.
@@ -6957,6 +7466,11 @@ QUESTION_SCHEMA = fields_schema(
             "default": [],
             "description": "Ids of earlier questions this one builds on (display only).",
         },
+        "needsPerson": {
+            "type": "boolean",
+            "default": False,
+            "description": "true: only the person may answer it; the person's away policy never takes its recommendation.",
+        },
     },
     required=["id", "header"],
 )
@@ -7003,10 +7517,16 @@ ANSWER_SCHEMA = {
         "notes": _NULLABLE_TEXT,
         "followedRecommendation": {"type": ["boolean", "null"]},
         "attachments": ATTACHMENTS_SCHEMA,
+        # Not required: results archived before they were written lack them.
+        "by": {"type": "string", "enum": [BY_PERSON, BY_AWAY_POLICY],
+               "description": "Who decided: the person, or their away policy (nobody answered in time)."},
+        "via": {"type": ["string", "null"], "enum": list(ANSWER_VIAS) + [None],
+                "description": "Where the person gave the answer; null when nobody did."},
     },
 }
 
-# A compact result's rows: the same fields, none required but the id and the status, no header.
+# A compact result's rows: the same fields, none required but the id and the status, no header;
+# `by` and `via` left out mean the person, where the result came.
 COMPACT_ANSWER_SCHEMA = {
     "type": "object",
     "required": ["id", "status"],
@@ -7022,7 +7542,7 @@ RESULT_SCHEMA = {
         "summary": {"type": "string", "description": "One line per question; read it first."},
         "interviewId": {"type": "string"},
         "title": {"type": "string"},
-        "via": {"type": "string", "enum": ["browser", "elicitation"]},
+        "via": {"type": "string", "enum": ["browser", "elicitation", "app", VIA_AWAY_POLICY]},
         "submittedAt": {"type": "string"},
         "durationSeconds": {"type": "number"},
         "counts": {
@@ -7042,6 +7562,17 @@ RESULT_SCHEMA = {
             "description": "true: a large result, rows without header or empty fields; archivePath has them all.",
         },
         "answers": {"type": "array", "items": {"anyOf": [ANSWER_SCHEMA, COMPACT_ANSWER_SCHEMA]}},
+        "away": {
+            "type": "object",
+            "required": ["policy", "afterMinutes", "decided"],
+            "description": "Present when the person's away policy settled it: nobody answered in time.",
+            "properties": {
+                "policy": {"type": "string", "enum": list(AWAY_POLICIES[1:])},
+                "afterMinutes": {"type": "number"},
+                "decided": {"type": "array", "items": {"type": "string"},
+                            "description": "The questions whose recommendation it took."},
+            },
+        },
         "sessionId": {"type": "string", "description": "awaiting: pass it to await_user_answers."},
         "url": {"type": "string", "description": "awaiting: show it to the user."},
         "reason": {"type": "string", "description": "awaiting: why the call ended without answers."},
@@ -7237,9 +7768,9 @@ APP_TOOLS = (
               "specVersion": {"type": "integer"}, "declined": {"type": "boolean"},
               "attachments": {"type": "object"}}, required=("answers",)),
     app_tool("form_progress", "Report the form's answered counts",
-             "The counts the form shows (POST /api/s/<token>/progress).",
+             "The counts the form shows and the answers so far (POST /api/s/<token>/progress).",
              {"answered": _COUNT, "deferred": _COUNT, "needsInfo": _COUNT, "open": _COUNT,
-              "followUpsUnseen": _COUNT}),
+              "followUpsUnseen": _COUNT, "answers": {"type": "object"}}),
     app_tool("form_attach", "Upload a file to a note, one chunk at a time",
              "One chunk (at most 512 KiB of base64) of a file (POST /api/s/<token>/attachments). The "
              "first call opens the upload and returns its uploadId; the call that completes size "
@@ -7363,12 +7894,17 @@ def awaiting_result(interview: Interview, reason: str) -> dict:
     return {"content": [{"type": "text", "text": text}], "structuredContent": structured}
 
 
+# What an archive record holds beside the result: the interview itself, its tasks, who asked
+# and where (the history's), and a permission ask's decision.
+ARCHIVE_ONLY_FIELDS = frozenset({"interview", "tasks", "agent", "project", "kind", "permission"})
+
+
 def archived_result(record: dict) -> dict:
     """A result read back from the archive, with its summary rebuilt."""
     spec = record.get("interview") or {"questions": []}
     result = {"summary": ""}
-    # Not the interview nor the record of its tasks, which are for this server alone.
-    result.update((key, value) for key, value in record.items() if key not in ("interview", "tasks"))
+    # Not what the record keeps for this server and its history alone.
+    result.update((key, value) for key, value in record.items() if key not in ARCHIVE_ONLY_FIELDS)
     # Archived before attachments existed: the shape the outputSchema promises all the same.
     result.setdefault("generalAttachments", [])
     for row in result.get("answers") or []:
@@ -9081,14 +9617,14 @@ class InterviewTools:
 
     def form_progress(self, arguments: dict, call):
         return self.app_operation(arguments, lambda interview: form_progress(
-            self.runtime, interview, form_fields(arguments)))
+            self.runtime, interview, form_fields(arguments), "app"))
 
     def form_submit(self, arguments: dict, call):
         def submit(interview):
             payload = form_fields(arguments)
             if len(json.dumps(payload)) > MAX_BODY_BYTES:
                 raise HttpRefusal(413, "body larger than %d bytes" % MAX_BODY_BYTES)
-            status, body = form_submit(self.runtime, interview, lambda: payload)
+            status, body = form_submit(self.runtime, interview, lambda: payload, "app")
             settled = interview.settled_result() if status == 200 else None
             # The app hands the summary to the host's model context.
             return status, dict(body, summary=settled["summary"]) if settled else body
@@ -9311,14 +9847,18 @@ def release_start_up_memory() -> None:
 # Command line
 # ============================================================================================
 
-USAGE = """usage: askrich.py [demo | ask FILE.json | inbox | notify --test | doctor | hook ask-user-question]
-                  [--link | --no-open]
+USAGE = """usage: askrich.py [demo | ask FILE.json | inbox | history | notify --test | doctor
+                   | hook ask-user-question] [--link | --no-open]
 
   (no command)         run the stdio MCP server (what an MCP client launches)
   demo                 ask the built-in demo interview and print the result JSON
   ask FILE.json        ask the interview in FILE.json ('-' reads stdin) and print the result
   inbox                open the inbox: every interview waiting for you, from every agent
                        (served from here until Ctrl-C when no ask-user-rich holds it)
+  history [QUERY] [--json] [--limit N]
+                       what was decided, newest first (100 by default): each settled
+                       interview and permission decision, and who decided; QUERY keeps
+                       those whose title, questions or answers hold its words
   notify --test        send one test notice to every notice target and say how each went
   doctor               check Python, the log directory, the browser opener, the form server,
                        the inbox, the notice targets and the AskUserQuestion hook
@@ -9351,6 +9891,8 @@ def main(argv=None, detach: bool = False):
     command, rest = args[0], args[1:]
     if command == "hook":
         return run_hook(rest)
+    if command == "history":
+        return run_history(rest)
     flags = [arg for arg in rest if arg.startswith("--")]
     positional = [arg for arg in rest if not arg.startswith("--") or arg == "-"]
     unknown = [flag for flag in flags if flag not in ("--link", "--no-open")]
@@ -9371,6 +9913,53 @@ def main(argv=None, detach: bool = False):
             return usage_error("%s takes %s" % (command, "no file" if command == "demo" else "one FILE.json"))
         return run_cli_interview(source, open_it=not flags)
     return usage_error("unknown arguments: %s" % " ".join(args))
+
+
+HISTORY_USAGE = "history [QUERY] [--json] [--limit N]"
+
+
+def run_history(args: list) -> int:
+    """history: what was decided, newest first, from the archive; QUERY keeps the entries
+    whose title, questions or answers hold each of its words."""
+    as_json, limit, words = False, HISTORY_LIMIT, []
+    rest = list(args)
+    while rest:
+        arg = rest.pop(0)
+        if arg == "--json":
+            as_json = True
+        elif arg == "--limit" and rest and rest[0].isdigit() and int(rest[0]) > 0:
+            limit = int(rest.pop(0))
+        elif arg.startswith("--"):
+            return usage_error("usage: askrich.py %s" % HISTORY_USAGE)
+        else:
+            words.append(arg)
+    config, _ = Config.from_env()
+    log = Log(config.log_dir)
+    try:
+        entries = read_history(Archive(config.log_dir, log), " ".join(words), limit)
+    finally:
+        log.close()
+    if as_json:
+        sys.stdout.write(json.dumps({"history": entries}, ensure_ascii=False, indent=2) + "\n")
+        return 0
+    if not entries:
+        sys.stdout.write("Nothing decided yet%s.\n" % (" matches %s" % quote(" ".join(words)) if words else ""))
+        return 0
+    for entry in entries:
+        sys.stdout.write(history_line(entry) + "\n")
+    return 0
+
+
+def history_line(entry: dict) -> str:
+    """2026-12-06 19:30  submitted, 4 answered  by the person  Claude Code · shop  "Title"."""
+    when = entry["when"][:16].replace("T", " ")
+    if entry["kind"] == PERMISSION_KIND:
+        outcome = "%s %s" % (entry["outcome"], entry.get("tool") or "")
+    else:
+        outcome = "%s, %d answered" % (entry["outcome"], (entry["counts"] or {}).get("answered", 0))
+    who = "by the away policy" if entry["decidedBy"] == BY_AWAY_POLICY else "by the person"
+    place = " · ".join(part for part in (entry["agent"], os.path.basename(entry["project"].rstrip("/\\"))) if part)
+    return "  ".join(part for part in (when, outcome.strip(), who, place, quote(cut(entry["title"], CUT_HEADER))) if part)
 
 
 def usage_error(text: str) -> int:

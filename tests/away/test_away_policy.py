@@ -1,0 +1,211 @@
+"""When nobody answers (CONTRACT.md §20): the person's away policy over stdio, with delays of
+a few seconds (decimal minutes), the answers the person gave in the form kept, needsPerson
+questions left open, the warning before the policy acts, permission asks never touched, and
+`by`/`via` on every answer of every result."""
+
+from __future__ import annotations
+
+import calendar
+import json
+import time
+
+import jsonschema
+import pytest
+
+from modern_support import modern_params
+from notices_support import PushServer
+from support import (WAIT, SubprocessServer, api_url, askrich, choice, http_request, interview, quiet_runtime,
+                     submit, wait_for_result)
+
+AFTER = "0.03"  # minutes: 1.8 s
+SECONDS = 1.8
+
+
+def questions():
+    """Six questions: four with a recommendation, one of them needsPerson; one rank."""
+    return interview(
+        choice("db", "pg", "my", recommended="pg"),
+        choice("langs", "py", "go", "rs", multiSelect=True, recommended=["rs", "py"]),
+        {"id": "order", "header": "Rank them", "kind": "rank", "options": [
+            {"id": "speed", "label": "Speed"}, {"id": "cost", "label": "Cost"}], "recommended": ["cost", "speed"]},
+        choice("prod", "yes", "no", recommended="no", needsPerson=True),
+        choice("free"),
+        choice("color", "red", "blue", recommended="red"),
+        title="Six questions",
+    )
+
+
+def away_server(tmp_path, policy, after=AFTER, **env):
+    return SubprocessServer(tmp_path / "logs", env=dict({"ASK_USER_RICH_AWAY": policy,
+                                                         "ASK_USER_RICH_AWAY_AFTER": after}, **env))
+
+
+def structured(reply) -> dict:
+    return reply["result"]["structuredContent"]
+
+
+def result_schema():
+    return askrich.RESULT_SCHEMA
+
+
+def test_recommended_takes_each_recommendation_nobody_gave_and_says_so(tmp_path):
+    server = away_server(tmp_path, "recommended")
+    try:
+        server.initialize()
+        started = time.monotonic()
+        result = structured(server.tool("ask_user_rich", dict(questions(), delivery="link"), timeout=WAIT))
+        session = result["sessionId"]
+        result = structured(server.tool("await_user_answers", {"sessionId": session}, timeout=WAIT + SECONDS))
+        assert time.monotonic() - started >= SECONDS - 0.2
+    finally:
+        server.close()
+    jsonschema.validate(result, result_schema())
+    rows = {row["id"]: row for row in result["answers"]}
+    assert result["status"] == "submitted" and result["via"] == "away-policy"
+    assert result["away"] == {"policy": "recommended", "afterMinutes": 0.03,
+                              "decided": ["db", "langs", "order", "color"]}
+    assert rows["db"]["selected"] == ["pg"] and rows["db"]["by"] == "away-policy"
+    assert rows["langs"]["selected"] == ["py", "rs"] and rows["order"]["ranked"] == ["cost", "speed"]
+    # needsPerson and a question without a recommendation stay open.
+    assert rows["prod"]["status"] == "unanswered" and rows["prod"]["by"] == "person"
+    assert rows["free"]["status"] == "unanswered"
+    assert all(row["via"] is None for row in rows.values())
+    first = result["summary"].splitlines()[0]
+    assert first == ("Nobody answered within 0.03 minutes: the recommendation was taken for 4 of 6 "
+                     "questions (your away policy).")
+    assert "[taken by the away policy]" in result["summary"]
+
+
+def test_decline_settles_declined_with_the_policys_reason(tmp_path):
+    server = away_server(tmp_path, "decline")
+    try:
+        server.initialize()
+        session = structured(server.tool("ask_user_rich", dict(questions(), delivery="link")))["sessionId"]
+        result = structured(server.tool("await_user_answers", {"sessionId": session}, timeout=WAIT + SECONDS))
+    finally:
+        server.close()
+    assert result["status"] == "declined"
+    assert result["generalNotes"] == "Nobody answered within 0.03 minutes (the person's away policy)."
+    assert result["away"] == {"policy": "decline", "afterMinutes": 0.03, "decided": []}
+    assert all(row["status"] == "unanswered" and row["by"] == "person" for row in result["answers"])
+
+
+def test_wait_decides_nothing_and_a_bad_value_is_reported_once(tmp_path):
+    server = away_server(tmp_path, "sometimes", after="soon")
+    try:
+        server.initialize()
+        session = structured(server.tool("ask_user_rich", dict(questions(), delivery="link")))["sessionId"]
+        reply = structured(server.tool("await_user_answers", {"sessionId": session, "timeoutSeconds": 3}, timeout=WAIT))
+        assert reply["status"] == "awaiting"
+    finally:
+        server.close()
+    warnings = "".join(server.stderr_lines)
+    assert warnings.count("ASK_USER_RICH_AWAY='sometimes' is not one of wait, recommended, decline; using wait") == 1
+    assert warnings.count("ASK_USER_RICH_AWAY_AFTER='soon' is not a number of minutes") == 1
+
+
+def test_the_config_reads_the_policy_and_decimal_minutes():
+    config, warnings = askrich.Config.from_env({"ASK_USER_RICH_AWAY": "Recommended", "ASK_USER_RICH_AWAY_AFTER": "2.5"})
+    assert (config.away, config.away_after, warnings) == ("recommended", 2.5, [])
+    config, warnings = askrich.Config.from_env({"ASK_USER_RICH_AWAY_AFTER": "-1"})
+    assert (config.away, config.away_after, len(warnings)) == ("wait", 30.0, 1)
+
+
+def test_an_answer_the_person_gave_in_the_form_is_kept_and_restarts_the_clock(tmp_path):
+    runtime = quiet_runtime(tmp_path / "logs", away="recommended", away_after=0.03)
+    try:
+        form = runtime.open_interview(questions())
+        time.sleep(SECONDS * 0.6)
+        # The form reports the person's answers as they change (through the door, by its Host).
+        body = {"answered": 2, "answers": {"db": {"selected": ["my"], "notes": "We run it"},
+                                           "color": {"status": "defer"}}}
+        reply = http_request(api_url(form.url, "progress"), "POST", body)
+        assert reply.status == 204, reply.body
+        reported = time.monotonic()
+        result = wait_for_result(runtime, form.id, timeout=WAIT)
+        assert time.monotonic() - reported >= SECONDS - 0.3  # the answer was a sign of the person
+    finally:
+        runtime.close()
+    rows = {row["id"]: row for row in result["answers"]}
+    assert rows["db"]["selected"] == ["my"] and rows["db"]["notes"] == "We run it"
+    assert (rows["db"]["by"], rows["db"]["via"]) == ("person", "browser")
+    assert rows["color"]["status"] == "deferred" and rows["color"]["by"] == "person"
+    assert result["away"]["decided"] == ["langs", "order"]
+    assert "recommendation was taken for 2 of 6 questions" in result["summary"].splitlines()[0]
+
+
+def test_a_progress_answer_that_is_not_one_yet_holds_nothing_and_a_bad_one_is_refused(tmp_path):
+    runtime = quiet_runtime(tmp_path / "logs", away="recommended", away_after=10)
+    try:
+        form = runtime.open_interview(questions())
+        reply = http_request(api_url(form.url, "progress"), "POST", {"answers": {"db": {"selected": ["nope"]},
+                                                                                  "free": {"other": "  "}}})
+        assert reply.status == 204 and form.given_answers() == {}
+        reply = http_request(api_url(form.url, "progress"), "POST", {"answers": ["db"]})
+        assert reply.status == 422
+    finally:
+        runtime.close()
+
+
+def test_the_warning_notice_comes_before_the_policy_acts(tmp_path):
+    with PushServer() as push:
+        server = away_server(tmp_path, "recommended", after="0.05", ASK_USER_RICH_NOTIFY="push",
+                             ASK_USER_RICH_PUSH_URL=push.url("/hook"))
+        try:
+            server.initialize()
+            session = structured(server.tool("ask_user_rich", dict(questions(), delivery="link")))["sessionId"]
+            result = structured(server.tool("await_user_answers", {"sessionId": session}, timeout=WAIT + 3))
+        finally:
+            server.close()
+        sent = [dict(json.loads(entry["body"]), at=entry["at"]) for entry in push.requests]
+    warnings = [entry for entry in sent if entry["title"].startswith("In 1 minute")]
+    assert result["status"] == "submitted"
+    assert len(warnings) == 1, sent
+    assert warnings[0]["title"] == "In 1 minute, the recommendations will be taken for “Six questions”"
+    # At half of the 3 s delay: well before the policy settled it.
+    settled = calendar.timegm(time.strptime(result["submittedAt"][:19], "%Y-%m-%dT%H:%M:%S"))
+    assert warnings[0]["at"] < settled
+
+
+def test_a_permission_ask_is_never_decided_by_the_policy(tmp_path):
+    runtime = quiet_runtime(tmp_path / "logs", away="recommended", away_after=0.01)
+    try:
+        spec, options = askrich.validate_interview(interview(choice("permission", "allow", "deny", recommended="allow")))
+        form = runtime.hub.create(spec, runtime.base_url(), dict(options, kind="permission"),
+                                  away=("recommended", 0.01))
+        assert form.away is None
+        result = wait_for_result(runtime, form.id, timeout=2.0)
+        assert result is None and form.is_pending()
+    finally:
+        runtime.close()
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+def test_every_answer_says_by_and_via_in_both_eras(tmp_path, era):
+    server = SubprocessServer(tmp_path / "logs")
+    try:
+        if era == "legacy":
+            server.initialize()
+            params = {}
+        else:
+            params = modern_params()
+        link = structured(server.tool("ask_user_rich", dict(questions(), delivery="link"), **params))
+        reply = submit(link["url"], {"db": {"selected": ["pg"]}, "free": {"other": "x"}})
+        assert reply.status == 200
+        result = structured(server.tool("await_user_answers", {"sessionId": link["sessionId"]}, **params))
+    finally:
+        server.close()
+    assert result["via"] == "browser" and "away" not in result
+    assert [(row["by"], row["via"]) for row in result["answers"]] == [("person", "browser")] * 6
+
+
+def test_a_submit_through_the_door_or_the_public_url_says_so():
+    class Request:
+        def __init__(self, host, **config):
+            self.headers = {"Host": host}
+            self.runtime = type("R", (), {"config": askrich.Config(log_dir="/nonexistent", **config)})()
+
+    assert askrich.request_via(Request("localhost:4000", inbox_port=47615)) == "browser"
+    assert askrich.request_via(Request("localhost:47615", inbox_port=47615)) == "door"
+    assert askrich.request_via(Request("box.example.ts.net", inbox_port=47615,
+                                       public_url="https://box.example.ts.net")) == "public"
