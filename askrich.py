@@ -167,6 +167,7 @@ ASSET_FILES = frozenset(
         "js/textlimit.js",
         "js/submit.js",
         "js/inbox.js",
+        "js/history.js",
         "js/transport.js",
         "js/prove.js",
         "js/guard.js",
