@@ -10131,6 +10131,9 @@ HOOK_OPEN_ANSWERS = {
     "unanswered": "(not answered)",
 }
 HOOK_USAGE = "hook ask-user-question [--timeout SECONDS | --enable | --disable]"
+# The note on an answer the person's away policy took, where the model reads the person's notes.
+HOOK_AWAY_NOTE = ("Nobody answered within %s: the person's away policy took this recommendation; "
+                  "the person did not choose it.")
 
 
 class HookInputUnfit(ValueError):
@@ -10210,10 +10213,14 @@ def ask_user_question_answer(tool_input: dict, result: dict) -> dict:
     (`answers`: labels joined by ", ", an Other text as the answer itself; `annotations`: notes,
     and the preview of a single choice that had one), keyed by question text; or a refusal
     when they skipped."""
+    away = result.get("away")
     if result["status"] != SUBMITTED:
-        reason = HOOK_SKIPPED
-        if result.get("generalNotes"):
-            reason += ", saying: %s" % result["generalNotes"]
+        if away:  # nobody skipped them: the person's away policy declined
+            reason = away_reason(away["afterMinutes"])[:-1]
+        else:
+            reason = HOOK_SKIPPED
+            if result.get("generalNotes"):
+                reason += ", saying: %s" % result["generalNotes"]
         return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
                                        "permissionDecisionReason": reason + "."}}
     rows = {row["id"]: row for row in result["answers"]}
@@ -10221,7 +10228,11 @@ def ask_user_question_answer(tool_input: dict, result: dict) -> dict:
     answers, annotations = {}, {}
     for ours, original in zip(asked, tool_input["questions"]):
         text = original["question"]
-        answers[text], note = _hook_answer(rows.get(ours["id"], {}), ours, original)
+        row = rows.get(ours["id"], {})
+        answers[text], note = _hook_answer(row, ours, original)
+        if row.get("by") == BY_AWAY_POLICY:  # the model must know the person did not choose it
+            note = dict(note or {}, notes=HOOK_AWAY_NOTE % minutes_text(away["afterMinutes"])
+                        + ("\n\n" + note["notes"] if note and note.get("notes") else ""))
         if note:
             annotations[text] = note
     general = result.get("generalNotes")
