@@ -2040,6 +2040,9 @@ class Archive:
     def __init__(self, log_dir: str, log: Log) -> None:
         self.directory = os.path.join(log_dir, "answers")
         self.tasks_directory = os.path.join(log_dir, "tasks")
+        # away/<interviewId>.json: an interview the away policy holds, while it is pending, so
+        # that a server started after this one ends keeps its clock (Runtime.resume_away).
+        self.away_directory = os.path.join(log_dir, "away")
         self.log = log
         self.owner = process_identity()  # written with every record of tasks
 
@@ -2131,13 +2134,42 @@ class Archive:
         return entry
 
     def _forget_tasks(self, interview_id: str) -> None:
-        path = os.path.join(self.tasks_directory, interview_id + ".json")
+        self._forget(self.tasks_directory, interview_id)
+
+    def _forget(self, folder: str, interview_id: str) -> None:
+        path = os.path.join(folder, interview_id + ".json")
         try:
-            if folder_refusal(self.tasks_directory) is None:
+            if folder_refusal(folder) is None:
                 os.unlink(path)
-                sync_directory(self.tasks_directory)
+                sync_directory(folder)
         except OSError:
             pass
+
+    def record_away(self, entry: dict) -> None:
+        """Note what the away policy needs of a pending interview (Interview.away_record)."""
+        try:
+            write_private_file(private_folder(self.away_directory, self.log), entry["interviewId"] + ".json",
+                               json_utf8(dict(entry, owner=self.owner)))
+        except OSError as error:
+            self.log.event("away-record-failed", "error", interview=entry["interviewId"], error=str(error))
+
+    def forget_away(self, interview_id: str) -> None:
+        self._forget(self.away_directory, interview_id)
+
+    def orphaned_away(self) -> list:
+        """The away records of interviews whose server is gone."""
+        try:
+            folder = private_folder(self.away_directory, self.log, create=False)
+            names = sorted(os.listdir(folder))
+        except OSError:
+            return []
+        found = []
+        for name in names:
+            entry = self._read(os.path.join(folder, name))
+            if isinstance(entry, dict) and name == "%s.json" % entry.get("interviewId") \
+                    and is_session_id(entry.get("interviewId")) and not another_live_server(entry.get("owner"), self.owner):
+                found.append(entry)
+        return found
 
 
 # ============================================================================================
@@ -2809,6 +2841,18 @@ class InterviewBody:
         with self._lock:
             return self._last_sign
 
+    def away_record(self) -> dict:
+        """What a server started after this one needs to go on with the away policy's clock."""
+        with self._lock:
+            return {"interviewId": self.id, "spec": self._spec_now(), "agent": self.agent,
+                    "createdAt": self.created, "lastSign": self._last_sign, "given": dict(self._given)}
+
+    def resume(self, created: float, last_sign: float, given: dict) -> None:
+        """Go on from an earlier server's away_record(): the same clock, the same answers."""
+        with self._lock:
+            self.created, self._last_sign = created, last_sign
+            self._given = {qid: {"answer": entry["answer"], "via": entry.get("via")} for qid, entry in given.items()}
+
     def record_waiter(self, delta: int) -> None:
         """A waiter came (+1) or left (-1): the /state JSON's `waiting`."""
         with self._lock:
@@ -3009,10 +3053,10 @@ class SessionHub:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    def create(self, spec: dict, origin: str, options=None, agent=None, away=None) -> Interview:
+    def create(self, spec: dict, origin: str, options=None, agent=None, away=None, interview_id=None) -> Interview:
         """A new pending interview. `away`: the person's away policy (policy, minutes), which
         never holds for a permission ask (options kind "permission"): nothing allows a tool
-        on its own."""
+        on its own. `interview_id`: an earlier server's, for an interview taken over from it."""
         import secrets
 
         if (options or {}).get("kind") == PERMISSION_KIND:
@@ -3020,7 +3064,7 @@ class SessionHub:
         for question in spec["questions"]:
             question["version"] = 1
         with self.lock:
-            interview_id = secrets.token_hex(6)
+            interview_id = interview_id or secrets.token_hex(6)
             while interview_id in self.by_id:
                 interview_id = secrets.token_hex(6)
             token = secrets.token_urlsafe(18)
@@ -4790,15 +4834,47 @@ class Runtime:
         (FormServerUnavailable) and open the interview; its call options are in `options`.
         `details` go to SessionHub.create as they are."""
         spec, options = validate_interview(args)
-        config = self.config
-        away = None if config.away == AWAY_POLICIES[0] else (config.away, config.away_after)
-        interview = self.hub.create(spec, self.base_url(), options, away=away, **details)
-        if interview.away is not None:
-            with self.server_lock:
-                if self.away is None:
-                    self.away = AwayPolicy(self.hub, self.notices, self.log)
-            self.away.watch(interview)
+        interview = self.hub.create(spec, self.base_url(), options, away=self._away_setting(), **details)
+        self._watch_away(interview)
         return interview
+
+    def _away_setting(self):
+        config = self.config
+        return None if config.away == AWAY_POLICIES[0] else (config.away, config.away_after)
+
+    def _watch_away(self, interview: Interview) -> None:
+        if interview.away is None:
+            return
+        with self.server_lock:
+            if self.away is None:
+                self.away = AwayPolicy(self.hub, self.notices, self.log)
+        self.away.watch(interview)
+
+    def resume_away(self) -> None:
+        """Take over the interviews that the away policy held in a server that has ended (the
+        client restarted it): each pending again here, under the same id, with its clock and the
+        person's answers as they were, so that the policy acts on time and a call that waits for
+        it gets its result. Its form has a new address (the old one's token is never written
+        down), which the inbox lists."""
+        if self._away_setting() is None:
+            return
+        for entry in self.archive.orphaned_away():
+            try:
+                spec, created, sign = entry["spec"], float(entry["createdAt"]), float(entry["lastSign"])
+                given = {qid: {"answer": value["answer"], "via": value.get("via")}
+                         for qid, value in (entry.get("given") or {}).items()}
+                if self.hub.get(entry["interviewId"]) is not None or self.archive.find(entry["interviewId"]):
+                    continue
+                interview = self.hub.create(spec, self.base_url(), agent=entry.get("agent"),
+                                            away=self._away_setting(), interview_id=entry["interviewId"])
+            except (KeyError, TypeError, ValueError, AttributeError):
+                self.log.event("away-record-unreadable", "warning", interview=entry.get("interviewId"))
+                continue
+            except FormServerUnavailable:
+                return
+            interview.resume(created, sign, given)
+            self.log.event("away-resumed", about=interview, interview=interview.id)
+            self._watch_away(interview)
 
     def append_questions(self, session_id, questions, note=None) -> dict:
         reply = self.hub.append(session_id, questions, note)
@@ -7284,7 +7360,8 @@ class AwayPolicy:
         self.log = log
         self.clock = clock
         self.changed = threading.Condition(threading.Lock())
-        self.watched: dict = {}  # interview id -> [interview, the last sign it was warned for]
+        # interview id -> [interview, the last sign it was warned for, the last sign on disk]
+        self.watched: dict = {}
         self.thread = None
         self.closed = False
 
@@ -7292,7 +7369,7 @@ class AwayPolicy:
         with self.changed:
             if self.closed or interview.id in self.watched:
                 return
-            self.watched[interview.id] = [interview, None]
+            self.watched[interview.id] = [interview, None, None]
             if self.thread is None:
                 self.thread = threading.Thread(target=self._run, name="ask-user-rich-away", daemon=True)
                 self.thread.start()
@@ -7310,14 +7387,21 @@ class AwayPolicy:
             self.changed.notify_all()
 
     def _run(self) -> None:
+        archive = self.hub.archive
         while True:
             with self.changed:
                 if self.closed:
                     return
-                warn, act, wake = self._plan(self.clock())
-                if not warn and not act:
+                warn, act, wake, save, gone = self._plan(self.clock())
+                if not (warn or act or save or gone):
                     self.changed.wait(None if wake is None else max(0.0, wake - self.clock()))
                     continue
+            # On disk whenever its clock moves, gone once settled: a server started after this
+            # one ends goes on from there (Runtime.resume_away).
+            for interview in save:
+                archive.record_away(dict(interview.away_record(), policy=interview.away[0]))
+            for interview_id in gone:
+                archive.forget_away(interview_id)
             for interview, seconds in warn:
                 self.notices.warn_away(interview, interview.away[0], seconds)
             for interview in act:
@@ -7325,24 +7409,32 @@ class AwayPolicy:
 
     def _plan(self, now: float):
         """With the lock held: (warnings due, with the seconds left), the interviews to settle,
-        and when to look next."""
-        warn, act, wake = [], [], None
+        when to look next, the interviews whose clock must be written down, and the ids of
+        those settled."""
+        warn, act, wake, save, gone = [], [], None, [], []
         for interview_id, entry in list(self.watched.items()):
-            interview, warned_for = entry
-            if not interview.is_pending():
+            interview, warned_for, saved = entry
+            if interview.is_closed():  # the server is ending: its record stays for the next one
                 del self.watched[interview_id]
                 continue
-            sign, after = interview.last_sign(), interview.away[1] * 60.0
-            plan = plan_away(sign, after, warned_for, now)
-            if plan["act"]:
+            if not interview.is_pending():
                 del self.watched[interview_id]
+                gone.append(interview_id)
+                continue
+            sign, after = interview.last_sign(), interview.away[1] * 60.0
+            if sign != saved:
+                entry[2] = sign
+                save.append(interview)
+            plan = plan_away(sign, after, warned_for, now)
+            if plan["act"]:  # watched until settled, so that its record is then forgotten
+                entry[1] = entry[2] = sign
                 act.append(interview)
                 continue
             if plan["warn"]:
                 entry[1] = sign
                 warn.append((interview, sign + after - now))
             wake = plan["next"] if wake is None else min(wake, plan["next"])
-        return warn, act, wake
+        return warn, act, wake, save, gone
 
 
 # ============================================================================================
@@ -9994,6 +10086,7 @@ def run_stdio_server(detach: bool = False):
     for warning in warnings:
         runtime.log.event("config-warning", "warning", detail=warning)
     runtime.log.event("start", version=__version__, python=sys.version.split()[0], pid=os.getpid())
+    runtime.resume_away()
     server = McpServer(runtime, sys.stdin.buffer, protocol_out)
 
     def on_signal(signum, frame):

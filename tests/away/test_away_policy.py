@@ -209,3 +209,36 @@ def test_a_submit_through_the_door_or_the_public_url_says_so():
     assert askrich.request_via(Request("localhost:47615", inbox_port=47615)) == "door"
     assert askrich.request_via(Request("box.example.ts.net", inbox_port=47615,
                                        public_url="https://box.example.ts.net")) == "public"
+
+
+def test_a_restarted_server_keeps_the_clock_and_the_persons_answers(tmp_path):
+    first = away_server(tmp_path, "recommended", after="0.1")  # 6 s
+    try:
+        first.initialize()
+        link = structured(first.tool("ask_user_rich", dict(questions(), delivery="link")))
+        reply = http_request(api_url(link["url"], "progress"), "POST", {"answers": {"db": {"selected": ["my"]}}})
+        assert reply.status == 204
+        signed = time.time()
+        first.log.wait_for("answers-changed")
+        deadline = time.monotonic() + WAIT
+        record = tmp_path / "logs" / "away" / ("%s.json" % link["sessionId"])
+        while '"my"' not in (record.read_text() if record.exists() else "") and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        assert first.close() == 0
+    time.sleep(1.0)
+    restarted = time.time()
+    second = away_server(tmp_path, "recommended", after="0.1")
+    try:
+        second.initialize()
+        result = structured(second.tool("await_user_answers", {"sessionId": link["sessionId"]}, timeout=WAIT + 6))
+    finally:
+        second.close()
+    settled = calendar.timegm(time.strptime(result["submittedAt"][:19], "%Y-%m-%dT%H:%M:%S")) + \
+        int(result["submittedAt"][20:23]) / 1000.0
+    # On the first server's clock (6 s after the answer), not a fresh one from the restart.
+    assert signed + 5.5 <= settled < restarted + 5.5
+    rows = {row["id"]: row for row in result["answers"]}
+    assert rows["db"]["selected"] == ["my"] and (rows["db"]["by"], rows["db"]["via"]) == ("person", "browser")
+    assert result["away"]["decided"] == ["langs", "order", "color"]
+    assert not (tmp_path / "logs" / "away" / ("%s.json" % link["sessionId"])).exists()
