@@ -8,7 +8,7 @@ import { $, clone, setPhrases, announce } from "./dom.js";
 
 const SEARCH_DELAY_MS = 250;
 
-let context = null; // {key, agentLabel, folderName}, from inbox.js
+let context = null; // {key, agentLabel, folderName, headers: what each request carries}, from inbox.js
 let searchTimer = null;
 let asked = 0; // the latest listing asked for: an older answer arriving late is dropped
 
@@ -49,7 +49,7 @@ function select(answered) {
 }
 
 async function fetchJson(url) {
-  const r = await fetch(url, { cache: "no-store" });
+  const r = await fetch(url, { cache: "no-store", headers: context.headers() });
   if (!r.ok) throw new Error(`HTTP ${r.status}`);
   return r.json();
 }
@@ -112,8 +112,13 @@ async function open(interviewId) {
   const view = $("#history-entry");
   $(".history-title", view).textContent = entry.title || entry.tool || "";
   const { outcome, by, when: at } = facts(entry);
-  $(".history-facts", view).textContent = [context.agentLabel(entry), context.folderName(entry.project), at, outcome, by]
-    .filter(Boolean).join(" · ");
+  // Each fact in its own box: names and dates of either direction never run into each other.
+  $(".history-facts", view).replaceChildren(...[context.agentLabel(entry), context.folderName(entry.project), at, outcome, by]
+    .filter(Boolean).map((fact) => {
+      const span = document.createElement("span");
+      span.textContent = fact;
+      return span;
+    }));
   const answers = $(".history-answers", view);
   answers.replaceChildren();
   for (const answer of entry.answers || []) {

@@ -213,7 +213,7 @@ function bind() {
   $("#btn-theme").addEventListener("click", () => { theme = nextTheme(theme); });
   // The Answered view (history.js) loads only once asked for.
   $("#view-answered").addEventListener("click", () => {
-    import("./history.js").then((history) => history.showHistory({ key, agentLabel, folderName }));
+    import("./history.js").then((view) => view.showHistory({ key, agentLabel, folderName, headers: () => ({}) }));
   });
   // The inbox on another device: a one-time way in, fresh for each showing (a QR code lives on
   // screen longer than a ticket's minute would allow if it were made with the listing).
