@@ -242,3 +242,39 @@ def test_a_restarted_server_keeps_the_clock_and_the_persons_answers(tmp_path):
     assert rows["db"]["selected"] == ["my"] and (rows["db"]["by"], rows["db"]["via"]) == ("person", "browser")
     assert result["away"]["decided"] == ["langs", "order", "color"]
     assert not (tmp_path / "logs" / "away" / ("%s.json" % link["sessionId"])).exists()
+
+
+def test_the_warning_comes_5_minutes_before_or_at_half_a_shorter_delay():
+    # 30 minutes: warned at 25, acts at 30.
+    assert askrich.plan_away(0.0, 1800.0, None, 1499.0) == {"act": False, "warn": False, "next": 1500.0}
+    assert askrich.plan_away(0.0, 1800.0, None, 1500.0) == {"act": False, "warn": True, "next": 1800.0}
+    assert askrich.plan_away(0.0, 1800.0, 0.0, 1500.0) == {"act": False, "warn": False, "next": 1800.0}
+    assert askrich.plan_away(0.0, 1800.0, 0.0, 1800.0) == {"act": True, "warn": False, "next": None}
+    # 4 minutes: warned at 2.
+    assert askrich.plan_away(0.0, 240.0, None, 0.0)["next"] == 120.0
+    # A sign of the person after the warning starts the clock, and its warning, over.
+    assert askrich.plan_away(1600.0, 1800.0, 0.0, 1700.0) == {"act": False, "warn": False, "next": 3100.0}
+
+
+def test_a_sighting_is_a_sign_of_the_person_and_a_page_load_is_not(tmp_path):
+    runtime = quiet_runtime(tmp_path / "logs", away="recommended", away_after=10)
+    try:
+        form = runtime.open_interview(questions())
+        created = form.last_sign()
+        assert http_request(form.url).status == 200  # loaded, perhaps behind other windows
+        assert form.last_sign() == created
+        time.sleep(0.01)
+        reply = http_request(api_url(form.url, "visibility"), "POST", {"page": "p1", "visibility": "visible",
+                                                                      "focus": True})
+        assert reply.status == 204 and form.last_sign() > created
+        assert form.inbox_row()["awayAt"] == askrich.iso_utc(form.last_sign() + 600)
+    finally:
+        runtime.close()
+
+
+def test_needs_person_must_be_true_or_false():
+    with pytest.raises(askrich.InvalidInterview) as refused:
+        askrich.validate_interview(interview(choice("q", "a", needsPerson="yes")))
+    assert 'questions[0] (q): "needsPerson" must be true or false, not "yes"' in str(refused.value)
+    spec, _ = askrich.validate_interview(interview(choice("q", "a", needsPerson=True)))
+    assert spec["questions"][0]["needsPerson"] is True
