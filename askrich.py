@@ -3232,10 +3232,10 @@ class SessionHub:
         other questions that have one, except those that need the person; `decline` declines.
         The result, or None when the interview settled meanwhile."""
         policy, minutes = interview.away
-        given = interview.given_answers()
         away = {"policy": policy, "afterMinutes": minutes, "decided": []}
 
         def build(snapshot: InterviewSnapshot):
+            given = interview.given_answers()  # read once the settle is reserved: the latest
             answers, sources = {}, {}
             for question in snapshot.spec["questions"]:
                 qid = question["id"]
@@ -4847,7 +4847,7 @@ class Runtime:
             return
         with self.server_lock:
             if self.away is None:
-                self.away = AwayPolicy(self.hub, self.notices, self.log)
+                self.away = AwayPolicy(self.hub, self.notices)
         self.away.watch(interview)
 
     def resume_away(self) -> None:
@@ -7354,11 +7354,9 @@ def plan_away(last_sign: float, after_seconds: float, warned_for, now: float) ->
 class AwayPolicy:
     """Every pending interview the away policy holds (Interview.away), and its thread."""
 
-    def __init__(self, hub: SessionHub, notices: Notices, log: Log, clock=time.time) -> None:
+    def __init__(self, hub: SessionHub, notices: Notices) -> None:
         self.hub = hub
         self.notices = notices
-        self.log = log
-        self.clock = clock
         self.changed = threading.Condition(threading.Lock())
         # interview id -> [interview, the last sign it was warned for, the last sign on disk]
         self.watched: dict = {}
@@ -7392,9 +7390,10 @@ class AwayPolicy:
             with self.changed:
                 if self.closed:
                     return
-                warn, act, wake, save, gone = self._plan(self.clock())
+                # The wall clock, as the last sign is: it is written down for the next server.
+                warn, act, wake, save, gone = self._plan(time.time())
                 if not (warn or act or save or gone):
-                    self.changed.wait(None if wake is None else max(0.0, wake - self.clock()))
+                    self.changed.wait(None if wake is None else max(0.0, wake - time.time()))
                     continue
             # On disk whenever its clock moves, gone once settled: a server started after this
             # one ends goes on from there (Runtime.resume_away).
