@@ -5399,12 +5399,14 @@ def history_entry(record: dict) -> dict:
 def history_text(record: dict) -> str:
     """Everything a search looks in, case-folded: the title, each question, each answer (its
     labels, Other, option texts, notes), the general notes, a permission's tool and input."""
+    def each(value) -> list:  # a list's or an object's values; a damaged record's others are none
+        return list(value.values()) if isinstance(value, dict) else value if isinstance(value, list) else []
+
     parts = [record.get("title"), record.get("generalNotes")]
-    for row in record.get("answers") or []:
+    for row in each(record.get("answers")):
         if isinstance(row, dict):
             parts += [row.get("header"), row.get("other"), row.get("notes")]
-            parts += list(row.get("selectedLabels") or []) + list(row.get("rankedLabels") or [])
-            parts += list((row.get("optionTexts") or {}).values())
+            parts += each(row.get("selectedLabels")) + each(row.get("rankedLabels")) + each(row.get("optionTexts"))
     permission = record.get("permission")
     if isinstance(permission, dict):
         parts += [permission.get("tool"), json.dumps(permission.get("input"), ensure_ascii=False)]
@@ -5432,7 +5434,7 @@ def history_answers(archive: Archive, interview_id: str):
     if record is None:
         return None
     answers = []
-    for row in record.get("answers") or []:
+    for row in record.get("answers") if isinstance(record.get("answers"), list) else []:
         if not isinstance(row, dict):
             continue
         answers.append({key: row.get(key) for key in (

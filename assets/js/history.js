@@ -160,9 +160,10 @@ function answerText(answer) {
   if (answer.status === "deferred") return t("inbox.answer.deferred");
   if (answer.status === "needs-info") return t("inbox.answer.needsInfo");
   if (answer.status !== "answered") return t("inbox.answer.unanswered");
-  if (answer.rankedLabels) return answer.rankedLabels.join(" > ");
-  const parts = (answer.selectedLabels || []).slice();
-  for (const text of Object.values(answer.optionTexts || {})) parts.push(text);
+  const strings = (value) => (Array.isArray(value) ? value.filter((v) => typeof v === "string") : []);
+  if (Array.isArray(answer.rankedLabels)) return strings(answer.rankedLabels).join(" > ");
+  const parts = strings(answer.selectedLabels);
+  parts.push(...strings(Object.values(answer.optionTexts || {})));
   if (answer.other) parts.push(answer.other);
   return parts.join(t("list.sep"));
 }

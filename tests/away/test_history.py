@@ -111,3 +111,19 @@ def test_the_inbox_serves_the_history_under_its_key_only(tmp_path):
         assert http_request("%s/api/inbox/%s/history/ffffffffffff" % (base, key), headers=host).status == 404
     finally:
         rt.close()
+
+
+def test_a_damaged_archive_record_costs_only_itself(tmp_path):
+    mine, _ = decide_three(tmp_path / "logs")
+    runtime = quiet_runtime(tmp_path / "logs")
+    try:
+        runtime.archive.save({"interviewId": "ffffffffffff", "submittedAt": askrich.iso_utc(time.time()),
+                              "title": 7, "answers": {"x": 1}, "kind": "permission", "permission": "yes"})
+        runtime.archive.save({"interviewId": "eeeeeeeeeeee", "submittedAt": askrich.iso_utc(time.time() + 1),
+                              "answers": [{"selectedLabels": 3, "optionTexts": ["a"], "header": None}]})
+    finally:
+        runtime.close()
+    code, out = history(tmp_path / "logs", "--json", "mysql")
+    assert code == 0 and [e["interviewId"] for e in json.loads(out)["history"]] == [mine]
+    code, out = history(tmp_path / "logs")
+    assert code == 0 and len(out.splitlines()) == 5
