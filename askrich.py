@@ -10600,6 +10600,7 @@ def run_doctor(environ=None, facts=None, out=None) -> int:
     for text in _doctor_door(config) + _doctor_notices(config, env):
         line(text)
     line(_doctor_hook(config))
+    line(_doctor_away(config))
     problem = _doctor_self_test(config, line)
     if problem is not None:
         broken.append(problem)
@@ -10818,6 +10819,15 @@ def run_notify_test(environ=None, out=None) -> int:
         ok, said = outcomes.get(target.name, (False, "no answer within %gs" % (NOTICE_LIMIT_SECONDS * 2)))
         out.write("%s  %s: %s\n" % ("ok  " if ok else "FAIL", target.name, said))
     return 0 if all(outcomes.get(target.name, (False,))[0] for target in targets) else 1
+
+
+def _doctor_away(config: Config) -> str:
+    if config.away == AWAY_POLICIES[0]:
+        return ("away policy: wait: nothing is decided for you, however long an agent waits (%s=recommended "
+                "or decline to change it)" % ENV_AWAY)
+    what = "the recommendations are taken" if config.away == "recommended" else "the interview is declined"
+    return ("away policy: %s: %s after %s without a sign of you (%s); never for a permission ask"
+            % (config.away, what, minutes_text(config.away_after), ENV_AWAY_AFTER))
 
 
 def _doctor_hook(config: Config) -> str:

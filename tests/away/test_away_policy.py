@@ -6,12 +6,14 @@ questions left open, the warning before the policy acts, permission asks never t
 from __future__ import annotations
 
 import calendar
+import io
 import json
 import time
 
 import jsonschema
 import pytest
 
+from delivery_support import linux_facts
 from modern_support import modern_params
 from notices_support import PushServer
 from support import (WAIT, SubprocessServer, api_url, askrich, choice, http_request, interview, quiet_runtime,
@@ -278,3 +280,15 @@ def test_needs_person_must_be_true_or_false():
     assert 'questions[0] (q): "needsPerson" must be true or false, not "yes"' in str(refused.value)
     spec, _ = askrich.validate_interview(interview(choice("q", "a", needsPerson=True)))
     assert spec["questions"][0]["needsPerson"] is True
+
+
+def test_doctor_says_which_away_policy_holds(tmp_path):
+    facts = linux_facts()
+    for env, said in (({}, "away policy: wait: nothing is decided for you"),
+                      ({"ASK_USER_RICH_AWAY": "recommended", "ASK_USER_RICH_AWAY_AFTER": "45"},
+                       "away policy: recommended: the recommendations are taken after 45 minutes without a sign "
+                       "of you (ASK_USER_RICH_AWAY_AFTER); never for a permission ask")):
+        out = io.StringIO()
+        askrich.run_doctor(environ=dict(env, ASK_USER_RICH_LOG_DIR=str(tmp_path / "logs"),
+                                        ASK_USER_RICH_INBOX_PORT="0"), facts=facts, out=out)
+        assert said in out.getvalue()
