@@ -8401,10 +8401,13 @@ class Task:
 class TaskRegistry:
     """Every task of this process, and those of an earlier one recovered from the archive."""
 
-    def __init__(self, log: Log, archive: Archive, clock=time.monotonic) -> None:
+    def __init__(self, log: Log, archive: Archive, clock=time.monotonic, interviews=None) -> None:
         self.log = log
         self.archive = archive
         self.clock = clock  # the poll interval's minutes, injectable for its tests
+        # (interview id) -> the interview here, or None: one taken over from the process that
+        # made a task (Runtime.resume_away) goes on being that task's.
+        self.interviews = interviews
         self.lock = threading.Lock()
         self.tasks: dict = {}
         self.counter = 0
@@ -8508,6 +8511,9 @@ class TaskRegistry:
                 return None  # ours, and no longer kept
         if another_live_server(made, self.archive.owner):
             return None
+        resumed = self.interviews(interview_id) if self.interviews is not None and record is None else None
+        if resumed is not None and resumed.is_pending():
+            return self._go_on(task_id, resumed)
         task = Task(task_id, interview_id, "", Cancellation(), time.time())
         if record is not None:
             task.status = "completed"
@@ -8524,6 +8530,23 @@ class TaskRegistry:
         with self.lock:
             self.tasks.setdefault(task_id, task)
             return self.tasks[task_id]
+
+
+    def _go_on(self, task_id: str, interview: Interview) -> Task:
+        """An earlier process's task on an interview taken over here: working until it
+        settles, then completed with its result, as if that process had not ended."""
+        facts = interview.progress()
+        task = Task(task_id, interview.id, progress_message(facts), Cancellation(), time.time(), interview, facts)
+        with self.lock:
+            task = self.tasks.setdefault(task_id, task)
+
+        def settled(_future) -> None:
+            result = interview.settled_result()
+            if result is not None:
+                self.complete(task_id, modern_envelope(answers_result(result, interview.spec)))
+
+        interview.add_done_callback(settled)
+        return task
 
 
 def names_task(entry, task_id: str) -> bool:
@@ -8719,7 +8742,7 @@ class McpServer:
         self.transport = JsonRpcStdio(reader, writer, self.log, self)
         self.tools = InterviewTools(runtime)
         self.seal = RequestStateSeal()
-        self.tasks = TaskRegistry(self.log, runtime.archive)
+        self.tasks = TaskRegistry(self.log, runtime.archive, interviews=runtime.hub.get)
         self.modern_enabled = runtime.config.protocol != "legacy"
         self.handshake_lock = threading.Lock()
         self.client_capabilities: dict = {}

@@ -14,10 +14,11 @@ import jsonschema
 import pytest
 
 from delivery_support import linux_facts
-from modern_support import modern_params
+from modern_support import get_task, modern_params, result_of
+from test_modern_tasks import ask_link_modern, await_task, completed
 from notices_support import PushServer
 from support import (WAIT, SubprocessServer, api_url, askrich, choice, http_request, interview, quiet_runtime,
-                     submit, wait_for_result)
+                     submit, wait_for_file, wait_for_result)
 
 AFTER = "0.03"  # minutes: 1.8 s
 SECONDS = 1.8
@@ -292,3 +293,19 @@ def test_doctor_says_which_away_policy_holds(tmp_path):
         askrich.run_doctor(environ=dict(env, ASK_USER_RICH_LOG_DIR=str(tmp_path / "logs"),
                                         ASK_USER_RICH_INBOX_PORT="0"), facts=facts, out=out)
         assert said in out.getvalue()
+
+
+def test_a_task_made_before_the_restart_works_on_and_completes_with_the_policys_result(subprocess_server, tmp_path):
+    env = {"ASK_USER_RICH_AWAY": "recommended", "ASK_USER_RICH_AWAY_AFTER": "0.06"}  # 3.6 s
+    before = subprocess_server(env=env)
+    asked = ask_link_modern(before, dict(questions(), delivery="link"))
+    task = await_task(before, asked["sessionId"])
+    before.log.wait_for("wait-start")
+    wait_for_file(str(tmp_path / "logs" / "away" / ("%s.json" % asked["sessionId"])))
+    assert before.close() == 0
+    after = subprocess_server(env=env)
+    working = result_of(get_task(after, task["taskId"]))
+    assert working["status"] == "working" and asked["sessionId"] in working["statusMessage"]
+    done = completed(after, task["taskId"])
+    result = done["result"]["structuredContent"]
+    assert result["interviewId"] == asked["sessionId"] and result["away"]["decided"] == ["db", "langs", "order", "color"]
