@@ -21,7 +21,7 @@ def decide_three(log_dir):
     rt = quiet_runtime(log_dir)
     try:
         mine = rt.open_interview(interview(choice("db", "pg", "my"), title="Pick a database"), agent="Codex")
-        submit(mine.url, {"db": {"selected": ["my"], "notes": "Ops knows MySQL"}})
+        submit(rt.form_url(mine), {"db": {"selected": ["my"], "notes": "Ops knows MySQL"}})
         time.sleep(0.002)  # the archive's names order by the settle's millisecond
         rt.archive.save({"interviewId": "0123456789ab", "title": "Claude Code wants to run a command",
                          "status": "submitted", "submittedAt": askrich.iso_utc(time.time()), "via": "browser",
@@ -33,7 +33,7 @@ def decide_three(log_dir):
         time.sleep(0.002)
         spec, options = askrich.validate_interview(interview(choice("color", "red", "blue", recommended="red"),
                                                              title="Pick a colour"))
-        away = rt.hub.create(spec, rt.base_url(), options, agent="Claude Code", away=("recommended", 30))
+        away = rt.hub.create(spec, options, agent="Claude Code", away=("recommended", 30))
         rt.hub.settle_by_policy(away)
         return mine.id, away.id
     finally:

@@ -68,9 +68,9 @@ def test_an_answer_given_in_the_form_survives_the_closed_tab_and_the_policy_take
 def settle_three(rt):
     """A person's submit, one the away policy took, and a permission decision, in the archive."""
     mine = rt.open_interview(dict(SPEC, title="Chosen by me"), agent="Claude Code")
-    submit(mine.url, {"db": {"selected": ["my"], "notes": "We know it"}, "ship": {"selected": ["yes"]}})
+    submit(rt.form_url(mine), {"db": {"selected": ["my"], "notes": "We know it"}, "ship": {"selected": ["yes"]}})
     spec, options = askrich.validate_interview(dict(SPEC, title="Taken while away"))
-    away = rt.hub.create(spec, rt.base_url(), options, agent="Codex", away=("recommended", 30))
+    away = rt.hub.create(spec, options, agent="Codex", away=("recommended", 30))
     rt.hub.settle_by_policy(away)
     record = {"interviewId": "0123456789ab", "title": "Claude Code wants to run a command", "status": "submitted",
               "submittedAt": askrich.iso_utc(time.time()), "via": "browser", "counts": {}, "answers": [],
