@@ -13,11 +13,10 @@ import time
 import jsonschema
 import pytest
 
-from delivery_support import linux_facts
-from modern_support import get_task, modern_params, result_of
-from test_modern_tasks import ask_link_modern, await_task, completed
-from notices_support import PushServer
-from support import (WAIT, SubprocessServer, api_url, askrich, choice, http_request, interview, quiet_runtime,
+from helpers.delivery_support import linux_facts
+from helpers.modern_support import get_task, modern_params, poll_task, result_of, tool_modern
+from helpers.notices_support import PushServer
+from helpers.support import (WAIT, SubprocessServer, api_url, askrich, choice, http_request, interview, quiet_runtime,
                      submit, wait_for_file, wait_for_result)
 
 AFTER = "0.03"  # minutes: 1.8 s
@@ -306,14 +305,17 @@ def test_doctor_says_which_away_policy_holds(tmp_path):
 def test_a_task_made_before_the_restart_works_on_and_completes_with_the_policys_result(subprocess_server, tmp_path):
     env = {"ASK_USER_RICH_AWAY": "recommended", "ASK_USER_RICH_AWAY_AFTER": "0.06"}  # 3.6 s
     before = subprocess_server(env=env)
-    asked = ask_link_modern(before, dict(questions(), delivery="link"))
-    task = await_task(before, asked["sessionId"])
+    asked = result_of(tool_modern(before, "ask_user_rich", dict(questions(), delivery="link"), tasks=True))
+    asked = asked["structuredContent"]
+    task = result_of(tool_modern(before, "await_user_answers", {"sessionId": asked["sessionId"]}, tasks=True))
+    assert task["status"] == "working"
     before.log.wait_for("wait-start")
     wait_for_file(str(tmp_path / "logs" / "away" / ("%s.json" % asked["sessionId"])))
     assert before.close() == 0
     after = subprocess_server(env=env)
     working = result_of(get_task(after, task["taskId"]))
     assert working["status"] == "working" and asked["sessionId"] in working["statusMessage"]
-    done = completed(after, task["taskId"])
+    done = poll_task(after, task["taskId"], lambda t: t["status"] != "working", what="the task to end")
+    assert done["status"] == "completed", done
     result = done["result"]["structuredContent"]
     assert result["interviewId"] == asked["sessionId"] and result["away"]["decided"] == ["db", "langs", "order", "color"]

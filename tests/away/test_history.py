@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from inbox_support import free_port, read_key
-from support import MODULE, WAIT, LogWatch, askrich, choice, http_request, interview, quiet_runtime, submit
+from helpers.inbox_support import free_port, read_key
+from helpers.support import MODULE, WAIT, LogWatch, askrich, choice, http_request, interview, quiet_runtime, submit
 
 
 def decide_three(log_dir):

@@ -13,8 +13,8 @@ from playwright.sync_api import expect
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from formkit import PHONE, WATCH_CSP, Form, askrich  # noqa: E402
-from inbox_support import free_port, read_key  # noqa: E402
-from support import WAIT, LogWatch, form_strings, submit, wait_for_interview, wait_for_result  # noqa: E402
+from helpers.inbox_support import free_port, read_key  # noqa: E402
+from helpers.support import WAIT, LogWatch, form_strings, submit, wait_for_interview, wait_for_result  # noqa: E402
 
 SPEC = {"title": "Release plan", "questions": [
     {"id": "db", "header": "Which database?", "options": [{"id": "pg", "label": "Postgres"},

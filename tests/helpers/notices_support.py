@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 
-from support import WAIT, LoopbackReports, askrich
+from helpers.support import WAIT, LoopbackReports, askrich
 
 # What an agent may write into a title or call itself: shell, AppleScript, PowerShell and XML
 # would each read some of it as code if it ever reached them unescaped.
