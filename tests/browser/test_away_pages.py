@@ -65,13 +65,23 @@ def test_an_answer_given_in_the_form_survives_the_closed_tab_and_the_policy_take
     assert result["away"]["decided"] == ["ship"]
 
 
+def next_millisecond() -> None:
+    """Until the archive's clock (milliseconds in a file's name) has moved on: two settles in
+    the same millisecond would list in the order of their random ids, not of their times."""
+    start = askrich.iso_utc(time.time())
+    while askrich.iso_utc(time.time()) == start:
+        pass
+
+
 def settle_three(rt):
     """A person's submit, one the away policy took, and a permission decision, in the archive."""
     mine = rt.open_interview(dict(SPEC, title="Chosen by me"), agent="Claude Code")
     submit(rt.form_url(mine), {"db": {"selected": ["my"], "notes": "We know it"}, "ship": {"selected": ["yes"]}})
+    next_millisecond()
     spec, options = askrich.validate_interview(dict(SPEC, title="Taken while away"))
     away = rt.hub.create(spec, options, agent="Codex", away=("recommended", 30))
     rt.hub.settle_by_policy(away)
+    next_millisecond()
     record = {"interviewId": "0123456789ab", "title": "Claude Code wants to run a command", "status": "submitted",
               "submittedAt": askrich.iso_utc(time.time()), "via": "browser", "counts": {}, "answers": [],
               "agent": "Claude Code", "project": "/work/shop", "kind": "permission",
