@@ -282,6 +282,7 @@ def answer(agent, page, frame, session_id, language, theme, extra):
 def check_answers(result):
     rows = {row["id"]: row for row in result["answers"]}
     assert result["status"] == "submitted" and result["via"] == "app"
+    assert all(row["by"] == "person" and row["via"] == "app" for row in rows.values())
     assert rows["db"]["selected"] == ["my"] and rows["db"]["attachments"][0]["name"] == "screen.png"
     with open(rows["db"]["attachments"][0]["path"], "rb") as stored:
         assert stored.read() == PNG

@@ -255,7 +255,7 @@ def test_form_submit_checks_like_the_route_and_the_first_submit_wins(host, serve
     assert body["summary"].startswith('"Test interview" submitted')
     answers = host.tool("await_user_answers", {"sessionId": session[0]})["structuredContent"]
     assert answers["status"] == "submitted" and answers["answers"][0]["selected"] == ["pg"]
-    assert answers["via"] == "app"
+    assert answers["via"] == "app" and [(row["by"], row["via"]) for row in answers["answers"]] == [("person", "app")] * 2
     # The browser form of the same interview is told it is over, and so is a second app submit.
     url = server.runtime.form_url(server.runtime.hub.get(session[0]))
     assert http_request(api_url(url, "submit"), "POST", {"answers": {}}).json()["code"] == "not-pending"
