@@ -166,6 +166,7 @@ ASSET_FILES = frozenset(
         "js/guard.js",
         "js/share.js",
         "js/visibility.js",
+        "js/permission.js",
         "inbox.html",
         "vendor/marked.esm.js",
         "vendor/purify.es.mjs",
@@ -287,19 +288,7 @@ class Config:
         warnings: list[str] = []
 
         def integer(name: str, default: int, low: int, high: int) -> int:
-            raw = env.get(name, "").strip()
-            if not raw:
-                return default
-            try:
-                value = int(raw)
-            except ValueError:
-                value = None
-            if value is None or not low <= value <= high:
-                warnings.append(
-                    "%s=%r is not a number from %d to %d; using %d" % (name, raw, low, high, default)
-                )
-                return default
-            return value
+            return env_integer(env, name, default, low, high, warnings)
 
         open_raw = env.get(ENV_OPEN, "").strip().lower()
         if open_raw not in ("", "0", "1", "false", "true", "no", "yes", "off", "on"):
@@ -342,6 +331,22 @@ class Config:
             ),
             warnings,
         )
+
+
+def env_integer(env, name: str, default: int, low: int, high: int, warnings: list) -> int:
+    """The whole number `name` sets from `low` to `high`, else `default` (and a warning when
+    it is set to something else)."""
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = None
+    if value is None or not low <= value <= high:
+        warnings.append("%s=%r is not a number from %d to %d; using %d" % (name, raw, low, high, default))
+        return default
+    return value
 
 
 def public_origin(raw: str):
@@ -461,6 +466,66 @@ class FormServerUnavailable(InterviewError):
         self.host = host
         self.port = port
         self.reason = reason
+
+
+class UntrustedFolder(PermissionError):
+    """A folder of the log dir that someone else could have planted or can write into."""
+
+
+class ForeignFile(PermissionError):
+    """A file where one of ours should be that is not ours: private_file_refusal() says why."""
+
+
+class JsonRpcError(Exception):
+    def __init__(self, code: int, message: str, data=None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+class HttpRefusal(Exception):
+    """A request refused with a JSON error; raised by routing, body reading and routes. `code`
+    defaults to the status's own (ERROR_CODES)."""
+
+    def __init__(self, status: int, error: str, headers=None, code=None, **fields) -> None:
+        super().__init__(error)
+        self.status = status
+        self.headers = dict(headers or {})
+        self.body = error_body(status, error, code, **fields)
+
+    def reply(self) -> Reply:
+        return json_reply(self.status, self.body, self.headers)
+
+
+class InboxUnavailable(Exception):
+    """The inbox cannot be kept here: a folder or the key is not private, or cannot be made."""
+
+
+class InboxWriteFailed(Exception):
+    """This process's registry entry could not be written now (a full disk): it is tried again."""
+
+
+class _PageGone(Exception):
+    """The page's side of a forwarded request ended (its body cut short, its connection closed)."""
+
+
+class NoticeFailed(Exception):
+    """A notice a target did not take; the message says why, without any key."""
+
+
+class InputRequired(Exception):
+    """Raised by a call of an era without server-to-client requests: the call must end now,
+    asking the client for `requests` (key -> elicitation), and be retried with the answers."""
+
+    def __init__(self, interview: Interview, requests: dict) -> None:
+        super().__init__("input required")
+        self.interview = interview
+        self.requests = requests
+
+
+class HookInputUnfit(ValueError):
+    """The hook's input is not an AskUserQuestion call we can ask: Claude Code asks itself."""
 
 
 # ============================================================================================
@@ -675,6 +740,14 @@ def _check_questions(raw_questions, existing_ids: list, problems: Problems) -> l
     return questions
 
 
+def _check_rank_shape(raw_options, options_given: bool, multi: bool, path: str, problems: Problems) -> None:
+    """What a rank question may not be: fewer than 2 options to order, or multiSelect."""
+    if options_given and len(raw_options or []) < 2:
+        problems.add(path, "a rank question needs at least 2 options to order (it has %d)" % len(raw_options or []))
+    if multi:
+        problems.add(path, "multiSelect does not apply to rank questions; drop it (the user orders every option)")
+
+
 def _check_question(raw, index: int, position: dict, seen: set, problems: Problems):
     path = question_path(index, raw)
     if not isinstance(raw, dict):
@@ -701,18 +774,7 @@ def _check_question(raw, index: int, position: dict, seen: set, problems: Proble
     options_given = isinstance(raw_options, list) or raw_options is None
 
     if rank:
-        if options_given and len(raw_options or []) < 2:
-            problems.add(
-                path,
-                "a rank question needs at least 2 options to order (it has %d)"
-                % len(raw_options or []),
-            )
-        if multi:
-            problems.add(
-                path,
-                "multiSelect does not apply to rank questions; drop it "
-                "(the user orders every option)",
-            )
+        _check_rank_shape(raw_options, options_given, multi, path, problems)
         allow_other = False  # a rank answer is an order; an Other text would have no place
         recommended = _check_rank_recommendation(raw.get("recommended"), path, options, problems)
     else:
@@ -1370,6 +1432,20 @@ def with_archive_path(result: dict, spec: dict, path) -> dict:
 COMPACT_ABOVE_CHARS = 40000
 
 
+def pretty_result_json(full: dict) -> str:
+    """Indented JSON with one answer per line: readable, and a third the size of indent=2
+    (a 100-question result must stay well under 100 KB with structuredContent beside it)."""
+    fields = []
+    for key, value in full.items():
+        if key == "answers" and value:
+            rows = ",\n".join("    " + json.dumps(row, ensure_ascii=False) for row in value)
+            text = "[\n%s\n  ]" % rows
+        else:
+            text = json.dumps(value, ensure_ascii=False)
+        fields.append("  %s: %s" % (json.dumps(key), text))
+    return "{\n%s\n}" % ",\n".join(fields)
+
+
 def compact_json(value) -> str:
     """JSON as Claude Code hands structuredContent to the model: no spaces, Unicode as is."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
@@ -1379,10 +1455,13 @@ def fit_result(result: dict, spec: dict) -> dict:
     """What the agent receives: the result as it is while both its JSON and its text blocks
     stay within COMPACT_ABOVE_CHARS, else the compact form (the archive keeps every field)."""
     full = {key: value for key, value in result.items() if key != "summary"}
-    text_size = len(result["summary"]) + len(pretty_result_json(full))
-    if len(compact_json(result)) <= COMPACT_ABOVE_CHARS and text_size <= COMPACT_ABOVE_CHARS:
-        return result
-    return compact_result(result, spec)
+    return result if fits_whole(result, pretty_result_json(full)) else compact_result(result, spec)
+
+
+def fits_whole(result: dict, pretty: str) -> bool:
+    """Whether `result`, whose JSON without the summary is `pretty`, goes to the agent whole."""
+    return (len(compact_json(result)) <= COMPACT_ABOVE_CHARS
+            and len(result["summary"]) + len(pretty) <= COMPACT_ABOVE_CHARS)
 
 
 def compact_result(result: dict, spec: dict) -> dict:
@@ -1536,6 +1615,17 @@ def json_utf8(value, indent=None) -> bytes:
         return text.encode("utf-8")
     except UnicodeEncodeError:
         return json.dumps(value, indent=indent).encode("ascii")
+
+
+def archive_json(record: dict) -> bytes:
+    """An archive file's bytes: one field a line and one answer a line, as readable as
+    indent=2 and written by json's C encoder (indent=2 takes its pure-Python one: 90 µs of a
+    submit's 300). json_utf8's escapes where UTF-8 cannot carry a lone surrogate."""
+    text = pretty_result_json(record)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json_utf8(record, indent=2)
 
 
 def redact(token: str) -> str:
@@ -1727,10 +1817,6 @@ def sync_directory(folder: str) -> None:
         os.close(descriptor)
 
 
-class UntrustedFolder(PermissionError):
-    """A folder of the log dir that someone else could have planted or can write into."""
-
-
 def folder_refusal(path: str):
     """Why an existing folder may not hold the user's files, or None when it may. On POSIX it
     must be a real folder (not a symlink) of this user that group and others cannot write."""
@@ -1792,10 +1878,6 @@ def private_file_refusal(descriptor: int, owner_checked: bool = True):
 # Opening never follows a symlink, and never waits: a FIFO planted in our place would block
 # open() until someone writes to it (the type is only known once it is open).
 PRIVATE_OPEN_FLAGS = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
-
-
-class ForeignFile(PermissionError):
-    """A file where one of ours should be that is not ours: private_file_refusal() says why."""
 
 
 def open_private_file(path: str, owner_checked: bool = True):
@@ -1942,7 +2024,7 @@ class Archive:
         path = self.path_for(record["interviewId"], record["submittedAt"])
         try:
             write_private_file(private_folder(self.directory, self.log), os.path.basename(path),
-                               json_utf8(record, indent=2))
+                               archive_json(record))
         except OSError as error:
             self.log.event(
                 "archive-failed", "error", about=about, interview=record["interviewId"], error=str(error)
@@ -2233,8 +2315,7 @@ CANCELLED = "cancelled"
 
 class BuiltOnce:
     """`built()` is what `build()` returns, built on the first call only: the classes whose
-    import waits until they are needed (the Interview's concurrent.futures, the servers'
-    http.server)."""
+    import waits until they are needed (the servers' http.server)."""
 
     def __init__(self, build) -> None:
         self.build = build
@@ -2253,12 +2334,13 @@ class InterviewSnapshot:
     that settle ends nothing changes it (appends, uploads and new tasks wait for its outcome),
     so the result and the archive are built from it without the interview's lock."""
 
-    __slots__ = ("interview", "interview_id", "spec", "created", "task_ids", "uploads", "delivered")
+    __slots__ = ("interview", "interview_id", "spec", "options", "created", "task_ids", "uploads", "delivered")
 
     def __init__(self, interview, spec: dict, created: float, task_ids: list, uploads,
                  delivered: bool) -> None:
         self.interview = interview  # what the settle's log events are about; not read from
         self.interview_id = interview.id
+        self.options = interview.options  # never changes
         self.spec = spec
         self.created = created
         self.task_ids = task_ids
@@ -2266,49 +2348,14 @@ class InterviewSnapshot:
         self.delivered = delivered  # a waiter was there to receive the result
 
 
-class InterviewBody:
-    """One interview: its spec, its state, and the condition every wait on it uses. This is the
-    body of the Interview class, which adds concurrent.futures.Future as its base at the first
-    interview (interview_class below): that module imports logging (5 ms and 1 MB), which a
-    server that never asks never pays.
+class FormPresence:
+    """What the form's pages have said of an interview: page views, the pages in view and
+    the sightings, the event streams open, the latest counts and the follow-ups unseen.
+    Only the progress reports, the notices and the inbox read it. It is the Interview's base:
+    its fields are the interview's own, guarded by its lock; each change notifies its
+    condition (waits judge by it too) and tells its on_change."""
 
-    It is the future of its result: settle() completes it once, so `result(timeout)`,
-    `done()` and `add_done_callback()` work as on any Future (it runs from its creation, so
-    `cancel()` cannot end it: settle() with the status cancelled does). Every field is
-    private and read through the methods below, each of which takes the lock itself; no
-    other code names a field or the lock (tests/interview/test_interview_ownership.py).
-    The state moves once, from PENDING to the result's status (SUBMITTED, DECLINED or
-    CANCELLED). `revision` grows on every change that the /state JSON shows; the condition
-    is also notified on form activity (progress, streams opening and closing) that only the
-    progress reports use. Waiters enter and leave through waiter(); every other wait is
-    wait_until().
-    """
-
-    def __init__(self, interview_id: str, token: str, spec: dict, origin: str,
-                 attachments: AttachmentStore, options=None, agent=None, door=None) -> None:
-        super().__init__()
-        self.set_running_or_notify_cancel()
-        # One lock for the interview's fields and the future's: the future's own condition.
-        # It is reentrant, so a wait's check, run under it, may call the methods below.
-        self._changed = self._condition
-        self._lock = self._condition
-        self.id = interview_id
-        self.token = token
-        self.own_url = form_url(origin, token)  # this process's own form server: always works
-        self.options = MappingProxyType(dict(options or {"delivery": DELIVERIES[0], "timeoutSeconds": None}))
-        self.agent = agent  # what the form calls the agent (agent_name()); None: "the agent"
-        self.created = time.time()
-        self._spec = spec
-        self._door = door  # (interview) -> the front door's origin while it serves it, else None
-        self._attachments = attachments
-        self._version = 1
-        self._note = None
-        self._settling = False  # a settle is writing the archive: other changes wait for it
-        self._settled_monotonic = None
-        self._closed = False  # the server is shutting down: every wait ends
-        self._waiting = 0
-        self._revision = 0
-        self._states: list = []  # the last STATE_HISTORY (revision, /state JSON), for streams
+    def __init__(self) -> None:
         self._counts = None  # the form's latest {answered, deferred, needsInfo, open}
         self._counts_revision = 0
         self._page_views = 0
@@ -2320,19 +2367,112 @@ class InterviewBody:
         self._in_view: dict = {}
         self._sightings = 0
         self._unseen = None  # (follow-ups unseen, questions then), as the form last reported
+
+    def attention(self) -> dict:
+        """What the notices judge by: still pending, forms open, sightings so far, and
+        whether a page shows the form now (it said so and its event stream is still open)."""
+        with self._lock:
+            return {"pending": self._result is None and not self._closed, "streams": self._streams,
+                    "sightings": self._sightings,
+                    "inView": self._streams > 0 and any(self._in_view.values())}
+
+    def _unseen_count(self) -> int:
+        """Follow-up questions the user has not been shown yet. Call with the lock held."""
+        questions = self._spec["questions"]
+        if self._unseen is None:  # no form has said yet: every follow-up is unseen
+            return sum(1 for question in questions if question.get("version", 1) > 1)
+        return self._unseen[0] + max(0, len(questions) - self._unseen[1])
+
+    def record_page_view(self, seen: bool = False) -> None:
+        """A page loaded; `seen`: where it cannot load unseen (the app, in the conversation)."""
+        with self._lock:
+            self._page_views += 1
+            self._sightings += seen
+            self._changed.notify_all()
+        self._on_change(self)
+
+    def record_visibility(self, page: str, in_view: bool) -> bool:
+        """A page says whether it is in view now; True when it just came into view."""
+        with self._lock:
+            came = in_view and not self._in_view.pop(page, False)
+            self._in_view[page] = in_view
+            for stale in list(self._in_view)[:-PAGES_REMEMBERED]:  # the pages heard from longest ago
+                del self._in_view[stale]
+            self._sightings += came
+            self._changed.notify_all()
+        self._on_change(self)
+        return came
+
+    def record_stream(self, delta: int) -> None:
+        """An event stream opened (+1) or closed (-1): the inbox looks more often while a
+        form is open."""
+        with self._lock:
+            self._streams += delta
+            self._changed.notify_all()
+        self._on_change(self)
+
+    def record_progress(self, counts: dict, unseen=None) -> None:
+        """The form's counts, and its count of follow-up questions not shown to the user yet
+        (None: not said); questions appended after it are added to it until the form says
+        again."""
+        with self._lock:
+            if unseen is not None:
+                self._unseen = (unseen, len(self._spec["questions"]))
+            if counts != self._counts:
+                self._counts = counts
+                self._counts_revision += 1
+                self._changed.notify_all()
+        self._on_change(self)
+
+
+class Interview(FormPresence):
+    """One interview: its spec, its answers once settled, its state, and the condition every
+    wait on it uses. It knows no address, server or runtime: whoever shows it composes its
+    link from `token`, and what the wire says of it is built from what it reads out here.
+
+    Every field is private and read through the methods below, each of which takes the lock
+    itself; no other code names a field or the lock (tests/interview/test_interview_ownership.py).
+    The state moves once, from PENDING to the result's status (SUBMITTED, DECLINED or
+    CANCELLED), when settle() completes it. `revision` grows on every change that the form's
+    state shows; the condition is also notified on form activity (progress, streams opening
+    and closing) that only the progress reports use. Waiters enter and leave through
+    waiter(); every other wait is wait_until(). `on_change(interview)` is told, with no lock
+    held, of every change the inbox or the notices may judge by: created (by the hub),
+    appended, a page's or a waiter's coming and going, the form's counts, settled.
+    """
+
+    def __init__(self, interview_id: str, token: str, spec: dict, attachments: AttachmentStore,
+                 options=None, agent=None, on_change=None) -> None:
+        # Reentrant: a wait's check, run under it, may call the methods below.
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
+        self.id = interview_id
+        self.token = token
+        self.options = MappingProxyType(dict(options or {"delivery": DELIVERIES[0], "timeoutSeconds": None}))
+        self.agent = agent  # what the form calls the agent (agent_name()); None: "the agent"
+        self.created = time.time()
+        self._on_change = on_change if on_change is not None else (lambda interview: None)
+        super().__init__()
+        self._spec = spec
+        self._attachments = attachments
+        self._result = None  # the result once settled
+        self._version = 1
+        self._note = None
+        self._settling = False  # a settle is writing the archive: other changes wait for it
+        self._settled_monotonic = None
+        self._closed = False  # the server is shutting down: every wait ends
+        self._waiting = 0
+        self._revision = 0
+        self._states: list = []  # the last STATE_HISTORY (revision, status()), for streams
         self._task_ids: list = []  # the tasks made on it, for the archive (TaskRegistry.create)
         # Cancelled because its questions went back to the client's own prompt (the hook
         # gave up waiting): the form says where to answer them instead.
         self._handed_back = False
+        # Cancelled because the person answered in the agent's own terminal first (a
+        # permission ask): the form says there is nothing left to do.
+        self._answered_there = False
 
     # -- reading ------------------------------------------------------------------------
-
-    @property
-    def url(self) -> str:
-        """The address every result, progress message, status, opener and inbox row shows:
-        the front door's while it serves this form, else this process's own."""
-        origin = self._door(self) if self._door is not None else None
-        return form_url(origin, self.token) if origin else self.own_url
 
     @property
     def title(self) -> str:
@@ -2354,68 +2494,52 @@ class InterviewBody:
             return self._state_now()
 
     def _state_now(self) -> str:
-        return self.result()["status"] if self.done() else PENDING
+        return PENDING if self._result is None else self._result["status"]
 
     @property
     def settled_monotonic(self):
         """When it settled, on the monotonic clock; None while pending."""
         with self._lock:
-            return self._settled_monotonic if self.done() else None
+            return self._settled_monotonic
 
     def settled_result(self):
         """The result once settled, else None."""
         with self._lock:
-            return self.result() if self.done() else None
+            return self._result
 
-    def state_json(self) -> dict:
+    def status(self) -> tuple:
+        """(state, a call is waiting, version, handed back), read together: what the form's
+        state says (state_json)."""
         with self._lock:
-            return self._state_json()
+            return self._status()
 
-    def _state_json(self) -> dict:
-        settled = self.done()
-        state = {"state": self._state_now(), "waiting": self._waiting > 0, "version": self._version}
-        if settled and self._handed_back:
-            state["handedBack"] = True
-        return state
+    def _status(self) -> tuple:
+        return self._state_now(), self._waiting > 0, self._version, self._handed_back, self._answered_there
 
-    def form_payload(self) -> dict:
-        """What GET /api/s/<token> answers."""
+    def contents(self) -> tuple:
+        """(state, version, the agent's note, spec, result or None), read together: what the
+        form is built from (form_payload)."""
         with self._lock:
-            return {
-                "id": self.id,
-                "state": self._state_now(),
-                "version": self._version,
-                "note": self._note,
-                "agent": self.agent,
-                "spec": self._spec_now(),
-                "result": self.result() if self.done() else None,
-            }
+            return self._state_now(), self._version, self._note, self._spec_now(), self._result
 
     def is_pending(self) -> bool:
         """Pending and its server not shutting down."""
         with self._lock:
-            return not self.done() and not self._closed
-
-    def is_closed(self) -> bool:
-        """Its server is shutting down."""
-        with self._lock:
-            return self._closed
-
-    def questions(self) -> list:
-        """The questions as they are now (appends add to them)."""
-        with self._lock:
-            return list(self._spec["questions"])
+            return self._result is None and not self._closed
 
     def attachment(self, attachment_id):
         """An upload's description, or None."""
         return self._attachments.get(attachment_id)
 
     def activity(self) -> dict:
-        """What is happening around it now: the calls waiting, the event streams (forms)
-        open, the page views, and the form's latest counts."""
+        """What is happening around it now, read together: settled or not, the calls waiting,
+        the event streams (forms) open, the page views, the form's latest counts and how often
+        they changed, the follow-ups unseen, and the questions' title and number."""
         with self._lock:
-            return {"waiters": self._waiting, "streams": self._streams, "pageViews": self._page_views,
-                    "counts": None if self._counts is None else dict(self._counts)}
+            return {"settled": self._result is not None, "waiters": self._waiting, "streams": self._streams,
+                    "pageViews": self._page_views, "counts": None if self._counts is None else dict(self._counts),
+                    "countsRevision": self._counts_revision, "followUpsUnseen": self._unseen_count(),
+                    "title": self._spec["title"], "total": len(self._spec["questions"])}
 
     def check_pending(self) -> None:
         """InterviewSettled unless the interview still takes answers."""
@@ -2425,95 +2549,24 @@ class InterviewBody:
     def _check_pending(self) -> None:
         """Call with the lock held: wait out a settle in progress (its outcome decides),
         then InterviewSettled unless still pending."""
-        self._changed.wait_for(lambda: not self._settling or self.done())
-        if self.done():
+        self._changed.wait_for(lambda: not self._settling or self._result is not None)
+        if self._result is not None:
             raise InterviewSettled(self.id, self._state_now())
-
-    def inbox_row(self):
-        """What the inbox lists of it while it is pending, else None."""
-        with self._lock:
-            if self.done():
-                return None
-            questions = self._spec["questions"]
-            return {
-                "interviewId": self.id,
-                "title": self._spec["title"],
-                "url": self.own_url,  # the holder lists it at the front door
-                "questions": len(questions),
-                "answered": (self._counts or {}).get("answered", 0),
-                "followUpsUnseen": self._unseen_count(),
-                "createdAt": iso_utc(self.created),
-                "waiting": self._waiting > 0,
-            }
-
-    def _unseen_count(self) -> int:
-        """Follow-up questions the user has not been shown yet. Call with the lock held."""
-        questions = self._spec["questions"]
-        if self._unseen is None:  # no form has said yet: every follow-up is unseen
-            return sum(1 for question in questions if question.get("version", 1) > 1)
-        return self._unseen[0] + max(0, len(questions) - self._unseen[1])
-
-    def attention(self) -> dict:
-        """What the notices judge by: still pending, forms open, sightings so far, and
-        whether a page shows the form now (it said so and its event stream is still open)."""
-        with self._lock:
-            return {"pending": not self.done() and not self._closed, "streams": self._streams,
-                    "sightings": self._sightings,
-                    "inView": self._streams > 0 and any(self._in_view.values())}
-
-    def record_unseen(self, count: int) -> None:
-        """The form's count of follow-up questions not shown to the user yet; questions
-        appended after it are added to it until the form says again."""
-        with self._lock:
-            self._unseen = (count, len(self._spec["questions"]))
-
-    def nudge(self) -> None:
-        """Let the event streams send the /state JSON again: what a form shows beside it
-        (the inbox's count) changed."""
-        with self._lock:
-            self._touch()
-
-    def _form_status(self) -> str:
-        if self._streams > 0:
-            return "form open"
-        if self._page_views or self._counts is not None:
-            return "form closed"
-        return "form not opened yet"
-
-    def progress(self) -> dict:
-        """What a progress report says, as facts."""
-        return self.progress_snapshot()[1]
-
-    def counts_revision(self) -> int:
-        """Grows each time the form reports other counts."""
-        with self._lock:
-            return self._counts_revision
-
-    def progress_snapshot(self):
-        """(counts_revision, progress facts), read together."""
-        with self._lock:
-            return self._counts_revision, {
-                "title": self._spec["title"],
-                "answered": (self._counts or {}).get("answered", 0),
-                "total": len(self._spec["questions"]),
-                "form": self._form_status(),
-                "elapsedSeconds": int(time.time() - self.created),
-            }
 
     # -- transitions --------------------------------------------------------------------
 
     def _touch(self) -> None:
-        """Record a change the /state JSON shows. Call with the lock held."""
+        """Record a change the form's state shows. Call with the lock held."""
         self._revision += 1
         # Kept so that an event stream sends every state, not only the newest: two changes
         # close together (a submit, then its waiter leaving) must reach the page as two events.
-        self._states.append((self._revision, self._state_json()))
+        self._states.append((self._revision, self._status()))
         del self._states[:-STATE_HISTORY]
         self._changed.notify_all()
 
-    def append(self, raw_questions, note) -> dict:
-        """Follow-up questions checked and added (InvalidInterview, InterviewSettled); the
-        append_questions reply."""
+    def append(self, raw_questions, note) -> tuple:
+        """Follow-up questions checked and added (InvalidInterview, InterviewSettled):
+        (how many, questions now, version now)."""
         with self._lock:
             self._check_pending()
             existing = [question["id"] for question in self._spec["questions"]]
@@ -2525,43 +2578,34 @@ class InterviewBody:
             if note is not None and note.strip():
                 self._note = {"version": self._version, "text": note}
             self._touch()
-            reply = {
-                "status": "appended",
-                "sessionId": self.id,
-                "appended": len(questions),
-                "total": len(self._spec["questions"]),
-                "version": self._version,
-            }
-        # The URL asks the inbox, whose worker holds its own lock while it nudges this
-        # interview: never ask it under this interview's lock.
-        reply["url"] = self.url
-        return reply
+            appended = len(questions), len(self._spec["questions"]), self._version
+        self._on_change(self)
+        return appended
 
-    def settle(self, build, version=None, handed_back=False):
-        """PENDING -> the result's status, exactly once, in three steps. Reserved under the
-        lock: InterviewSettled unless pending, StaleVersion unless `version` (None: not
-        checked) is the current one. Built without it: `build(snapshot)` (an
-        InterviewSnapshot) returns (result, outcome), writing the archive meanwhile, or
-        raises, and the interview stays pending. Published: the future's result set, every
-        wait woken. (outcome, delivered); `handed_back`: see __init__."""
+    def settle(self, build, version=None, handed_back=False, answered_there=False) -> dict:
+        """PENDING -> the result's status, exactly once, in three steps; the result. Reserved
+        under the lock: InterviewSettled unless pending, StaleVersion unless `version` (None:
+        not checked) is the current one. Built without it: `build(snapshot)` (an
+        InterviewSnapshot) returns the result, writing the archive meanwhile, or raises, and
+        the interview stays pending. Published: the result set, every wait woken, on_change
+        told. `handed_back`, `answered_there`: see __init__."""
         snapshot = self._reserve(version)
         try:
-            result, outcome = build(snapshot)
+            result = build(snapshot)
         except BaseException:
             with self._lock:
                 self._settling = False
                 self._changed.notify_all()
             raise
         with self._lock:
-            self._handed_back = handed_back  # shown only once done
+            self._handed_back = handed_back
+            self._answered_there = answered_there
             self._settled_monotonic = time.monotonic()
-        # Done from here on: every reader sees the result's status; done callbacks run now,
-        # outside the lock.
-        self.set_result(result)
-        with self._lock:
+            self._result = result
             self._settling = False
             self._touch()
-        return outcome, snapshot.delivered
+        self._on_change(self)
+        return result
 
     def _reserve(self, version) -> InterviewSnapshot:
         with self._lock:
@@ -2579,9 +2623,9 @@ class InterviewBody:
         that a submit's archive entry either names this task or comes after the index that
         does."""
         with self._lock:
-            self._changed.wait_for(lambda: not self._settling or self.done())
+            self._changed.wait_for(lambda: not self._settling or self._result is not None)
             self._task_ids.append(task_id)
-            if not self.done():
+            if self._result is None:
                 index(list(self._task_ids))
 
     def add_attachment(self, name: str, media_type: str, length: int, source) -> dict:
@@ -2604,45 +2648,16 @@ class InterviewBody:
             self._check_pending()
             self._attachments.remove(attachment_id)
 
-    def record_page_view(self, seen: bool = False) -> None:
-        """A page loaded; `seen`: where it cannot load unseen (the app, in the conversation)."""
-        with self._lock:
-            self._page_views += 1
-            self._sightings += seen
-            self._changed.notify_all()
-
-    def record_visibility(self, page: str, in_view: bool) -> bool:
-        """A page says whether it is in view now; True when it just came into view."""
-        with self._lock:
-            came = in_view and not self._in_view.pop(page, False)
-            self._in_view[page] = in_view
-            for stale in list(self._in_view)[:-PAGES_REMEMBERED]:  # the pages heard from longest ago
-                del self._in_view[stale]
-            self._sightings += came
-            self._changed.notify_all()
-            return came
-
-    def record_stream(self, delta: int) -> None:
-        """An event stream opened (+1) or closed (-1)."""
-        with self._lock:
-            self._streams += delta
-            self._changed.notify_all()
-
-    def record_counts(self, counts: dict) -> None:
-        with self._lock:
-            if counts != self._counts:
-                self._counts = counts
-                self._counts_revision += 1
-                self._changed.notify_all()
-
     def record_waiter(self, delta: int) -> None:
-        """A waiter came (+1) or left (-1): the /state JSON's `waiting`."""
+        """A waiter came (+1) or left (-1): the form's state's `waiting`."""
         with self._lock:
             self._waiting += delta
             self._touch()
+        self._on_change(self)
 
-    def expire(self) -> None:
-        """The hub dropped it: let its event streams notice."""
+    def nudge(self) -> None:
+        """Let the event streams send the form's state again: what a form shows beside it
+        (the inbox's count) changed, or the hub dropped it."""
         with self._lock:
             self._touch()
 
@@ -2676,33 +2691,35 @@ class InterviewBody:
 
     def next_states(self, seen, timeout: float, stop):
         """For an event stream: wait up to `timeout` for a revision after `seen` (or for
-        `stop()`); (changed, the states to send, the revision they bring the stream to)."""
+        `stop()`); (changed, the statuses to send, the revision they bring the stream to)."""
         with self._lock:
             changed = self._changed.wait_for(lambda: self._revision != seen or stop(), timeout)
             states = [state for revision, state in self._states if seen is not None and revision > seen]
-            return changed, states or [self._state_json()], self._revision
+            return changed, states or [self._status()], self._revision
 
     def waiter(self, cancellation=None) -> "Waiter":
         """`with interview.waiter(cancellation) as waiter: waiter.wait(...)`: counted in
-        the /state JSON while inside."""
+        the form's state while inside."""
         return Waiter(self, cancellation if cancellation is not None else Cancellation())
 
 
-def _build_interview_class():
-    """Interview: InterviewBody on a concurrent.futures.Future, the future of its result."""
-    from concurrent.futures import Future
-
-    return type("Interview", (InterviewBody, Future), {"__module__": __name__, "__doc__": InterviewBody.__doc__})
-
-
-interview_class = BuiltOnce(_build_interview_class)
-
-
-def __getattr__(name):
-    """`askrich.Interview` (a name of the public API) builds the class on first use."""
-    if name == "Interview":
-        return interview_class()
-    raise AttributeError("module %r has no attribute %r" % (__name__, name))
+def progress_snapshot(interview: Interview):
+    """(how often the form's counts changed, what a progress report says, as facts), read
+    together."""
+    now = interview.activity()
+    if now["streams"] > 0:
+        form = "form open"
+    elif now["pageViews"] or now["counts"] is not None:
+        form = "form closed"
+    else:
+        form = "form not opened yet"
+    return now["countsRevision"], {
+        "title": now["title"],
+        "answered": (now["counts"] or {}).get("answered", 0),
+        "total": now["total"],
+        "form": form,
+        "elapsedSeconds": int(time.time() - interview.created),
+    }
 
 
 class Cancellation:
@@ -2746,11 +2763,11 @@ class Waiter:
         def check():
             if answered is not None and answered():
                 return "answered"
-            if interview.done():
+            if interview.settled_result() is not None:
                 return "settled"
             if self.cancellation.is_set:
                 return "cancelled"
-            if interview.is_closed():
+            if not interview.is_pending():  # not settled, so its server is shutting down
                 return "shutdown"
             if deadline is None:
                 return None
@@ -2788,7 +2805,7 @@ class ProgressTicker:
         if now >= next_tick:
             return None
         wake = next_tick
-        if self.interview.counts_revision() != seen_counts:
+        if self.interview.activity()["countsRevision"] != seen_counts:
             if now - last_sent >= PROGRESS_CHANGE_MIN_SECONDS:
                 return None
             wake = min(wake, last_sent + PROGRESS_CHANGE_MIN_SECONDS)
@@ -2806,7 +2823,7 @@ class ProgressTicker:
 
             if interview.wait_until(check) == "stopped":
                 return
-            seen_counts, facts = interview.progress_snapshot()
+            seen_counts, facts = progress_snapshot(interview)
             self.report(facts, last_sent == float("-inf"))
             last_sent = time.monotonic()
             next_tick = last_sent + self.interval
@@ -2815,27 +2832,19 @@ class ProgressTicker:
 class SessionHub:
     """Every interview of this process, by id and by token digest."""
 
-    def __init__(self, log: Log, archive: Archive) -> None:
+    def __init__(self, log: Log, archive: Archive, on_change=None) -> None:
         self.log = log
         self.archive = archive
         self.lock = threading.Lock()
         self.by_id: dict = {}
         self.by_token: dict = {}
         self.closed = False
-        # Told of every interview created, changed in what the inbox lists (questions,
-        # answered count, a waiter) and settled; set once, before the first interview.
-        self.observer = None
-        # (interview) -> the front door's origin while it serves that form, else None; set
-        # once, before the first interview (Inbox.door_origin).
-        self.door_origin = None
-
-    def _observe(self, interview: Interview) -> None:
-        if self.observer is not None:
-            self.observer(interview)
+        # Told of every interview created and of every change to one (Interview's on_change).
+        self.on_change = on_change if on_change is not None else (lambda interview: None)
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    def create(self, spec: dict, origin: str, options=None, agent=None) -> Interview:
+    def create(self, spec: dict, options=None, agent=None) -> Interview:
         import secrets
 
         for question in spec["questions"]:
@@ -2846,7 +2855,7 @@ class SessionHub:
                 interview_id = secrets.token_hex(6)
             token = secrets.token_urlsafe(18)
             store = AttachmentStore(os.path.join(self.log.log_dir, "attachments", interview_id), self.log)
-            interview = interview_class()(interview_id, token, spec, origin, store, options, agent, self.door_origin)
+            interview = Interview(interview_id, token, spec, store, options, agent, self.on_change)
             self.by_id[interview_id] = interview
             self.by_token[token_key(token)] = interview
         self.log.event(
@@ -2857,7 +2866,7 @@ class SessionHub:
             questions=len(spec["questions"]),
             title=spec["title"],
         )
-        self._observe(interview)
+        self.on_change(interview)
         return interview
 
     def _purge_expired(self) -> None:
@@ -2871,7 +2880,7 @@ class SessionHub:
                 del self.by_token[token_key(interview.token)]
         for interview in expired:
             self.log.event("session-expired", about=interview, interview=interview.id)
-            interview.expire()
+            interview.nudge()
 
     def get(self, interview_id) -> Interview | None:
         self._purge_expired()
@@ -2919,53 +2928,24 @@ class SessionHub:
     # -- changes from the agent -----------------------------------------------------------
 
     def append(self, interview_id, raw_questions, note) -> dict:
+        """Follow-up questions added to a pending interview; the append_questions reply
+        without the form's link (the Runtime adds it)."""
         interview = self.require(interview_id)
-        reply = interview.append(raw_questions, note)
-        self.log.event(
-            "questions-appended",
-            about=interview, interview=interview.id,
-            appended=reply["appended"],
-            total=reply["total"],
-            version=reply["version"],
-        )
-        self._observe(interview)
-        return reply
+        appended, total, version = interview.append(raw_questions, note)
+        self.log.event("questions-appended", about=interview, interview=interview.id,
+                       appended=appended, total=total, version=version)
+        return {"status": "appended", "sessionId": interview.id, "appended": appended, "total": total,
+                "version": version}
 
-    # -- changes from the form ------------------------------------------------------------
-
-    def record_page_view(self, interview: Interview, user_agent: str, seen: bool = False) -> None:
-        """A page loaded (`seen`: see Interview.record_page_view)."""
-        interview.record_page_view(seen)
-        self.log.event("page-view", about=interview, interview=interview.id, user_agent=user_agent)
-        self._observe(interview)
-
-    def record_visibility(self, interview: Interview, page: str, in_view: bool) -> None:
-        """A form's page in view (visible and focused) or not: only a page the person can see
-        stops the notices."""
-        came = interview.record_visibility(page, in_view)
-        self.log.event("page-visibility", "debug", about=interview, interview=interview.id, page=page,
-                       in_view="yes" if in_view else "no", **({"sighting": "yes"} if came else {}))
-        self._observe(interview)
-
-    def record_stream(self, interview: Interview, delta: int) -> None:
-        """A form's event stream opened (+1) or closed (-1)."""
-        interview.record_stream(delta)
-        self._observe(interview)  # the inbox looks more often while a form is open
-
-    def record_counts(self, interview: Interview, counts: dict) -> None:
-        interview.record_counts(counts)
-        self.log.event("form-progress", "debug", about=interview, interview=interview.id, **counts)
-        self._observe(interview)
-
-    def record_unseen(self, interview: Interview, count: int) -> None:
-        interview.record_unseen(count)
-        self._observe(interview)
+    # -- settling -------------------------------------------------------------------------
 
     def submit(self, interview: Interview, payload) -> dict:
         """Check, archive durably, settle, wake every waiter; the reply for the form."""
+        delivered = []
 
         def build(snapshot: InterviewSnapshot):
             submission = check_submission(snapshot.spec, payload, snapshot.uploads)
+            delivered.append(snapshot.delivered)
             # Unkept, answers that no call takes would be lost with the process: the form
             # keeps them instead. Taken by a waiting call, they reached the agent.
             return self._result(snapshot, submission, "browser", keep_or_refuse=not snapshot.delivered)
@@ -2973,32 +2953,30 @@ class SessionHub:
         # The version is judged only once the payload is an object with answers: a body of
         # another shape is refused as such, whatever version it names.
         version = payload.get("specVersion") if is_submission_shaped(payload) else None
-        (result, path), delivered = interview.settle(build, version)
+        result = interview.settle(build, version)
         counts = result["counts"]
-        self._log_archived(interview, path)
-        self._observe(interview)
-        self.log.event(result["status"], about=interview, interview=interview.id, delivered=delivered, **counts)
-        return {"ok": True, "counts": counts, "delivered": delivered}
+        self._log_archived(interview, result["archivePath"])
+        self.log.event(result["status"], about=interview, interview=interview.id, delivered=delivered[0], **counts)
+        return {"ok": True, "counts": counts, "delivered": delivered[0]}
 
     def settle_without_form(self, interview: Interview, answers: dict, status: str, via: str,
-                            handed_back: bool = False):
+                            handed_back: bool = False, answered_there: bool = False):
         """Settle through another channel (a native elicitation, the hook giving the questions
-        back to Claude Code); None if already settled."""
+        back to Claude Code, a permission answered in the terminal); None if already settled."""
         submission = {"answers": answers, "generalNotes": None, "attachments": None, "status": status}
         try:
-            (result, path), _ = interview.settle(lambda snapshot: self._result(snapshot, submission, via),
-                                                 handed_back=handed_back)
+            result = interview.settle(lambda snapshot: self._result(snapshot, submission, via),
+                                      handed_back=handed_back, answered_there=answered_there)
         except InterviewSettled:
             return None
-        self._log_archived(interview, path)
-        self._observe(interview)
+        self._log_archived(interview, result["archivePath"])
         return result
 
     def _result(self, snapshot: InterviewSnapshot, submission: dict, via: str, keep_or_refuse=False):
         """Runs while the settle is reserved, before it is published, so the archive is
-        durable before anyone is told: (the result, twice: once to settle on, once as the
-        outcome) with the archive's path, or None when it could not be written; with
-        `keep_or_refuse`, AnswersNotSaved instead of None, and nothing settles."""
+        durable before anyone is told: the result, whose archivePath is None when the archive
+        could not be written; with `keep_or_refuse`, AnswersNotSaved instead, and nothing
+        settles."""
         now = time.time()
         spec = snapshot.spec
         result = build_result(
@@ -3017,6 +2995,9 @@ class SessionHub:
         record["interview"] = spec
         if snapshot.task_ids:  # what a later process needs to answer tasks/get for them
             record["tasks"] = dict(self.archive.owner, ids=snapshot.task_ids)
+        if snapshot.options.get("kind") == PERMISSION:
+            record["kind"] = PERMISSION
+            record["permission"] = permission_record(snapshot.options["permission"], result, via, now)
         try:
             path = self.archive.save(record, about=snapshot.interview)
         except OSError as error:
@@ -3025,7 +3006,7 @@ class SessionHub:
             path = None
         if path != result["archivePath"]:
             result = with_archive_path(result, spec, path)
-        return result, (result, path)
+        return result
 
     def _log_archived(self, interview: Interview, path) -> None:
         self.log.event("archived" if path else "archive-skipped", about=interview, interview=interview.id, path=path)
@@ -3046,14 +3027,12 @@ class SessionHub:
                     timeout=timeout,
                     progressToken="present" if report else "absent",
                 )
-                self._observe(interview)
                 if report is None:
                     why = waiter.wait(timeout)
                 else:
                     with ProgressTicker(interview, report, interval):
                         why = waiter.wait(timeout)
         finally:
-            self._observe(interview)
             self.log.event("wait-end", about=interview, interview=interview.id)
         return (interview.settled_result() if why == "settled" else None), why
 
@@ -3061,14 +3040,6 @@ class SessionHub:
 # ============================================================================================
 # JSON-RPC over stdio: one message a line, parsed strictly
 # ============================================================================================
-
-class JsonRpcError(Exception):
-    def __init__(self, code: int, message: str, data=None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
-
 
 class LineWriter:
     """Whole JSON-RPC lines to the client, one write at a time.
@@ -3670,20 +3641,6 @@ def error_body(status: int, error: str, code=None, **fields) -> dict:
     return dict({"error": error, "code": code or ERROR_CODES.get(status, "bad-request")}, **fields)
 
 
-class HttpRefusal(Exception):
-    """A request refused with a JSON error; raised by routing, body reading and routes. `code`
-    defaults to the status's own (ERROR_CODES)."""
-
-    def __init__(self, status: int, error: str, headers=None, code=None, **fields) -> None:
-        super().__init__(error)
-        self.status = status
-        self.headers = dict(headers or {})
-        self.body = error_body(status, error, code, **fields)
-
-    def reply(self) -> Reply:
-        return json_reply(self.status, self.body, self.headers)
-
-
 def json_reply(status: int, payload, headers=None) -> Reply:
     return Reply(status, dict({"Content-Type": JSON_CONTENT_TYPE}, **(headers or {})), json_utf8(payload))
 
@@ -3755,17 +3712,34 @@ def require_json_body(request) -> None:
 def form_payload(interview) -> dict:
     """What GET /api/s/<token> answers: the interview, and the limits the form keeps before it
     sends (the server's own numbers, so the two cannot differ; each is checked here again)."""
+    state, version, note, spec, result = interview.contents()
     limits = {
         "freeText": FREE_TEXT_MAX,
         "attachmentBytes": ATTACHMENT_MAX_BYTES,
         "attachments": ATTACHMENTS_MAX_COUNT,
         "attachmentsBytes": ATTACHMENTS_MAX_TOTAL_BYTES,
     }
-    return dict(interview.form_payload(), limits=limits)
+    payload = {"id": interview.id, "state": state, "version": version, "note": note, "agent": interview.agent,
+               "spec": spec, "result": result, "limits": limits}
+    if interview.options.get("kind") == PERMISSION:  # the page words a permission ask itself
+        payload["permission"] = interview.options["permission"]["form"]
+    return payload
+
+
+def state_json(status: tuple) -> dict:
+    """The form's state, as GET /api/s/<token>/state and its event stream send it, from an
+    Interview.status()."""
+    state, waiting, version, handed_back, answered_there = status
+    shown = {"state": state, "waiting": waiting, "version": version}
+    if handed_back:
+        shown["handedBack"] = True
+    if answered_there:
+        shown["answeredInTerminal"] = True
+    return shown
 
 
 def form_state(runtime, interview) -> dict:
-    return runtime.inbox.beside(interview, interview.state_json())
+    return runtime.inbox.beside(interview, state_json(interview.status()))
 
 
 def form_progress(runtime, interview, payload):
@@ -3773,11 +3747,17 @@ def form_progress(runtime, interview, payload):
     if counts is None:
         raise HttpRefusal(422, "progress must be an object of answered, deferred, needsInfo and open counts",
                           code="invalid-progress")
-    runtime.hub.record_counts(interview, counts)
     unseen = payload.get("followUpsUnseen")
-    if isinstance(unseen, int) and not isinstance(unseen, bool) and unseen >= 0:
-        runtime.hub.record_unseen(interview, unseen)
+    unseen = unseen if isinstance(unseen, int) and not isinstance(unseen, bool) and unseen >= 0 else None
+    interview.record_progress(counts, unseen)
+    runtime.log.event("form-progress", "debug", about=interview, interview=interview.id, **counts)
     return 204, None
+
+
+def record_page_view(runtime, interview, user_agent: str, seen: bool = False) -> None:
+    """A page loaded (`seen`: see Interview.record_page_view)."""
+    interview.record_page_view(seen)
+    runtime.log.event("page-view", about=interview, interview=interview.id, user_agent=user_agent)
 
 
 def form_visibility(runtime, interview, payload):
@@ -3797,7 +3777,10 @@ def form_visibility(runtime, interview, payload):
         problems.append("focus must be true or false (got %s)" % describe(focus))
     if problems:
         raise HttpRefusal(400, "; ".join(problems), code="invalid-visibility")
-    runtime.hub.record_visibility(interview, page, visibility == "visible" and focus)
+    in_view = visibility == "visible" and focus
+    came = interview.record_visibility(page, in_view)
+    runtime.log.event("page-visibility", "debug", about=interview, interview=interview.id, page=page,
+                      in_view="yes" if in_view else "no", **({"sighting": "yes"} if came else {}))
     return 204, None
 
 
@@ -3862,7 +3845,7 @@ def route_form_page(request, params: dict):
     interview = find_interview(request.runtime.hub, params["token"])
     if interview is None:
         return text_reply(404, NOT_FOUND_TEXT)
-    request.runtime.hub.record_page_view(interview, request.headers.get("User-Agent", "")[:200])
+    record_page_view(request.runtime, interview, request.headers.get("User-Agent", "")[:200])
     return route_asset(request, {"name": "form.html"})
 
 
@@ -4236,16 +4219,16 @@ class FormRequestPlumbing:
                 return None
             if not changed:
                 return []
-            fresh = [json.dumps(self.runtime.inbox.beside(interview, state)) for state in states]
+            fresh = [json.dumps(self.runtime.inbox.beside(interview, state_json(state))) for state in states]
             fresh = [data for previous, data in zip([sent] + fresh, fresh) if data != previous]
             sent = fresh[-1] if fresh else sent
             return [("state", data) for data in fresh]
 
-        hub.record_stream(interview, +1)
+        interview.record_stream(+1)
         try:
             self.send_event_stream(next_events)
         finally:
-            hub.record_stream(interview, -1)
+            interview.record_stream(-1)
 
     def send_event_stream(self, next_events) -> None:
         """Server-Sent Events on this connection, kept until the page or the server goes:
@@ -4497,13 +4480,12 @@ class Runtime:
         swept = sweep_stray_temporaries(config.log_dir)
         if swept:
             self.log.event("temporaries-removed", count=swept, reason="left by a process killed mid-write")
-        self.hub = SessionHub(self.log, self.archive)
+        self.hub = SessionHub(self.log, self.archive, on_change=self._observe)
         self.server_lock = threading.Lock()
         self.form_server = None  # a LoopbackListener once a form needs it
+        self.origin = None  # the form server's, once started: kept after it stops
         self.inbox = Inbox(self)
-        self.notices = Notices(config, self.log, project=working_folder())
-        self.hub.observer = self._observe
-        self.hub.door_origin = self.inbox.door_origin
+        self.notices = Notices(config, self.log, project=working_folder(), form_url=self.form_url)
 
     def _observe(self, interview: Interview) -> None:
         self.inbox.observe(interview)
@@ -4525,20 +4507,36 @@ class Runtime:
                 self.form_server = listener
                 self.log.event("http-started", host=host, port=listener.port,
                                addresses=",".join(server.server_address[0] for server in listener.servers))
-            return "http://%s:%d" % (self.config.public_host, self.form_server.port)
+                self.origin = "http://%s:%d" % (self.config.public_host, listener.port)
+            return self.origin
 
-    def open_interview(self, args, **details) -> Interview:
+    def own_url(self, interview: Interview) -> str:
+        """The form at this process's own form server, which always works (the front door
+        forwards to it)."""
+        return form_url(self.origin, interview.token)
+
+    def form_url(self, interview: Interview) -> str:
+        """The address every result, progress message, status, opener and inbox row shows:
+        the front door's while it serves this form, else this process's own."""
+        return form_url(self.inbox.door_origin(interview) or self.origin, interview.token)
+
+    def open_interview(self, args, internal=None, **details) -> Interview:
         """The one way to start an interview (the tools, demo/ask, doctor): validate
         `ask_user_rich` arguments (InvalidInterview), start the form server if need be
-        (FormServerUnavailable) and open the interview; its call options are in `options`.
+        (FormServerUnavailable) and open the interview; its call options are in `options`,
+        with the `internal` ones that no tool call can set (a permission ask's kind).
         `details` go to SessionHub.create as they are."""
         spec, options = validate_interview(args)
-        return self.hub.create(spec, self.base_url(), options, **details)
+        self.base_url()
+        return self.hub.create(spec, dict(options, **(internal or {})), **details)
 
     def append_questions(self, session_id, questions, note=None) -> dict:
         reply = self.hub.append(session_id, questions, note)
-        self.notices.follow_ups(self.hub.require(session_id))
-        return reply
+        interview = self.hub.require(session_id)
+        self.notices.follow_ups(interview)
+        # The URL asks the inbox, whose worker holds its own lock while it nudges this
+        # interview: never asked under the interview's lock.
+        return dict(reply, url=self.form_url(interview))
 
     def close(self) -> None:
         self.notices.close()
@@ -4600,14 +4598,6 @@ DOOR_IDLE_SECONDS = 3 * SSE_PING_SECONDS
 INBOX_TICKET_SECONDS = 60  # a form's way into the inbox is used within the minute, once
 INBOX_SESSION_SECONDS = 8 * 3600  # the cookie a ticket becomes: a working day
 INBOX_COOKIE = "ask-user-rich-inbox"
-
-
-class InboxUnavailable(Exception):
-    """The inbox cannot be kept here: a folder or the key is not private, or cannot be made."""
-
-
-class InboxWriteFailed(Exception):
-    """This process's registry entry could not be written now (a full disk): it is tried again."""
 
 
 def inbox_folder(path: str, create: bool = True) -> None:
@@ -4777,6 +4767,11 @@ def _inbox_row(raw):
         value = raw.get(name, 0)
         row[name] = value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
     row["waiting"] = raw.get("waiting") is True
+    asked = raw.get("permission")  # a permission ask's own row: what the agent wants to do
+    if isinstance(asked, dict) and asked.get("action") in PERMISSION_ACTIONS and \
+            all(isinstance(asked.get(name), str) for name in ("tool", "what")):
+        row["permission"] = {"action": asked["action"], "tool": cut(asked["tool"], PERMISSION_ROW_CHARS),
+                             "what": cut(asked["what"], PERMISSION_ROW_CHARS)}
     return row
 
 
@@ -5264,10 +5259,6 @@ def forward_to_owner(request, forward: Forward) -> None:
     return None
 
 
-class _PageGone(Exception):
-    """The page's side of a forwarded request ended (its body cut short, its connection closed)."""
-
-
 def _pass_body(request, owner, head: bytes, length: int) -> None:
     """The request line and headers of an upload to the owner, then its body in chunks as it
     arrives."""
@@ -5563,6 +5554,17 @@ def plan_inbox_step(facts: dict) -> InboxStep:
     )
 
 
+def inbox_row(interview: Interview, url: str):
+    """What the inbox lists of a pending interview, its form at `url`; None once settled."""
+    now = interview.activity()
+    if now["settled"]:
+        return None
+    return {"interviewId": interview.id, "title": now["title"], "url": url, "questions": now["total"],
+            "answered": (now["counts"] or {}).get("answered", 0), "followUpsUnseen": now["followUpsUnseen"],
+            "createdAt": iso_utc(interview.created), "waiting": now["waiters"] > 0,
+            **({"permission": interview.options["permission"]["row"]} if interview.options.get("kind") == PERMISSION else {})}
+
+
 class Inbox:
     """This process's part in the inbox and the front door: its registry entry, the bind
     attempts, and, while it holds the port, the inbox server, which is also the door to every
@@ -5744,8 +5746,9 @@ class Inbox:
             return state
         state = dict(state, inbox=self.for_form(interview))
         public = self.runtime.config.public_url
-        if public and interview.url.startswith(public + "/"):
-            state["share"] = interview.url
+        url = self.runtime.form_url(interview)
+        if public and url.startswith(public + "/"):
+            state["share"] = url
         return state
 
     def share_url(self):
@@ -5818,7 +5821,7 @@ class Inbox:
         form_server = self.runtime.form_server
         rows, agent = [], None
         for interview in interviews:
-            row = interview.inbox_row()
+            row = inbox_row(interview, self.runtime.own_url(interview))  # the holder lists it at the front door
             if row is not None:
                 if agents:
                     row["agent"] = interview.agent
@@ -5841,7 +5844,7 @@ class Inbox:
         while True:
             with self.lock:
                 interviews = list(self.pending.values())
-            forms = any(interview.progress()["form"] == "form open" for interview in interviews)
+            forms = any(interview.activity()["streams"] > 0 for interview in interviews)
             with self.changed:
                 step = plan_inbox_step(dict(times, **self._facts(forms)))
                 if step.wait:
@@ -6120,6 +6123,7 @@ NOTICE_LIMIT_SECONDS = 5.0  # a notifier, or a push, that takes longer has faile
 # may still open the form.
 NOTICE_ACTION_SECONDS = 3600.0
 NOTICE_TEXT_CHARS = 200  # a title or a folder name longer than this is cut in a notice
+DIRECTION_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 # The actions' names, as notify-send prints the one clicked: "default" is a click on the notice
 # itself, "open" its button.
 NOTICE_ACTIONS = ("default", "open")
@@ -6210,15 +6214,16 @@ def notice_language(requested, environ=None) -> str:
     return "en"
 
 
-def notice_words(language: str) -> dict:
-    """The notice's strings (`notice.*` of assets/i18n), English where one is missing."""
+def notice_words(language: str, prefix: str = "notice.") -> dict:
+    """The strings of assets/i18n whose keys start with `prefix` (the notice's), English where
+    one is missing."""
     words = {}
     for tag in ("en", language):
         try:
             table = json.loads(read_asset("i18n/%s.json" % tag).decode("utf-8"))
         except (OSError, ValueError):
             continue
-        words.update({key: value for key, value in table.items() if key.startswith("notice.")})
+        words.update({key: value for key, value in table.items() if key.startswith(prefix)})
     return words
 
 
@@ -6256,10 +6261,12 @@ def fill_words(language: str, template: str, values: dict) -> str:
     return re.sub(r"\{(\w+)\}", one, template)
 
 
-def compose_notice(spec: dict, agent, project: str, url: str, environ=None, test=False) -> dict:
+def compose_notice(spec: dict, agent, project: str, url: str, environ=None, test=False, permission=None) -> dict:
     """Everything a target says: `heading` ("Claude Code asks 12 questions"), `body` ("<title>
     · <project folder>") and the action's label, in the interview's language, with the facts
-    a JSON push carries."""
+    a JSON push carries. A `permission` ask (its inbox row) is told as what the agent wants."""
+    if permission is not None:
+        return compose_permission_notice(permission, agent, project, url, environ)
     language = notice_language(spec.get("language"), environ)
     words = notice_words(language)
     count = len(spec["questions"])
@@ -6283,13 +6290,31 @@ def compose_notice(spec: dict, agent, project: str, url: str, environ=None, test
     }
 
 
+def compose_permission_notice(asked: dict, agent, project: str, url: str, environ=None) -> dict:
+    """A permission ask's notice: its heading (`Claude Code wants to run a command`); a push
+    (a third party's service) names only the tool and the project, and only the desktop's own
+    notice (`desktopBody`) shows what would run, cut and cleaned."""
+    language = notice_language(None, environ)
+    words = notice_words(language, "perm.header.")
+    heading = fill_words(language, words.get("perm.header." + asked["action"], ""),
+                         {"agent": agent or "", "tool": asked["tool"]})
+    folder = os.path.basename(project.rstrip("/\\")) if project else ""
+    safe = " · ".join(notice_text(part) for part in (asked["tool"], folder) if notice_text(part))
+    return {"heading": notice_text(heading), "body": safe, "open": notice_words(language).get("notice.open", ""),
+            "desktopBody": " · ".join(notice_text(part) for part in (asked["what"], folder) if notice_text(part)),
+            "language": language, "title": notice_text(heading), "agent": agent, "project": project,
+            "questions": 1, "url": url}
+
+
 def notice_text(text: str) -> str:
-    """One line a notifier can carry: whitespace runs as one space, control characters and
-    lone surrogates dropped (an argv cannot hold NUL, XML no control character), at most
+    """One line a notifier can carry: whitespace runs as one space, control characters, lone
+    surrogates and direction controls dropped (an argv cannot hold NUL, XML no control
+    character, and a direction control can make a command read as another), at most
     NOTICE_TEXT_CHARS characters."""
     import unicodedata
 
-    kept = "".join(ch if ch.isspace() or unicodedata.category(ch) not in ("Cc", "Cs") else "" for ch in text)
+    kept = "".join(ch if ch.isspace() or unicodedata.category(ch) not in ("Cc", "Cs") and ch not in DIRECTION_CONTROLS
+                   else "" for ch in text)
     return cut(kept, NOTICE_TEXT_CHARS)
 
 
@@ -6519,10 +6544,6 @@ def plan_push(url: str, token, notice: dict, link):
 
 # -- the targets, and sending one notice to one of them ------------------------------------
 
-class NoticeFailed(Exception):
-    """A notice a target did not take; the message says why, without any key."""
-
-
 class DesktopTarget:
     """The desktop's notifier. `on_click(url)` opens the form when the notice's action is
     clicked; the notifier's process is left running for that and killed at close()."""
@@ -6539,7 +6560,8 @@ class DesktopTarget:
         import subprocess
         import tempfile
 
-        command, missing = plan_desktop_notice(self.facts, notice)
+        # A desktop notice stays on this machine: it may say what a permission ask would run.
+        command, missing = plan_desktop_notice(self.facts, dict(notice, body=notice.get("desktopBody", notice["body"])))
         if command is None:
             raise NoticeFailed(missing)
         with tempfile.TemporaryFile() as errors:
@@ -6718,10 +6740,11 @@ class Notices:
     nothing here ever waits on a notifier."""
 
     def __init__(self, config: Config, log: Log, project: str = "", clock=None,
-                 facts=None, open_form=None) -> None:
+                 facts=None, open_form=None, *, form_url) -> None:
         self.config = config
         self.log = log
         self.project = project
+        self.form_url = form_url  # (interview) -> the address a notice links to
         self.clock = clock or NoticeClock()
         self.facts = facts  # the desktop's facts; None: read on the first notice
         self.open_form = open_form or (lambda url: open_browser(url, config, log))
@@ -6830,7 +6853,9 @@ class Notices:
                 self.log.event("notices-unavailable", note=note)
         if not self.targets:
             return
-        notice = compose_notice(interview.spec, interview.agent, self.project, interview.url)
+        asked = interview.options["permission"]["row"] if interview.options.get("kind") == PERMISSION else None
+        notice = compose_notice(interview.spec, interview.agent, self.project, self.form_url(interview),
+                                permission=asked)
         self.log.event("notice", about=interview, interview=interview.id, reason=kind, number=number,
                        targets=len(self.targets))
         send_to_all(self.targets, notice, self.log, interview.id)
@@ -7300,16 +7325,16 @@ def app_tool_result(status: int, body) -> dict:
     return result
 
 
-def shown_in_host_result(interview: Interview) -> dict:
+def shown_in_host_result(interview: Interview, url: str) -> dict:
     """ask_user_rich for a host that shows the form in the conversation: it returns at once,
     since hosts show an app only once its call has returned."""
     text = (
         "%s\nThe user answers the interview %s in the form shown in the conversation (or in a "
         "browser: %s). When the user says they have answered, call await_user_answers with "
         "sessionId %s; or call it now to wait for the submit."
-        % (APP_SHOWN_REASON, quote(interview.title), interview.url, quote(interview.id))
+        % (APP_SHOWN_REASON, quote(interview.title), url, quote(interview.id))
     )
-    structured = {"status": "awaiting", "sessionId": interview.id, "url": interview.url,
+    structured = {"status": "awaiting", "sessionId": interview.id, "url": url,
                   "reason": APP_SHOWN_REASON, "summary": text}
     return {"content": [{"type": "text", "text": text}], "structuredContent": structured}
 
@@ -7321,42 +7346,34 @@ def error_result(text: str) -> dict:
 def answers_result(result: dict, spec: dict) -> dict:
     """A settled interview as the agent receives it: fitted to its context here, where the
     result leaves for the agent, and nowhere else (the form, the archive and the command line
-    keep the whole result); the summary, then the JSON without it (one line when compact)."""
-    result = fit_result(result, spec)
+    keep the whole result); the summary, then the JSON without it (one line when compact).
+    The readable JSON is written once: fit_result's measure is the text sent."""
     full = {key: value for key, value in result.items() if key != "summary"}
+    text = pretty_result_json(full)
+    if not fits_whole(result, text):
+        result = compact_result(result, spec)
+        full = {key: value for key, value in result.items() if key != "summary"}
+    if result.get("compact"):
+        text = compact_json(full)
     return {
         "content": [
             {"type": "text", "text": result["summary"]},
-            {"type": "text", "text": compact_json(full) if result.get("compact") else pretty_result_json(full)},
+            {"type": "text", "text": text},
         ],
         "structuredContent": result,
     }
 
 
-def pretty_result_json(full: dict) -> str:
-    """Indented JSON with one answer per line: readable, and a third the size of indent=2
-    (a 100-question result must stay well under 100 KB with structuredContent beside it)."""
-    fields = []
-    for key, value in full.items():
-        if key == "answers" and value:
-            rows = ",\n".join("    " + json.dumps(row, ensure_ascii=False) for row in value)
-            text = "[\n%s\n  ]" % rows
-        else:
-            text = json.dumps(value, ensure_ascii=False)
-        fields.append("  %s: %s" % (json.dumps(key), text))
-    return "{\n%s\n}" % ",\n".join(fields)
-
-
-def awaiting_result(interview: Interview, reason: str) -> dict:
+def awaiting_result(interview: Interview, url: str, reason: str) -> dict:
     text = (
         "%s\nThe interview %s is waiting at:\n%s\n\nShow this link to the user, then call "
         "await_user_answers with sessionId %s to wait for the submit."
-        % (reason, quote(interview.title), interview.url, quote(interview.id))
+        % (reason, quote(interview.title), url, quote(interview.id))
     )
     structured = {
         "status": "awaiting",
         "sessionId": interview.id,
-        "url": interview.url,
+        "url": url,
         "reason": reason,
         "summary": text,
     }
@@ -7428,16 +7445,6 @@ def progress_message(facts: dict, limit=None) -> str:
 # Per-call objects and the two protocol eras
 # ============================================================================================
 
-class InputRequired(Exception):
-    """Raised by a call of an era without server-to-client requests: the call must end now,
-    asking the client for `requests` (key -> elicitation), and be retried with the answers."""
-
-    def __init__(self, interview: Interview, requests: dict) -> None:
-        super().__init__("input required")
-        self.interview = interview
-        self.requests = requests
-
-
 class ToolCall:
     """One tools/call as the tools see it: everything a tool may ask of the client for this
     call, declared here with the `initialize` era's behaviour as the default (no retries, no
@@ -7484,7 +7491,7 @@ class ToolCall:
         return False
 
     def progress(self, facts: dict, url=None) -> None:
-        """A progress notification of `facts` (Interview.progress()); `url` (the form's link)
+        """A progress notification of `facts` (progress_snapshot()); `url` (the form's link)
         ends the message."""
         if self.progress_token is None:
             return
@@ -7705,10 +7712,11 @@ class Task:
     """One call that became a task: what tasks/get shows of it."""
 
     def __init__(self, task_id: str, interview_id: str, message: str, cancellation, now: float,
-                 interview=None, facts=None) -> None:
+                 interview=None, facts=None, form_url=None) -> None:
         self.id = task_id
         self.interview_id = interview_id
         self.interview = interview  # None for a task recovered from an earlier process
+        self.form_url = form_url  # (interview) -> its form's address, with the interview
         self.status = "working"
         self.message = message
         self.facts = facts  # the progress the message reports, if it is one: a short line cuts its title
@@ -7728,7 +7736,7 @@ class Task:
         title (the counts and the time say more)."""
         if self.status != "working" or self.interview is None:
             return self.message
-        session, link = quote(self.interview_id), " Form: " + self.interview.url
+        session, link = quote(self.interview_id), " Form: " + self.form_url(self.interview)
         message = "%s; sessionId %s (append_questions, await_user_answers).%s" % (self.message, session, link)
         if len(message) <= STATUS_LINE_CHARS:
             return message
@@ -7741,7 +7749,7 @@ class Task:
         minute nothing changes: a person away from the form needs no poll every 2 s."""
         if self.status != "working" or self.interview is None:
             return TASK_POLL_MS
-        counts_revision, facts = self.interview.progress_snapshot()
+        counts_revision, facts = progress_snapshot(self.interview)
         signature = (counts_revision, facts["answered"], facts["total"], facts["form"])
         if signature != self.seen:
             self.seen = signature
@@ -7771,9 +7779,10 @@ class Task:
 class TaskRegistry:
     """Every task of this process, and those of an earlier one recovered from the archive."""
 
-    def __init__(self, log: Log, archive: Archive, clock=time.monotonic) -> None:
+    def __init__(self, log: Log, archive: Archive, form_url, clock=time.monotonic) -> None:
         self.log = log
         self.archive = archive
+        self.form_url = form_url  # (interview) -> its form's address, for the status line
         self.clock = clock  # the poll interval's minutes, injectable for its tests
         self.lock = threading.Lock()
         self.tasks: dict = {}
@@ -7784,7 +7793,7 @@ class TaskRegistry:
         with self.lock:
             self.counter += 1
             task = Task("%s.%d" % (interview.id, self.counter), interview.id, message, cancellation,
-                        time.time(), interview, facts)
+                        time.time(), interview, facts, self.form_url)
             task.active_monotonic = self.clock()
             self.tasks[task.id] = task
             view = task.view(self.clock())
@@ -7794,7 +7803,7 @@ class TaskRegistry:
         return view
 
     def update(self, task_id: str, facts: dict) -> None:
-        """A working task's progress (Interview.progress() facts)."""
+        """A working task's progress (progress_snapshot()'s facts)."""
         message = progress_message(facts)
         with self.lock:
             task = self.tasks.get(task_id)
@@ -7824,7 +7833,7 @@ class TaskRegistry:
                 return
             task.status = "cancelled"
             if task.interview is not None:
-                task.message = "Cancelled by the client; the form stays open at %s" % task.interview.url
+                task.message = "Cancelled by the client; the form stays open at %s" % task.form_url(task.interview)
             self._settled(task)
         self.log.event("task-cancelled", about=task.cancellation, task=task.id)
         task.cancellation.cancel()
@@ -7957,7 +7966,7 @@ class ModernCall(ToolCall):
     def about_to_block(self, interview: Interview) -> None:
         if not self.request.tasks or self.task_id is not None:
             return
-        facts = interview.progress()
+        facts = progress_snapshot(interview)[1]
         self.interviews.add(interview)
         view = self.tasks.create(interview, progress_message(facts), self.cancellation, facts)
         self.log_scope.end(self)
@@ -8089,7 +8098,7 @@ class McpServer:
         self.transport = JsonRpcStdio(reader, writer, self.log, self)
         self.tools = InterviewTools(runtime)
         self.seal = RequestStateSeal()
-        self.tasks = TaskRegistry(self.log, runtime.archive)
+        self.tasks = TaskRegistry(self.log, runtime.archive, runtime.form_url)
         self.modern_enabled = runtime.config.protocol != "legacy"
         self.handshake_lock = threading.Lock()
         self.client_capabilities: dict = {}
@@ -8417,26 +8426,31 @@ class Opener:
         return text
 
 
+def _which(name: str, path: str, wsl: bool):
+    """The program `name` on `path`; on WSL, also where Windows keeps it."""
+    import shutil
+
+    found = shutil.which(name, path=path)
+    if found is None and wsl and os.path.isfile(WSL_WINDOWS_PATHS.get(name, "")):
+        found = WSL_WINDOWS_PATHS[name]
+    return found
+
+
+def _in_container(env) -> bool:
+    return bool(env.get("container")) or os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv")
+
+
 def opener_facts(config: Config, environ=None) -> dict:
     """Everything the opener plan depends on, read from this machine. `plan_openers` is pure;
     tests build these dicts by hand for every platform."""
-    import shutil
-
     env = os.environ if environ is None else environ
     platform = sys.platform
     linux = platform.startswith("linux")
     release = os.uname().release if hasattr(os, "uname") else ""
     wsl = linux and (bool(env.get("WSL_DISTRO_NAME")) or "microsoft" in release.lower())
     path = env.get("PATH", os.defpath)
-
-    def which(name: str):
-        found = shutil.which(name, path=path)
-        if found is None and wsl and os.path.isfile(WSL_WINDOWS_PATHS.get(name, "")):
-            found = WSL_WINDOWS_PATHS[name]
-        return found
-
     names = ("open", "xdg-open", "xdg-mime", "wslview", "explorer.exe", "powershell.exe")
-    installed = {name: which(name) for name in names}
+    installed = {name: _which(name, path, wsl) for name in names}
     installed["cmd.exe"] = WSL_CMD_EXE if wsl and os.path.isfile(WSL_CMD_EXE) else None
     display = {name: env.get(name, "") for name in LINUX_DISPLAY_VARIABLES}
     facts = {
@@ -8448,9 +8462,7 @@ def opener_facts(config: Config, environ=None) -> dict:
         "installed": installed,
         "display": display,
         "ssh": any(env.get(name) for name in ("SSH_CONNECTION", "SSH_CLIENT", "SSH_TTY")),
-        "container": bool(env.get("container"))
-        or os.path.exists("/.dockerenv")
-        or os.path.exists("/run/.containerenv"),
+        "container": _in_container(env),
         "windows_root": WSL_WINDOWS_ROOT if wsl and os.path.isdir(WSL_WINDOWS_ROOT) else None,
         "https_handler": None,
         "https_handler_installed": None,
@@ -8972,7 +8984,7 @@ class InterviewTools:
     def call(self, name: str, arguments: dict, call):
         """The tools/call result, or None when the call ends without a response."""
         try:
-            return getattr(self, name)(arguments, call)
+            return TOOL_METHODS[name](self, arguments, call)
         except InvalidInterview as problems:
             return error_result(str(problems))
         except InterviewError as error:
@@ -8993,7 +9005,7 @@ class InterviewTools:
         delivery = interview.options["delivery"]
         if delivery == "link":
             self.runtime.notices.arm(interview, opened=False)
-            return awaiting_result(interview, "Browser opening was skipped (delivery=link).")
+            return awaiting_result(interview, self.runtime.form_url(interview), "Browser opening was skipped (delivery=link).")
         if delivery == "elicitation":
             handled, result = self.deliver_by_elicitation(interview, call)
             if handled:
@@ -9001,7 +9013,7 @@ class InterviewTools:
         elif call.shows_apps():
             self.log.event("shown-in-host", about=interview, interview=interview.id)
             self.runtime.notices.arm(interview, opened=True)  # as after a browser opened it
-            return shown_in_host_result(interview)
+            return shown_in_host_result(interview, self.runtime.form_url(interview))
         return self.deliver_by_browser(interview, call, interview.options["timeoutSeconds"])
 
     def append_questions(self, arguments: dict, call):
@@ -9039,7 +9051,7 @@ class InterviewTools:
             def report(facts: dict, first: bool) -> None:
                 # Every report ends with the form's link: a terminal client shows only the
                 # latest message, and the person must always have the way to the form.
-                call.progress(facts, interview.url)
+                call.progress(facts, self.runtime.form_url(interview))
 
         result, why = self.runtime.hub.wait(
             interview, call.cancellation, timeout, report, self.runtime.config.progress_ms / 1000.0
@@ -9047,7 +9059,7 @@ class InterviewTools:
         if why == "settled":
             return answers_result(result, interview.spec)
         if why == "timeout":
-            return awaiting_result(interview, "Stopped waiting after %ds (timeoutSeconds)." % timeout)
+            return awaiting_result(interview, self.runtime.form_url(interview), "Stopped waiting after %ds (timeoutSeconds)." % timeout)
         return None
 
     # -- the app-only tools: the form inside the host ------------------------------------
@@ -9066,24 +9078,24 @@ class InterviewTools:
         except HttpRefusal as refusal:
             return app_tool_result(refusal.status, refusal.body)
 
-    def form_state(self, arguments: dict, call):
+    def app_state(self, arguments: dict, call):
         def state(interview):
             shown = form_state(self.runtime, interview)
             if arguments.get("full") is not True:
                 return 200, shown
             # The app loading the whole interview is its page view, and a sighting: the host
             # shows it in the conversation (it stops the notices).
-            self.runtime.hub.record_page_view(interview, "app in %s" % (agent_name(call.client_info) or "a host"),
-                                              seen=True)
+            record_page_view(self.runtime, interview, "app in %s" % (agent_name(call.client_info) or "a host"),
+                             seen=True)
             return 200, dict(form_payload(interview), **shown)
 
         return self.app_operation(arguments, state)
 
-    def form_progress(self, arguments: dict, call):
+    def app_progress(self, arguments: dict, call):
         return self.app_operation(arguments, lambda interview: form_progress(
             self.runtime, interview, form_fields(arguments)))
 
-    def form_submit(self, arguments: dict, call):
+    def app_submit(self, arguments: dict, call):
         def submit(interview):
             payload = form_fields(arguments)
             if len(json.dumps(payload)) > MAX_BODY_BYTES:
@@ -9095,10 +9107,10 @@ class InterviewTools:
 
         return self.app_operation(arguments, submit)
 
-    def form_attach(self, arguments: dict, call):
+    def app_attach(self, arguments: dict, call):
         return self.app_operation(arguments, lambda interview: self.app_uploads.take(self.runtime, interview, arguments))
 
-    def form_detach(self, arguments: dict, call):
+    def app_detach(self, arguments: dict, call):
         def detach(interview):
             if not isinstance(arguments.get("id"), str):
                 raise HttpRefusal(400, "id must be the attachment's id")
@@ -9114,22 +9126,23 @@ class InterviewTools:
         if call.retrying(URL_ELICITATION_KEY):  # the browser already failed in the first round
             return self.deliver_by_url_elicitation(interview, call, timeout, None)
         config = self.runtime.config
-        opened, why = open_browser(interview.url, config, self.log)
+        url = self.runtime.form_url(interview)
+        opened, why = open_browser(url, config, self.log)
         self.runtime.notices.arm(interview, opened)
         if opened:
             return self.wait_for_answers(interview, call, timeout)
         if config.open_browser and "url" in call.elicitation_modes():
             return self.deliver_by_url_elicitation(interview, call, timeout, why)
-        return awaiting_result(interview, "Could not open the browser (%s)." % why)
+        return awaiting_result(interview, url, "Could not open the browser (%s)." % why)
 
     def deliver_by_url_elicitation(self, interview: Interview, call, timeout, why: str):
         """A URL-mode elicitation: the client shows the link and opens it with the user's
         consent; then wait as after a browser open. `why` the browser did not open: None in the
         retry of a multi round-trip call, which carries the user's answer to the first round."""
-        count = len(interview.questions())
+        count = len(interview.spec["questions"])
         params = {
             "mode": "url",
-            "url": interview.url,
+            "url": self.runtime.form_url(interview),
             "message": "Answer %d question%s in the form %s. No browser could be opened from "
             "here, so please open this link." % (count, "" if count == 1 else "s",
                                                  quote(interview.title)),
@@ -9146,7 +9159,7 @@ class InterviewTools:
                        action=action or "error", detail=detail)
         if action != "accept":
             reason = URL_DECLINED_TEXT if why is None else url_refusal_reason(why, action, detail)
-            return awaiting_result(interview, reason)
+            return awaiting_result(interview, self.runtime.form_url(interview), reason)
         result = self.wait_for_answers(interview, call, timeout)
         call.elicitation_finished(URL_ELICITATION_KEY, interview)
         return result
@@ -9155,7 +9168,7 @@ class InterviewTools:
         """The client's own form (form-mode elicitation): (handled, result). Not handled when
         the client declared no form elicitation, the interview is not flat, or the client
         failed the request: the caller then delivers by browser."""
-        questions = interview.questions()
+        questions = interview.spec["questions"]
         if "form" not in call.elicitation_modes():
             unfit = "the client declared no form elicitation"
         else:
@@ -9192,6 +9205,20 @@ class InterviewTools:
         # None: the web form was submitted first, and its answers stand.
         result = self.runtime.hub.settle_without_form(interview, answers, status, "elicitation")
         return True, answers_result(result if result is not None else interview.settled_result(), interview.spec)
+
+
+# What each tool runs: tool name -> InterviewTools method (the app's tools only for a host
+# that shows apps: McpServer checks the name first).
+TOOL_METHODS = MappingProxyType({
+    "ask_user_rich": InterviewTools.ask_user_rich,
+    "append_questions": InterviewTools.append_questions,
+    "await_user_answers": InterviewTools.await_user_answers,
+    "form_state": InterviewTools.app_state,
+    "form_progress": InterviewTools.app_progress,
+    "form_submit": InterviewTools.app_submit,
+    "form_attach": InterviewTools.app_attach,
+    "form_detach": InterviewTools.app_detach,
+})
 
 
 FORM_ELICITATION_KEY = "answers"
@@ -9311,8 +9338,8 @@ def release_start_up_memory() -> None:
 # Command line
 # ============================================================================================
 
-USAGE = """usage: askrich.py [demo | ask FILE.json | inbox | notify --test | doctor | hook ask-user-question]
-                  [--link | --no-open]
+USAGE = """usage: askrich.py [demo | ask FILE.json | inbox | notify --test | doctor
+                   | hook ask-user-question | hook permission-request] [--link | --no-open]
 
   (no command)         run the stdio MCP server (what an MCP client launches)
   demo                 ask the built-in demo interview and print the result JSON
@@ -9322,13 +9349,16 @@ USAGE = """usage: askrich.py [demo | ask FILE.json | inbox | notify --test | doc
                        process serves it)
   notify --test        send one test notice to every notice target and say how each went
   doctor               check Python, the log directory, the browser opener, the form server,
-                       the inbox, the notice targets and the AskUserQuestion hook
+                       the inbox, the notice targets and the hooks
   hook ask-user-question [--timeout SECONDS]
                        Claude Code's PreToolUse hook: shows Claude Code's own
                        AskUserQuestion questions in the form
                        (SECONDS: the hook's timeout in Claude Code's config; default 60)
   hook ask-user-question --enable | --disable
                        turn that hook on or off for every session that has it configured
+  hook permission-request [--timeout SECONDS | --enable | --disable]
+                       Claude Code's and Codex's PermissionRequest hook: "may I run this?"
+                       answered in the form too; the first answer, here or there, wins
   --link               with demo/ask/inbox: do not open a browser; print the link
   --no-open            the same as --link
   --version            print the version
@@ -9353,26 +9383,33 @@ def main(argv=None, detach: bool = False):
     command, rest = args[0], args[1:]
     if command == "hook":
         return run_hook(rest)
-    flags = [arg for arg in rest if arg.startswith("--")]
-    positional = [arg for arg in rest if not arg.startswith("--") or arg == "-"]
-    unknown = [flag for flag in flags if flag not in ("--link", "--no-open")]
     if command == "doctor" and not rest:
         return run_doctor()
     if command == "notify" and rest == ["--test"]:
         return run_notify_test()
-    if command == "inbox" and not unknown and not positional:
-        return run_inbox(open_it=not flags)
-    if command in ("demo", "ask") and not unknown:
-        if command == "demo" and not positional:
-            source = read_asset("demo.json").decode("utf-8")
-        elif command == "ask" and len(positional) == 1:
-            source = read_interview_file(positional[0])
-            if source is None:
-                return 2
-        else:
-            return usage_error("%s takes %s" % (command, "no file" if command == "demo" else "one FILE.json"))
-        return run_cli_interview(source, open_it=not flags)
+    if command in ("inbox", "demo", "ask"):
+        return run_page_command(command, rest)
     return usage_error("unknown arguments: %s" % " ".join(args))
+
+
+def run_page_command(command: str, rest: list) -> int:
+    """`inbox`, `demo` and `ask FILE.json`: a page in the browser (not opened with --link or
+    --no-open)."""
+    flags = [arg for arg in rest if arg.startswith("--")]
+    positional = [arg for arg in rest if not arg.startswith("--") or arg == "-"]
+    if any(flag not in ("--link", "--no-open") for flag in flags) or (command == "inbox" and positional):
+        return usage_error("unknown arguments: %s" % " ".join([command] + rest))
+    if command == "inbox":
+        return run_inbox(open_it=not flags)
+    if command == "demo" and not positional:
+        source = read_asset("demo.json").decode("utf-8")
+    elif command == "ask" and len(positional) == 1:
+        source = read_interview_file(positional[0])
+        if source is None:
+            return 2
+    else:
+        return usage_error("%s takes %s" % (command, "no file" if command == "demo" else "one FILE.json"))
+    return run_cli_interview(source, open_it=not flags)
 
 
 def usage_error(text: str) -> int:
@@ -9475,22 +9512,24 @@ def run_cli_interview(source: str, open_it: bool) -> int:
     return ask_here(arguments, open_it, print_result)
 
 
-def ask_here(arguments: dict, open_it: bool, finish, agent=None, timeout=None, cancellation=None) -> int:
+def ask_here(arguments: dict, open_it: bool, finish, agent=None, timeout=None, cancellation=None,
+             internal=None) -> int:
     """How the command line asks (demo, ask, the AskUserQuestion hook): open the interview in
     this process (its link on stderr), open the browser, wait for the submit, `timeout` seconds
     (else the interview's own timeoutSeconds) or `cancellation`; then `finish(runtime,
     interview, result, why)` returns the exit code while the form is still served. `arguments`
-    were validated."""
+    were validated; `internal`: see Runtime.open_interview."""
     config, warnings = Config.from_env()
     runtime = Runtime(config)
     for warning in warnings:
         runtime.log.event("config-warning", "warning", detail=warning)
     try:
-        interview = runtime.open_interview(arguments, agent=agent)
-        sys.stderr.write("\nThe interview %s is at:\n  %s\n\n" % (quote(interview.title), interview.url))
+        interview = runtime.open_interview(arguments, internal, agent=agent)
+        url = runtime.form_url(interview)
+        sys.stderr.write("\nThe interview %s is at:\n  %s\n\n" % (quote(interview.title), url))
         opened = False
         if open_it and interview.options["delivery"] != "link":
-            opened, why = open_browser(interview.url, config, runtime.log)
+            opened, why = open_browser(url, config, runtime.log)
             if not opened:
                 sys.stderr.write("Could not open the browser (%s).\n" % why)
         runtime.notices.arm(interview, opened)  # a wait on the person starts, as for a tool call
@@ -9543,10 +9582,6 @@ HOOK_OPEN_ANSWERS = {
     "unanswered": "(not answered)",
 }
 HOOK_USAGE = "hook ask-user-question [--timeout SECONDS | --enable | --disable]"
-
-
-class HookInputUnfit(ValueError):
-    """The hook's input is not an AskUserQuestion call we can ask: Claude Code asks itself."""
 
 
 def interview_from_ask_user_question(tool_input) -> dict:
@@ -9663,57 +9698,85 @@ def _hook_answer(row: dict, asked: dict, original: dict) -> tuple:
     return text, note or None
 
 
-def hook_switch_path(config: "Config") -> str:
-    return os.path.join(config.log_dir, HOOK_SWITCH)
+def hook_switch_path(config: "Config", switch: str = HOOK_SWITCH) -> str:
+    return os.path.join(config.log_dir, switch)
 
 
-def hook_is_on(config: "Config") -> bool:
-    return os.path.isfile(hook_switch_path(config))
+def hook_is_on(config: "Config", switch: str = HOOK_SWITCH) -> bool:
+    return os.path.isfile(hook_switch_path(config, switch))
+
+
+class HookKind:
+    """One of the hooks `askrich.py hook NAME` serves: its switch file, its usage, what it
+    does with the input (`answer(source, timeout)`: the output to print, or None when there is
+    none or it printed it itself, the moment it had it), and what it says."""
+
+    def __init__(self, switch, usage, answer, fallback, on_words, off_words) -> None:
+        self.switch, self.usage, self.answer = switch, usage, answer
+        self.fallback, self.on_words, self.off_words = fallback, on_words, off_words
+
+
+def hook_kinds() -> dict:
+    return {
+        "ask-user-question": HookKind(
+            HOOK_SWITCH, HOOK_USAGE, answer_ask_user_question, "Claude Code asks in the terminal",
+            "Claude Code's questions (AskUserQuestion) now open in ask-user-rich's form, in every "
+            "session with the ask-user-rich plugin (or the hook in your settings).\n",
+            "Claude Code's questions (AskUserQuestion) are asked in its terminal again.\n"),
+        "permission-request": HookKind(
+            PERMISSION_SWITCH, PERMISSION_USAGE, answer_permission_request, "the terminal decides",
+            "Permission asks (may I run this?) now open in ask-user-rich's form as well as in the "
+            "terminal, in every session with the ask-user-rich plugin (or the hook in your settings).\n",
+            "Permission asks are answered in the terminal only again.\n"),
+    }
 
 
 def run_hook(args: list) -> int:
-    """`hook ask-user-question`: always 0, and output only when it answers (see above)."""
+    """`hook ask-user-question` and `hook permission-request`: always 0, and output only when
+    the person answered (see above)."""
     config, _ = Config.from_env()
-    if args[:1] != ["ask-user-question"]:
-        return usage_error("the hooks are: %s" % HOOK_USAGE)
+    hook = hook_kinds().get(args[0]) if args else None
+    if hook is None:
+        return usage_error("the hooks are: %s; %s" % (HOOK_USAGE, PERMISSION_USAGE))
     flags = args[1:]
     if flags in (["--enable"], ["--disable"]):
-        return switch_hook(config, flags[0] == "--enable")
+        return switch_hook(config, hook, flags[0] == "--enable")
     timeout = HOOK_DEFAULT_TIMEOUT
     if flags[:1] == ["--timeout"] and len(flags) == 2 and flags[1].isdigit() and int(flags[1]) > 0:
         timeout = int(flags[1])
     elif flags:
-        return usage_error("usage: askrich.py %s" % HOOK_USAGE)
+        return usage_error("usage: askrich.py %s" % hook.usage)
     try:
         source = sys.stdin.read()
-        if not hook_is_on(config):
+        if not hook_is_on(config, hook.switch):
             return 0
-        answer = answer_ask_user_question(source, timeout)
-    except Exception as error:  # anything of ours: Claude Code asks in the terminal
-        sys.stderr.write("askrich.py hook: %r; Claude Code asks in the terminal.\n" % (error,))
+        answer = hook.answer(source, timeout)
+    except Exception as error:  # anything of ours: the client asks in its terminal
+        sys.stderr.write("askrich.py hook: %r; %s.\n" % (error, hook.fallback))
         return 0
     if answer is not None:
-        sys.stdout.write(json.dumps(answer) + "\n")
-        sys.stdout.flush()
+        print_hook_output(answer)
     return 0
 
 
-def switch_hook(config: "Config", on: bool) -> int:
-    path = hook_switch_path(config)
+def print_hook_output(answer: dict) -> None:
+    """The hook's one line of JSON on stdout, at once: the client acts the moment it reads it."""
+    sys.stdout.write(json.dumps(answer) + "\n")
+    sys.stdout.flush()
+
+
+def switch_hook(config: "Config", hook: HookKind, on: bool) -> int:
+    path = hook_switch_path(config, hook.switch)
     try:
         if on:
             os.makedirs(config.log_dir, mode=0o700, exist_ok=True)
-            write_private_file(config.log_dir, HOOK_SWITCH,
-                               b"Claude Code's AskUserQuestion is asked through ask-user-rich's form.\n")
+            write_private_file(config.log_dir, hook.switch, hook.on_words.encode("utf-8"))
         elif os.path.lexists(path):
             os.unlink(path)
     except OSError as error:
         sys.stderr.write("askrich.py: cannot %s %s: %s\n" % ("write" if on else "remove", path, error))
         return 1
-    sys.stdout.write(
-        "Claude Code's questions (AskUserQuestion) now open in ask-user-rich's form, in every "
-        "session with the ask-user-rich plugin (or the hook in your settings).\n" if on else
-        "Claude Code's questions (AskUserQuestion) are asked in its terminal again.\n")
+    sys.stdout.write(hook.on_words if on else hook.off_words)
     return 0
 
 
@@ -9756,7 +9819,7 @@ def answer_ask_user_question(source: str, timeout: int):
 
     def finish(runtime, interview, result, why) -> int:
         if result is None:  # the form says where the questions went, before the process ends
-            unanswered_all = {question["id"]: unanswered() for question in interview.questions()}
+            unanswered_all = {question["id"]: unanswered() for question in interview.spec["questions"]}
             if runtime.hub.settle_without_form(interview, unanswered_all, CANCELLED, "browser",
                                                handed_back=why == "timeout") is not None:
                 runtime.log.event("hook-gave-up", about=interview, interview=interview.id, why=why)
@@ -9769,6 +9832,361 @@ def answer_ask_user_question(source: str, timeout: int):
     ask_here(arguments, True, finish, agent=HOOK_AGENT, timeout=max(1.0, timeout - margin),
              cancellation=cancellation)
     return outcome.get("answer")
+
+
+# -- Permission asks: a PermissionRequest hook for Claude Code and Codex ----------------------
+#
+# Claude Code and Codex run `askrich.py hook permission-request` when they would ask the person
+# whether a tool may run, and show their own dialog meanwhile. The ask goes to the form (and so
+# to the door, the inbox and the notices) as one question, `permission`, showing exactly what
+# would happen; the person's choice goes back as the hook's decision. Who answers first wins:
+# answered in the terminal, the tool's result appears in the session's transcript, and the hook
+# ends its form and exits without output. Nothing of ours ever allows anything on its own: a
+# timeout, a failure, a skip or a stop ends with exit 0 and no output, and the terminal decides.
+# tests/README.md ("Permission asks") has the shapes as seen in real sessions.
+
+PERMISSION = "permission"  # the internal option `kind` of a permission ask, and its question id
+PERMISSION_SWITCH = "hook-permission-request.on"
+PERMISSION_USAGE = "hook permission-request [--timeout SECONDS | --enable | --disable]"
+PERMISSION_DENIED = "The person denied this in ask-user-rich."
+# A tool input larger than this (JSON characters) is not shown: the terminal asks.
+PERMISSION_INPUT_MAX = 256 * 1024
+PERMISSION_ROW_CHARS = 200  # what an inbox row says the agent wants to run, at most
+PERMISSION_FOLD_LINES = 40  # a new file's first lines shown; the rest folded
+# Where Claude Code keeps a permission it was told to add (`perm.where.<destination>`).
+PERMISSION_DESTINATIONS = frozenset({"session", "localSettings", "projectSettings", "userSettings"})
+# What the agent wants, by tool: the key of its header (`perm.header.<action>` in assets/i18n).
+PERMISSION_ACTIONS = ("run", "edit", "write", "fetch", "mcp", "use")
+PERMISSION_TOOL_ACTIONS = MappingProxyType({"Bash": "run", "Edit": "edit", "MultiEdit": "edit",
+                                            "Write": "write", "WebFetch": "fetch"})
+# How often the hook looks at the session's transcript for the tool's result: a stat() and,
+# when it grew, a read of what was added.
+TRANSCRIPT_POLL_SECONDS = 0.5
+TRANSCRIPT_TAIL_BYTES = 1024 * 1024  # the end of a transcript read at start for the tool's call
+
+
+class PermissionRequest:
+    """A PermissionRequest hook's input, checked: HookInputUnfit when it is anything else."""
+
+    def __init__(self, payload) -> None:
+        if not isinstance(payload, dict) or payload.get("hook_event_name") != "PermissionRequest":
+            raise HookInputUnfit("not a PermissionRequest")
+        self.tool = payload.get("tool_name")
+        self.input = payload.get("tool_input")
+        if not _is_text(self.tool) or not isinstance(self.input, dict):
+            raise HookInputUnfit("no tool_name or tool_input")
+        if len(json.dumps(self.input)) > PERMISSION_INPUT_MAX:
+            raise HookInputUnfit("a tool input over %d characters" % PERMISSION_INPUT_MAX)
+        cwd, transcript = payload.get("cwd"), payload.get("transcript_path")
+        self.cwd = cwd if isinstance(cwd, str) else ""
+        self.transcript = transcript if _is_text(transcript) else None
+        # Codex refuses updatedPermissions: no "always" is offered there.
+        self.codex = is_codex_request(payload)
+        self.agent = "Codex" if self.codex else HOOK_AGENT
+        raw = payload.get("permission_suggestions")
+        self.suggestions = [] if self.codex or not isinstance(raw, list) else \
+            [one for one in raw if isinstance(one, dict) and isinstance(one.get("type"), str)]
+        self.action = PERMISSION_TOOL_ACTIONS.get(self.tool, "mcp" if self.tool.startswith("mcp__") else "use")
+
+
+def is_codex_request(payload: dict) -> bool:
+    """Codex's hook input, by the fields only it sends or the place of its transcripts."""
+    if "turn_id" in payload or "model" in payload:
+        return True
+    transcript = payload.get("transcript_path")
+    return isinstance(transcript, str) and (
+        "%s.codex%s" % (os.sep, os.sep) in transcript or os.path.basename(transcript).startswith("rollout-"))
+
+
+def fenced(text: str, language: str = "") -> str:
+    """`text` as a fenced code block that no run of backticks inside it can end."""
+    import re
+
+    longest = max([len(run) for run in re.findall(r"`+", text)] + [2])
+    fence = "`" * (longest + 1)
+    return "%s%s\n%s\n%s" % (fence, language, text.rstrip("\n"), fence)
+
+
+def permission_sections(asked: PermissionRequest) -> list:
+    """What the ask shows, in order: [{"key": its label in assets/i18n, "markdown"}], plus for a
+    long new file {"fold": the rest of it}."""
+    tool_input, sections = asked.input, []
+
+    def add(key, markdown, **more):
+        sections.append(dict({"key": key, "markdown": markdown}, **more))
+
+    def text_of(name):
+        return tool_input.get(name) if isinstance(tool_input.get(name), str) else ""
+
+    if asked.action == "run" and text_of("command"):
+        add("perm.command", fenced(text_of("command"), "sh"))
+        if text_of("description"):
+            add("perm.description", text_of("description"))
+    elif asked.action in ("edit", "write") and text_of("file_path"):
+        add("perm.file", fenced(text_of("file_path")))
+        if asked.action == "write":
+            lines = text_of("content").splitlines()
+            shown, rest = lines[:PERMISSION_FOLD_LINES], lines[PERMISSION_FOLD_LINES:]
+            add("perm.content", fenced("\n".join(shown)), **({"fold": fenced("\n".join(rest))} if rest else {}))
+        else:
+            add("perm.changes", fenced(edit_diff(tool_input), "diff"))
+    elif asked.action == "fetch" and text_of("url"):
+        add("perm.url", fenced(text_of("url")))
+        if text_of("prompt"):
+            add("perm.prompt", fenced(text_of("prompt")))
+    else:
+        add("perm.tool", fenced(asked.tool))
+        add("perm.arguments" if asked.action == "mcp" else "perm.input",
+            fenced(json.dumps(tool_input, indent=2, ensure_ascii=False), "json"))
+    if asked.cwd:
+        add("perm.folder", fenced(asked.cwd))
+    return sections
+
+
+def edit_diff(tool_input: dict) -> str:
+    """An Edit's or a MultiEdit's changes as a unified diff of each replaced text."""
+    import difflib
+
+    edits = tool_input.get("edits") if isinstance(tool_input.get("edits"), list) else [tool_input]
+    path = tool_input.get("file_path") if isinstance(tool_input.get("file_path"), str) else ""
+    hunks = []
+    for edit in edits:
+        if not isinstance(edit, dict):
+            continue
+        old, new = (edit.get(name) if isinstance(edit.get(name), str) else "" for name in ("old_string", "new_string"))
+        lines = difflib.unified_diff(old.splitlines(), new.splitlines(), "a/" + path.lstrip("/"),
+                                     "b/" + path.lstrip("/"), n=3, lineterm="")
+        hunks.append("\n".join(list(lines)[2 if hunks else 0:]))
+    return "\n".join(hunks)
+
+
+def permission_options(asked: PermissionRequest) -> list:
+    """The choices, in order: allow, one `always-<i>` per suggestion, deny; each with the key
+    of its label in assets/i18n, the label's values and what it would change (`facts`)."""
+    options = [{"id": "allow", "key": "perm.allow"}]
+    for index, suggestion in enumerate(asked.suggestions):
+        key, values, facts = suggestion_words(suggestion)
+        option = {"id": "always-%d" % index, "key": key, "values": values, "facts": facts}
+        # A mode lasts for the session whatever the destination; a folder or a rule is kept there.
+        if suggestion["type"] != "setMode" and suggestion.get("destination") in PERMISSION_DESTINATIONS:
+            option["where"] = "perm.where." + suggestion["destination"]
+        options.append(option)
+    options.append({"id": "deny", "key": "perm.deny", "about": "perm.denyAbout"})
+    return options
+
+
+def suggestion_words(suggestion: dict) -> tuple:
+    """A permission suggestion as (label key, label values, the facts it changes)."""
+    kind = suggestion["type"]
+    if kind == "setMode":
+        mode = str(suggestion.get("mode", ""))
+        if mode == "acceptEdits":
+            return "perm.always.acceptEdits", {}, ""
+        return "perm.always.mode", {"mode": mode}, ""
+    if kind == "addDirectories":
+        folders = [str(one) for one in suggestion.get("directories") or []]
+        return ("perm.always.folder" if len(folders) == 1 else "perm.always.folders"), {}, ", ".join(folders)
+    rules = suggestion.get("rules") if isinstance(suggestion.get("rules"), list) else []
+    shown = ["%s(%s)" % (rule.get("toolName", ""), rule["ruleContent"]) if rule.get("ruleContent")
+             else str(rule.get("toolName", "")) for rule in rules if isinstance(rule, dict)]
+    return "perm.always.rules", {}, ", ".join(shown) or json.dumps(suggestion, ensure_ascii=False)
+
+
+def permission_interview(asked: PermissionRequest) -> tuple:
+    """(ask_user_rich arguments, the internal options) of one permission ask. The spec's
+    words are English (the archive, the history, a result); the form shows the same ask in the
+    person's language from the internal `form` descriptor (assets/js/permission.js)."""
+    words = notice_words("en", "perm.")
+    agent_values = {"agent": asked.agent, "tool": asked.tool}
+    header = fill_words("en", words["perm.header." + asked.action], agent_values)
+    sections = permission_sections(asked)
+    options = permission_options(asked)
+    body = []
+    for section in sections:
+        body.append("**%s**\n\n%s" % (words[section["key"]], section["markdown"]))
+        if "fold" in section:
+            body.append("<details><summary>%s</summary>\n\n%s\n\n</details>" % (words["perm.showAll"], section["fold"]))
+    asked_options = []
+    for option in options:
+        about = [option.get("facts", "")] + [words.get(option.get(name, ""), "") for name in ("where", "about")]
+        entry = {"id": option["id"], "label": fill_words("en", words[option["key"]], option.get("values", {}))}
+        description = fill_words("en", " · ".join(part for part in about if part), agent_values)
+        if description:
+            entry["description"] = description
+        asked_options.append(entry)
+    arguments = {"title": header, "questions": [{"id": PERMISSION, "header": header, "body": "\n\n".join(body),
+                                                 "options": asked_options, "allowOther": False}]}
+    what = {"run": "command", "edit": "file_path", "write": "file_path", "fetch": "url"}.get(asked.action)
+    row = {"action": asked.action, "tool": asked.tool,
+           "what": cut(str(asked.input.get(what) or asked.tool), PERMISSION_ROW_CHARS)}
+    form = {"agent": asked.agent, "action": asked.action, "tool": asked.tool, "sections": sections,
+            "options": options}
+    return arguments, {"kind": PERMISSION, "permission": {
+        "tool": asked.tool, "input": asked.input, "suggestions": asked.suggestions, "form": form, "row": row}}
+
+
+def permission_choice(asked: dict, result: dict):
+    """The person's decision in a settled result: {"behavior": "allow"} (with the suggestion
+    as given under updatedPermissions for an `always-<i>`) or {"behavior": "deny", "message"};
+    None when the form decided nothing (skipped, cancelled, no choice)."""
+    rows = [row for row in result.get("answers") or [] if row.get("id") == PERMISSION]
+    if result.get("status") != SUBMITTED or not rows or len(rows[0].get("selected") or []) != 1:
+        return None
+    row, choice = rows[0], rows[0]["selected"][0]
+    if choice == "deny":
+        return {"behavior": "deny", "message": row.get("notes") or PERMISSION_DENIED}
+    if choice == "allow":
+        return {"behavior": "allow"}
+    index = int(choice.rsplit("-", 1)[1]) if choice.startswith("always-") and choice[7:].isdigit() else -1
+    if not 0 <= index < len(asked["suggestions"]):
+        return None
+    return {"behavior": "allow", "updatedPermissions": [asked["suggestions"][index]]}
+
+
+def permission_record(asked: dict, result: dict, via: str, now: float) -> dict:
+    """The archive's `permission` field: what was asked, what was decided, where and when."""
+    choice = permission_choice(asked, result) if via != "terminal" else None
+    chosen = (choice or {}).get("updatedPermissions") or [None]
+    return {"tool": asked["tool"], "input": asked["input"],
+            "decision": choice["behavior"] if choice else "terminal", "suggestion": chosen[0],
+            "reason": choice.get("message") if choice else None,
+            "where": "terminal" if choice is None else via, "answeredAt": iso_utc(now)}
+
+
+class TranscriptWatch:
+    """Watches a session's transcript (JSON lines, Claude Code's or Codex's) for the result of
+    the tool call being asked about, and calls `on_result()` once when it appears: the person
+    answered in the terminal. A call is the tool's when its name and input match; when none is
+    found (Codex names its tools otherwise), any tool result written after the start counts.
+    Costs a stat() every TRANSCRIPT_POLL_SECONDS while the file does not grow."""
+
+    def __init__(self, path: str, tool: str, tool_input: dict, on_result) -> None:
+        self.path, self.tool, self.input, self.on_result = path, tool, tool_input, on_result
+        self.calls, self.named = set(), set()  # call ids: exact matches, and of the tool's name
+        self.stopped = threading.Event()
+        self.offset, self.partial = self._size(), b""
+        self._read_lines(self._tail(), before=True)
+        self.thread = threading.Thread(target=self._run, name="ask-user-rich-transcript", daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+    def _size(self) -> int:
+        try:
+            return os.stat(self.path).st_size
+        except OSError:
+            return 0
+
+    def _tail(self) -> bytes:
+        try:
+            with open(self.path, "rb") as handle:
+                handle.seek(max(0, self.offset - TRANSCRIPT_TAIL_BYTES))
+                return handle.read(min(self.offset, TRANSCRIPT_TAIL_BYTES))
+        except OSError:
+            return b""
+
+    def _run(self) -> None:
+        while not self.stopped.wait(TRANSCRIPT_POLL_SECONDS):
+            size = self._size()
+            if size < self.offset:  # a new file in its place: read it from the start
+                self.offset, self.partial = 0, b""
+            if size == self.offset:
+                continue
+            try:
+                with open(self.path, "rb") as handle:
+                    handle.seek(self.offset)
+                    added = handle.read(size - self.offset)
+            except OSError:
+                continue
+            self.offset += len(added)
+            lines = (self.partial + added).split(b"\n")
+            self.partial = lines.pop()
+            if self._read_lines(b"\n".join(lines), before=False):
+                self.stopped.set()
+                self.on_result()
+
+    def _read_lines(self, data: bytes, before: bool) -> bool:
+        """Note the tool's calls in `data`; True when a result of one (after the start) is there."""
+        for line in data.split(b"\n"):
+            try:
+                entry = json.loads(line.decode("utf-8"))
+            except (ValueError, UnicodeDecodeError):
+                continue
+            for kind, call_id, name, arguments in transcript_items(entry):
+                if kind == "call" and name == self.tool:
+                    (self.calls if arguments == self.input else self.named).add(call_id)
+                elif kind == "result" and not before:
+                    wanted = self.calls or self.named
+                    if not wanted or call_id in wanted:
+                        return True
+        return False
+
+
+def transcript_items(entry) -> list:
+    """A transcript line's tool calls and results as (kind "call"|"result", call id, tool name,
+    input): Claude Code's message content blocks, and Codex's response items."""
+    items = []
+    message = entry.get("message") if isinstance(entry, dict) else None
+    blocks = message.get("content") if isinstance(message, dict) else None
+    for block in blocks if isinstance(blocks, list) else []:
+        if isinstance(block, dict) and block.get("type") == "tool_use":
+            items.append(("call", block.get("id"), block.get("name"), block.get("input")))
+        elif isinstance(block, dict) and block.get("type") == "tool_result":
+            items.append(("result", block.get("tool_use_id"), None, None))
+    payload = entry.get("payload") if isinstance(entry, dict) else None
+    if isinstance(payload, dict) and str(payload.get("type", "")).endswith("_call_output"):
+        items.append(("result", payload.get("call_id"), None, None))
+    elif isinstance(payload, dict) and str(payload.get("type", "")).endswith("_call"):
+        items.append(("call", payload.get("call_id"), payload.get("name"), None))
+    return items
+
+
+def answer_permission_request(source: str, timeout: int) -> None:
+    """Ask one PermissionRequest in the form; print the decision the moment the person gives
+    it. Prints nothing when anything else ends the ask (the terminal answered first, a stop,
+    the timeout, a skip): the terminal decides then."""
+    import signal
+
+    asked = PermissionRequest(parse_json(source))
+    arguments, internal = permission_interview(asked)
+    validate_interview(arguments)
+    if asked.cwd and os.path.isdir(asked.cwd):
+        os.chdir(asked.cwd)  # the project the inbox and the notices name
+    cancellation, heard = Cancellation(), {}
+    for name in STOP_SIGNALS:  # the CLI stops a hook (Esc, its own limit, its exit) with SIGTERM
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), lambda *_: threading.Thread(target=cancellation.cancel).start())
+
+    def answered_in_terminal() -> None:
+        heard["terminal"] = True
+        cancellation.cancel()
+
+    watch = TranscriptWatch(asked.transcript, asked.tool, asked.input, answered_in_terminal) \
+        if asked.transcript else None
+    margin = min(HOOK_MARGIN_SECONDS, timeout / 4.0)
+
+    def finish(runtime, interview, result, why) -> int:
+        if watch is not None:
+            watch.stop()
+        if result is None:
+            closed = {PERMISSION: unanswered()}
+            there = bool(heard.get("terminal"))
+            if runtime.hub.settle_without_form(interview, closed, CANCELLED, "terminal" if there else "browser",
+                                               handed_back=not there and why == "timeout",
+                                               answered_there=there) is not None:
+                runtime.log.event("permission-left-to-terminal", about=interview, interview=interview.id,
+                                  why="answered-there" if there else why)
+                say_goodbye(interview, min(HOOK_GOODBYE_SECONDS, margin / 2))
+                return 0
+            result = interview.settled_result()  # a submit that came as the wait ended
+        decision = permission_choice(internal["permission"], result)
+        if decision is not None:
+            print_hook_output({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": decision}})
+        return 0
+
+    ask_here(arguments, True, finish, agent=asked.agent, timeout=max(1.0, timeout - margin),
+             cancellation=cancellation, internal=internal)
 
 
 def run_inbox(open_it: bool) -> int:
@@ -9885,28 +10303,15 @@ def run_doctor(environ=None, facts=None, out=None) -> int:
     facts = opener_facts(config, env) if facts is None else facts
     for text in _doctor_machine(facts):
         line(text)
-    sample = "http://%s:%d/s/TOKEN" % (config.public_host, config.port)
-    candidates, notes = plan_openers(sample, facts)
-    line("browser opener plan (tried in order until one works):")
-    for opener in candidates:
-        line("  try   %s" % opener.describe(sample))
-    for note in notes:
-        line("  skip  %s" % note)
-    if not candidates:
-        line("  => no browser can be opened from here: ask_user_rich returns the link at once "
-             "(status awaiting), or asks the client to open it when the client offers URL "
-             "elicitation.")
-        if facts["open_enabled"]:
-            line("what to do:")
-            for advice in opener_advice(sample, facts):
-                line("  - %s" % advice)
-
+    plan, opens = _doctor_openers(facts, "http://%s:%d/s/TOKEN" % (config.public_host, config.port))
+    for text in plan:
+        line(text)
     if config.port:
         line("fixed port %d: %s" % (config.port, _doctor_port(config.host, config.port)))
     line(_doctor_inbox(config))
-    for text in _doctor_door(config) + _doctor_notices(config, env):
+    for text in _doctor_door(config) + _doctor_notices(config, env) + [_doctor_hook(config),
+                                                                       _doctor_permission_hook(config)]:
         line(text)
-    line(_doctor_hook(config))
     problem = _doctor_self_test(config, line)
     if problem is not None:
         broken.append(problem)
@@ -9918,8 +10323,24 @@ def run_doctor(environ=None, facts=None, out=None) -> int:
         return 1
     line()
     line("ok: the form server works%s." % (
-        "" if candidates else "; no browser opens here, so share the link (see above)"))
+        "" if opens else "; no browser opens here, so share the link (see above)"))
     return 0
+
+
+def _doctor_openers(facts: dict, sample: str) -> tuple:
+    """The opener plan's lines for a form at `sample`, and whether a browser opens here."""
+    candidates, notes = plan_openers(sample, facts)
+    lines = ["browser opener plan (tried in order until one works):"]
+    lines += ["  try   %s" % opener.describe(sample) for opener in candidates]
+    lines += ["  skip  %s" % note for note in notes]
+    if not candidates:
+        lines.append("  => no browser can be opened from here: ask_user_rich returns the link at once "
+                     "(status awaiting), or asks the client to open it when the client offers URL "
+                     "elicitation.")
+        if facts["open_enabled"]:
+            lines.append("what to do:")
+            lines += ["  - %s" % advice for advice in opener_advice(sample, facts)]
+    return lines, bool(candidates)
 
 
 def _doctor_log_dir(log_dir: str):
@@ -10136,6 +10557,15 @@ def _doctor_hook(config: Config) -> str:
             "askrich.py hook ask-user-question --enable")
 
 
+def _doctor_permission_hook(config: Config) -> str:
+    if hook_is_on(config, PERMISSION_SWITCH):
+        return ("Permission hook: on (%s): permission asks open in the form too where the hook is "
+                "configured (the plugin ships it); off with: askrich.py hook permission-request --disable"
+                % hook_switch_path(config, PERMISSION_SWITCH))
+    return ("Permission hook: off: permission asks wait in the terminal only; on with: "
+            "askrich.py hook permission-request --enable")
+
+
 def _doctor_port(host: str, port: int) -> str:
     import socket
 
@@ -10163,10 +10593,11 @@ def _doctor_self_test(config: Config, line):
         step = "starting the form server"
         try:
             interview = runtime.open_interview({"title": "doctor", "questions": [{"id": "q", "header": "ok?"}]})
-            api = interview.url.replace("/s/", "/api/s/")
+            page = runtime.form_url(interview)
+            api = page.replace("/s/", "/api/s/")
             for step, url, body, expected in (
-                ("the form page", interview.url, None, "text/html"),
-                ("the asset js/main.js", interview.url.split("/s/")[0] + "/assets/js/main.js", None, "text/javascript"),
+                ("the form page", page, None, "text/html"),
+                ("the asset js/main.js", page.split("/s/")[0] + "/assets/js/main.js", None, "text/javascript"),
                 ("the interview API", api, None, "application/json"),
                 ("a submit", api + "/submit", {"answers": {"q": {"other": "ok"}}}, "application/json"),
             ):

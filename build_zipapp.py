@@ -15,7 +15,7 @@ extra fields. `python -m zipapp` is not used: it drops main()'s exit code and st
 
 `--plugin` also writes dist/ask-user-rich-marketplace/, a Claude Code plugin marketplace holding
 one plugin (manifest, `.mcp.json` that runs the `.pyz` beside it, the `.pyz`, one skill, and the
-AskUserQuestion hook, which answers only once the person turns it on), and
+AskUserQuestion and permission hooks, which answer only once the person turns them on), and
 the same folder as dist/ask-user-rich-marketplace.zip, built by the same fixed-metadata rules.
 
 Standard library only; runs on Python 3.8 and newer.
@@ -361,6 +361,11 @@ TOOL_TIMEOUT_MS = 4 * 3600 * 1000
 # person turned it on (`askrich.pyz hook ask-user-question --enable`), and gives the questions
 # back to the terminal shortly before this limit (seconds), which it is told.
 HOOK_TIMEOUT_SECONDS = 3600
+# The hooks the plugin ships, as (Claude Code's event, its matcher, `askrich.pyz hook` NAME): the
+# AskUserQuestion hook, and the permission asks of every tool (`hook permission-request
+# --enable`), which the terminal still answers too.
+PLUGIN_HOOKS = (("PreToolUse", "AskUserQuestion", "ask-user-question"),
+                ("PermissionRequest", "*", "permission-request"))
 SKILL_MD = """\
 ---
 name: ask-user-rich
@@ -426,12 +431,11 @@ def plugin_files(pyz, version, homepage):
         "args": ["${CLAUDE_PLUGIN_ROOT}/askrich.pyz"],
         "timeout": TOOL_TIMEOUT_MS,
     }}}
-    hooks = {"hooks": {"PreToolUse": [{"matcher": "AskUserQuestion", "hooks": [{
+    hooks = {"hooks": {name: [{"matcher": matcher, "hooks": [{
         "type": "command",
-        "command": 'python3 "${CLAUDE_PLUGIN_ROOT}/askrich.pyz" hook ask-user-question --timeout %d'
-                   % HOOK_TIMEOUT_SECONDS,
+        "command": 'python3 "${CLAUDE_PLUGIN_ROOT}/askrich.pyz" hook %s --timeout %d' % (hook, HOOK_TIMEOUT_SECONDS),
         "timeout": HOOK_TIMEOUT_SECONDS,
-    }]}]}}
+    }]}] for name, matcher, hook in PLUGIN_HOOKS}}
     files = [
         (".claude-plugin/marketplace.json", _json_bytes(marketplace)),
         (PLUGIN_NAME + "/hooks/hooks.json", _json_bytes(hooks)),

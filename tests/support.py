@@ -106,7 +106,7 @@ def two_tasks_then_restart(log_dir):
     (its runtime, its TaskRegistry, the answered task's id, the lost task's id, the answered
     interview)."""
     before = quiet_runtime(log_dir)
-    tasks = askrich.TaskRegistry(before.log, before.archive)
+    tasks = askrich.TaskRegistry(before.log, before.archive, before.form_url)
     answered = before.open_interview(interview(choice("q", "a")))
     lost = before.open_interview(interview(choice("q", "a")))
     answered_task = tasks.create(answered, "Waiting", askrich.Cancellation())["taskId"]
@@ -114,7 +114,7 @@ def two_tasks_then_restart(log_dir):
     before.hub.submit(answered, {"answers": {"q": {"selected": ["a"]}}})
     before.close()
     after = quiet_runtime(log_dir)
-    return after, askrich.TaskRegistry(after.log, after.archive), answered_task, lost_task, answered
+    return after, askrich.TaskRegistry(after.log, after.archive, after.form_url), answered_task, lost_task, answered
 
 
 def disk_full(*_args, **_kwargs):
@@ -531,7 +531,7 @@ def answer_while_waited_on(runtime, form, answers, timeout: float = WAIT) -> dic
     waiter = threading.Thread(target=lambda: got.append(wait_for_result(runtime, form.id, timeout)))
     waiter.start()
     wait_for_interview(form, lambda i: i.activity()["waiters"] > 0, what="the call waiting")
-    reply = submit(form.url, answers)
+    reply = submit(runtime.form_url(form), answers)
     waiter.join(timeout)
     assert reply.status == 200, reply.body
     assert got, "the waiting call got nothing"

@@ -3,7 +3,7 @@
 // Each is uploaded at once to our own server; the draft keeps what was uploaded (ids and
 // metadata), so a reload shows the same files. Thumbnails come from our own route, so the page's
 // Content-Security-Policy (img-src 'self' data:) needs no blob: or other source.
-import { state, saveDraft } from "./state.js";
+import { state, saveDraft, filesOf, addFile, dropFile } from "./state.js";
 import { mayTalk } from "./guard.js";
 import { request, upload as sendFile, attachmentSrc } from "./transport.js";
 import { t, tPlain, figure } from "./i18n.js";
@@ -43,7 +43,6 @@ function refusalText(name, status, body) {
 }
 
 // ---- state: key ("" for the general notes, else a question id) -> uploaded files ----
-const filesOf = (key) => state.attachments[key] || (state.attachments[key] = []);
 const uploaded = () => Object.values(state.attachments).flat();
 // Uploads started and not answered yet, so that a burst cannot pass the limits.
 const inFlight = { count: 0, bytes: 0 };
@@ -198,7 +197,7 @@ async function upload(key, file) {
     inFlight.bytes += file.size;
     sendFile(file, progressed, name).then(({ status, body }) => {
       if (status === 201 && typeof body.id === "string") {
-        filesOf(key).push({ id: body.id, name: body.name, mimeType: body.mimeType, bytes: body.bytes });
+        addFile(key, { id: body.id, name: body.name, mimeType: body.mimeType, bytes: body.bytes });
         saveDraft();
         renderList(key);
         say(t("attach.done", { name: body.name, size: sizeText(body.bytes) }));
@@ -254,9 +253,7 @@ async function removeFile(key, id, button) {
     say(problem);
     return;
   }
-  const list = filesOf(key);
-  const at = list.indexOf(file);
-  list.splice(at, 1);
+  const at = dropFile(key, file);
   saveDraft();
   renderList(key);
   // Focus goes where the removed file was: the next file's Remove, else the Attach button.

@@ -54,9 +54,13 @@ function fillRow(li, row) {
   project.textContent = folderName(row.project) || t("inbox.noProject");
   project.title = row.project || "";
   const link = $(".inbox-link", li);
-  setPhrases(link, row.title);
+  // A permission ask says what the agent wants to do ("wants to run npm test"), not a title.
+  const asked = row.permission;
+  setPhrases(link, asked ? t(`inbox.wants.${asked.action}`, { what: asked.what }) : row.title);
   if (link.getAttribute("href") !== row.url) link.href = row.url;
-  $(".inbox-progress", li).textContent = t("inbox.answered", { answered: row.answered, total: row.questions });
+  const progress = $(".inbox-progress", li);
+  progress.hidden = Boolean(asked);
+  progress.textContent = asked ? "" : t("inbox.answered", { answered: row.answered, total: row.questions });
   const when = $(".inbox-age", li);
   when.textContent = age(row.createdAt);
   when.title = new Date(row.createdAt).toLocaleString(language());

@@ -2,7 +2,7 @@
 // fire while an IME is composing or while the user types in a text field (only Esc and
 // Ctrl/Cmd+Enter do there).
 import {
-  state, answerOf, takeRecommendation, clearAnswer, toggleOption, setOther,
+  state, answerOf, takeRecommendation, clearAnswer, toggleOption, setOther, toggleMode,
 } from "./state.js";
 import { optionInputs, qviews } from "./view.js";
 import { rankKey, keepOrder, resetOrder, applyRecommended, focusRank, cancelHold, isHolding } from "./rank.js";
@@ -134,9 +134,7 @@ function onKeyDown(e) {
       break;
     case "d": case "i": {
       if (!q) { handled = false; break; }
-      const a = answerOf(q);
-      const mode = key === "d" ? "defer" : "needs-info";
-      a.mode = a.mode === mode ? "answer" : mode;
+      toggleMode(q, key === "d" ? "defer" : "needs-info");
       act.changed(q);
       if (key === "i") act.focusNote(q);
       break;

@@ -4,6 +4,8 @@
 import {
   state, api, answerOf, questionById, statusOf, counts, screens, mergeSpec, restoreDraft,
   saveDraft, load, save, toggleOption, setOther, takeRecommendation, hasRecommendation, isAnswered,
+  setPhase, setScreen, setGeneralNotes, setShowAll, setWaiting, begin, setMode, setOtherText, setOptionText,
+  setNotes, markSeen,
 } from "./state.js";
 import {
   buildScreens, addQuestionScreens, syncAll, syncQuestion, syncRail, syncNav, syncTitle, showScreen,
@@ -22,6 +24,7 @@ import { bindSubmit, submit, openSkip, skipInterview, finished, expired } from "
 import { showShare } from "./share.js";
 import { connect, request, hostTheme, offerFullscreen } from "./transport.js";
 import { watchVisibility } from "./visibility.js";
+import { permissionSpec } from "./permission.js";
 
 let theme = "auto";
 let stopLive = () => {};
@@ -39,8 +42,8 @@ function changed(q) {
 // Arriving at a screen: a follow-up stops being new once shown, and the notice about them goes
 // with the last one.
 function visit(key) {
-  state.screen = key;
-  if (!key.startsWith("q:") || !state.newIds.delete(key.slice(2))) return;
+  setScreen(key);
+  if (!key.startsWith("q:") || !markSeen(key.slice(2))) return;
   if (!state.newIds.size) clearNotice("follow-ups");
   syncTitle();
   reportProgress(counts); // the inbox's badge counts the follow-ups not seen yet
@@ -102,8 +105,7 @@ function goNew() {
 }
 
 function toggleShowAll() {
-  state.showAll = !state.showAll;
-  save("askrich:showAll", state.showAll);
+  save("askrich:showAll", setShowAll(!state.showAll));
   visit(state.screen);
   showScreen(0);
   const el = screenEl(state.screen);
@@ -202,13 +204,10 @@ function onState(s) {
   syncInboxLink(s.inbox);
   syncShare(s.share);
   if (state.phase !== "open") return;
-  if (s.state === "submitted" || s.state === "declined" || s.state === "cancelled") { finished(s.state, s.handedBack === true); return; }
+  if (s.state === "submitted" || s.state === "declined" || s.state === "cancelled") { finished(s.state, s.handedBack === true, s.answeredInTerminal === true); return; }
   if (s.version > state.version) pullSpec();
-  if (s.waiting) { state.everWaited = true; clearNotice("stopped"); }
-  else if (state.everWaited && state.waiting) {
-    notice("info", t("waiting.stopped"), { id: "stopped" });
-  }
-  state.waiting = s.waiting;
+  if (setWaiting(s.waiting)) notice("info", t("waiting.stopped"), { id: "stopped" });
+  else if (s.waiting) clearNotice("stopped");
 }
 
 // "Other device" in the header, while the server names the address this form has through the
@@ -270,25 +269,19 @@ function bindControls() {
       else toggleOption(q, t.value, t.checked);
       changed(q);
     } else if (t.closest(".mode")) {
-      answerOf(q).mode = t.value;
+      setMode(q, t.value);
       changed(q);
     }
   });
   main.addEventListener("input", (e) => {
     const t = e.target;
-    if (t.id === "general-notes") { state.generalNotes = t.value; saveDraft(); return; }
+    if (t.id === "general-notes") { setGeneralNotes(t.value); saveDraft(); return; }
     const q = questionOf(t);
     if (!q) return;
-    const a = answerOf(q);
-    if (t.classList.contains("other-text")) {
-      a.other = t.value;
-      if (q.options.length && t.value.trim() && !a.otherOn) setOther(q, true);
-      if (q.options.length === 0) a.mode = "answer";
-    } else if (t.classList.contains("opt-text-input")) {
-      a.optionTexts[t.dataset.opt] = t.value;
-    } else if (t.classList.contains("note-text")) {
-      a.notes = t.value;
-    } else return;
+    if (t.classList.contains("other-text")) setOtherText(q, t.value);
+    else if (t.classList.contains("opt-text-input")) setOptionText(q, t.dataset.opt, t.value);
+    else if (t.classList.contains("note-text")) setNotes(q, t.value);
+    else return;
     changed(q);
   });
   document.addEventListener("click", (e) => {
@@ -379,34 +372,34 @@ async function start() {
   const body = r ? await r.json().catch(() => null) : null;
   const data = r && r.ok ? body : null;
   await speak(data && data.spec.language, data && data.agent);
+  if (data && data.permission) data.spec = permissionSpec(data.spec, data.permission);
   document.body.classList.remove("loading");
   // A page that got no interview (expired, unreachable, refused) must not go on saying it is
   // loading one: its header names the product instead.
   if (!data) $("#title").textContent = "Ask User Rich";
   if (!known || (body && body.code === "not-found")) { expired(); return; }
   if (!r) {
-    state.phase = "error";
+    setPhase("error");
     endScreen(t("end.unreachable"), t("end.unreachableText"), t("end.unreachableMore"));
     return;
   }
   if (!r.ok || !data) {
-    state.phase = "error";
+    setPhase("error");
     endScreen(t("end.loadFailed"), t("end.loadFailedText", { status: r.status }), t("end.reload"));
     return;
   }
-  state.interviewId = data.id;
-  state.limits = data.limits;
+  begin(data.id, data.limits);
   setPhrases($("#title"), data.spec.title);
   document.title = `${data.spec.title} · Ask User Rich`;
   if (data.state !== "pending") {
-    state.phase = "open";
+    setPhase("open");
     finished(data.state);
     return;
   }
   mergeSpec(data.spec, data.version, data.note);
-  state.phase = "open";
-  state.showAll = load("askrich:showAll", false) === true;
-  state.screen = screens()[0];
+  setPhase("open");
+  setShowAll(load("askrich:showAll", false) === true);
+  setScreen(screens()[0]);
   restoreDraft();
   buildScreens();
   syncAll();

@@ -1,7 +1,9 @@
 // Rank questions: the WAI-ARIA rearrangeable listbox. Rows move by mouse drag (the other rows
 // slide aside), by keyboard (pick up / move / drop / cancel, Shift+arrows, digits) and by the
 // visible Move buttons. Nothing counts as an answer until the user moves a row or keeps the order.
-import { state, answerOf, takeRecommendation, clearAnswer, labelOf } from "./state.js";
+import {
+  state, answerOf, takeRecommendation, clearAnswer, labelOf, moveOption, keepRankOrder, markRanked, restoreOrder,
+} from "./state.js";
 import { t, tPlain, keyName } from "./i18n.js";
 import { clone } from "./dom.js";
 
@@ -121,12 +123,7 @@ function moveTo(q, id, pos, commit) {
   const from = a.order.indexOf(id);
   const to = Math.max(0, Math.min(a.order.length - 1, pos));
   if (from < 0) return false;
-  if (from !== to) {
-    a.order.splice(from, 1);
-    a.order.splice(to, 0, id);
-  }
-  a.mode = "answer";
-  if (commit) a.ranked = true;
+  moveOption(q, id, to, commit);
   changed(q);
   say(t("rank.moved", { label: labelOf(q, id), pos: to + 1, total: a.order.length }));
   return true;
@@ -138,9 +135,7 @@ function moveBy(q, id, delta, commit) {
 }
 
 export function keepOrder(q) {
-  const a = answerOf(q);
-  a.mode = "answer";
-  a.ranked = true;
+  keepRankOrder(q);
   say(t("rank.kept"));
   changed(q);
 }
@@ -155,8 +150,8 @@ export function resetOrder(q) {
 export function cancelHold() {
   if (!held) return;
   const q = state.spec.questions.find((x) => x.id === held.qid);
+  restoreOrder(q, held.before);
   const a = answerOf(q);
-  a.order = held.before;
   const id = held.id;
   held = null;
   say(t("rank.cancelled", { label: labelOf(q, id), pos: a.order.indexOf(id) + 1 }));
@@ -183,7 +178,7 @@ export function rankKey(e, q) {
   if (key === " " || (key === "Enter" && isHeld)) {
     if (isHeld) {
       held = null;
-      a.ranked = true;
+      markRanked(q);
       say(t("rank.dropped", { label: labelOf(q, id), pos: a.order.indexOf(id) + 1, total: a.order.length }));
       changed(q);
     } else if (key === " ") {

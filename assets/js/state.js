@@ -22,6 +22,94 @@ export const state = {
   confirmArmed: false,   // the first submit with open questions only asks
 };
 
+// ---------------------------------------------------------------- the form's other fields
+// Every write to `state` happens in this module: the others call these.
+
+export function setPhase(phase) { state.phase = phase; }
+export function setScreen(key) { state.screen = key; }
+export function setGeneralNotes(text) { state.generalNotes = text; }
+export function armConfirm(armed) { state.confirmArmed = armed; }
+
+// The interview as /api/s names it, before its spec is merged: the draft's name and the limits.
+export function begin(interviewId, limits) {
+  state.interviewId = interviewId;
+  state.limits = limits;
+}
+
+export function setShowAll(on) {
+  state.showAll = on;
+  return on;
+}
+
+// The server's word on whether a call is waiting; true when one stopped waiting after one had.
+export function setWaiting(waiting) {
+  const stopped = !waiting && state.everWaited && state.waiting;
+  if (waiting) state.everWaited = true;
+  state.waiting = waiting;
+  return stopped;
+}
+
+// The files uploaded to a question ("" for the general notes), in the order they came.
+export function filesOf(key) {
+  return state.attachments[key] || [];
+}
+
+export function addFile(key, file) {
+  (state.attachments[key] || (state.attachments[key] = [])).push(file);
+}
+
+// The file's place in its list before it was removed.
+export function dropFile(key, file) {
+  const list = filesOf(key);
+  const at = list.indexOf(file);
+  list.splice(at, 1);
+  return at;
+}
+
+// ---------------------------------------------------------------- what the user changes
+export function setMode(q, mode) { answerOf(q).mode = mode; }
+
+// "defer" or "needs-info" on, or back to an answer when it was on already.
+export function toggleMode(q, mode) {
+  const a = answerOf(q);
+  a.mode = a.mode === mode ? "answer" : mode;
+}
+
+// Typing in Other turns it on; a question without options is answered by its text alone.
+export function setOtherText(q, text) {
+  const a = answerOf(q);
+  a.other = text;
+  if (q.options.length && text.trim() && !a.otherOn) setOther(q, true);
+  if (q.options.length === 0) a.mode = "answer";
+}
+
+export function setOptionText(q, optId, text) { answerOf(q).optionTexts[optId] = text; }
+export function setNotes(q, text) { answerOf(q).notes = text; }
+
+// A rank row moved to `to` (an index in range); `ranked`: the order counts as given.
+export function moveOption(q, id, to, ranked) {
+  const a = answerOf(q);
+  const from = a.order.indexOf(id);
+  if (from !== to) {
+    a.order.splice(from, 1);
+    a.order.splice(to, 0, id);
+  }
+  a.mode = "answer";
+  if (ranked) a.ranked = true;
+}
+
+export function keepRankOrder(q) {
+  const a = answerOf(q);
+  a.mode = "answer";
+  a.ranked = true;
+}
+
+export function markRanked(q) { answerOf(q).ranked = true; }
+export function restoreOrder(q, order) { answerOf(q).order = order; }
+
+// A follow-up shown at last: true when it was new.
+export function markSeen(qid) { return state.newIds.delete(qid); }
+
 export function blankAnswer(q) {
   return {
     mode: "answer",               // answer | defer | needs-info

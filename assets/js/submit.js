@@ -2,7 +2,7 @@
 // skip, and the end screens, whichever way it ended (sent, skipped, settled elsewhere, expired).
 // The navigation and the live line stay main.js's: it hands them over once, in bindSubmit().
 import {
-  state, answerOf, counts, draftKey, forget, missingTexts, payload,
+  state, answerOf, counts, draftKey, forget, missingTexts, payload, setPhase, armConfirm,
 } from "./state.js";
 import { syncQuestion, endScreen, notice, qNumber, ensureBuilt, quotedList } from "./view.js";
 import { syncReview } from "./review.js";
@@ -59,13 +59,13 @@ function submitStatus(text) {
 async function uploadsFinished() {
   const running = uploadsRunning();
   if (!running) return true;
-  state.phase = "waiting";
+  setPhase("waiting");
   document.body.classList.add("busy");
   submitStatus(t("submit.waitingUploads", { count: running }));
   const refused = await uploadsSettled();
   document.body.classList.remove("busy");
   submitStatus("");
-  state.phase = "open";
+  setPhase("open");
   if (refused) { submitProblem(t("submit.uploadFailed", { count: refused })); return false; }
   return true;
 }
@@ -86,7 +86,7 @@ export async function submit() {
   submitProblem("");
   const c = counts();
   if (c.open > 0 && !state.confirmArmed) {
-    state.confirmArmed = true;
+    armConfirm(true);
     const box = $(".review .confirm");
     $(".confirm-text", box).textContent = sentences(t("confirm.open", { count: c.open }), t("confirm.again"));
     box.hidden = false;
@@ -109,7 +109,7 @@ export async function submit() {
   }
   if (body.code === "stale-version") {
     await act.pullSpec();
-    state.confirmArmed = false;
+    armConfirm(false);
     $("#btn-submit").textContent = t("review.submit");
     notice("warn", t("race.notice"), { id: "race", action: { label: t("race.go"), run: act.goNew } });
     if (!act.goNew()) act.go("review");
@@ -121,7 +121,7 @@ export async function submit() {
 // Posts the answers; {r, body} once the server answered, null when it could not be reached
 // (then `again` is offered: behind the front door, another process takes over within seconds).
 async function send(body, again) {
-  state.phase = "submitting";
+  setPhase("submitting");
   document.body.classList.add("busy");
   let r;
   try {
@@ -129,7 +129,7 @@ async function send(body, again) {
       method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
     });
   } catch {
-    state.phase = "open";
+    setPhase("open");
     document.body.classList.remove("busy");
     act.serverGone();
     submitProblem(t("submit.unreachable"), [], again);
@@ -138,7 +138,7 @@ async function send(body, again) {
   document.body.classList.remove("busy");
   let reply = {};
   try { reply = await r.json(); } catch { /* empty or non-JSON body */ }
-  state.phase = r.ok ? "done" : "open";
+  setPhase(r.ok ? "done" : "open");
   if (r.ok) submitted(state.spec.title, reply.summary);
   return { r, body: reply };
 }
@@ -219,19 +219,21 @@ async function settledState() {
 }
 
 // `settled`: the interview's state, "submitted", "declined" or "cancelled"; `handedBack`: it was
-// cancelled because the agent asks these questions in its own terminal instead.
-export function finished(settled, handedBack = false) {
-  state.phase = "submitted";
+// cancelled because the agent asks these questions in its own terminal instead;
+// `answeredThere`: because the person answered it in the agent's terminal first.
+export function finished(settled, handedBack = false, answeredThere = false) {
+  setPhase("submitted");
   act.stopLive();
   forget(draftKey());
-  if (settled === "cancelled" && handedBack) endScreen(t("end.handedBack"), t("end.handedBackText"), t("end.closeTab"));
+  if (settled === "cancelled" && answeredThere) endScreen(t("end.answeredInTerminal"), t("end.answeredInTerminalText"), t("end.closeTab"));
+  else if (settled === "cancelled" && handedBack) endScreen(t("end.handedBack"), t("end.handedBackText"), t("end.closeTab"));
   else if (settled === "cancelled") endScreen(t("end.cancelled"), t("end.cancelledText"), t("end.closeTab"));
   else if (settled === "declined") endScreen(t("end.declined"), t("end.declinedText"), t("end.closeTab"));
   else endScreen(t("end.already"), t("end.alreadyText"), t("end.closeTab"));
 }
 
 export function expired() {
-  state.phase = "expired";
+  setPhase("expired");
   act.stopLive();
   endScreen(t("end.expired"), t("end.expiredText"), t("end.expiredMore"));
 }

@@ -45,12 +45,12 @@ export function md(text) {
   for (const img of frag.querySelectorAll("img")) {
     const src = img.getAttribute("src") || "";
     if (src.startsWith("data:image/") || src.startsWith("/assets/")) continue;
-    const a = document.createElement("a");
-    a.href = src;
-    a.target = "_blank";
-    a.rel = "noopener noreferrer";
-    a.textContent = img.getAttribute("alt") || t("md.image");
-    img.replaceWith(a);
+    const link = document.createElement("a");
+    link.href = src;
+    link.target = "_blank";
+    link.rel = "noopener noreferrer";
+    link.textContent = img.getAttribute("alt") || t("md.image");
+    img.replaceWith(link);
   }
   return frag;
 }

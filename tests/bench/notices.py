@@ -74,7 +74,7 @@ def due_to_start(runs: int, delay: int) -> list:
         # in the first run's figure).
         os.environ.update({"PATH": bin_dir + os.pathsep + os.environ["PATH"],
                            "DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent"})
-        runtime.notices = askrich.Notices(config, runtime.log, folder, clock=WallClock())
+        runtime.notices = askrich.Notices(config, runtime.log, folder, clock=WallClock(), form_url=runtime.form_url)
         latencies = []
         try:
             for run in range(runs):

@@ -100,8 +100,12 @@ FIGURES = [
     ("submit_http", "HTTP submit -> 200 (log dir on disk)", "ms", None),
     ("submit_result", "HTTP submit -> tool result on stdout (log dir on disk)", "ms", None),
     ("archive_fsync", "  of which: the archive's write + fsync on that disk, measured apart", "ms", None),
+    ("submit_bare", "bare durable stdlib handler: POST -> line on stdout (disk)", "ms", None),
+    ("submit_vs_bare", "HTTP submit -> tool result / bare handler (disk)", "x", 1.5),
     ("submit_http_tmpfs", "HTTP submit -> 200 (log dir on tmpfs)", "ms", None),
     ("submit_result_tmpfs", "HTTP submit -> tool result on stdout (log dir on tmpfs)", "ms", 2.0),
+    ("submit_bare_tmpfs", "bare durable stdlib handler: POST -> line on stdout (tmpfs)", "ms", None),
+    ("submit_vs_bare_tmpfs", "HTTP submit -> tool result / bare handler (tmpfs)", "x", None),
     ("append_visible", "append_questions -> new question shown in Chromium", "ms", 200.0),
     ("small_interactive", "5-question form: navigation -> form interactive (the page's floor)", "ms", None),
     ("big_validate", "{big} interview: validation", "ms", None),
@@ -654,19 +658,13 @@ def door_memory(mode: dict, holder, env: dict, logs: str, clients: list, results
 def fsync_cost(folder: str, size: int, runs: int) -> list:
     """What the archive's durable write costs by itself: temp file, fsync, rename, dir fsync."""
     os.makedirs(folder, exist_ok=True)
+    from bare_durable import durable_write
+
     data = b"x" * size
     samples = []
     for i in range(runs):
-        path = os.path.join(folder, "probe-%d.json" % i)
         started = now_ms()
-        with open(path + ".tmp", "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(path + ".tmp", path)
-        descriptor = os.open(folder, os.O_RDONLY)
-        os.fsync(descriptor)
-        os.close(descriptor)
+        path = durable_write(folder, "probe-%d.json" % i, data)
         samples.append(now_ms() - started)
         os.unlink(path)
     return samples
@@ -684,11 +682,34 @@ def bench_latency(mode: dict, work: str, results: dict) -> None:
             latency_round(mode, log_dir, results, "_tmpfs", with_link=False)
 
 
+class BareDurable:
+    """tests/bench/bare_durable.py in a process of its own, writing into `folder`: a POST's
+    time to its line on stdout."""
+
+    def __init__(self, folder: str) -> None:
+        self.process = subprocess.Popen([PYTHON, os.path.join(HERE, "bare_durable.py"), folder],
+                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.url = "http://127.0.0.1:%d/submit" % int(self.process.stdout.readline())
+
+    def submit(self, answers: dict) -> float:
+        sent = now_ms()
+        status, _, _ = request(self.url, "POST", answers)
+        self.process.stdout.readline()
+        if status != 200:
+            raise RuntimeError("the bare handler answered %d" % status)
+        return now_ms() - sent
+
+    def close(self) -> None:
+        self.process.terminate()
+        self.process.wait(10)
+
+
 def latency_round(mode: dict, log_dir: str, results: dict, suffix: str, with_link: bool) -> None:
     client = Client([PYTHON, MODULE], server_env(log_dir))
+    bare = BareDurable(os.path.join(log_dir, "bare"))  # the same disk, the same rounds
     try:
         client.initialize()
-        link, submit_http, submit_result = [], [], []
+        link, submit_http, submit_result, submit_bare = [], [], [], []
         for round_number in range(mode["latency"] + 1):
             interview = small_interview("Latency %d" % round_number)
             started = now_ms()
@@ -704,11 +725,15 @@ def latency_round(mode: dict, log_dir: str, results: dict, suffix: str, with_lin
             stamp, result = client.tool_result(waiting)
             if result["status"] != "submitted" or result["answers"][0]["notes"] != "r%d" % round_number:
                 raise RuntimeError("the tool result is not the submitted answers")
+            bare_ms = bare.submit(answers_for(interview, "r%d" % round_number))
             if round_number:  # the first round warmed the HTTP handler's code paths
                 submit_http.append(answered - sent)
                 submit_result.append(stamp - sent)
+                submit_bare.append(bare_ms)
         results["submit_http" + suffix] = figure(submit_http)
         results["submit_result" + suffix] = figure(submit_result)
+        results["submit_bare" + suffix] = figure(submit_bare)
+        results["submit_vs_bare" + suffix] = ratio(submit_result, submit_bare)
         if with_link:
             results["link_first"] = figure(link[:1])
             results["link_warm"] = figure(link[1:])
@@ -716,6 +741,7 @@ def latency_round(mode: dict, log_dir: str, results: dict, suffix: str, with_lin
             size = statistics.median(os.path.getsize(os.path.join(archive, n)) for n in os.listdir(archive))
             results["archive_fsync"] = figure(fsync_cost(os.path.join(log_dir, "fsync-probe"), int(size), mode["latency"]))
     finally:
+        bare.close()
         client.close()
 
 

@@ -82,13 +82,14 @@ def rt(tmp_path, log):
 
 @pytest.fixture
 def form(browser, rt):
-    """form(spec, viewport=..., color_scheme=..., reduced_motion=..., locale=..., agent=...) -> Form"""
+    """form(spec, viewport=..., color_scheme=..., reduced_motion=..., locale=..., agent=..., internal=...) -> Form
+    (`internal`: the interview's options no call can set, such as a permission ask's)"""
     opened: list[Form] = []
 
     def make(spec, *, viewport=None, color_scheme="light", reduced_motion="no-preference",
              goto=True, block_storage=False, device_scale_factor=1, has_touch=False, locale=None,
-             agent=None):
-        interview = rt.open_interview(spec, agent=agent)
+             agent=None, internal=None):
+        interview = rt.open_interview(spec, internal, agent=agent)
         context = browser.new_context(
             viewport=viewport or DESKTOP, color_scheme=color_scheme, reduced_motion=reduced_motion,
             device_scale_factor=device_scale_factor, has_touch=has_touch, locale=locale,

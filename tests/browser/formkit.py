@@ -66,9 +66,14 @@ class Form:
         if msg.type == "error" and not any(a in msg.text for a in self.allowed):
             self.errors.append(f"console: {msg.text}")
 
+    @property
+    def url(self) -> str:
+        """The form's address, as the runtime composes it."""
+        return self.rt.form_url(self.interview)
+
     # ---- navigation helpers
     def goto(self):
-        self.page.goto(self.interview.url)
+        self.page.goto(self.url)
         self.page.wait_for_selector("body.ready")
         return self
 

@@ -97,7 +97,7 @@ def shoot(browser, rt, tag, scheme, label, viewport, out):
     opened = rt.open_interview(SPECS[tag], agent="Claude Code")
     context = browser.new_context(viewport=viewport, color_scheme=scheme, reduced_motion="reduce")
     page = context.new_page()
-    page.goto(opened.url)
+    page.goto(rt.form_url(opened))
     page.wait_for_selector("body.ready")
 
     def snap(name):

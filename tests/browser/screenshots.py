@@ -141,7 +141,7 @@ def main() -> int:
                 for tag, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
                     interview = rt.open_interview(SPEC)
                     readme = {"question", "rank", "review"} if (scheme, tag) == ("light", "desktop") else None
-                    shoot(browser, interview.url, scheme, viewport, tag, readme)
+                    shoot(browser, rt.form_url(interview), scheme, viewport, tag, readme)
         finally:
             rt.close()
             browser.close()

@@ -292,7 +292,7 @@ def test_a_second_tab_sees_the_interview_already_submitted(form, rich_spec, brow
     other = browser.new_context()
     try:
         page2 = other.new_page()
-        page2.goto(f.interview.url)
+        page2.goto(f.url)
         page2.wait_for_selector("body.ready")
         f.page.locator("#btn-submit").click()
         f.page.locator("#btn-submit").click()  # confirm: two questions are open
@@ -300,7 +300,7 @@ def test_a_second_tab_sees_the_interview_already_submitted(form, rich_spec, brow
         # The open second tab learns it through the event stream, a fresh one on load.
         expect(page2.locator("section.end h2")).to_have_text("Already submitted")
         page3 = other.new_page()
-        page3.goto(f.interview.url)
+        page3.goto(f.url)
         expect(page3.locator("section.end h2")).to_have_text("Already submitted")
     finally:
         other.close()
@@ -310,7 +310,7 @@ def test_expired_and_cancelled_interviews_say_so(form, rich_spec):
     f = form(rich_spec, goto=False)
     f.expect_errors = True  # the browser logs the 404 itself
     f.pretend_state("expired")
-    f.page.goto(f.interview.url)
+    f.page.goto(f.url)
     expect(f.page.locator("section.end h2")).to_have_text("This interview is no longer available")
     # No interview ever loaded, so the header no longer says one is loading.
     expect(f.page.locator("#title")).to_have_text("Ask User Rich")
@@ -480,7 +480,7 @@ def test_a_page_whose_interview_the_server_no_longer_knows_reads_the_code(form, 
     f.page.route("**/api/s/*", lambda route: route.fulfill(
         status=410, content_type="application/json",
         body=json.dumps({"error": "reworded, in no language the form knows", "code": "not-found"})))
-    f.page.goto(f.interview.url)
+    f.page.goto(f.url)
     expect(f.page.locator("section.end h2")).to_have_text("This interview is no longer available")
 
 
@@ -494,7 +494,7 @@ def test_a_live_line_the_server_no_longer_knows_reads_the_code(form, rich_spec):
     f.page.route("**/api/s/*/state", lambda route: route.fulfill(
         status=410, content_type="application/json",
         body=json.dumps({"error": "reworded, in no language the form knows", "code": "not-found"})))
-    f.page.goto(f.interview.url)
+    f.page.goto(f.url)
     expect(f.page.locator("section.end h2")).to_have_text("This interview is no longer available")
 
 
@@ -519,7 +519,7 @@ def test_a_server_restart_shows_the_interview_as_expired_and_keeps_the_draft(for
     f = form(rich_spec)
     f.expect_errors = True  # the browser logs the refused connections and the 404
     f.press("ArrowRight", "2")
-    port = urlsplit(f.interview.url).port
+    port = urlsplit(f.url).port
     f.rt.close()
     restarted = askrich.Runtime(askrich.Config(log_dir=str(tmp_path / "logs2"), open_browser=False, port=port))
     try:

@@ -12,7 +12,7 @@ from support import ASK_USER_QUESTION
 def _hand_back(f):
     """What the hook does when it stops waiting: the interview cancelled, handed back."""
     interview = f.interview
-    answers = {question["id"]: askrich.unanswered() for question in interview.questions()}
+    answers = {question["id"]: askrich.unanswered() for question in interview.spec["questions"]}
     f.rt.hub.settle_without_form(interview, answers, askrich.CANCELLED, "browser", handed_back=True)
 
 

@@ -92,7 +92,7 @@ def test_rows_appear_and_leave_live_in_the_pages_language(inbox_page, inbox_rt, 
     page = inbox_page(locale=locale)
     assert page.evaluate("[document.documentElement.lang, document.documentElement.dir]") == [
         tag, "rtl" if tag == "ar" else "ltr"]
-    submit(inbox_rt.keep.url, {})
+    submit(inbox_rt.form_url(inbox_rt.keep), {})
     page.wait_for_selector("#inbox-empty:not([hidden])")
     assert page.locator(".inbox-empty-text").text_content() == w["inbox.empty"]
     assert page.title() == w["inbox.title"]
@@ -105,7 +105,7 @@ def test_rows_appear_and_leave_live_in_the_pages_language(inbox_page, inbox_rt, 
     assert row.locator(".inbox-agent").text_content() == "Claude Code"
     assert row.locator(".inbox-progress").text_content() == w["inbox.answered"].format(answered=0, total=12)
     assert row.locator(".inbox-age").text_content() == w["inbox.justNow"]
-    assert row.locator(".inbox-link").get_attribute("href") == first.url
+    assert row.locator(".inbox-link").get_attribute("href") == inbox_rt.form_url(first)
     assert row.locator(".inbox-link").get_attribute("target") == "_blank"
     project = row.locator(".inbox-project")
     assert project.get_attribute("title") == inbox_rt.inbox.project  # the full path on hover
@@ -127,11 +127,11 @@ def test_rows_appear_and_leave_live_in_the_pages_language(inbox_page, inbox_rt, 
     one = w["inbox.followUps"].get("one", other) if isinstance(w["inbox.followUps"], dict) else other
     assert badge.text_content() in (one.replace("{count}", "1"), other.replace("{count}", "1"))
 
-    submit(first.url, {})
+    submit(inbox_rt.form_url(first), {})
     page.wait_for_selector('li[data-interview="%s"]' % first.id, state="detached")
     assert rows(page) == ["API versioning"]
     assert page.title() == "(1) " + w["inbox.title"]
-    submit(second.url, {})
+    submit(inbox_rt.form_url(second), {})
     page.wait_for_selector("#inbox-empty:not([hidden])")
     assert page.title() == w["inbox.title"]
     clean(page)
@@ -169,7 +169,7 @@ def test_the_row_isolates_the_agents_name_and_the_notification_and_tab_title_do_
             "body": w["inbox.notification"].replace("{agent}", "Codex").replace("{title}", "Docs layout")}]
         assert page.title() == "(2) " + w["inbox.title"]
     finally:
-        submit(fresh.url, {})
+        submit(inbox_rt.form_url(fresh), {})
         waiter.join()
     clean(page)
 
@@ -195,8 +195,8 @@ def test_axe_finds_nothing_serious_with_rows_and_when_empty(inbox_page, inbox_rt
     inbox_rt.append_questions(other.id, [{"id": "late", "header": "Late?"}])
     page.wait_for_selector('li[data-interview="%s"] .inbox-badge:not([hidden])' % other.id)
     assert serious(page) == []
-    submit(other.url, {})
-    submit(inbox_rt.keep.url, {})
+    submit(inbox_rt.form_url(other), {})
+    submit(inbox_rt.form_url(inbox_rt.keep), {})
     page.wait_for_selector("#inbox-empty:not([hidden])")
     assert serious(page) == []
 
@@ -242,7 +242,7 @@ def test_the_form_says_how_many_more_wait_and_links_to_the_inbox(browser, inbox_
     context = browser.new_context(viewport=DESKTOP)
     try:
         page = context.new_page()
-        page.goto(mine.url)
+        page.goto(inbox_rt.form_url(mine))
         page.wait_for_selector("body.ready")
         link = page.locator("#inbox-more")
         assert link.is_hidden()
@@ -273,9 +273,9 @@ def test_the_form_says_how_many_more_wait_and_links_to_the_inbox(browser, inbox_
         assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"]
         assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
         page.set_viewport_size(DESKTOP)
-        submit(others[0].url, {})
+        submit(inbox_rt.form_url(others[0]), {})
         page.wait_for_function("() => document.querySelector('#inbox-more').textContent === '1 more waiting'")
-        submit(others[1].url, {})
+        submit(inbox_rt.form_url(others[1]), {})
         link.wait_for(state="hidden")
     finally:
         context.close()

@@ -165,7 +165,7 @@ def test_the_end_pages_and_the_server_gone_notice_are_in_the_language(form, tag,
     said = {}
     # Expired: the page cannot read the interview's language, so the browser's is used.
     f.pretend_state("expired")
-    f.page.goto(f.interview.url)
+    f.page.goto(f.url)
     f.page.wait_for_selector("section.end")
     said["expired"] = f.page.evaluate(CHROME_TEXT)
     f.pretend_state("cancelled")
@@ -370,7 +370,7 @@ def test_the_header_offers_the_skip_on_phones_only(form, rich_spec):
 def test_a_second_tab_sees_the_interview_skipped(form, rich_spec):
     f = form(rich_spec)
     other = f.context.new_page()
-    other.goto(f.interview.url)
+    other.goto(f.url)
     other.wait_for_selector("body.ready")
     f.press("End")
     f.page.locator("#btn-skip").click()

@@ -430,7 +430,7 @@ def test_the_pages_that_end_an_interview_and_the_server_gone_notice_break_right(
 
     for state in ("expired", "cancelled", "submitted"):
         f.pretend_state(state)
-        f.page.goto(f.interview.url)
+        f.page.goto(f.url)
         f.page.wait_for_selector("section.end")
         look(state)
     f.page.unroute("**/api/s/*")
@@ -464,7 +464,7 @@ def test_the_inbox_breaks_its_lines_right(inbox_page, inbox_rt, tag, viewport):
     assert split == [], "\n".join(map(repr, split))
     words = split_words(page, blocks, tag) if tag.startswith("zh") else []
     assert words == [], "\n".join(map(repr, words))
-    submit(long.url, {})
+    submit(inbox_rt.form_url(long), {})
 
 
 # -- names and particles, the end page's last lines, この and タブ ----------------------------
@@ -582,7 +582,7 @@ def test_japanese_keeps_kono_and_the_word_after_it_on_one_line(form):
     f.expect_errors = True  # the browser logs the 404 of an expired interview itself
     for state in ("expired", "cancelled", "declined"):
         f.pretend_state(state)
-        f.page.goto(f.interview.url)
+        f.page.goto(f.url)
         f.page.wait_for_selector("section.end")
         apart += [(state,) + x for x in across_widths(f.page, "section.end", parted("この", KATAKANA))]
     assert apart == [], "\n".join(map(repr, apart))

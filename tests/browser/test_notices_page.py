@@ -67,7 +67,8 @@ def test_a_form_in_a_background_tab_is_not_seen_until_brought_to_the_front_and_f
     clock = Clock()
     facts = {"platform": "linux", "wsl": False, "interop": None, "session_bus": True, "notify_send_actions": False,
              "installed": {"notify-send": notifiers.path("notify-send"), "osascript": None, "powershell.exe": None}}
-    runtime.notices = askrich.Notices(config, runtime.log, "/w/shop", clock=clock, facts=facts)
+    runtime.notices = askrich.Notices(config, runtime.log, "/w/shop", clock=clock, facts=facts,
+                                     form_url=runtime.form_url)
     cdp = browser.new_browser_cdp_session()
     tab = None
     try:
@@ -76,7 +77,7 @@ def test_a_form_in_a_background_tab_is_not_seen_until_brought_to_the_front_and_f
         # The opener's tab, opened in the background. Made through the browser's own protocol in
         # its default context, where Playwright does not tell the page it has the focus (as it
         # does for the pages it drives): the page learns the truth.
-        tab = cdp.send("Target.createTarget", {"url": form.url, "background": True})["targetId"]
+        tab = cdp.send("Target.createTarget", {"url": runtime.form_url(form), "background": True})["targetId"]
         watch.wait_for("page-visibility", "interview=%s" % form.id, "in_view=no")  # loaded, unseen
 
         clock.at(1020)  # unseen for the delay: told

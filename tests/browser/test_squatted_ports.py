@@ -77,7 +77,7 @@ def test_pages_whose_servers_were_replaced_by_another_user_send_it_no_secret(bro
         key = read_key(logs)
         form_port = rt.form_server.port
         page = context.new_page()
-        page.goto(form.url)
+        page.goto(rt.form_url(form))
         page.wait_for_selector("body.ready")
         page.locator("#inbox-more").wait_for(state="visible")
         with context.expect_page() as opened:

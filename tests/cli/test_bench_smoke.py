@@ -55,3 +55,17 @@ def test_tiny_benchmark_produces_every_figure(tmp_path):
     for key, label, _, _ in bench.FIGURES:
         if key in expected:
             assert bench.label_of(label, bench.MODES["tiny"]) in table, label
+
+
+def test_the_permission_hook_benchmark_produces_its_figures(tmp_path):
+    """tests/bench/permission.py, once: hook start -> form URL, submit -> output, the idle watch."""
+    out = tmp_path / "permission.json"
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "tests", "bench", "permission.py"), "--runs", "1", "--idle", "1",
+         "--json", str(out)],
+        cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120,
+    )
+    figures = json.loads(out.read_text())
+    assert set(figures) == {"floor", "start_to_url", "submit_to_output", "submit_to_exit",
+                            "idle_core_percent"}, proc.stderr[-2000:]
+    assert all(figure["runs"] >= 1 and figure["min"] <= figure["median"] <= figure["max"] for figure in figures.values())

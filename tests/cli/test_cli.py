@@ -109,7 +109,7 @@ def test_closing_waits_for_the_reply_of_the_submit_that_settled_the_interview(tm
     monkeypatch.setattr(askrich.FormRequestPlumbing, "send_reply", held_reply)
     monkeypatch.setattr(askrich, "stop_serving", stop_then_tell)
     replies = []
-    poster = threading.Thread(target=lambda: replies.append(submit(form.url, {"q": {"selected": ["a"]}})))
+    poster = threading.Thread(target=lambda: replies.append(submit(runtime.form_url(form), {"q": {"selected": ["a"]}})))
     poster.start()
     try:
         assert wait_for_result(runtime, form.id, WAIT)["status"] == "submitted"

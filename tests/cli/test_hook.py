@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -189,19 +190,21 @@ def test_bad_arguments_are_usage_errors(tmp_path, monkeypatch, capsys):
 # -- the command, as Claude Code runs it ----------------------------------------------------------
 
 class HookProcess:
-    """`askrich.py hook ask-user-question` fed one call on stdin; its stderr as it comes."""
+    """`askrich.py hook <hook>` (turned on) fed one call on stdin (`payload`: JSON, or bytes as
+    they are); its stderr as it comes."""
 
-    def __init__(self, tmp_path, payload, args=(), env=None):
-        log_dir = tmp_path / "logs"
+    def __init__(self, tmp_path, payload, args=(), env=None, hook="ask-user-question", switch=askrich.HOOK_SWITCH):
+        log_dir = self.log_dir = tmp_path / "logs"
         log_dir.mkdir(exist_ok=True)
-        (log_dir / askrich.HOOK_SWITCH).write_text("on")
+        (log_dir / switch).write_text("on")
         settings = dict(os.environ, ASK_USER_RICH_LOG_DIR=str(log_dir), ASK_USER_RICH_OPEN="0",
                         ASK_USER_RICH_INBOX_PORT="0")
         settings.update(env or {})
-        self.process = subprocess.Popen([sys.executable, MODULE, "hook", "ask-user-question"] + list(args),
+        self.started = time.monotonic()
+        self.process = subprocess.Popen([sys.executable, MODULE, "hook", hook] + list(args),
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                         env=settings)
-        self.process.stdin.write(json.dumps(payload).encode())
+        self.process.stdin.write(payload if isinstance(payload, bytes) else json.dumps(payload).encode())
         self.process.stdin.close()
         self.err = []
         self.changed = threading.Condition()
@@ -224,11 +227,25 @@ class HookProcess:
     def form_url(self):
         return self.wait_err(r"http://localhost:\d+/s/[A-Za-z0-9_-]+")
 
+    def inbox_rows(self, port):
+        """The inbox's rows, once this hook holds the inbox on `port`."""
+        self.wait_err(r"inbox-holding port=%d" % port)
+        listing = http_request("http://127.0.0.1:%d/api/inbox/%s" % (port, read_key(self.log_dir)),
+                               headers={"Host": "localhost:%d" % port}).json()
+        return listing["interviews"]
+
+
     def finish(self):
         out = self.process.stdout.read()
         self.process.wait(WAIT)
         self.reader.join(WAIT)
         return self.process.returncode, out.decode("utf-8")
+
+
+def through_inbox_and_push(port, push):
+    """A hook's settings for the inbox on `port` and push notices to the PushServer `push`."""
+    return {"ASK_USER_RICH_INBOX_PORT": str(port), "ASK_USER_RICH_NOTIFY": "push",
+            "ASK_USER_RICH_PUSH_URL": push.url("/hook")}
 
 
 def test_the_hook_asks_in_the_form_and_prints_the_answers_as_claude_code_takes_them(tmp_path):
@@ -238,9 +255,7 @@ def test_the_hook_asks_in_the_form_and_prints_the_answers_as_claude_code_takes_t
     work.mkdir()
     port = free_port()
     with PushServer() as push:
-        hook = HookProcess(tmp_path, hook_input(cwd=str(work)), env={
-            "ASK_USER_RICH_INBOX_PORT": str(port), "ASK_USER_RICH_NOTIFY": "push",
-            "ASK_USER_RICH_PUSH_URL": push.url("/hook")})
+        hook = HookProcess(tmp_path, hook_input(cwd=str(work)), env=through_inbox_and_push(port, push))
         try:
             url = hook.form_url()
             served = http_request(api_url(url)).json()
@@ -248,10 +263,7 @@ def test_the_hook_asks_in_the_form_and_prints_the_answers_as_claude_code_takes_t
             assert [q["header"] for q in served["spec"]["questions"]] == [DB, LANGS]
             notice = json.loads(push.wait_request()["body"])
             assert (notice["agent"], notice["project"], notice["questions"]) == ("Claude Code", str(work), 2)
-            hook.wait_err(r"inbox-holding port=%d" % port)
-            listing = http_request("http://127.0.0.1:%d/api/inbox/%s" % (port, read_key(tmp_path / "logs")),
-                                   headers={"Host": "localhost:%d" % port}).json()
-            [row] = listing["interviews"]
+            [row] = hook.inbox_rows(port)
             assert (row["agent"], row["project"], row["title"]) == ("Claude Code", str(work), "Database · Langs")
             reply = submit(url, {"Database": {"selected": ["o2"], "notes": "Ops knows MySQL better."},
                                  "Langs": {"selected": ["o1", "o3"], "other": "Zig"}})

@@ -376,7 +376,7 @@ def _one_interview(runtime) -> None:
     got = []
     waiter = threading.Thread(target=lambda: got.append(wait_for_result(runtime, form.id, WAIT)))
     waiter.start()
-    done = submit(form.url, {"q": {"selected": ["a"], "notes": "x" * 200}, "r": {"status": "needs-info"}})
+    done = submit(runtime.form_url(form), {"q": {"selected": ["a"], "notes": "x" * 200}, "r": {"status": "needs-info"}})
     waiter.join(WAIT)
     assert done.status == 200 and got and got[0]["counts"]["needsInfo"] == 1
 
@@ -486,7 +486,7 @@ class InterviewLifecycle(RuleBasedStateMachine):
         entry = self.model[key]
         answers = {"q": {"selected": ["zz"] if how == "bad" else ["a"]}}
         extra = {} if how == "no-version" else {"specVersion": entry["version"] - (how == "stale")}
-        reply = submit(entry["form"].url, answers, **extra)
+        reply = submit(self.runtime.form_url(entry["form"]), answers, **extra)
         if entry["state"] != "pending":
             assert reply.status == 409
         elif how == "bad":
@@ -523,7 +523,7 @@ class InterviewLifecycle(RuleBasedStateMachine):
             if entry["expired"]:
                 assert held is None and record is not None
                 continue
-            assert held.state == entry["state"] and held.state_json()["version"] == entry["version"]
+            assert held.state == entry["state"] and held.status()[2] == entry["version"]
             assert [q["id"] for q in held.spec["questions"]] == entry["ids"]
             assert held.activity()["waiters"] == 0
             assert (record is not None) == (entry["state"] == "submitted")

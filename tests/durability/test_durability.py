@@ -141,14 +141,14 @@ def test_text_in_the_log_that_looks_like_a_task_never_makes_one(tmp_path):
     answered = before.open_interview(interview(choice("q", "a")))  # never a task
     spoof = " task-created task=%s.1 interview=%s " % (answered.id, answered.id)
     before.open_interview(interview(choice("q", "a"), title=spoof))
-    http_request(answered.url, headers={"User-Agent": "Mozilla/5.0" + spoof.replace(".1", ".2")})
+    http_request(before.form_url(answered), headers={"User-Agent": "Mozilla/5.0" + spoof.replace(".1", ".2")})
     before.hub.submit(answered, {"answers": {"q": {"selected": ["a"]}}})
     before.close()
     with open(str(tmp_path / "server.log"), encoding="utf-8") as log:
         assert log.read().count("task-created task=%s." % answered.id) == 2  # the bait is there
     after = quiet_runtime(tmp_path)
     try:
-        recovered = askrich.TaskRegistry(after.log, after.archive)
+        recovered = askrich.TaskRegistry(after.log, after.archive, after.form_url)
         for task_id in (answered.id + ".1", answered.id + ".2"):
             assert unknown(lambda: recovered.get(task_id)) == 'unknown task "%s"' % task_id
     finally:
@@ -158,7 +158,7 @@ def test_text_in_the_log_that_looks_like_a_task_never_makes_one(tmp_path):
 def test_a_task_on_an_interview_still_pending_here_never_turns_failed(tmp_path):
     runtime = quiet_runtime(tmp_path)
     try:
-        tasks = askrich.TaskRegistry(runtime.log, runtime.archive)
+        tasks = askrich.TaskRegistry(runtime.log, runtime.archive, runtime.form_url)
         form = runtime.open_interview(interview(choice("q", "a")))
         timed_out = tasks.create(form, "Waiting", askrich.Cancellation())["taskId"]
         tasks.complete(timed_out, {"structuredContent": {"status": "awaiting"}})
@@ -185,7 +185,7 @@ sys.path.insert(0, sys.argv[1])
 import askrich
 config = askrich.Config(log_dir=sys.argv[2], open_browser=False)
 runtime = askrich.Runtime(config, askrich.Log(sys.argv[2], stream=io.StringIO()))
-tasks = askrich.TaskRegistry(runtime.log, runtime.archive)
+tasks = askrich.TaskRegistry(runtime.log, runtime.archive, runtime.form_url)
 pending = runtime.open_interview({"title": "T", "questions": [{"id": "q", "header": "Q?"}]})
 answered = runtime.open_interview({"title": "T", "questions": [{"id": "q", "header": "Q?"}]})
 print(tasks.create(pending, "Waiting", askrich.Cancellation())["taskId"])
@@ -204,7 +204,7 @@ def test_a_task_of_another_live_process_on_the_same_log_dir_is_unknown_here(tmp_
         pending_task = other.stdout.readline().strip()
         answered_task = other.stdout.readline().strip()
         assert other.stdout.readline() == "ready\n"
-        tasks = askrich.TaskRegistry(runtime.log, runtime.archive)
+        tasks = askrich.TaskRegistry(runtime.log, runtime.archive, runtime.form_url)
         for task_id in (pending_task, answered_task):
             assert unknown(lambda: tasks.get(task_id)) == 'unknown task "%s"' % task_id
         other.stdin.close()
@@ -247,7 +247,7 @@ def test_a_planted_symlink_never_redirects_the_archive_and_is_said_once(tmp_path
     stderr = io.StringIO()
     runtime = quiet_runtime(log_dir, stderr)
     try:
-        tasks = askrich.TaskRegistry(runtime.log, runtime.archive)
+        tasks = askrich.TaskRegistry(runtime.log, runtime.archive, runtime.form_url)
         for _ in range(2):
             form = runtime.open_interview(interview(choice("q", "a")))
             tasks.create(form, "Waiting", askrich.Cancellation())
@@ -285,7 +285,7 @@ def test_a_forged_archive_is_never_served_as_the_users_answers(tmp_path):
         try:
             assert runtime.archive.find("0123456789ab") is None
             assert runtime.archive.find("ba9876543210") is None
-            peer = askrich.TaskRegistry(runtime.log, runtime.archive)
+            peer = askrich.TaskRegistry(runtime.log, runtime.archive, runtime.form_url)
             assert unknown(lambda: peer.get("0123456789ab.1"))
         finally:
             runtime.close()
@@ -305,7 +305,7 @@ def test_a_folder_others_can_write_is_not_used(tmp_path):
     try:
         assert runtime.archive.find("0123456789ab") is None
         form = runtime.open_interview(interview(choice("q", "a")))
-        reply = http_request(form.url.replace("/s/", "/api/s/") + "/attachments", "POST", b"png",
+        reply = http_request(runtime.form_url(form).replace("/s/", "/api/s/") + "/attachments", "POST", b"png",
                              {"X-Attachment-Name": "a.png", "Content-Type": "image/png"})
         assert reply.status == 500 and "written by group or others" in reply.json()["error"]
         assert os.listdir(str(tmp_path / "attachments")) == []
@@ -356,7 +356,7 @@ def test_a_free_text_past_20000_characters_is_a_422_naming_the_field(tmp_path, a
         form = runtime.open_interview(interview(
             choice("q", "a"), {"id": "t", "header": "T?", "options": [{"id": "x", "label": "X", "textInput": {}}]}))
         extra = {} if general is None else {"generalNotes": general}
-        refused = submit(form.url, answers, **extra)
+        refused = submit(runtime.form_url(form), answers, **extra)
         assert refused.status == 422 and refused.json()["error"] == field + " than 20000 characters"
         assert form.state == "pending"
         # At the limit it is taken whole (whitespace around it does not count).
@@ -369,7 +369,7 @@ def test_a_free_text_past_20000_characters_is_a_422_naming_the_field(tmp_path, a
                 row["optionTexts"] = {"x": row["optionTexts"]["x"][:LIMIT]}
         if general is not None:
             extra["generalNotes"] = general[:LIMIT]
-        assert submit(form.url, at_limit, **extra).status == 200
+        assert submit(runtime.form_url(form), at_limit, **extra).status == 200
     finally:
         runtime.close()
 
@@ -404,7 +404,7 @@ def test_an_upload_whose_body_ends_after_the_submit_is_a_409_and_leaves_no_file(
     monkeypatch.setattr(askrich.AttachmentStore, "_ensure_folder", folder_then_gate)
     try:
         form = runtime.open_interview(interview(choice("q", "a")))
-        parts = urllib.parse.urlsplit(form.url)
+        parts = urllib.parse.urlsplit(runtime.form_url(form))
         body = os.urandom(3 * 1024 * 1024)
         head = ("POST /api/s/%s/attachments HTTP/1.1\r\nHost: localhost:%d\r\nContent-Type: image/png\r\n"
                 "X-Attachment-Name: screenshot.png\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
@@ -412,7 +412,7 @@ def test_an_upload_whose_body_ends_after_the_submit_is_a_409_and_leaves_no_file(
         with socket.create_connection((parts.hostname, parts.port), timeout=WAIT) as sock:
             sock.sendall(head + body[: len(body) // 2])
             assert reading.wait(WAIT)
-            done = submit(form.url, {"q": {"selected": ["a"]}})
+            done = submit(runtime.form_url(form), {"q": {"selected": ["a"]}})
             assert done.status == 200, done.body
             sock.sendall(body[len(body) // 2:])
             reply = b""
@@ -449,13 +449,13 @@ def test_a_submit_whose_answers_cannot_be_saved_and_that_no_call_takes_is_a_507_
         form = runtime.open_interview(interview(choice("q", "a")))
         real = askrich.write_private_file
         _full_disk(monkeypatch)
-        refused = submit(form.url, {"q": {"selected": ["a"], "notes": "every word"}}, generalNotes="kept")
+        refused = submit(runtime.form_url(form), {"q": {"selected": ["a"], "notes": "every word"}}, generalNotes="kept")
         assert refused.status == 507 and refused.json()["error"] == NOT_SAVED % "No space left on device"
         assert refused.json()["code"] == "not-saved"
         assert form.state == "pending" and form.settled_result() is None
         assert "archive-failed" in stderr.getvalue()
         monkeypatch.setattr(askrich, "write_private_file", real)  # room again: send again
-        again = submit(form.url, {"q": {"selected": ["a"], "notes": "every word"}}, generalNotes="kept")
+        again = submit(runtime.form_url(form), {"q": {"selected": ["a"], "notes": "every word"}}, generalNotes="kept")
         assert again.status == 200 and again.json()["delivered"] is False
         record = runtime.archive.find(form.id)
         assert record["answers"][0]["notes"] == "every word" and record["generalNotes"] == "kept"
@@ -512,7 +512,7 @@ def test_the_archive_is_written_with_the_interview_free_and_changes_meanwhile_wa
         outcomes, late = {}, []
 
         def during():
-            reader = _in_thread(outcomes, "state", form.state_json)
+            reader = _in_thread(outcomes, "state", lambda: askrich.state_json(form.status()))
             reader.join(WAIT)
             assert not reader.is_alive(), "the interview's state could not be read while its archive was written"
             late.append(_in_thread(outcomes, "append", lambda: runtime.append_questions(form.id, [choice("later", "a")])))
@@ -578,13 +578,13 @@ def test_on_a_really_full_disk_the_submit_is_a_507_and_goes_through_once_there_i
                 except OSError as error:
                     assert error.errno == errno.ENOSPC
             answers = {"q": {"selected": ["a"], "notes": "n" * 8000}}
-            refused = submit(form.url, answers)
+            refused = submit(runtime.form_url(form), answers)
             assert refused.status == 507, refused.body
             assert refused.json()["error"] == NOT_SAVED % "No space left on device"
             assert form.state == "pending"
             assert [n for n in os.listdir(os.path.join(str(log_dir), "answers")) if n.endswith(".tmp")] == []
             os.unlink(filler)
-            assert submit(form.url, answers).status == 200
+            assert submit(runtime.form_url(form), answers).status == 200
             assert runtime.archive.find(form.id)["answers"][0]["notes"] == "n" * 8000
         finally:
             runtime.close()
@@ -598,14 +598,14 @@ def test_every_folder_made_is_fsynced_into_its_parent_before_the_reply(tmp_path,
     try:
         form = runtime.open_interview(interview(choice("q", "a")))
         root = os.path.abspath(str(tmp_path))
-        reply = http_request(form.url.replace("/s/", "/api/s/") + "/attachments", "POST", b"png",
+        reply = http_request(runtime.form_url(form).replace("/s/", "/api/s/") + "/attachments", "POST", b"png",
                              {"X-Attachment-Name": "a.png", "Content-Type": "image/png"})
         assert reply.status == 201
         attachments = os.path.join(root, "attachments")
         # attachments/ into the log dir, attachments/<id>/ into attachments/, the file into its folder.
         assert synced[:3] == [root, attachments, os.path.join(attachments, form.id)], synced
         del synced[:]
-        assert submit(form.url, {"q": {"selected": ["a"]}}).status == 200
+        assert submit(runtime.form_url(form), {"q": {"selected": ["a"]}}).status == 200
         assert synced[:2] == [root, os.path.join(root, "answers")], synced
     finally:
         runtime.close()

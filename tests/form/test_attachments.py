@@ -50,11 +50,11 @@ def stored_path(runtime, opened, reply):
     return os.path.join(folder_of(runtime, opened), "%s-%s" % (reply["id"], reply["name"]))
 
 
-def raw_upload(opened, length: int, body: bytes = b"") -> bytes:
-    """An upload that declares `length` bytes and sends `body`, then only reads: the raw
-    response."""
-    port = urllib.parse.urlsplit(opened.url).port
-    path = urllib.parse.urlsplit(api_url(opened.url, "attachments")).path
+def raw_upload(url, length: int, body: bytes = b"") -> bytes:
+    """An upload to the form at `url` that declares `length` bytes and sends `body`, then
+    only reads: the raw response."""
+    port = urllib.parse.urlsplit(url).port
+    path = urllib.parse.urlsplit(api_url(url, "attachments")).path
     head = ("POST %s HTTP/1.1\r\nHost: localhost:%d\r\nContent-Type: image/png\r\n"
             "X-Attachment-Name: big.png\r\nContent-Length: %d\r\n\r\n" % (path, port, length))
     with socket.create_connection(("127.0.0.1", port), timeout=WAIT) as sock:
@@ -72,7 +72,7 @@ OPENED = (choice("db", "pg", "my"), choice("r", "x", "y"))
 
 
 def test_an_upload_is_201_once_stored_whole_in_a_0700_folder_as_a_0600_file(opened, runtime):
-    response = upload(opened.url, PNG, "screen shot.png", "image/png")
+    response = upload(runtime.form_url(opened), PNG, "screen shot.png", "image/png")
     assert response.status == 201
     reply = response.json()
     assert set(reply) == {"id", "name", "mimeType", "bytes"}
@@ -84,21 +84,21 @@ def test_an_upload_is_201_once_stored_whole_in_a_0700_folder_as_a_0600_file(open
     assert os.listdir(folder_of(runtime, opened)) == [os.path.basename(path)], "a temporary file was left"
 
 
-def test_an_upload_of_unknown_or_strange_type_is_stored_as_octet_stream(opened):
-    assert upload(opened.url, b"x", content_type="").json()["mimeType"] == "application/octet-stream"
-    assert upload(opened.url, b"x", content_type="nonsense").json()["mimeType"] == "application/octet-stream"
-    assert upload(opened.url, b"x", content_type="Text/Plain; charset=utf-8").json()["mimeType"] == "text/plain"
+def test_an_upload_of_unknown_or_strange_type_is_stored_as_octet_stream(runtime, opened):
+    assert upload(runtime.form_url(opened), b"x", content_type="").json()["mimeType"] == "application/octet-stream"
+    assert upload(runtime.form_url(opened), b"x", content_type="nonsense").json()["mimeType"] == "application/octet-stream"
+    assert upload(runtime.form_url(opened), b"x", content_type="Text/Plain; charset=utf-8").json()["mimeType"] == "text/plain"
 
 
 def test_an_upload_without_its_name_header_is_400_and_stores_nothing(opened, runtime):
-    response = upload(opened.url, b"data", name=None)
+    response = upload(runtime.form_url(opened), b"data", name=None)
     assert response.status == 400
     assert "X-Attachment-Name" in response.json()["error"]
     assert not os.path.exists(folder_of(runtime, opened))
 
 
 def test_an_empty_file_is_stored(opened, runtime):
-    response = upload(opened.url, b"", "empty.log")
+    response = upload(runtime.form_url(opened), b"", "empty.log")
     assert response.status == 201 and response.json()["bytes"] == 0
     assert open(stored_path(runtime, opened, response.json()), "rb").read() == b""
 
@@ -109,66 +109,66 @@ def test_an_empty_file_is_stored(opened, runtime):
     ({"Origin": "null"}, "forbidden origin"),
 ])
 def test_uploads_from_a_foreign_host_or_origin_are_403(opened, runtime, headers, error):
-    response = upload(opened.url, b"data", headers=headers)
+    response = upload(runtime.form_url(opened), b"data", headers=headers)
     assert response.status == 403 and response.json() == {"error": error, "code": error.replace(" ", "-")}
     assert not os.path.exists(folder_of(runtime, opened))
 
 
-def test_an_upload_to_an_unknown_interview_is_404(opened):
-    base = opened.url.rsplit("/s/", 1)[0]
+def test_an_upload_to_an_unknown_interview_is_404(runtime, opened):
+    base = runtime.form_url(opened).rsplit("/s/", 1)[0]
     assert upload(base + "/s/" + "A" * 24).status == 404
 
 
-def test_an_upload_after_the_submit_is_409(opened):
-    assert submit(opened.url, {}).status == 200
-    response = upload(opened.url)
+def test_an_upload_after_the_submit_is_409(runtime, opened):
+    assert submit(runtime.form_url(opened), {}).status == 200
+    response = upload(runtime.form_url(opened))
     assert response.status == 409
     assert response.json() == {"error": "interview already submitted", "code": "not-pending"}
 
 
 def test_a_file_over_10_mib_is_413_without_the_server_reading_it(opened, runtime):
-    raw = raw_upload(opened, 10 * MIB + 1)  # no body at all: the answer comes from the length
+    raw = raw_upload(runtime.form_url(opened), 10 * MIB + 1)  # no body at all: the answer comes from the length
     assert raw.startswith(b"HTTP/1.0 413") or raw.startswith(b"HTTP/1.1 413"), raw[:200]
     assert raw.endswith(b'{"error": "a file may be at most 10 MiB", "code": "too-large"}')
     assert b"nosniff" in raw
-    assert upload(opened.url, b"x" * (10 * MIB), "exactly.bin").status == 201
+    assert upload(runtime.form_url(opened), b"x" * (10 * MIB), "exactly.bin").status == 201
 
 
-def test_the_21st_upload_is_413_naming_the_limit_and_a_removal_frees_its_place(opened):
-    ids = [upload(opened.url, b"%d" % i, "f%d.txt" % i).json()["id"] for i in range(20)]
-    response = upload(opened.url, b"one more")
+def test_the_21st_upload_is_413_naming_the_limit_and_a_removal_frees_its_place(runtime, opened):
+    ids = [upload(runtime.form_url(opened), b"%d" % i, "f%d.txt" % i).json()["id"] for i in range(20)]
+    response = upload(runtime.form_url(opened), b"one more")
     assert response.status == 413
     assert response.json() == {"error": "an interview may have at most 20 attachments", "code": "too-many-files"}
-    assert http_request(attachment_url(opened.url, ids[0]), "DELETE").status == 204
-    assert upload(opened.url, b"one more").status == 201
+    assert http_request(attachment_url(runtime.form_url(opened), ids[0]), "DELETE").status == 204
+    assert upload(runtime.form_url(opened), b"one more").status == 201
 
 
-def test_uploads_past_50_mib_in_one_interview_are_413_naming_the_limit(opened):
+def test_uploads_past_50_mib_in_one_interview_are_413_naming_the_limit(runtime, opened):
     chunk = b"z" * (10 * MIB)
     for number in range(5):
-        assert upload(opened.url, chunk, "part%d.bin" % number).status == 201
-    response = upload(opened.url, b"1")
+        assert upload(runtime.form_url(opened), chunk, "part%d.bin" % number).status == 201
+    response = upload(runtime.form_url(opened), b"1")
     assert response.status == 413
     assert response.json() == {"error": "an interview's attachments may be at most 50 MiB in all", "code": "attachments-too-large"}
 
 
 def test_an_upload_cut_short_is_refused_and_leaves_no_file(opened, runtime):
-    raw = raw_upload(opened, 1000, b"x" * 10)
+    raw = raw_upload(runtime.form_url(opened), 1000, b"x" * 10)
     assert b" 400 " in raw.split(b"\r\n", 1)[0], raw[:200]
     assert b"ended after 10 of its 1000 bytes" in raw
     assert os.listdir(folder_of(runtime, opened)) == []
-    assert upload(opened.url).status == 201, "the refused upload still counts against the limits"
+    assert upload(runtime.form_url(opened)).status == 201, "the refused upload still counts against the limits"
 
 
 def test_a_log_dir_that_cannot_hold_attachments_is_a_clear_500_and_the_server_keeps_serving(opened, runtime):
     with open(os.path.join(runtime.config.log_dir, "attachments"), "w") as blocker:
         blocker.write("not a folder")
-    response = upload(opened.url)
+    response = upload(runtime.form_url(opened))
     assert response.status == 500
     assert response.json()["error"].startswith("the file could not be stored in ")
-    assert http_request(api_url(opened.url, "state")).json()["state"] == "pending"
+    assert http_request(api_url(runtime.form_url(opened), "state")).json()["state"] == "pending"
     os.unlink(os.path.join(runtime.config.log_dir, "attachments"))
-    assert upload(opened.url).status == 201, "the refused upload still counts against the limits"
+    assert upload(runtime.form_url(opened)).status == 201, "the refused upload still counts against the limits"
 
 
 def test_a_planted_symlink_for_the_interview_folder_is_refused(opened, runtime, tmp_path):
@@ -176,7 +176,7 @@ def test_a_planted_symlink_for_the_interview_folder_is_refused(opened, runtime, 
     elsewhere.mkdir()
     os.makedirs(os.path.join(runtime.config.log_dir, "attachments"))
     os.symlink(str(elsewhere), folder_of(runtime, opened))
-    response = upload(opened.url)
+    response = upload(runtime.form_url(opened))
     assert response.status == 500 and "is not a folder" in response.json()["error"]
     assert os.listdir(str(elsewhere)) == []
 
@@ -210,7 +210,7 @@ def test_hostile_names_are_reduced_to_one_safe_base_name(given_name, safe):
 @pytest.mark.parametrize("given_name", ["../../../../tmp/escape", "..", ".", "%2e%2e%2fx", "a/../../b",
                                         "\x00", "." * 300, "x" * 5000])
 def test_a_hostile_name_is_stored_inside_the_interview_folder(opened, runtime, given_name):
-    response = upload(opened.url, b"payload", given_name)
+    response = upload(runtime.form_url(opened), b"payload", given_name)
     assert response.status == 201
     path = stored_path(runtime, opened, response.json())
     folder = os.path.realpath(folder_of(runtime, opened))
@@ -220,7 +220,7 @@ def test_a_hostile_name_is_stored_inside_the_interview_folder(opened, runtime, g
 
 
 def test_a_name_sent_raw_rather_than_percent_encoded_is_still_made_safe(opened, runtime):
-    response = upload(opened.url, b"p", name=None, headers={"X-Attachment-Name": "../x%ZZ.txt"})
+    response = upload(runtime.form_url(opened), b"p", name=None, headers={"X-Attachment-Name": "../x%ZZ.txt"})
     assert response.status == 201 and response.json()["name"] == "x%ZZ.txt"
 
 
@@ -241,7 +241,7 @@ def test_any_name_and_bytes_are_stored_inside_the_folder_and_come_back_identical
     property_runtime, name, data, content_type
 ):
     opened = property_runtime.open_interview(interview())
-    response = upload(opened.url, data, name, content_type)
+    response = upload(property_runtime.form_url(opened), data, name, content_type)
     if response.status != 201:
         assert response.status in UPLOAD_STATUSES and isinstance(response.json()["error"], str)
         return
@@ -250,7 +250,7 @@ def test_any_name_and_bytes_are_stored_inside_the_folder_and_come_back_identical
     assert reply["name"] == askrich.safe_attachment_name(raw.decode("utf-8", "replace"))
     folder = os.path.realpath(folder_of(property_runtime, opened))
     assert os.listdir(folder) == ["%s-%s" % (reply["id"], reply["name"])]
-    back = http_request(attachment_url(opened.url, reply["id"]))
+    back = http_request(attachment_url(property_runtime.form_url(opened), reply["id"]))
     assert back.status == 200 and back.body == data
     assert back.headers["X-Content-Type-Options"] == "nosniff"
 
@@ -259,9 +259,9 @@ def test_any_name_and_bytes_are_stored_inside_the_folder_and_come_back_identical
 
 
 @pytest.mark.parametrize("content_type", sorted(askrich.ATTACHMENT_IMAGE_TYPES))
-def test_the_four_image_types_come_back_as_themselves_for_thumbnails(opened, content_type):
-    reply = upload(opened.url, PNG, "shot", content_type).json()
-    response = http_request(attachment_url(opened.url, reply["id"]))
+def test_the_four_image_types_come_back_as_themselves_for_thumbnails(runtime, opened, content_type):
+    reply = upload(runtime.form_url(opened), PNG, "shot", content_type).json()
+    response = http_request(attachment_url(runtime.form_url(opened), reply["id"]))
     assert response.status == 200 and response.body == PNG
     assert response.headers["Content-Type"] == content_type
     assert response.headers["X-Content-Type-Options"] == "nosniff"
@@ -271,9 +271,9 @@ def test_the_four_image_types_come_back_as_themselves_for_thumbnails(opened, con
 
 @pytest.mark.parametrize("content_type", ["text/html", "image/svg+xml", "application/javascript", "text/plain",
                                           "application/octet-stream"])
-def test_anything_else_comes_back_only_as_a_download(opened, content_type):
-    reply = upload(opened.url, b"<script>alert(1)</script>", "page é.html", content_type).json()
-    response = http_request(attachment_url(opened.url, reply["id"]))
+def test_anything_else_comes_back_only_as_a_download(runtime, opened, content_type):
+    reply = upload(runtime.form_url(opened), b"<script>alert(1)</script>", "page é.html", content_type).json()
+    response = http_request(attachment_url(runtime.form_url(opened), reply["id"]))
     assert response.status == 200 and response.body == b"<script>alert(1)</script>"
     assert response.headers["Content-Type"] == "application/octet-stream"
     assert response.headers["Content-Disposition"] == "attachment; filename*=UTF-8''page%20%C3%A9.html"
@@ -282,38 +282,38 @@ def test_anything_else_comes_back_only_as_a_download(opened, content_type):
 
 def test_an_unknown_attachment_is_404_and_another_interviews_is_not_reachable(opened, runtime):
     other = runtime.open_interview(interview())
-    reply = upload(other.url, PNG, "theirs.png", "image/png").json()
-    assert http_request(attachment_url(opened.url, reply["id"])).status == 404
-    assert http_request(attachment_url(opened.url, "0123456789abcdef")).status == 404
-    assert http_request(attachment_url(opened.url, "..%2f..%2fserver.log")).status == 404
-    assert http_request(attachment_url(opened.url, reply["id"]), "DELETE").status == 404
-    assert http_request(attachment_url(other.url, reply["id"])).status == 200
+    reply = upload(runtime.form_url(other), PNG, "theirs.png", "image/png").json()
+    assert http_request(attachment_url(runtime.form_url(opened), reply["id"])).status == 404
+    assert http_request(attachment_url(runtime.form_url(opened), "0123456789abcdef")).status == 404
+    assert http_request(attachment_url(runtime.form_url(opened), "..%2f..%2fserver.log")).status == 404
+    assert http_request(attachment_url(runtime.form_url(opened), reply["id"]), "DELETE").status == 404
+    assert http_request(attachment_url(runtime.form_url(other), reply["id"])).status == 200
 
 
 def test_a_removal_while_pending_is_204_and_the_file_is_gone(opened, runtime):
-    reply = upload(opened.url, PNG, "gone.png", "image/png").json()
+    reply = upload(runtime.form_url(opened), PNG, "gone.png", "image/png").json()
     path = stored_path(runtime, opened, reply)
-    response = http_request(attachment_url(opened.url, reply["id"]), "DELETE")
+    response = http_request(attachment_url(runtime.form_url(opened), reply["id"]), "DELETE")
     assert response.status == 204 and response.body == b""
     assert not os.path.exists(path)
-    assert http_request(attachment_url(opened.url, reply["id"])).status == 404
-    assert http_request(attachment_url(opened.url, reply["id"]), "DELETE").status == 404
+    assert http_request(attachment_url(runtime.form_url(opened), reply["id"])).status == 404
+    assert http_request(attachment_url(runtime.form_url(opened), reply["id"]), "DELETE").status == 404
 
 
 def test_a_removal_after_the_submit_is_409_and_the_file_stays(opened, runtime):
-    reply = upload(opened.url, PNG, "kept.png", "image/png").json()
-    assert submit(opened.url, {}, attachments={"db": [reply["id"]]}).status == 200
-    response = http_request(attachment_url(opened.url, reply["id"]), "DELETE")
+    reply = upload(runtime.form_url(opened), PNG, "kept.png", "image/png").json()
+    assert submit(runtime.form_url(opened), {}, attachments={"db": [reply["id"]]}).status == 200
+    response = http_request(attachment_url(runtime.form_url(opened), reply["id"]), "DELETE")
     assert response.status == 409 and response.json() == {"error": "interview already submitted", "code": "not-pending"}
     assert os.path.exists(stored_path(runtime, opened, reply))
-    assert http_request(attachment_url(opened.url, reply["id"])).status == 200
+    assert http_request(attachment_url(runtime.form_url(opened), reply["id"])).status == 200
 
 
-def test_wrong_methods_on_the_attachment_routes_are_405_with_allow(opened):
-    reply = upload(opened.url).json()
-    response = http_request(attachment_url(opened.url, reply["id"]), "POST", b"x", {"X-Attachment-Name": "a"})
+def test_wrong_methods_on_the_attachment_routes_are_405_with_allow(runtime, opened):
+    reply = upload(runtime.form_url(opened)).json()
+    response = http_request(attachment_url(runtime.form_url(opened), reply["id"]), "POST", b"x", {"X-Attachment-Name": "a"})
     assert response.status == 405 and response.headers["Allow"] == "GET, DELETE"
-    response = http_request(api_url(opened.url, "attachments"))
+    response = http_request(api_url(runtime.form_url(opened), "attachments"))
     assert response.status == 405 and response.headers["Allow"] == "POST"
 
 
@@ -321,10 +321,10 @@ def test_wrong_methods_on_the_attachment_routes_are_405_with_allow(opened):
 
 
 def test_the_result_carries_each_questions_attachments_and_the_general_ones_with_absolute_paths(opened, runtime):
-    shot = upload(opened.url, PNG, "shot.png", "image/png").json()
-    log = upload(opened.url, b"trace\n" * 100, "app.log", "text/plain").json()
-    config = upload(opened.url, b"k=v", "settings.ini", "").json()
-    response = submit(opened.url, {"db": {"selected": ["pg"]}}, generalNotes="see files",
+    shot = upload(runtime.form_url(opened), PNG, "shot.png", "image/png").json()
+    log = upload(runtime.form_url(opened), b"trace\n" * 100, "app.log", "text/plain").json()
+    config = upload(runtime.form_url(opened), b"k=v", "settings.ini", "").json()
+    response = submit(runtime.form_url(opened), {"db": {"selected": ["pg"]}}, generalNotes="see files",
                       attachments={"db": [shot["id"], log["id"], shot["id"]], "": [config["id"]]})
     assert response.status == 200
     result = wait_for_result(runtime, opened.id, 5)
@@ -348,8 +348,8 @@ def test_the_result_carries_each_questions_attachments_and_the_general_ones_with
 
 
 def test_general_attachments_without_general_notes_still_get_their_summary_line(opened, runtime):
-    shot = upload(opened.url, PNG, "only.png", "image/png").json()
-    assert submit(opened.url, {}, attachments={"": [shot["id"]]}).status == 200
+    shot = upload(runtime.form_url(opened), PNG, "only.png", "image/png").json()
+    assert submit(runtime.form_url(opened), {}, attachments={"": [shot["id"]]}).status == 200
     summary = wait_for_result(runtime, opened.id, 5)["summary"]
     assert "General notes: none | attachments: only.png" in summary.splitlines()
 
@@ -360,28 +360,28 @@ def test_general_attachments_without_general_notes_still_get_their_summary_line(
     ({"db": "x"}, 'attachments of "db" must be an array of attachment ids'),
     ([], "attachments must be an object of question id to attachment ids"),
 ])
-def test_a_submit_naming_an_unknown_attachment_or_question_is_422_and_stays_open(opened, attachments, error):
-    response = submit(opened.url, {}, attachments=attachments)
+def test_a_submit_naming_an_unknown_attachment_or_question_is_422_and_stays_open(runtime, opened, attachments, error):
+    response = submit(runtime.form_url(opened), {}, attachments=attachments)
     assert response.status == 422
     assert error in response.json()["error"]
-    assert http_request(api_url(opened.url, "state")).json()["state"] == "pending"
+    assert http_request(api_url(runtime.form_url(opened), "state")).json()["state"] == "pending"
 
 
-def test_a_removed_upload_cannot_be_submitted(opened):
-    reply = upload(opened.url).json()
-    assert http_request(attachment_url(opened.url, reply["id"]), "DELETE").status == 204
-    response = submit(opened.url, {}, attachments={"": [reply["id"]]})
+def test_a_removed_upload_cannot_be_submitted(runtime, opened):
+    reply = upload(runtime.form_url(opened)).json()
+    assert http_request(attachment_url(runtime.form_url(opened), reply["id"]), "DELETE").status == 204
+    response = submit(runtime.form_url(opened), {}, attachments={"": [reply["id"]]})
     assert response.status == 422 and reply["id"] in response.json()["error"]
 
 
 def test_another_interviews_upload_cannot_be_submitted(opened, runtime):
     other = runtime.open_interview(interview())
-    reply = upload(other.url).json()
-    assert submit(opened.url, {}, attachments={"db": [reply["id"]]}).status == 422
+    reply = upload(runtime.form_url(other)).json()
+    assert submit(runtime.form_url(opened), {}, attachments={"db": [reply["id"]]}).status == 422
 
 
 def test_a_result_without_the_form_has_empty_attachments(opened, runtime):
-    upload(opened.url)
+    upload(runtime.form_url(opened))
     result = runtime.hub.settle_without_form(opened, {}, "submitted", "elicitation")
     assert result["generalAttachments"] == []
     assert all(row["attachments"] == [] for row in result["answers"])
@@ -406,8 +406,8 @@ def test_the_tool_descriptions_tell_the_model_attachments_have_paths_to_open():
 
 
 def test_the_archive_keeps_attachments_for_await_user_answers_after_a_restart(opened, runtime, tmp_path):
-    shot = upload(opened.url, PNG, "kept.png", "image/png").json()
-    assert submit(opened.url, {}, attachments={"r": [shot["id"]], "": [shot["id"]]}).status == 200
+    shot = upload(runtime.form_url(opened), PNG, "kept.png", "image/png").json()
+    assert submit(runtime.form_url(opened), {}, attachments={"r": [shot["id"]], "": [shot["id"]]}).status == 200
     runtime.close()
     config = askrich.Config(log_dir=runtime.config.log_dir, open_browser=False)
     fresh = askrich.Runtime(config, askrich.Log(config.log_dir, io.StringIO()))

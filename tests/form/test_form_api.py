@@ -36,8 +36,8 @@ def port_of(url):
     return urllib.parse.urlsplit(url).port
 
 
-def test_the_form_page_is_served_with_the_security_headers(opened):
-    response = http_request(opened.url)
+def test_the_form_page_is_served_with_the_security_headers(runtime, opened):
+    response = http_request(runtime.form_url(opened))
     assert response.status == 200
     assert response.headers["Content-Type"] == "text/html; charset=utf-8"
     assert response.headers["Content-Security-Policy"] == CSP
@@ -52,8 +52,8 @@ def test_the_form_page_is_served_with_the_security_headers(opened):
         assert "src=" in tag.split(">")[0]
 
 
-def test_unknown_tokens_get_404_with_the_plain_text(opened):
-    base = opened.url.rsplit("/s/", 1)[0]
+def test_unknown_tokens_get_404_with_the_plain_text(runtime, opened):
+    base = runtime.form_url(opened).rsplit("/s/", 1)[0]
     response = http_request(base + "/s/" + "A" * 24)
     assert response.status == 404
     assert response.body.decode() == "Interview not found or expired."
@@ -61,8 +61,8 @@ def test_unknown_tokens_get_404_with_the_plain_text(opened):
     assert http_request(base + "/api/s/" + "A" * 24 + "/state").status == 404
 
 
-def test_only_allow_listed_assets_are_served_with_fixed_types(opened):
-    base = opened.url.rsplit("/s/", 1)[0]
+def test_only_allow_listed_assets_are_served_with_fixed_types(runtime, opened):
+    base = runtime.form_url(opened).rsplit("/s/", 1)[0]
     for name in sorted(askrich.ASSET_FILES):
         response = http_request(base + "/assets/" + name)
         assert response.status == 200, name
@@ -74,54 +74,54 @@ def test_only_allow_listed_assets_are_served_with_fixed_types(opened):
 
 
 @pytest.mark.parametrize("host", ["evil.example", "evil.example:80", "127.0.0.2", "localhost.evil", ""])
-def test_foreign_host_headers_are_forbidden(opened, host):
-    response = http_request(opened.url, headers={"Host": host})
+def test_foreign_host_headers_are_forbidden(runtime, opened, host):
+    response = http_request(runtime.form_url(opened), headers={"Host": host})
     assert response.status == 403
     assert response.json() == {"error": "forbidden host", "code": "forbidden-host"}
 
 
 @pytest.mark.parametrize("host", ["localhost", "127.0.0.1", "[::1]", "LOCALHOST"])
-def test_loopback_host_names_are_accepted_with_or_without_port(opened, host):
-    port = port_of(opened.url)
-    assert http_request(opened.url, headers={"Host": host}).status == 200
-    assert http_request(opened.url, headers={"Host": "%s:%d" % (host, port)}).status == 200
+def test_loopback_host_names_are_accepted_with_or_without_port(runtime, opened, host):
+    port = port_of(runtime.form_url(opened))
+    assert http_request(runtime.form_url(opened), headers={"Host": host}).status == 200
+    assert http_request(runtime.form_url(opened), headers={"Host": "%s:%d" % (host, port)}).status == 200
 
 
 @pytest.mark.parametrize("origin", ["null", "http://evil.example", "http://localhost:1", "https://localhost"])
-def test_foreign_origins_are_forbidden_on_every_route(opened, origin):
-    for url, method in ((opened.url, "GET"), (api_url(opened.url), "GET"),
-                        (api_url(opened.url, "submit"), "POST")):
+def test_foreign_origins_are_forbidden_on_every_route(runtime, opened, origin):
+    for url, method in ((runtime.form_url(opened), "GET"), (api_url(runtime.form_url(opened)), "GET"),
+                        (api_url(runtime.form_url(opened), "submit"), "POST")):
         response = http_request(url, method, {"answers": {}}, headers={"Origin": origin})
         assert response.status == 403, (url, origin)
-    assert http_request(api_url(opened.url, "state")).json()["state"] == "pending"
+    assert http_request(api_url(runtime.form_url(opened), "state")).json()["state"] == "pending"
 
 
-def test_own_origin_is_accepted(opened):
-    origin = "http://localhost:%d" % port_of(opened.url)
-    response = http_request(api_url(opened.url, "state"), headers={"Origin": origin})
+def test_own_origin_is_accepted(runtime, opened):
+    origin = "http://localhost:%d" % port_of(runtime.form_url(opened))
+    response = http_request(api_url(runtime.form_url(opened), "state"), headers={"Origin": origin})
     assert response.status == 200
     # What the browser sends on the form's own fetch POST.
-    posted = http_request(api_url(opened.url, "progress"), "POST",
+    posted = http_request(api_url(runtime.form_url(opened), "progress"), "POST",
                           {"answered": 1, "deferred": 0, "needsInfo": 0, "open": 2},
                           headers={"Origin": origin})
     assert posted.status == 204
 
 
-def test_api_returns_the_filled_spec_and_state(opened):
-    payload = http_request(api_url(opened.url)).json()
+def test_api_returns_the_filled_spec_and_state(runtime, opened):
+    payload = http_request(api_url(runtime.form_url(opened))).json()
     assert payload["id"] == opened.id
     assert payload["state"] == "pending" and payload["version"] == 1
     assert payload["note"] is None and payload["result"] is None
     question = payload["spec"]["questions"][1]
     assert question["kind"] == "rank" and question["allowOther"] is False
     assert question["recommended"] == [] and question["version"] == 1
-    assert http_request(api_url(opened.url, "state")).json() == {
+    assert http_request(api_url(runtime.form_url(opened), "state")).json() == {
         "state": "pending", "waiting": False, "version": 1,
     }
 
 
-def test_the_api_carries_the_limits_the_form_keeps_and_the_form_has_no_number_of_its_own(opened):
-    assert http_request(api_url(opened.url)).json()["limits"] == {
+def test_the_api_carries_the_limits_the_form_keeps_and_the_form_has_no_number_of_its_own(runtime, opened):
+    assert http_request(api_url(runtime.form_url(opened))).json()["limits"] == {
         "freeText": askrich.FREE_TEXT_MAX,
         "attachmentBytes": askrich.ATTACHMENT_MAX_BYTES,
         "attachments": askrich.ATTACHMENTS_MAX_COUNT,
@@ -135,7 +135,7 @@ def test_the_api_carries_the_limits_the_form_keeps_and_the_form_has_no_number_of
 
 
 def test_a_submit_is_checked_type_size_json_shape_version_answers_in_that_order(opened, runtime):
-    url = api_url(opened.url, "submit")
+    url = api_url(runtime.form_url(opened), "submit")
     # 1. media type (a form or text/plain post, which needs no preflight, is refused)
     for content_type in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data"):
         response = http_request(url, "POST", b'{"answers": {}}', {"Content-Type": content_type})
@@ -153,27 +153,27 @@ def test_a_submit_is_checked_type_size_json_shape_version_answers_in_that_order(
         assert response.json() == {"error": "payload must be an object with an answers object", "code": "invalid-answers"}
     # 4. a stale specVersion
     runtime.append_questions(opened.id, [choice("late", "x")])
-    stale = submit(opened.url, {}, specVersion=1)
+    stale = submit(runtime.form_url(opened), {}, specVersion=1)
     assert stale.status == 409 and stale.json() == {"error": "new questions were added", "code": "stale-version", "version": 2}
     # 5. answer problems keep the interview open
-    wrong = submit(opened.url, {"db": {"selected": ["mongo"]}}, specVersion=2)
+    wrong = submit(runtime.form_url(opened), {"db": {"selected": ["mongo"]}}, specVersion=2)
     assert wrong.status == 422
     assert wrong.json()["error"] == 'question "db": unknown option id "mongo"'
-    needs_text = submit(opened.url, {"src": {"selected": ["up"]}})
+    needs_text = submit(runtime.form_url(opened), {"src": {"selected": ["up"]}})
     assert needs_text.json()["error"] == 'question "src": option "up" needs its text'
     # 6. success, then 2. not pending
-    done = submit(opened.url, {"db": {"selected": ["pg"]}}, specVersion=2)
+    done = submit(runtime.form_url(opened), {"db": {"selected": ["pg"]}}, specVersion=2)
     assert done.status == 200
     assert done.json() == {"ok": True, "delivered": False, "counts": {
         "answered": 1, "deferred": 0, "needsInfo": 0, "unanswered": 3}}
-    again = submit(opened.url, {})
+    again = submit(runtime.form_url(opened), {})
     assert again.status == 409 and again.json() == {"error": "interview already submitted", "code": "not-pending"}
-    after = http_request(api_url(opened.url)).json()
+    after = http_request(api_url(runtime.form_url(opened))).json()
     assert after["state"] == "submitted" and after["result"]["answers"][0]["selected"] == ["pg"]
 
 
 def test_a_submit_is_archived_durably_with_private_permissions(opened, runtime):
-    assert submit(opened.url, {"db": {"selected": ["my"], "notes": "n"}}, generalNotes="g").status == 200
+    assert submit(runtime.form_url(opened), {"db": {"selected": ["my"], "notes": "n"}}, generalNotes="g").status == 200
     directory = os.path.join(runtime.config.log_dir, "answers")
     (name,) = os.listdir(directory)
     assert name.endswith("-%s.json" % opened.id)
@@ -187,15 +187,15 @@ def test_a_submit_is_archived_durably_with_private_permissions(opened, runtime):
     assert stat.S_IMODE(os.stat(runtime.config.log_dir).st_mode) == 0o700
 
 
-def test_a_progress_post_takes_only_json_counts_that_make_sense(opened):
-    url = api_url(opened.url, "progress")
+def test_a_progress_post_takes_only_json_counts_that_make_sense(runtime, opened):
+    url = api_url(runtime.form_url(opened), "progress")
     assert http_request(url, "POST", {"answered": 1, "deferred": 0, "needsInfo": 0, "open": 2}).status == 204
     assert http_request(url, "POST", {"answered": -1}).status == 422
     assert http_request(url, "POST", b"x", {"Content-Type": "text/plain"}).status == 415
 
 
 def test_a_visibility_report_moves_what_the_notices_judge_by_and_a_bad_one_is_refused(opened, runtime):
-    url = api_url(opened.url, "visibility")
+    url = api_url(runtime.form_url(opened), "visibility")
     seen = {"page": "tab-1", "visibility": "visible", "focus": True}
     assert http_request(url, "POST", seen).status == 204
     assert opened.attention()["sightings"] == 1
@@ -217,16 +217,16 @@ def test_a_visibility_report_moves_what_the_notices_judge_by_and_a_bad_one_is_re
     assert http_request(url, "POST", b"{", {"Content-Type": "application/json"}).json()["code"] == "bad-json"
     assert http_request(url, "POST", b"x", {"Content-Type": "text/plain"}).status == 415
     assert http_request(url, "POST", b"x" * 2000, {"Content-Type": "application/json"}).status == 413
-    assert http_request(api_url(opened.url.replace(opened.token, "nope"), "visibility"), "POST", seen).status == 404
+    assert http_request(api_url(runtime.form_url(opened).replace(opened.token, "nope"), "visibility"), "POST", seen).status == 404
     assert opened.attention()["sightings"] == 2  # nothing refused counted
     assert http_request(url, "POST", seen).status == 204  # and the server serves on
-    assert http_request(opened.url).status == 200
+    assert http_request(runtime.form_url(opened)).status == 200
 
 
-def test_an_interview_remembers_its_latest_pages_only(opened):
+def test_an_interview_remembers_its_latest_pages_only(runtime, opened):
     """A page that keeps saying it is in view is one sighting; one forgotten (the bound on
     pages kept) counts again when it next says so."""
-    url = api_url(opened.url, "visibility")
+    url = api_url(runtime.form_url(opened), "visibility")
     seen = {"page": "p0", "visibility": "visible", "focus": True}
     assert http_request(url, "POST", seen).status == 204
     assert http_request(url, "POST", seen).status == 204
@@ -237,11 +237,11 @@ def test_an_interview_remembers_its_latest_pages_only(opened):
     assert opened.attention()["sightings"] == 2
 
 
-def test_methods_other_than_get_and_post_are_refused(opened):
+def test_methods_other_than_get_and_post_are_refused(runtime, opened):
     for method in ("PUT", "DELETE", "PATCH", "OPTIONS", "HEAD"):
-        assert http_request(opened.url, method).status == 405
-    assert http_request(opened.url, "BREW").status == 501
-    assert http_request(opened.url).status == 200
+        assert http_request(runtime.form_url(opened), method).status == 405
+    assert http_request(runtime.form_url(opened), "BREW").status == 501
+    assert http_request(runtime.form_url(opened)).status == 200
 
 
 def read_event(response):
@@ -254,9 +254,9 @@ def read_event(response):
 
 
 def test_events_stream_the_state_at_once_and_on_every_change(opened, runtime):
-    parts = urllib.parse.urlsplit(opened.url)
+    parts = urllib.parse.urlsplit(runtime.form_url(opened))
     connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
-    connection.request("GET", urllib.parse.urlsplit(api_url(opened.url, "events")).path)
+    connection.request("GET", urllib.parse.urlsplit(api_url(runtime.form_url(opened), "events")).path)
     response = connection.getresponse()
     assert response.status == 200
     assert response.headers["Content-Type"].startswith("text/event-stream")
@@ -267,7 +267,7 @@ def test_events_stream_the_state_at_once_and_on_every_change(opened, runtime):
     waiter = threading.Thread(target=wait_for_result, args=(runtime, opened.id, 10))
     waiter.start()
     assert read_event(response)[1] == 'data: {"state": "pending", "waiting": true, "version": 2}'
-    submit(opened.url, {})
+    submit(runtime.form_url(opened), {})
     events = [read_event(response)[1]]
     waiter.join(10)
     events.append(read_event(response)[1])
@@ -277,10 +277,10 @@ def test_events_stream_the_state_at_once_and_on_every_change(opened, runtime):
 
 
 def test_settled_interviews_expire_after_thirty_minutes(opened, runtime):
-    submit(opened.url, {})
-    assert http_request(opened.url).status == 200
+    submit(runtime.form_url(opened), {})
+    assert http_request(runtime.form_url(opened)).status == 200
     settled_long_ago(opened, askrich.SETTLED_RETENTION_SECONDS + 1)
-    assert http_request(opened.url).status == 404
+    assert http_request(runtime.form_url(opened)).status == 404
     assert runtime.hub.get(opened.id) is None
     assert runtime.archive.find(opened.id)["interviewId"] == opened.id
 
@@ -302,7 +302,7 @@ def test_a_failed_bind_is_reported_and_the_next_call_tries_again(tmp_path):
         assert "the next call tries again" in text
         blocker.close()
         opened = runtime.open_interview(interview())
-        assert http_request(opened.url).status == 200
+        assert http_request(runtime.form_url(opened)).status == 200
     finally:
         blocker.close()
         runtime.close()
@@ -344,7 +344,7 @@ def test_a_valid_interview_answered_through_http_comes_back_identically(runtime,
     opened = runtime.open_interview(interview(*questions))
     raw = answers_for(opened.spec, data)
     general = data.draw(st.text(max_size=30))
-    response = submit(opened.url, raw, generalNotes=general, specVersion=1)
+    response = submit(runtime.form_url(opened), raw, generalNotes=general, specVersion=1)
     assert response.status == 200, response.body
     result = wait_for_result(runtime, opened.id, timeout=5)
     expected = askrich.check_submission(opened.spec, {"answers": raw})["answers"]
@@ -370,8 +370,8 @@ def test_an_interview_settles_once_and_its_state_follows_the_result_status(runti
     first = runtime.hub.settle_without_form(form, unanswered, status, "elicitation")
     assert first["status"] == status
     assert runtime.hub.settle_without_form(form, unanswered, "submitted", "elicitation") is None
-    assert http_request(api_url(form.url, "state")).json()["state"] == status
-    late = submit(form.url, {"q": {"selected": ["a"]}})
+    assert http_request(api_url(runtime.form_url(form), "state")).json()["state"] == status
+    late = submit(runtime.form_url(form), {"q": {"selected": ["a"]}})
     assert late.status == 409 and late.json() == {"error": "interview already %s" % status, "code": "not-pending"}
     assert wait_for_result(runtime, form.id, 1)["status"] == status
 
@@ -381,13 +381,13 @@ def test_a_cancelled_waiter_leaves_the_interview_pending_and_uncounted(runtime):
     cancellation = askrich.Cancellation()
     outcome = []
     with form.waiter(cancellation) as waiter:
-        assert http_request(api_url(form.url, "state")).json()["waiting"] is True
+        assert http_request(api_url(runtime.form_url(form), "state")).json()["waiting"] is True
         thread = threading.Thread(target=lambda: outcome.append(waiter.wait()))
         thread.start()
         cancellation.cancel()
         thread.join(5)
     assert outcome == ["cancelled"]
-    assert http_request(api_url(form.url, "state")).json() == {"state": "pending", "waiting": False, "version": 1}
+    assert http_request(api_url(runtime.form_url(form), "state")).json() == {"state": "pending", "waiting": False, "version": 1}
 
 
 def test_progress_is_reported_at_once_and_never_after_the_wait_returns(runtime):
@@ -398,7 +398,7 @@ def test_progress_is_reported_at_once_and_never_after_the_wait_returns(runtime):
     def report(facts, first):
         reports.append((facts["answered"], first, done.is_set()))
         if len(reports) == 3:
-            submit(form.url, {"q": {"selected": ["a"]}})
+            submit(runtime.form_url(form), {"q": {"selected": ["a"]}})
 
     result, why = runtime.hub.wait(form, timeout=10, report=report, interval=0.01)
     done.set()

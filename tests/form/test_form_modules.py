@@ -53,6 +53,31 @@ def test_the_pattern_finds_what_it_is_for():
         assert not STATE_WRITE.search(read), read
 
 
+def answer_writes(text: str) -> list:
+    """Writes to an answer reached through answerOf(): `answerOf(q).mode = `, or through a name
+    bound to it (`const a = answerOf(q); a.order.splice(...)`)."""
+    names = set(re.findall(r"\b(?:const|let)\s+([A-Za-z_$][\w$]*)\s*=\s*answerOf\(", text))
+    targets = [r"answerOf\([^)]*\)"] + [r"\b%s" % re.escape(name) for name in names]
+    pattern = re.compile(r"(?:%s)(?:\.[\w$]+|\[[^\]]+\])+(?:\s*(?:[-+*/|&]?=(?!=)|\+\+|--)"
+                         r"|\.(?:add|delete|clear|set|push|pop|splice|shift|unshift)\()" % "|".join(targets))
+    return [m.group(0) for m in pattern.finditer(text)]
+
+
+def test_state_js_alone_writes_the_forms_state_and_the_answers():
+    # One owner: every other module changes the state through state.js's functions.
+    writes = {name.name: [m.group(0) for m in STATE_WRITE.finditer(source(name.name))] + answer_writes(source(name.name))
+              for name in JS.glob("*.js") if name.name != "state.js"}
+    assert {name: found for name, found in writes.items() if found} == {}
+    assert STATE_WRITE.search(source("state.js")) and answer_writes(source("state.js"))
+
+
+def test_the_answer_pattern_finds_a_write_through_answer_of():
+    assert answer_writes("const a = answerOf(q);\na.mode = m;") == ["a.mode ="]
+    assert answer_writes("answerOf(q).notes = t;") == ["answerOf(q).notes ="]
+    assert answer_writes("const a = answerOf(q);\na.order.splice(0, 1);") == ["a.order.splice("]
+    assert answer_writes("const a = answerOf(q);\nif (a.mode === m) go(a.order.indexOf(id));") == []
+
+
 def test_the_view_renders_the_state_and_never_changes_it_nor_tells_the_server():
     view = source("view.js")
     assert [m.group(0) for m in STATE_WRITE.finditer(view)] == []
@@ -109,3 +134,14 @@ def test_every_module_is_served_and_reached_by_a_page():
     assert modules <= set(askrich.ASSET_FILES)
     reached = {name for name, _ in askrich.app_module_order(askrich.read_asset)} | {"js/inbox.js"}
     assert modules <= reached, modules - reached
+
+
+def test_the_dark_palette_is_written_once():
+    # Each colour custom property is declared as the light value and once with light-dark(): the
+    # OS's dark scheme and the Theme button's dark share one palette.
+    css = (JS.parent / "form.css").read_text(encoding="utf-8")
+    declared = re.findall(r"(--[\w-]+):\s*([^;]+);", css)
+    dark = {name: value for name, value in declared if "light-dark(" in value}
+    assert len(dark) >= 15
+    assert {name: n for name in dark if (n := sum(1 for other, _ in declared if other == name)) != 2} == {}
+    assert css.count("prefers-color-scheme: dark") == 1

@@ -137,7 +137,7 @@ def rt(tmp_path_factory):
 
 def open_form(rt, *questions):
     form = rt.open_interview(interview(*(questions or (choice("q", "a", "b"), choice("r", "x")))))
-    form.port = int(urllib.parse.urlsplit(form.url).port)
+    form.port = int(urllib.parse.urlsplit(rt.form_url(form)).port)
     return form
 
 
@@ -455,7 +455,7 @@ def test_event_streams_piling_up_are_all_released_on_the_next_change_and_on_clos
         other = askrich.Runtime(askrich.Config(log_dir=rt.config.log_dir, open_browser=False),
                                 askrich.Log(rt.config.log_dir, stream=io.StringIO()))
         second = other.open_interview(interview())
-        second.port = int(urllib.parse.urlsplit(second.url).port)
+        second.port = int(urllib.parse.urlsplit(other.form_url(second)).port)
         socks = [_open_stream(second) for _ in range(5)]
         started = time.monotonic()
         other.close()

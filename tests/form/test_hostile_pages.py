@@ -98,8 +98,8 @@ def context(chromium):
 def target_interview(runtime):
     form = runtime.open_interview({"title": "Target", "questions": [
         {"id": "q", "header": SECRET, "options": [{"id": "a", "label": "A"}, {"id": "b", "label": "B"}]}]})
-    form.base = form.url.split("/s/")[0]
-    form.port = urllib.parse.urlsplit(form.url).port
+    form.base = runtime.form_url(form).split("/s/")[0]
+    form.port = urllib.parse.urlsplit(runtime.form_url(form)).port
     return form
 
 
@@ -254,7 +254,7 @@ FRAMER = """<!doctype html><meta charset="utf-8"><title>framer</title>
 
 def test_the_form_cannot_be_framed_by_another_page(runtime, attacker, context):
     form = target_interview(runtime)
-    attacker.pages["/framer"] = FRAMER % {"url": form.url}
+    attacker.pages["/framer"] = FRAMER % {"url": runtime.form_url(form)}
     page = context.new_page()
     page.goto(attacker.origin + "/framer")
     page.wait_for_timeout(1500)  # give a frame every chance to render (there is no event for "blocked")
@@ -266,7 +266,7 @@ def test_the_form_cannot_be_framed_by_another_page(runtime, attacker, context):
         assert SECRET not in text and "Loading the interview" not in text, frame.url
         assert not frame.url.startswith(form.base + "/s/") or text == "", frame.url
     # And the headers that forbid it are on the page itself.
-    response = context.request.get(form.url)
+    response = context.request.get(runtime.form_url(form))
     assert response.headers["content-security-policy"] == askrich.CONTENT_SECURITY_POLICY
     assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
     assert response.headers["x-frame-options"] == "DENY"
@@ -308,7 +308,7 @@ def test_markdown_in_every_field_renders_inert_and_links_carry_no_referer(runtim
     """)
     page = context.new_page()
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
-    page.goto(form.url)
+    page.goto(runtime.form_url(form))
     page.wait_for_selector("body.ready")
     page.wait_for_timeout(500)  # onerror/onload/ontoggle handlers would have fired by now
     # Render every screen: show-all is on; walk to the review too, which repeats the labels.
@@ -316,7 +316,7 @@ def test_markdown_in_every_field_renders_inert_and_links_carry_no_referer(runtim
         page.keyboard.press("End")
     page.wait_for_timeout(300)
     assert page.evaluate("typeof window.__pwned") == "undefined"
-    assert page.url == form.url and dialogs == []
+    assert page.url == runtime.form_url(form) and dialogs == []
     rendered = page.evaluate("""() => {
         const md = [...document.querySelectorAll('.md')];
         return {

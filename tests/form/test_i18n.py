@@ -257,7 +257,7 @@ def test_the_form_api_names_the_agent_the_client_gave(server):
 
 def test_the_form_api_has_no_agent_when_the_client_gave_no_name(runtime):
     opened = runtime.open_interview(interview())
-    assert http_request(api_url(opened.url)).json()["agent"] is None
+    assert http_request(api_url(runtime.form_url(opened))).json()["agent"] is None
 
 
 # -- skipping the whole interview --------------------------------------------------------------
@@ -270,7 +270,7 @@ def two_questions(runtime):
 
 
 def test_a_declined_submit_keeps_the_answers_and_settles_as_declined_via_browser(runtime, two_questions):
-    response = submit(two_questions.url, {"db": {"status": "answer", "selected": ["pg"]}},
+    response = submit(runtime.form_url(two_questions), {"db": {"status": "answer", "selected": ["pg"]}},
                       declined=True, generalNotes="Not now, ask me tomorrow.")
     assert response.status == 200 and response.json()["ok"] is True
     result = wait_for_result(runtime, two_questions.id, timeout=5)
@@ -281,33 +281,33 @@ def test_a_declined_submit_keeps_the_answers_and_settles_as_declined_via_browser
     first = result["summary"].splitlines()[0]
     assert first == '"Storage plan" declined via browser: 1 answered, 0 deferred, 0 need more info, 1 unanswered.'
     assert 'General notes: "Not now, ask me tomorrow."' in result["summary"]
-    assert http_request(api_url(two_questions.url, "state")).json()["state"] == "declined"
-    assert http_request(api_url(two_questions.url)).json()["state"] == "declined"
+    assert http_request(api_url(runtime.form_url(two_questions), "state")).json()["state"] == "declined"
+    assert http_request(api_url(runtime.form_url(two_questions))).json()["state"] == "declined"
 
 
-def test_a_declined_interview_takes_no_second_submit(two_questions):
-    assert submit(two_questions.url, {}, declined=True).status == 200
-    again = submit(two_questions.url, {})
+def test_a_declined_interview_takes_no_second_submit(runtime, two_questions):
+    assert submit(runtime.form_url(two_questions), {}, declined=True).status == 200
+    again = submit(runtime.form_url(two_questions), {})
     assert again.status == 409 and again.json() == {"error": "interview already declined", "code": "not-pending"}
 
 
 def test_declined_false_is_an_ordinary_submit(runtime, two_questions):
-    assert submit(two_questions.url, {}, declined=False).status == 200
+    assert submit(runtime.form_url(two_questions), {}, declined=False).status == 200
     assert wait_for_result(runtime, two_questions.id, timeout=5)["status"] == "submitted"
 
 
 @pytest.mark.parametrize("value", ["yes", 1, None, {}])
-def test_declined_that_is_not_a_boolean_is_refused_and_the_interview_stays_open(two_questions, value):
-    response = submit(two_questions.url, {}, declined=value)
+def test_declined_that_is_not_a_boolean_is_refused_and_the_interview_stays_open(runtime, two_questions, value):
+    response = submit(runtime.form_url(two_questions), {}, declined=value)
     assert response.status == 422
     assert response.json()["error"].startswith("declined must be true or false, not ")
-    assert http_request(api_url(two_questions.url, "state")).json()["state"] == "pending"
+    assert http_request(api_url(runtime.form_url(two_questions), "state")).json()["state"] == "pending"
 
 
-def test_a_declined_submit_still_checks_the_answers(two_questions):
-    response = submit(two_questions.url, {"db": {"status": "answer", "selected": ["mongo"]}}, declined=True)
+def test_a_declined_submit_still_checks_the_answers(runtime, two_questions):
+    response = submit(runtime.form_url(two_questions), {"db": {"status": "answer", "selected": ["mongo"]}}, declined=True)
     assert response.status == 422 and 'unknown option id "mongo"' in response.json()["error"]
-    assert http_request(api_url(two_questions.url, "state")).json()["state"] == "pending"
+    assert http_request(api_url(runtime.form_url(two_questions), "state")).json()["state"] == "pending"
 
 
 def waiting(url, deadline_seconds=10.0):

@@ -89,25 +89,25 @@ def test_a_good_route_resolves_with_its_parameters():
 OPENED = (choice("q", "a", "b"),)
 
 
-def test_a_live_server_answers_405_with_allow_on_the_page_and_api(opened):
-    cases = [(opened.url, "POST", "GET"), (opened.url, "DELETE", "GET"),
-             (api_url(opened.url, "submit"), "GET", "POST"), (api_url(opened.url, "state"), "PUT", "GET"),
-             (api_url(opened.url, "progress"), "OPTIONS", "POST")]
+def test_a_live_server_answers_405_with_allow_on_the_page_and_api(runtime, opened):
+    cases = [(runtime.form_url(opened), "POST", "GET"), (runtime.form_url(opened), "DELETE", "GET"),
+             (api_url(runtime.form_url(opened), "submit"), "GET", "POST"), (api_url(runtime.form_url(opened), "state"), "PUT", "GET"),
+             (api_url(runtime.form_url(opened), "progress"), "OPTIONS", "POST")]
     for url, method, allow in cases:
         response = http_request(url, method)
         assert response.status == 405, (url, method)
         assert response.headers["Allow"] == allow
         assert response.headers["X-Content-Type-Options"] == "nosniff"
         assert isinstance(response.json()["error"], str)
-    assert http_request(api_url(opened.url, "state")).json()["state"] == "pending"
+    assert http_request(api_url(runtime.form_url(opened), "state")).json()["state"] == "pending"
 
 
-def test_a_live_server_answers_404_without_allow_on_unknown_paths(opened):
-    response = http_request(api_url(opened.url, "nope"), "POST")
+def test_a_live_server_answers_404_without_allow_on_unknown_paths(runtime, opened):
+    response = http_request(api_url(runtime.form_url(opened), "nope"), "POST")
     assert response.status == 404 and "Allow" not in response.headers
     assert response.json() == {"error": "not found", "code": "not-found"}
 
 
-def test_a_foreign_host_is_403_before_any_405(opened):
-    response = http_request(opened.url, "DELETE", headers={"Host": "evil.example"})
+def test_a_foreign_host_is_403_before_any_405(runtime, opened):
+    response = http_request(runtime.form_url(opened), "DELETE", headers={"Host": "evil.example"})
     assert response.status == 403 and "Allow" not in response.headers

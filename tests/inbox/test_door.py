@@ -76,9 +76,9 @@ def test_two_processes_forms_through_one_port_with_their_own_answers_headers_and
     other = agent("codex", "Theirs")
     origin = "http://localhost:%d" % port
     # Every URL shown is the door's; each process's own port keeps working.
-    assert mine.url == "%s/s/%s" % (origin, mine.token) and mine.own_url != mine.url
+    assert runtime.form_url(mine) == "%s/s/%s" % (origin, mine.token) and runtime.own_url(mine) != runtime.form_url(mine)
     assert other.url.startswith(origin + "/s/")
-    for form in (mine.url, other.url):
+    for form in (runtime.form_url(mine), other.url):
         page = http_request(form)
         assert page.status == 200 and b"/assets/js/main.js" in page.body
         assert page.headers["Content-Security-Policy"] == askrich.CONTENT_SECURITY_POLICY
@@ -127,20 +127,20 @@ def own_port(agent) -> int:
 def test_uploads_pass_through_the_door_bounded_as_at_the_owner(door):
     runtime, mine, agent, port = door
     image = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 300
-    upload = http_request(api_url(mine.url, "attachments"), "POST", image, headers={
+    upload = http_request(api_url(runtime.form_url(mine), "attachments"), "POST", image, headers={
         "Content-Type": "image/png", "X-Attachment-Name": "shot%20one.png"})
     assert upload.status == 201, upload.body
     entry = upload.json()
     assert entry["name"] == "shot one.png" and entry["bytes"] == len(image)
-    back = http_request(api_url(mine.url, "attachments/" + entry["id"]))
+    back = http_request(api_url(runtime.form_url(mine), "attachments/" + entry["id"]))
     assert back.status == 200 and back.body == image and back.headers["Content-Type"] == "image/png"
-    assert http_request(api_url(mine.url, "attachments/" + entry["id"]), "DELETE").status == 204
+    assert http_request(api_url(runtime.form_url(mine), "attachments/" + entry["id"]), "DELETE").status == 204
     # Over the limit: refused at the door, before a byte goes on.
     answer = exchange(port, ("POST /api/s/%s/attachments HTTP/1.1\r\nHost: localhost:%d\r\n"
                                 "X-Attachment-Name: big\r\nContent-Length: %d\r\n\r\n"
                                 % (mine.token, port, 10 * 1024 * 1024 + 1)).encode())
     assert answer.status == 413 and answer.json()["code"] == "too-large"
-    missing = http_request(api_url(mine.url, "submit"), "POST", b"{}", headers={
+    missing = http_request(api_url(runtime.form_url(mine), "submit"), "POST", b"{}", headers={
         "Content-Type": "application/json", "Content-Length": ""})
     assert missing.status in (400, 411)
 
@@ -190,11 +190,11 @@ def test_unknown_tokens_a_foreign_host_and_a_foreign_origin_are_refused_at_the_d
     assert http_request(base + "/api/s/%s/state" % ("A" * 24)).json()["code"] == "not-found"
     foreign = http_request(base + "/s/" + mine.token, headers={"Host": "evil.example:%d" % port})
     assert foreign.status == 403 and foreign.json()["code"] == "forbidden-host"
-    cross = http_request(api_url(mine.url, "submit"), "POST", {"answers": {}},
+    cross = http_request(api_url(runtime.form_url(mine), "submit"), "POST", {"answers": {}},
                          headers={"Origin": "http://evil.example"})
     assert cross.status == 403 and cross.json()["code"] == "forbidden-origin"
     assert mine.is_pending()
-    same = http_request(api_url(mine.url, "state"), headers={"Origin": "http://localhost:%d" % port})
+    same = http_request(api_url(runtime.form_url(mine), "state"), headers={"Origin": "http://localhost:%d" % port})
     assert same.status == 200
     # A page that lost its connection proves the server through the door: the owner, found by
     # the token's digest, answers; a digest nobody serves is a 404.
@@ -230,7 +230,7 @@ def test_a_dead_owner_is_a_502_and_a_stopped_one_a_504_never_a_hung_door(door, t
         slow = http_request(api_url(stopped.url, "state"))
         assert slow.status == 504 and slow.json()["code"] == "owner-timeout"
         # The door still serves everyone else meanwhile.
-        assert http_request(api_url(mine.url, "state")).status == 200
+        assert http_request(api_url(runtime.form_url(mine), "state")).status == 200
     finally:
         os.kill(stopped.pid, signal.SIGCONT)
     assert http_request(api_url(stopped.url, "state")).status == 200
@@ -330,7 +330,7 @@ def test_a_stale_proof_is_proved_again_by_the_worker_not_by_whoever_asks_for_the
     try:
         mine = runtime.open_interview(dict(ONE_QUESTION))
         door = "http://localhost:%d/s/" % port
-        assert mine.url.startswith(door) and runtime.inbox.server is None
+        assert runtime.form_url(mine).startswith(door) and runtime.inbox.server is None
         provers, proved, real = [], threading.Event(), askrich.probe_inbox_holder
 
         def watched(*args, **kwargs):
@@ -345,10 +345,10 @@ def test_a_stale_proof_is_proved_again_by_the_worker_not_by_whoever_asks_for_the
         while not proved.is_set():  # (a probe of the worker's own may be under way: it ages the proof again)
             assert time.monotonic() < deadline, "the worker never proved the holder again"
             runtime.inbox.probed -= 60  # the proof went stale
-            assert mine.url.startswith(door)  # the last proof's answer, at once
+            assert runtime.form_url(mine).startswith(door)  # the last proof's answer, at once
             proved.wait(0.5)
         assert provers and set(provers) == {"ask-user-rich-inbox"}
-        assert mine.url.startswith(door)
+        assert runtime.form_url(mine).startswith(door)
     finally:
         runtime.close()
         holder.close()
@@ -388,7 +388,7 @@ def test_a_holder_that_proves_the_key_but_serves_no_door_leaves_each_form_at_its
     try:
         mine = runtime.open_interview(dict(ONE_QUESTION))
         through = door_served == askrich.__version__
-        assert mine.url == ("http://localhost:%d/s/%s" % (port, mine.token) if through else mine.own_url)
+        assert runtime.form_url(mine) == ("http://localhost:%d/s/%s" % (port, mine.token) if through else runtime.own_url(mine))
         assert runtime.inbox.holder == "ours"  # it proved the key: the form's inbox link works
         said = askrich._doctor_door(runtime.config)[0]
         assert ("serves the forms" in said) if through else ("another version" in said)
@@ -415,7 +415,7 @@ def test_the_inbox_links_a_form_of_another_version_at_its_own_port(door, tmp_pat
     urls = {item["title"]: item["url"] for item in runtime.inbox.fresh_listing()["interviews"]}
     assert urls["Older"] == row["url"]
     assert urls["Same version"] == other.url and other.url.startswith("http://localhost:%d/s/" % port)
-    assert urls["Mine"] == mine.url
+    assert urls["Mine"] == runtime.form_url(mine)
 
 
 def test_a_public_url_is_shown_and_accepted_and_the_door_still_binds_loopback_only(tmp_path):
@@ -427,7 +427,7 @@ def test_a_public_url_is_shown_and_accepted_and_the_door_still_binds_loopback_on
                                              public_url=public), askrich.Log(str(logs), stream=log))
     try:
         form = runtime.open_interview(dict(ONE_QUESTION))
-        assert form.url == "%s/s/%s" % (public, form.token)
+        assert runtime.form_url(form) == "%s/s/%s" % (public, form.token)
         assert {server.server_address[0] for server in runtime.inbox.server.servers} <= {"127.0.0.1", "::1"}
         local = "http://127.0.0.1:%d" % port
         path = "/api/s/%s/state" % form.token
@@ -436,7 +436,7 @@ def test_a_public_url_is_shown_and_accepted_and_the_door_still_binds_loopback_on
         assert http_request(local + path, headers={"Host": "other.example-tailnet.ts.net"}).status == 403
         assert http_request(local + path, headers={"Origin": "https://evil.example"}).status == 403
         listing = http_request(local + "/api/inbox/" + read_key(logs)).json()
-        assert listing["interviews"][0]["url"] == form.url
+        assert listing["interviews"][0]["url"] == runtime.form_url(form)
     finally:
         runtime.close()
 
@@ -446,7 +446,7 @@ def test_the_url_falls_back_to_the_process_port_when_the_door_is_off_or_foreign(
                           askrich.Log(str(tmp_path / "a"), stream=LogWatch()))
     try:
         form = off.open_interview(dict(ONE_QUESTION))
-        assert form.url == form.own_url
+        assert off.form_url(form) == off.own_url(form)
     finally:
         off.close()
     squatter = socket.socket()
@@ -460,8 +460,8 @@ def test_the_url_falls_back_to_the_process_port_when_the_door_is_off_or_foreign(
                              askrich.Log(str(tmp_path / "b"), stream=log))
     try:
         form = beside.open_interview(dict(ONE_QUESTION))
-        assert form.url == form.own_url  # the door's port is not ours: the form's own address
-        assert http_request(form.url).status == 200
+        assert beside.form_url(form) == beside.own_url(form)  # the door's port is not ours: the form's own address
+        assert http_request(beside.form_url(form)).status == 200
     finally:
         beside.close()
         squatter.close()

@@ -264,7 +264,7 @@ def test_a_process_with_nothing_readable_does_no_inbox_work(tmp_path, monkeypatc
         wait_for_file(entry)
         worker = rt.inbox.worker
         key = read_key(logs)
-        submit(interview.url, {})
+        submit(rt.form_url(interview), {})
         worker.join(WAIT)  # the worker ends once nothing is readable: no timer, no port, no file
         assert not worker.is_alive()
         log.wait_for("inbox-released")
@@ -279,7 +279,7 @@ def test_nothing_of_the_inbox_exists_with_the_port_off(tmp_path):
     rt, log = inbox_runtime(tmp_path / "logs", 0)
     try:
         interview = rt.open_interview({"title": "Off", "questions": [{"id": "q", "header": "ok?"}]})
-        state = http_request(interview.url.replace("/s/", "/api/s/") + "/state").json()
+        state = http_request(rt.form_url(interview).replace("/s/", "/api/s/") + "/state").json()
         assert state == {"state": "pending", "waiting": False, "version": 1}
         assert inbox_threads() == []
         assert not (tmp_path / "logs" / "inbox").exists()
@@ -298,9 +298,9 @@ def test_a_shared_log_folder_gets_no_inbox_and_forms_work(tmp_path):
         interview = rt.open_interview({"title": "Shared", "questions": [{"id": "q", "header": "ok?"}]})
         assert "can be written by group or others" in log.wait_for("inbox-unavailable")
         assert not (logs / "inbox.key").exists() and not (logs / "inbox").exists()
-        state = http_request(interview.url.replace("/s/", "/api/s/") + "/state").json()
+        state = http_request(rt.form_url(interview).replace("/s/", "/api/s/") + "/state").json()
         assert "inbox" not in state
-        assert submit(interview.url, {}).status == 200
+        assert submit(rt.form_url(interview), {}).status == 200
     finally:
         rt.close()
 
@@ -365,11 +365,11 @@ def test_a_form_learns_how_many_more_wait_elsewhere_through_its_own_stream(tmp_p
     try:
         interview = rt.open_interview({"title": "Mine", "questions": [{"id": "q", "header": "ok?"}]})
         log.wait_for("inbox-holding")
-        state_url = interview.url.replace("/s/", "/api/s/") + "/state"
+        state_url = rt.form_url(interview).replace("/s/", "/api/s/") + "/state"
         assert http_request(state_url).json()["inbox"]["waiting"] == 0
         other = agents(port, "codex", "elsewhere", "Theirs")
         other.ask("Theirs too")
-        events = form_events(interview.url)
+        events = form_events(rt.form_url(interview))
         try:
             state = events.wait_for(lambda s: s.get("inbox", {}).get("waiting") == 2)
             assert state["inbox"]["url"] == "/api/s/%s/inbox" % interview.token
@@ -451,16 +451,16 @@ def test_the_unseen_follow_ups_count_comes_from_the_form_and_grows_with_appends(
     rt, _ = inbox_runtime(tmp_path / "logs", 0)
     try:
         interview = rt.open_interview({"title": "F", "questions": [{"id": "q", "header": "ok?"}]})
-        assert interview.inbox_row()["followUpsUnseen"] == 0
+        assert askrich.inbox_row(interview, rt.own_url(interview))["followUpsUnseen"] == 0
         rt.append_questions(interview.id, [{"id": "f1", "header": "More?"}])
-        assert interview.inbox_row()["followUpsUnseen"] == 1  # no form said otherwise yet
-        progress = interview.url.replace("/s/", "/api/s/") + "/progress"
+        assert askrich.inbox_row(interview, rt.own_url(interview))["followUpsUnseen"] == 1  # no form said otherwise yet
+        progress = rt.form_url(interview).replace("/s/", "/api/s/") + "/progress"
         body = {"answered": 1, "deferred": 0, "needsInfo": 0, "open": 1, "followUpsUnseen": 0}
         assert http_request(progress, "POST", body).status == 204
-        assert interview.inbox_row()["followUpsUnseen"] == 0
-        assert interview.inbox_row()["answered"] == 1
+        assert askrich.inbox_row(interview, rt.own_url(interview))["followUpsUnseen"] == 0
+        assert askrich.inbox_row(interview, rt.own_url(interview))["answered"] == 1
         rt.append_questions(interview.id, [{"id": "f2", "header": "And?"}, {"id": "f3", "header": "Also?"}])
-        assert interview.inbox_row()["followUpsUnseen"] == 2
+        assert askrich.inbox_row(interview, rt.own_url(interview))["followUpsUnseen"] == 2
     finally:
         rt.close()
 
@@ -499,7 +499,7 @@ def test_a_form_of_a_process_that_does_not_hold_the_inbox_links_to_it_once_the_h
     rt, log = inbox_runtime(logs, port)
     try:
         interview = rt.open_interview({"title": "Mine", "questions": [{"id": "q", "header": "ok?"}]})
-        events = form_events(interview.url)
+        events = form_events(rt.form_url(interview))
         try:
             state = events.wait_for(lambda s: (s.get("inbox") or {}).get("url") is not None)
             # The form's own way to the inbox (a one-time ticket), never the inbox's key.

@@ -502,7 +502,7 @@ def test_a_waiting_form_is_pushed_with_its_public_link_only_while_the_front_door
         runtime = askrich.Runtime(config, askrich.Log(config.log_dir, stream=LogWatch()))
         try:
             form = runtime.open_interview(interview(choice("q", "a")))
-            shown = form.url
+            shown = runtime.form_url(form)
             runtime.notices.arm(form, opened=False)
             headers = server.wait_request()["headers"]
         finally:
@@ -510,7 +510,7 @@ def test_a_waiting_form_is_pushed_with_its_public_link_only_while_the_front_door
     if door:
         assert headers["Click"] == shown == "%s/s/%s" % (public, form.token)
     else:  # no door (off, or its port taken): the form's own localhost address, not pushed
-        assert "Click" not in headers and shown == form.own_url
+        assert "Click" not in headers and shown == runtime.own_url(form)
 
 
 # -- the scheduler, on a clock the test moves ----------------------------------------------
@@ -525,7 +525,7 @@ class Scene:
                                 notify_after=20, **settings)
         self.runtime = askrich.Runtime(config, askrich.Log(config.log_dir, stream=self.watch))
         self.clock = Clock()
-        self.notices = askrich.Notices(config, self.runtime.log, "/w/shop", clock=self.clock,
+        self.notices = askrich.Notices(config, self.runtime.log, "/w/shop", clock=self.clock, form_url=self.runtime.form_url,
                                        facts=facts_for("linux", stand_ins, session_bus=True))
         self.runtime.notices = self.notices
         self.stand_ins = stand_ins
@@ -538,7 +538,7 @@ class Scene:
 
     def follow_ups_on_a_hidden_form(self, form, landed: float, due: float) -> None:
         """The person turns away; follow-ups land at `landed`: no notice before `due`, one then."""
-        report(form, visibility="hidden", focus=False)
+        report(self.runtime.form_url(form), visibility="hidden", focus=False)
         self.at(landed)
         sent = self.notices_sent()
         self.runtime.append_questions(form.id, [choice("q%d" % landed, "x")])
@@ -548,9 +548,9 @@ class Scene:
         self.watch.wait_for("notice", "reason=follow-ups")
 
 
-def report(form, page="tab-1", visibility="visible", focus=True):
-    """What the form's page says of itself (assets/js/visibility.js)."""
-    answer = http_request(api_url(form.url, "visibility"), "POST",
+def report(url, page="tab-1", visibility="visible", focus=True):
+    """What the page of the form at `url` says of itself (assets/js/visibility.js)."""
+    answer = http_request(api_url(url, "visibility"), "POST",
                           {"page": page, "visibility": visibility, "focus": focus})
     assert answer.status == 204, answer.body
 
@@ -568,7 +568,7 @@ def test_a_link_is_told_at_once_then_the_form_in_view_stops_the_reminders(scene)
     call = scene.stand_ins.wait_call()
     assert call["argv"][-2:] == ["An agent asks 1 question", "Plan · shop"]
     scene.watch.wait_for("notice-sent", "interview=%s" % form.id)
-    report(form)  # the person looks at the form
+    report(scene.runtime.form_url(form))  # the person looks at the form
     scene.watch.wait_for("notices-stopped", "interview=%s" % form.id, "why=viewed")
     scene.at(1000 + 600)
     scene.at(1000 + 3600)
@@ -578,14 +578,14 @@ def test_a_link_is_told_at_once_then_the_form_in_view_stops_the_reminders(scene)
 def test_a_page_loaded_in_the_background_is_not_seen_and_the_reminders_go_on(scene):
     form = scene.runtime.open_interview(interview(choice("q", "a")))
     scene.notices.arm(form, opened=True)  # the opener opened a tab: where, nobody knows
-    assert http_request(form.url).status == 200  # it loaded the page
-    report(form, visibility="hidden", focus=False)  # in a background tab
-    report(form, page="tab-2", visibility="visible", focus=False)  # behind other windows
+    assert http_request(scene.runtime.form_url(form)).status == 200  # it loaded the page
+    report(scene.runtime.form_url(form), visibility="hidden", focus=False)  # in a background tab
+    report(scene.runtime.form_url(form), page="tab-2", visibility="visible", focus=False)  # behind other windows
     scene.at(1020)
     scene.watch.wait_for("notice", "number=1")
     scene.at(1600)
     scene.watch.wait_for("notice", "number=2")
-    report(form, page="tab-2")  # the person brings it to the front
+    report(scene.runtime.form_url(form), page="tab-2")  # the person brings it to the front
     scene.watch.wait_for("notices-stopped", "why=viewed")
     scene.at(4600)
     assert scene.notices_sent() == 2
@@ -614,7 +614,7 @@ def test_an_opened_form_is_told_after_the_delay_and_reminded_while_nobody_looks(
 def test_a_settled_interview_gets_no_notice(scene):
     form = scene.runtime.open_interview(interview(choice("q", "a")))
     scene.notices.arm(form, opened=True)
-    submit(form.url, {"q": {"selected": ["a"]}})
+    submit(scene.runtime.form_url(form), {"q": {"selected": ["a"]}})
     scene.watch.wait_for("notices-stopped", "why=settled")
     scene.at(5000)
     assert scene.notices_sent() == 0
@@ -624,10 +624,10 @@ def test_follow_ups_on_a_hidden_form_are_told_a_minute_after_the_last_notice_unt
     form = scene.runtime.open_interview(interview(choice("q", "a")))
     scene.notices.arm(form, opened=False)
     scene.watch.wait_for("notice", "reason=waiting")
-    report(form)
+    report(scene.runtime.form_url(form))
     scene.watch.wait_for("notices-stopped", "why=viewed")
     scene.follow_ups_on_a_hidden_form(form, landed=1030, due=1060)  # a minute after the last notice
-    report(form)  # seen
+    report(scene.runtime.form_url(form))  # seen
     scene.watch.wait_for("notices-stopped", "why=viewed", nth=2)
     scene.at(99999)
     assert scene.notices_sent() == 2
@@ -635,10 +635,10 @@ def test_follow_ups_on_a_hidden_form_are_told_a_minute_after_the_last_notice_unt
 
 def test_follow_ups_on_a_form_in_view_now_are_seen_and_told_to_nobody(scene):
     form = scene.runtime.open_interview(interview(choice("q", "a")))
-    stream = EventsReader(api_url(form.url, "events"), "state")
+    stream = EventsReader(api_url(scene.runtime.form_url(form), "events"), "state")
     try:
         stream.wait_for(lambda state: True)  # the page is open
-        report(form)
+        report(scene.runtime.form_url(form))
         scene.runtime.append_questions(form.id, [choice("more", "x")])
         scene.watch.wait_for("notices-armed", "reason=follow-ups")
         scene.watch.wait_for("notices-stopped", "why=viewed")
@@ -651,13 +651,13 @@ def test_a_page_said_in_view_counts_as_in_view_only_while_an_event_stream_is_ope
     """A browser that crashed sends no last report, but its stream closes."""
     form = scene.runtime.open_interview(interview(choice("q", "a")))
     before = form.attention()
-    report(form)
+    report(scene.runtime.form_url(form))
     assert form.attention() == dict(before, sightings=before["sightings"] + 1, inView=False)
-    stream = EventsReader(api_url(form.url, "events"), "state")
+    stream = EventsReader(api_url(scene.runtime.form_url(form), "events"), "state")
     try:
         stream.wait_for(lambda state: True)
         assert form.attention()["inView"] is True
-        report(form, visibility="visible", focus=False)
+        report(scene.runtime.form_url(form), visibility="visible", focus=False)
         assert form.attention()["inView"] is False
     finally:
         stream.close()
@@ -713,7 +713,8 @@ def test_shutdown_returns_while_a_notifier_and_a_push_target_hang(tmp_path, monk
                                 push_url=server.url())
         watch = LogWatch()
         runtime = askrich.Runtime(config, askrich.Log(config.log_dir, stream=watch))
-        runtime.notices = askrich.Notices(config, runtime.log, "/w", facts=facts_for("darwin", hanging))
+        runtime.notices = askrich.Notices(config, runtime.log, "/w", facts=facts_for("darwin", hanging),
+                                          form_url=runtime.form_url)
         form = runtime.open_interview(interview())
         runtime.notices.arm(form, opened=False)
         hanging.wait_call()
@@ -797,7 +798,7 @@ def test_a_form_seen_through_the_front_door_stops_the_notices_of_the_process_tha
     try:
         assert agent.url.startswith("http://localhost:%d/s/" % port)
         assert stand_ins.wait_call()["argv"][-1] == "Plan · shop"
-        report(agent)
+        report(agent.url)
         agent.server.log.wait_for("page-visibility", "sighting=yes")
         agent.server.log.wait_for("notices-stopped", "interview=%s" % agent.session, "why=viewed")
     finally:

@@ -3,16 +3,19 @@ from a live interview.
 
 Every field an interview changes is private (a leading underscore) and read through its methods,
 each of which takes its lock; no code outside the class names a private field, a private method
-or the lock of an interview. A live interview shows nothing public that could change.
+or the lock of an interview. A live interview shows nothing public that could change. It holds
+the spec, the answers and the state, nothing else: no address, server or runtime, and nothing
+of what the wire says of it.
 """
 
 from __future__ import annotations
 
 import ast
-import concurrent.futures
 import types
 
-from support import MODULE, choice, interview
+import pytest
+
+from support import MODULE, askrich, choice, interview
 
 # What a public field of a live interview may hold: values that cannot change, and the read-only
 # view of its call options.
@@ -24,8 +27,13 @@ def _tree():
 
 
 def _interview_class(tree) -> ast.ClassDef:
-    """The class that holds every method and field of Interview (which adds only its Future base)."""
-    return next(node for node in ast.walk(tree) if isinstance(node, ast.ClassDef) and node.name == "InterviewBody")
+    """Interview with the bodies of its base classes of this module (FormPresence), whose
+    fields are the interview's own: one class to the checks below."""
+    classes = {node.name: node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
+    interview = classes["Interview"]
+    bases = [classes[base.id] for base in interview.bases if isinstance(base, ast.Name) and base.id in classes]
+    return ast.ClassDef(name="Interview", bases=[], keywords=[], decorator_list=[],
+                        body=interview.body + [node for base in bases for node in base.body])
 
 
 def _fields(cls: ast.ClassDef) -> set:
@@ -44,9 +52,9 @@ def _fields(cls: ast.ClassDef) -> set:
 
 
 def _private_names(cls: ast.ClassDef) -> set:
-    """The interview's private fields and methods, and the future's condition it locks."""
+    """The interview's private fields and methods."""
     methods = {node.name for node in cls.body if isinstance(node, ast.FunctionDef)}
-    return {name for name in _fields(cls) | methods | {"_condition"}
+    return {name for name in _fields(cls) | methods
             if name.startswith("_") and not name.startswith("__")}
 
 
@@ -60,11 +68,18 @@ def _reaches_in(tree, cls) -> list:
             and not (isinstance(node.value, ast.Name) and node.value.id == "self")]
 
 
-def test_the_interview_has_named_states_and_a_private_lock():
+def test_the_interview_has_named_states_a_private_lock_and_one_condition_named_once():
     tree = _tree()
-    fields = _fields(_interview_class(tree))
+    cls = _interview_class(tree)
+    fields = _fields(cls)
     assert {"_lock", "_changed"} <= fields
-    assert not {"lock", "changed", "condition"} & fields
+    assert not {"lock", "changed", "condition", "_condition"} & fields
+    conditions = [node for node in ast.walk(cls) if isinstance(node, ast.Call)
+                  and ast.unparse(node.func) == "threading.Condition"]
+    assert [ast.unparse(node) for node in conditions] == ["threading.Condition(self._lock)"]
+    # Named once: no second name for the condition or its lock.
+    assert [ast.unparse(node) for node in ast.walk(cls) if isinstance(node, ast.Assign)
+            and ast.unparse(node.value) in ("self._changed", "self._lock")] == []
     constants = {target.id: node.value.value for node in tree.body if isinstance(node, ast.Assign)
                  for target in node.targets if isinstance(target, ast.Name)
                  and isinstance(node.value, ast.Constant)}
@@ -94,7 +109,7 @@ def test_the_check_sees_a_planted_reach_into_an_interview():
     """The walk itself works: it flags a planted read, write and lock, and not another class's
     own field of the same name."""
     planted = ast.parse(
-        "class InterviewBody:\n"
+        "class Interview:\n"
         "    def __init__(self):\n"
         "        self._lock = None\n        self._waiting = 0\n"
         "    def _touch(self):\n        pass\n"
@@ -123,21 +138,32 @@ def test_a_live_interview_shows_no_public_field_that_can_change(runtime):
     assert held.state == "pending"
 
 
-def test_the_interview_is_the_future_of_its_result(runtime):
-    held = runtime.open_interview(interview(choice("q", "a", "b")))
-    assert isinstance(held, concurrent.futures.Future)
-    done = []
-    held.add_done_callback(lambda future: done.append((future, future.state_json()["state"])))
-    # Running from its creation: the Future's cancel() cannot end it, settle() does.
-    assert held.cancel() is False and held.running() and not held.done()
-    try:
-        held.result(timeout=0)
-        raise AssertionError("a pending interview has no result")
-    except concurrent.futures.TimeoutError:
-        pass
-    reply = runtime.hub.submit(held, {"answers": {"q": {"selected": ["a"]}}})
-    assert reply["ok"] is True and held.done()
-    result = held.result(timeout=0)
-    assert result is held.settled_result() and result["status"] == "submitted"
-    assert done == [(held, "submitted")]
+def test_the_interview_knows_no_address_server_or_wire():
+    """The form's link is composed by the runtime from the token, and what GET /api/s/<token>
+    and its state answer is built by the HTTP layer: nothing of either lives in the class."""
+    cls = _interview_class(_tree())
+    names = {node.name for node in cls.body if isinstance(node, ast.FunctionDef)} | _fields(cls)
+    names |= {arg.arg for node in ast.walk(cls) if isinstance(node, ast.FunctionDef) for arg in node.args.args}
+    wire_or_address = {name for name in names if any(
+        word in name.lower() for word in ("url", "origin", "door", "inbox", "runtime", "hub", "json", "payload"))}
+    assert wire_or_address == set()
+    assert not [node.lineno for node in ast.walk(cls) if isinstance(node, ast.Call)
+                and ast.unparse(node.func) in ("form_url", "json.dumps", "iso_utc")]
 
+
+def test_the_interview_settles_once_and_tells_its_one_change_callback(runtime):
+    changes = []
+    held = askrich.Interview("0123456789ab", "t" * 24, askrich.validate_interview(interview(choice("q", "a", "b")))[0],
+                             askrich.AttachmentStore(str(runtime.config.log_dir) + "/attachments/x", runtime.log),
+                             on_change=lambda one: changes.append((one, one.state)))
+    with held.waiter() as waiter:
+        assert waiter.wait(timeout=0) == "timeout"
+    assert changes == [(held, "pending"), (held, "pending")]  # a waiter came and went
+    assert held.settled_result() is None and held.status() == ("pending", False, 1, False, False)
+    result = {"status": "declined", "answers": []}
+    assert held.settle(lambda snapshot: result) is result
+    assert changes[-1] == (held, "declined") and len(changes) == 3
+    assert held.settled_result() is result and held.state == "declined"
+    with pytest.raises(askrich.InterviewSettled):
+        held.settle(lambda snapshot: {"status": "submitted"})
+    assert held.settled_result() is result and len(changes) == 3

@@ -12,6 +12,7 @@ import sys
 import pytest
 
 import askrich
+from module_sizes import CLASS_LINES, FUNCTION_BRANCHES, FUNCTION_LINES, measure, offenders
 from support import MODULE, ROOT
 from zipapp_support import PYENV_VERSIONS
 
@@ -58,16 +59,31 @@ def test_importing_askrich_starts_nothing_and_writes_nothing(tmp_path):
     subprocess.run([sys.executable, "-S", "-c", code], env=env, check=True, timeout=60)
 
 
-def test_every_name_of_the_public_api_is_there_and_the_interview_is_a_future():
-    # Interview is built on first use (its Future base imports logging): the module still
-    # answers for it by name, and `from askrich import *` takes every name __all__ lists.
-    from concurrent.futures import Future
-
-    assert issubclass(askrich.Interview, Future)
-    assert askrich.Interview.__qualname__ == "Interview"
+def test_every_name_of_the_public_api_is_there_and_the_interview_is_a_class_found_by_its_name():
+    # A plain top-level class: no class built at run time, no module __getattr__ answering for
+    # a name, and no concurrent.futures (which imports logging: 1 MB) behind it.
+    tree = ast.parse(open(MODULE, encoding="utf-8").read())
+    assert [node.name for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "Interview"] == ["Interview"]
+    assert [node.name for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "__getattr__"] == []
+    assert "Interview" in vars(askrich) and askrich.Interview.__mro__[-1:] == (object,)
+    assert not [base for base in askrich.Interview.__mro__ if base.__module__ != "askrich" and base is not object]
     assert all(getattr(askrich, name) is not None for name in askrich.__all__)
     with pytest.raises(AttributeError):
         askrich.NoSuchName  # noqa: B018
+
+
+def test_an_interview_served_and_settled_imports_neither_concurrent_futures_nor_logging(tmp_path):
+    code = (
+        "import sys, askrich, urllib.request; "
+        "runtime = askrich.Runtime(askrich.Config(log_dir=sys.argv[1], open_browser=False, inbox_port=0)); "
+        "held = runtime.open_interview({'title': 't', 'questions': [{'id': 'q', 'header': 'ok?'}]}); "
+        "urllib.request.urlopen(runtime.form_url(held).replace('/s/', '/api/s/') + '/state').read(); "
+        "runtime.hub.submit(held, {'answers': {}}); runtime.close(); "
+        "heavy = {'concurrent.futures', 'logging'} & set(sys.modules); "
+        "assert not heavy, heavy"
+    )
+    env = dict(os.environ, HOME=str(tmp_path), PYTHONPATH=ROOT)
+    subprocess.run([sys.executable, "-S", "-c", code, str(tmp_path / "logs")], env=env, check=True, timeout=60)
 
 
 def test_askrich_has_no_global_statement():
@@ -134,3 +150,52 @@ def test_each_private_file_and_process_primitive_is_written_once():
                if isinstance(node, ast.Assign) and "allowed_origins" in ast.dump(node.targets[0])]
     assert origins and all(isinstance(node.value, ast.Call) and node.value.func.id == "allowed_hosts"
                            for node in origins)
+
+
+# The inbox wing is being reshaped on its own (the door branch splits its class); until then
+# its class is the one allowed past the limits.
+OVER_THE_LIMITS_FOR_NOW = {"Inbox"}
+
+
+def test_no_function_or_class_is_longer_or_branchier_than_a_reader_can_hold():
+    source = open(MODULE, encoding="utf-8").read()
+    found = [row for row in offenders(source) if row[1] not in OVER_THE_LIMITS_FOR_NOW]
+    assert found == [], "over %d lines or %d branches (functions), %d lines (classes): %s" % (
+        FUNCTION_LINES, FUNCTION_BRANCHES, CLASS_LINES, found)
+    # An exemption no longer needed is dropped, not kept as a standing licence.
+    assert {row[1] for row in offenders(source)} == OVER_THE_LIMITS_FOR_NOW
+
+
+def test_the_size_report_counts_lines_and_branches_of_a_planted_function():
+    planted = "def f(a, b):\n" + "    x = 1\n" * 61 + (
+        "    if a and b:\n        pass\n    for i in []:\n        pass\n"
+        "    try:\n        pass\n    except ValueError:\n        pass\n"
+        "    return [i for i in a if i] if b else None\n")
+    (kind, name, lines, branches), = measure(planted)
+    assert (kind, name, lines, branches) == ("function", "f", 71, 6)  # if, and, for, except, for, if-else
+    assert offenders(planted) == [("function", "f", 71, 6)]
+    assert offenders("class C:\n" + "    x = 1\n" * 300) == [("class", "C", 301, None)]
+
+
+def test_every_exception_class_is_under_the_errors_banner():
+    lines = open(MODULE, encoding="utf-8").read().split("\n")
+    banners = [number for number, text in enumerate(lines, 1) if text.startswith("# =====")]
+    errors = next(number for number, text in enumerate(lines, 1) if text == "# Errors")
+    end = next(number for number in banners if number > errors + 1)
+    tree = ast.parse("\n".join(lines))
+    exceptions = {node.name: node.lineno for node in tree.body if isinstance(node, ast.ClassDef)
+                  and isinstance(getattr(askrich, node.name), type) and issubclass(getattr(askrich, node.name), BaseException)}
+    assert len(exceptions) >= 19
+    assert {name: line for name, line in exceptions.items() if not errors < line < end} == {}
+
+
+def test_tools_run_from_a_table_and_no_tool_method_shadows_a_module_function():
+    assert set(askrich.TOOL_METHODS) == askrich.TOOL_NAMES | askrich.APP_TOOL_NAMES
+    assert all(method.__qualname__.startswith("InterviewTools.") for method in askrich.TOOL_METHODS.values())
+    tree = ast.parse(open(MODULE, encoding="utf-8").read())
+    functions = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+    tools = next(node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "InterviewTools")
+    methods = {node.name for node in tools.body if isinstance(node, ast.FunctionDef)}
+    assert methods & functions == set()
+    assert [node.lineno for node in ast.walk(tools) if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name) and node.func.id == "getattr"] == []

@@ -198,7 +198,7 @@ def test_a_submitted_300_question_interview_arrives_compact_and_its_archive_hold
     assert record["answers"][7]["header"] == held.spec["questions"][7]["header"]
     assert record["generalNotes"] == "Ship it"
     # The form's API keeps the whole result: every row with its header, every note.
-    page = http_request(api_url(held.url)).json()["result"]
+    page = http_request(api_url(runtime.form_url(held))).json()["result"]
     assert "compact" not in page and len(page["answers"]) == 300
     assert all("header" in row for row in page["answers"]) and page["answers"][7]["notes"] == "Yes, but watch the cost."
     assert page["summary"] == askrich.summarize(page, held.spec)

@@ -247,7 +247,7 @@ def test_form_submit_checks_like_the_route_and_the_first_submit_wins(host, serve
     answers = host.tool("await_user_answers", {"sessionId": session[0]})["structuredContent"]
     assert answers["status"] == "submitted" and answers["answers"][0]["selected"] == ["pg"]
     # The browser form of the same interview is told it is over, and so is a second app submit.
-    url = server.runtime.hub.get(session[0]).url
+    url = server.runtime.form_url(server.runtime.hub.get(session[0]))
     assert http_request(api_url(url, "submit"), "POST", {"answers": {}}).json()["code"] == "not-pending"
     status, body, _ = form(host, "form_submit", session, answers={})
     assert (status, body["code"]) == (409, "not-pending")
@@ -255,7 +255,7 @@ def test_form_submit_checks_like_the_route_and_the_first_submit_wins(host, serve
 
 def test_the_browser_submit_first_leaves_the_app_the_submitted_state(host, server):
     session = ask(host, choice("db", "pg"))
-    url = server.runtime.hub.get(session[0]).url
+    url = server.runtime.form_url(server.runtime.hub.get(session[0]))
     assert http_request(api_url(url, "submit"), "POST", {"answers": {"db": {"selected": ["pg"]}}}).status == 200
     status, body, _ = form(host, "form_submit", session, answers={"db": {"selected": ["pg"]}})
     assert (status, body["code"]) == (409, "not-pending")

@@ -377,14 +377,14 @@ def test_a_web_submit_during_a_form_elicitation_wins_and_withdraws_the_dialog(wi
     client = wire({"elicitation": {}})
     request = call_ask(client, dict(FLAT_INTERVIEW, delivery="elicitation"))
     (interview,) = client.runtime.hub.by_id.values()
-    submit_like_a_browser(interview.url)
+    submit_like_a_browser(client.runtime.form_url(interview))
     cancel = client.receive_until(lambda m: m.get("method") == "notifications/cancelled")
     assert cancel["params"]["requestId"] == request["id"]
     response = client.receive_until(lambda m: m.get("id") == 1)
     assert response["result"]["structuredContent"]["via"] == "browser"
     # The dialog's late answer changes nothing.
     client.send({"jsonrpc": "2.0", "id": request["id"], "result": {"action": "decline"}})
-    assert interview.result(timeout=0)["status"] == "submitted"
+    assert interview.settled_result()["status"] == "submitted"
 
 
 def test_a_web_submit_during_a_url_elicitation_returns_the_answers_and_completes_it(wire):

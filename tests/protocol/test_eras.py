@@ -121,18 +121,18 @@ def runtime(tmp_path):
 
 
 def test_tasks_get_fresh_ids_under_their_interview_and_follow_the_progress(runtime):
-    tasks = askrich.TaskRegistry(runtime.log, runtime.archive)
+    tasks = askrich.TaskRegistry(runtime.log, runtime.archive, runtime.form_url)
     form = runtime.open_interview(interview(choice("q", "a")))
     first = tasks.create(form, "Waiting", askrich.Cancellation())
     second = tasks.create(form, "Waiting", askrich.Cancellation())
     assert first["taskId"] != second["taskId"]
     assert first["taskId"].startswith(form.id + ".") and first["taskId"].split(".")[1].isdigit()
     assert (first["status"], first["ttlMs"], first["pollIntervalMs"]) == ("working", None, 2000)
-    tasks.update(first["taskId"], dict(form.progress(), answered=1))
+    tasks.update(first["taskId"], dict(askrich.progress_snapshot(form)[1], answered=1))
     moved = tasks.get(first["taskId"])
     assert moved["statusMessage"].startswith('Waiting for answers to "Test interview": 1 of 1 answered, ')
     assert moved["lastUpdatedAt"] >= first["createdAt"]
-    assert moved["statusMessage"].endswith(" Form: " + form.url)
+    assert moved["statusMessage"].endswith(" Form: " + runtime.form_url(form))
     tasks.complete(first["taskId"], {"content": []})
     done = tasks.get(first["taskId"])
     assert done["status"] == "completed" and done["result"] == {"content": []}
@@ -176,7 +176,7 @@ def test_a_call_holds_only_the_collaborators_it_uses_never_the_server(runtime, m
 
 
 def test_cancelling_a_task_cancels_its_call_and_leaves_it_cancelled(runtime):
-    tasks = askrich.TaskRegistry(runtime.log, runtime.archive)
+    tasks = askrich.TaskRegistry(runtime.log, runtime.archive, runtime.form_url)
     form = runtime.open_interview(interview(choice("q", "a")))
     cancellation = askrich.Cancellation()
     task = tasks.create(form, "Waiting", cancellation)
@@ -188,7 +188,7 @@ def test_cancelling_a_task_cancels_its_call_and_leaves_it_cancelled(runtime):
 
 @pytest.mark.parametrize("task_id", ["nope", "", "0123456789ab.1", "0123456789ab.x"])
 def test_a_task_this_server_never_made_is_unknown(runtime, task_id):
-    tasks = askrich.TaskRegistry(runtime.log, runtime.archive)
+    tasks = askrich.TaskRegistry(runtime.log, runtime.archive, runtime.form_url)
     error = refusal(lambda: tasks.get(task_id))
     assert error.code == -32602 and error.message == 'unknown task "%s"' % task_id
 

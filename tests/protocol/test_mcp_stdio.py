@@ -405,7 +405,7 @@ def test_browser_delivery_blocks_until_the_submit_when_the_opener_succeeds(serve
     request_id = peer.request("tools/call", {"name": "ask_user_rich", "arguments": interview()})
     peer.log.wait_for("session-created")
     (created,) = peer.runtime.hub.by_id.values()
-    assert submit(created.url, {"q": {"selected": ["a"]}}).status == 200
+    assert submit(peer.runtime.form_url(created), {"q": {"selected": ["a"]}}).status == 200
     result = peer.response(request_id)["result"]["structuredContent"]
     assert result["status"] == "submitted" and result["via"] == "browser"
 

@@ -483,7 +483,7 @@ def test_the_poll_interval_is_2s_for_a_minute_then_grows_to_30s_and_resets_when_
     runtime = askrich.Runtime(config, askrich.Log(str(tmp_path), stream=io.StringIO()))
     try:
         now = [1000.0]
-        tasks = askrich.TaskRegistry(runtime.log, runtime.archive, clock=lambda: now[0])
+        tasks = askrich.TaskRegistry(runtime.log, runtime.archive, runtime.form_url, clock=lambda: now[0])
         interview_ = runtime.open_interview(TWO_QUESTIONS, agent=None)
         task_id = tasks.create(interview_, "Waiting", askrich.Cancellation())["taskId"]
 
@@ -494,7 +494,7 @@ def test_the_poll_interval_is_2s_for_a_minute_then_grows_to_30s_and_resets_when_
         assert [interval(0), interval(30), interval(59)] == [2000, 2000, 2000]
         grown = [interval(60), interval(120), interval(180), interval(240), interval(3600)]
         assert grown == sorted(grown) and grown[0] > 2000 and grown[-1] == 30000
-        runtime.hub.record_counts(interview_, {"answered": 1, "deferred": 0, "needsInfo": 0, "open": 1})
+        interview_.record_progress({"answered": 1, "deferred": 0, "needsInfo": 0, "open": 1})
         assert interval(3601) == 2000  # the user did something
         assert interval(3661) > 2000
     finally:
