@@ -133,14 +133,15 @@ def test_the_phone_header_with_the_share_button_is_no_taller_in_any_language_tha
         page = context.new_page()
         for tag in LANGUAGES:
             form = public_rt.open_interview(spec_in(tag))
-            page.goto(form.url)
+            url = public_rt.form_url(form)
+            page.goto(url)
             page.wait_for_selector("body.ready[data-live]")
             expect(page.locator("#btn-share")).to_be_visible()
             heights[tag] = [page.evaluate(HEADER)]
             page.locator("#btn-view").click()
             heights[tag].append(page.evaluate(HEADER))
             names[tag] = page.locator("#btn-share").evaluate("(el) => [el.textContent, el.title]")
-            assert submit(form.url, {}, declined=True).status == 200
+            assert submit(url, {}, declined=True).status == 200
         assert page.evaluate("window.__csp") == []
     finally:
         context.close()
