@@ -83,6 +83,7 @@ APP_RESOURCE_URI = "ui://ask-user-rich/form.html"
 APP_SHOWN_REASON = "Shown in the conversation."
 APP_CHUNK_MAX_CHARS = 512 * 1024  # one form_attach call carries at most this much base64
 APP_OPEN_UPLOADS = 4  # unfinished form_attach uploads held in memory per interview
+APP_ANSWER_SECONDS = 5  # after the app's submit, how long its answer to the host's dialog may take
 TASK_POLL_MS = 2000
 TASK_POLL_MAX_MS = 30000
 # Claude Code shows a task's statusMessage cut at 200 characters: the form's link, at its end,
@@ -112,6 +113,7 @@ ENV_PUSH_URL = "ASK_USER_RICH_PUSH_URL"
 ENV_PUSH_TOKEN = "ASK_USER_RICH_PUSH_TOKEN"
 ENV_PUSH_LINK = "ASK_USER_RICH_PUSH_LINK"
 ENV_PROTOCOL = "ASK_USER_RICH_PROTOCOL"
+ENV_APP_FALLBACK = "ASK_USER_RICH_APP_FALLBACK"
 ENV_CODE_CACHE = "ASK_USER_RICH_CODE_CACHE"
 ENV_RESTARTED = "ASK_USER_RICH_RESTARTED"  # internal: askrich.pyz started over from its code cache
 
@@ -133,6 +135,7 @@ OPENER_GRACE_SECONDS = 5.0  # an opener still running after this long is a foreg
 HTTP_IDLE_TIMEOUT_SECONDS = 30  # a client that trickles its request in loses its thread
 REPLY_DRAIN_SECONDS = 1.0  # how long closing waits for replies still being written
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
+STOP_DEADLINE_SECONDS = 1.5  # a stop signal ends the process by then, even if a clean stop hangs
 INBOX_PORT = 47615  # the inbox's one stable address, on 127.0.0.1
 PUBLIC_HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-[]:")
 NOTIFY_MODES = ("desktop", "push", "both", "off")
@@ -212,6 +215,7 @@ class Config:
         "push_url",
         "push_token",
         "push_link",
+        "app_fallback",
     )
 
     def __init__(
@@ -232,6 +236,7 @@ class Config:
         push_url: str | None = None,
         push_token: str | None = None,
         push_link: bool = True,
+        app_fallback: int = 15,
     ) -> None:
         # Frozen: whatever holds a Config may rely on it staying as it was read; a changed
         # setting is a new Config (replace()).
@@ -257,6 +262,9 @@ class Config:
             "push_url": push_url,
             "push_token": push_token,
             "push_link": push_link,  # may a pushed notice carry the form's (public) link
+            # Seconds a host that declared MCP Apps may take to load the form before the
+            # browser gets it: some declare the extension and never render the app.
+            "app_fallback": app_fallback,
         }
         for name, value in values.items():
             object.__setattr__(self, name, value)
@@ -328,6 +336,7 @@ class Config:
                 push_url=push_url,
                 push_token=env.get(ENV_PUSH_TOKEN, "").strip() or None,
                 push_link=push_link != "0",
+                app_fallback=integer(ENV_APP_FALLBACK, 15, 0, 86400),
             ),
             warnings,
         )
@@ -1637,6 +1646,95 @@ LOG_ROTATE_BYTES = 5 * 1024 * 1024  # server.log is renamed to server.log.1 past
 LOG_KEEP = 3  # server.log.1 .. server.log.3; the oldest is dropped
 
 
+# Linux: a new open file description onto whatever a descriptor of ours is (StderrLines).
+OWN_DESCRIPTOR_PATH = "/proc/self/fd/%d"
+
+
+class StderrLines:
+    """Log lines onto stderr without ever waiting for it. MCP lets a client leave the server's
+    stderr unread, and once its pipe is full a blocking write stalls whichever thread logged,
+    and with it the server: so a line that stderr cannot take at once is dropped (server.log
+    has it whole) and counted. A line is written whole or not at all, in one write of at most
+    PIPE_BUF bytes, so concurrent lines never interleave and no lock is held while writing.
+
+    On Linux a descriptor of our own onto the pipe or terminal (through /proc/self/fd) is
+    non-blocking without touching the one we share with the client or the shell; a socket is
+    written with MSG_DONTWAIT. A regular file never stalls and is written as it is. Where the
+    system offers neither (macOS, Windows), lines go through the stream as they always did.
+    """
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+        self.descriptor = None  # our own descriptor onto stderr, when it is a real one
+        self.socket = None
+        self.limit = None  # bytes a line may take to be written whole in one write
+        self.count_lock = threading.Lock()  # guards `dropped` only, never held while writing
+        self.dropped = 0
+        self.closed = False
+        try:
+            self._open(stream.fileno())
+        except (AttributeError, OSError, ValueError):  # not a real descriptor: a test's stream
+            pass
+
+    def _open(self, descriptor: int) -> None:
+        import stat
+
+        mode = os.fstat(descriptor).st_mode
+        if stat.S_ISREG(mode):
+            self.descriptor = descriptor
+            return
+        try:
+            self.limit = os.fpathconf(descriptor, "PC_PIPE_BUF")
+        except (AttributeError, OSError, ValueError):
+            self.limit = 512  # what POSIX promises at least
+        if stat.S_ISSOCK(mode):
+            import socket
+
+            self.socket = socket.socket(fileno=os.dup(descriptor))
+        else:
+            self.descriptor = os.open(OWN_DESCRIPTOR_PATH % descriptor, os.O_WRONLY | os.O_NONBLOCK
+                                      | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+
+    def write(self, line: str) -> None:
+        """One log line now, or counted as dropped."""
+        self.say("[ask-user-rich] " + line + "\n")
+
+    def say(self, text: str) -> None:
+        """`text` (whole lines) now, or counted as dropped: also what the command line tells the
+        person, so that a full stderr never holds up a stop."""
+        data = text.encode("utf-8", "backslashreplace")
+        if self.limit is not None and len(data) > self.limit:
+            data = data[: self.limit - 4].decode("utf-8", "ignore").encode("utf-8") + "…\n".encode("utf-8")
+        try:
+            self._send(data)
+        except BlockingIOError:
+            with self.count_lock:
+                self.dropped += 1
+        except (OSError, ValueError):  # stderr closed or gone: server.log has the line
+            pass
+
+    def _send(self, data: bytes) -> None:
+        if self.closed:
+            return
+        if self.socket is not None:
+            import socket
+
+            self.socket.send(data, socket.MSG_DONTWAIT)
+        elif self.descriptor is not None:
+            os.write(self.descriptor, data)
+        else:
+            self.stream.write(data.decode("utf-8"))
+            self.stream.flush()
+
+    def close(self) -> None:
+        self.closed = True
+        if self.socket is not None:
+            self.socket.close()
+        elif self.descriptor is not None and self.limit is not None:  # ours, not the stream's own
+            os.close(self.descriptor)
+        self.socket = self.descriptor = None
+
+
 class Log:
     """server.log plus stderr, one line per event: time, pid, event, key=value pairs.
 
@@ -1644,12 +1742,16 @@ class Log:
     must never break a call. Several processes may share server.log: each line is one append,
     and whoever sees it pass LOG_ROTATE_BYTES rotates it under a lock on the file itself; the
     others notice that the name now points at a new file and reopen it before their next line.
+    The lock covers server.log only: stderr takes a line at once or drops it (StderrLines).
+    `echo=False` keeps the lines off stderr (demo and ask, whose terminal is a person's); the
+    warning that the log directory cannot be written still goes there.
     """
 
-    def __init__(self, log_dir: str, stream=None) -> None:
+    def __init__(self, log_dir: str, stream=None, echo: bool = True) -> None:
         self.log_dir = log_dir
         self.path = os.path.join(log_dir, "server.log")
-        self.stream = stream if stream is not None else sys.stderr
+        self.stderr = StderrLines(stream if stream is not None else sys.stderr)
+        self.echo = echo
         self.lock = threading.Lock()
         self.listener = None  # called with (level, event, fields, about); the MCP server forwards them
         self.descriptor = None
@@ -1674,37 +1776,56 @@ class Log:
         return descriptor
 
     def _warn_degraded(self, error: OSError) -> None:
-        self._write_stderr(
-            "%s %d log-degraded dir=%s error=%s (logging to stderr only)"
-            % (iso_utc(time.time()), os.getpid(), quote(self.log_dir), quote(str(error)))
-        )
+        self.stderr.write("%s log-degraded dir=%s error=%s (logging to stderr only)"
+                          % (self._stamp(), quote(self.log_dir), quote(str(error))))
 
-    def _write_stderr(self, line: str) -> None:
-        try:
-            self.stream.write("[ask-user-rich] " + line + "\n")
-            self.stream.flush()
-        except (OSError, ValueError):
-            pass
+    @staticmethod
+    def _stamp() -> str:
+        return "%s %d" % (iso_utc(time.time()), os.getpid())
+
+    def _line(self, event: str, fields: dict) -> str:
+        pairs = " ".join("%s=%s" % (key, _log_value(value)) for key, value in fields.items())
+        line = "%s %s%s" % (self._stamp(), event, " " + pairs if pairs else "")
+        # A lone surrogate in a logged value (a title, an id) failed the UTF-8 write and turned
+        # file logging off for good; write it as an escape instead.
+        return line.encode("utf-8", "backslashreplace").decode("utf-8")
+
+    def _to_file(self, line: str) -> bool:
+        """Append one line to server.log; False when there is no server.log to write."""
+        with self.lock:
+            if self.descriptor is None:
+                return False
+            try:
+                self._append((line + "\n").encode("utf-8"))
+                return True
+            except OSError as error:
+                self._drop_file()
+                failure = error
+        self._warn_degraded(failure)
+        return False
 
     def event(self, event: str, level: str = "info", about=None, **fields) -> None:
         """One line of `fields`; `about`: the object the event belongs to (an interview, a
         call's cancellation, a request), which the listener routes by, never by the fields."""
-        pairs = " ".join("%s=%s" % (key, _log_value(value)) for key, value in fields.items())
-        line = "%s %d %s%s" % (iso_utc(time.time()), os.getpid(), event, " " + pairs if pairs else "")
-        # A lone surrogate in a logged value (a title, an id) failed the UTF-8 write and turned
-        # file logging off for good; write it as an escape instead.
-        line = line.encode("utf-8", "backslashreplace").decode("utf-8")
-        with self.lock:
-            if self.descriptor is not None:
-                try:
-                    self._append((line + "\n").encode("utf-8"))
-                except OSError as error:
-                    self._drop_file()
-                    self._warn_degraded(error)
-            self._write_stderr(line)
+        line = self._line(event, fields)
+        in_file = self._to_file(line)
+        if self.echo or not in_file:
+            self.stderr.write(line)
         listener = self.listener
         if listener is not None:
             listener(level, event, fields, about)
+
+    def last_words(self, event: str, **fields) -> None:
+        """A line to server.log from a process about to end whatever holds the lock: skipped
+        if the lock does not come within a moment."""
+        if self.lock.acquire(timeout=0.2):
+            try:
+                if self.descriptor is not None:
+                    os.write(self.descriptor, (self._line(event, fields) + "\n").encode("utf-8"))
+            except OSError:
+                pass
+            finally:
+                self.lock.release()
 
     def once(self, event: str, level: str = "info", **fields) -> None:
         """event(), unless this process logged the same event with the same fields before."""
@@ -1785,8 +1906,11 @@ class Log:
                 pass
 
     def close(self) -> None:
+        if self.stderr.dropped:  # said once, here: a line for each would fill server.log instead
+            self._to_file(self._line("stderr-dropped", {"lines": self.stderr.dropped, "reason": "stderr was full"}))
         with self.lock:
             self._drop_file()
+        self.stderr.close()
 
 
 LOG_VALUE_MAX = 1000  # a client's 15 MB request id or title must not become a 15 MB log line
@@ -2350,7 +2474,8 @@ class InterviewSnapshot:
 
 class FormPresence:
     """What the form's pages have said of an interview: page views, the pages in view and
-    the sightings, the event streams open, the latest counts and the follow-ups unseen.
+    the sightings, the event streams open, the latest counts and the follow-ups unseen; and
+    the form inside the host's own: the key only its app holds, and whether it loaded.
     Only the progress reports, the notices and the inbox read it. It is the Interview's base:
     its fields are the interview's own, guarded by its lock; each change notifies its
     condition (waits judge by it too) and tells its on_change."""
@@ -2367,6 +2492,37 @@ class FormPresence:
         self._in_view: dict = {}
         self._sightings = 0
         self._unseen = None  # (follow-ups unseen, questions then), as the form last reported
+        # The form inside the host: the key only its app holds (made before the call's result
+        # leaves, never changed), and whether an app has loaded the whole interview.
+        self._app_key = None
+        self._app_loaded = threading.Event()
+
+    def app_key(self) -> str:
+        """The key of the form inside the host, made on first use."""
+        import secrets
+
+        with self._lock:
+            if self._app_key is None:
+                self._app_key = secrets.token_urlsafe(24)
+            return self._app_key
+
+    def holds_app_key(self, key) -> bool:
+        """Whether `key` is the app's key (none was made: nothing is)."""
+        import hmac
+
+        with self._lock:
+            made = self._app_key
+        if not isinstance(key, str) or made is None:
+            return False
+        return hmac.compare_digest(key.encode("utf-8"), made.encode("utf-8"))
+
+    def record_app_load(self) -> None:
+        """An app loaded the whole interview: the host shows the form."""
+        self._app_loaded.set()
+
+    def wait_for_app(self, seconds: float) -> bool:
+        """Whether an app loads the interview within `seconds`."""
+        return self._app_loaded.wait(seconds)
 
     def attention(self) -> dict:
         """What the notices judge by: still pending, forms open, sightings so far, and
@@ -2939,8 +3095,9 @@ class SessionHub:
 
     # -- settling -------------------------------------------------------------------------
 
-    def submit(self, interview: Interview, payload) -> dict:
-        """Check, archive durably, settle, wake every waiter; the reply for the form."""
+    def submit(self, interview: Interview, payload, via: str = "browser") -> dict:
+        """Check, archive durably, settle, wake every waiter; the reply for the form (`via`:
+        "browser", or "app" for the form inside the host)."""
         delivered = []
 
         def build(snapshot: InterviewSnapshot):
@@ -2948,7 +3105,7 @@ class SessionHub:
             delivered.append(snapshot.delivered)
             # Unkept, answers that no call takes would be lost with the process: the form
             # keeps them instead. Taken by a waiting call, they reached the agent.
-            return self._result(snapshot, submission, "browser", keep_or_refuse=not snapshot.delivered)
+            return self._result(snapshot, submission, via, keep_or_refuse=not snapshot.delivered)
 
         # The version is judged only once the payload is an object with answers: a body of
         # another shape is refused as such, whatever version it names.
@@ -3560,6 +3717,8 @@ def build_app_document(read=read_asset) -> bytes:
         if tag not in page:
             raise ValueError("form.html no longer holds %s, which the app document replaces" % tag)
     page = page.replace('<link rel="stylesheet" href="/assets/form.css">', "")
+    # The browser form's empty favicon is an image request, which hosts' policies refuse.
+    page = page.replace('<link rel="icon" href="data:,">', "")
     page = page.replace('<script type="module" src="/assets/js/main.js"></script>', head)
     return page.encode("utf-8")
 
@@ -3784,13 +3943,13 @@ def form_visibility(runtime, interview, payload):
     return 204, None
 
 
-def form_submit(runtime, interview, read_payload):
+def form_submit(runtime, interview, read_payload, via: str = "browser"):
     """`read_payload()` gives the submitted JSON (or refuses it) once the interview is known to
     be pending: a settled one is told so before its body is read."""
     hub = runtime.hub
     try:
         interview.check_pending()
-        return 200, hub.submit(interview, read_payload())
+        return 200, hub.submit(interview, read_payload(), via)
     except InterviewError as error:
         status, body = http_error(error)
         hub.log.event(
@@ -4801,9 +4960,12 @@ def _inbox_entry(raw, pid: int):
 
 class InboxRegistry:
     """<log dir>/inbox/: this process's entry, written whole or not at all, and the entries of
-    every live process, read back. Files of processes that are gone are removed on sight."""
+    every live process, read back. Files of processes that are gone are removed on sight.
+    With a `log`, the entry's coming and going and each file removed on sight are logged: what
+    another process, or a test, can wait on instead of watching the folder."""
 
-    def __init__(self, log_dir: str) -> None:
+    def __init__(self, log_dir: str, log: Log | None = None) -> None:
+        self.log = log
         self.folder = os.path.join(log_dir, "inbox")
         self.pid = os.getpid()
         self.path = os.path.join(self.folder, "%d.json" % self.pid)
@@ -4824,7 +4986,9 @@ class InboxRegistry:
                         lambda temporary: os.replace(temporary, self.path))
         except OSError as error:
             raise InboxWriteFailed("%s cannot be written: %s" % (self.path, error.strerror or error)) from None
-        self.written = True
+        if not self.written:
+            self.written = True
+            self._note("inbox-listed", entry=os.path.basename(self.path))
 
     def remove(self) -> None:
         if not self.written:
@@ -4834,6 +4998,11 @@ class InboxRegistry:
             os.unlink(self.path)
         except OSError:
             pass
+        self._note("inbox-unlisted", entry=os.path.basename(self.path))
+
+    def _note(self, event: str, **fields) -> None:
+        if self.log is not None:
+            self.log.event(event, **fields)
 
     def folder_stamp(self):
         try:
@@ -4863,6 +5032,7 @@ class InboxRegistry:
             if not pid_alive(pid):
                 try:
                     os.unlink(path)
+                    self._note("inbox-entry-dropped", pid=pid, reason="its process is gone")
                 except OSError:
                     pass
                 continue
@@ -5578,7 +5748,7 @@ class Inbox:
         self.log = runtime.log
         self.port = runtime.config.inbox_port
         self.hold = hold  # the `inbox` command: hold the port until closed, pending or not
-        self.registry = InboxRegistry(runtime.config.log_dir)
+        self.registry = InboxRegistry(runtime.config.log_dir, runtime.log)
         self.project = working_folder()
         self.started_at = iso_utc(time.time())
         self.lock = threading.Lock()
@@ -7047,7 +7217,7 @@ RESULT_SCHEMA = {
         "summary": {"type": "string", "description": "One line per question; read it first."},
         "interviewId": {"type": "string"},
         "title": {"type": "string"},
-        "via": {"type": "string", "enum": ["browser", "elicitation"]},
+        "via": {"type": "string", "enum": ["browser", "elicitation", "app"]},
         "submittedAt": {"type": "string"},
         "durationSeconds": {"type": "number"},
         "counts": {
@@ -7224,16 +7394,28 @@ TOOL_NAMES = frozenset(tool["name"] for tool in TOOLS)
 # form inside the host what its HTTP routes give the browser form. Hosts hide app-only tools from
 # the model; clients that did not declare the extension never see them.
 
+# The form shows images only as data: URLs (the thumbnails of the person's uploads, data: images
+# in markdown); a resource that declares no CSP gets `img-src 'none'` from hosts, which refuses
+# those too, and blob: URLs as well. So it declares exactly data:, and loads nothing else.
+def app_resource_meta() -> dict:
+    return {"ui": {"prefersBorder": True, "csp": {"resourceDomains": ["data:"]}}}
+
+
 APP_RESOURCE = {
     "uri": APP_RESOURCE_URI,
     "name": "ask-user-rich-form",
     "title": "Ask User Rich form",
     "description": "The interview form, shown inside the conversation by hosts that render MCP Apps.",
     "mimeType": APP_MIME_TYPE,
-    "_meta": {"ui": {"prefersBorder": True}},
+    "_meta": app_resource_meta(),
 }
 APP_STATUS_META = "ask-user-rich/status"  # an app-only tool's result: the status its route answers
+# ask_user_rich's result (and an app-rendered elicitation) hands the app {sessionId, token, key}
+# here in `_meta`, which hosts give the app and not the model: the key is what the app-only tools
+# require, so that a model that reads the form's link cannot answer in the person's place.
+APP_META = "ask-user-rich/app"
 _TOKEN = {"type": "string", "description": "The token of the form's URL (/s/<token>) in ask_user_rich's result."}
+_APP_KEY = {"type": "string", "description": "The app's key, which the host hands the form; not given to the model."}
 _COUNT = {"type": "integer", "minimum": 0}
 
 
@@ -7244,8 +7426,8 @@ def app_tool(name: str, title: str, description: str, properties: dict, required
         "description": description + " Called by the ask-user-rich form shown in the conversation, not by the model.",
         "inputSchema": {
             "type": "object",
-            "required": ["sessionId", "token"] + list(required),
-            "properties": dict({"sessionId": _SESSION_ID, "token": _TOKEN}, **properties),
+            "required": ["sessionId", "token", "appKey"] + list(required),
+            "properties": dict({"sessionId": _SESSION_ID, "token": _TOKEN, "appKey": _APP_KEY}, **properties),
         },
         "annotations": dict(ANNOTATIONS, readOnlyHint=read_only),
         "_meta": {"ui": {"resourceUri": APP_RESOURCE_URI, "visibility": ["app"]}},
@@ -7307,14 +7489,29 @@ def declares_apps(capabilities) -> bool:
     return isinstance(mime_types, list) and APP_MIME_TYPE in mime_types
 
 
+def declares_app_elicitation(capabilities) -> bool:
+    """Whether a client renders an MCP App in place of its form elicitation (app-rendered
+    elicitation): it declared MCP Apps, form elicitation, and `elicitation` in its UI
+    extension."""
+    if not declares_apps(capabilities) or "form" not in elicitation_modes(capabilities):
+        return False
+    return isinstance(capabilities["extensions"][APPS_EXTENSION].get("elicitation"), dict)
+
+
+def apps_extension_for(capabilities) -> dict:
+    """What we declare of MCP Apps to a client: app-rendered elicitation where it renders it."""
+    return {"elicitation": {}} if declares_app_elicitation(capabilities) else {}
+
+
 def tools_for(apps: bool) -> list:
     return list(APP_HOST_TOOLS if apps else TOOLS)
 
 
 def app_tool_result(status: int, body) -> dict:
-    """An app-only tool's result: its route's JSON body, and the status in `_meta`; a refusal
-    is an error result carrying the same body, `code` included."""
-    shown = body if body is not None else {}
+    """An app-only tool's result: its route's JSON body with the status as `statusCode` (also
+    in `_meta`, where older forms read it); a refusal is an error result carrying the same
+    body, `code` included."""
+    shown = dict(body or {}, statusCode=status)
     result = {
         "content": [{"type": "text", "text": json.dumps(shown)}],
         "structuredContent": shown,
@@ -7336,7 +7533,13 @@ def shown_in_host_result(interview: Interview, url: str) -> dict:
     )
     structured = {"status": "awaiting", "sessionId": interview.id, "url": url,
                   "reason": APP_SHOWN_REASON, "summary": text}
-    return {"content": [{"type": "text", "text": text}], "structuredContent": structured}
+    return {"content": [{"type": "text", "text": text}], "structuredContent": structured,
+            "_meta": {APP_META: app_meta(interview)}}
+
+
+def app_meta(interview: Interview) -> dict:
+    """What the form inside the host needs to reach its interview, key included."""
+    return {"sessionId": interview.id, "token": interview.token, "key": interview.app_key()}
 
 
 def error_result(text: str) -> dict:
@@ -7482,6 +7685,10 @@ class ToolCall:
         """Whether the client declared MCP Apps for this call: it shows the form itself."""
         return False
 
+    def renders_app_elicitation(self) -> bool:
+        """Whether the client shows an MCP App in its form elicitation's place."""
+        return False
+
     def resumed_interview(self, hub: SessionHub):
         """The interview a retry of a multi round-trip call continues; None: start afresh."""
         return None
@@ -7546,6 +7753,9 @@ class LegacyCall(ToolCall):
     def shows_apps(self) -> bool:
         return declares_apps(self.handshake()["capabilities"])
 
+    def renders_app_elicitation(self) -> bool:
+        return declares_app_elicitation(self.handshake()["capabilities"])
+
     def elicit(self, key: str, params: dict, interview: Interview):
         """Send `elicitation/create` and wait, with no timeout of ours, for the first of: the
         client's response, a submit through the web form, the call's cancellation or
@@ -7557,9 +7767,11 @@ class LegacyCall(ToolCall):
         if params.get("mode") == "url":
             params["elicitationId"] = self.url_elicitations[key] = str(uuid.uuid4())
         responses = []
+        answered = threading.Event()
 
         def on_response(message: dict) -> None:
             responses.append(message)
+            answered.set()
             interview.wake()
 
         request_id = self.transport.request("elicitation/create", params, on_response)
@@ -7567,11 +7779,19 @@ class LegacyCall(ToolCall):
                               elicitation=params.get("elicitationId"))
         with interview.waiter(self.cancellation) as waiter:
             outcome = waiter.wait(answered=lambda: bool(responses))
+        in_app = outcome == "settled" and (interview.settled_result() or {}).get("via") == "app"
+        if in_app:
+            # Our form in the host's dialog submitted, and answers the dialog next: its answer
+            # closes the dialog as the host expects, rather than our cancellation.
+            answered.wait(APP_ANSWER_SECONDS)
         self.transport.forget(request_id)
         if outcome == "answered":
             return outcome, responses[0]
+        if outcome == "settled" and responses:
+            return outcome, None
         if outcome in ("settled", "cancelled"):
-            reason = "the form was submitted in the browser" if outcome == "settled" else "the tool call ended"
+            reason = ("the form was submitted in the %s" % ("conversation" if in_app else "browser")
+                      if outcome == "settled" else "the tool call ended")
             self.transport.notify("notifications/cancelled", {"requestId": request_id, "reason": reason})
         return outcome, None
 
@@ -7949,6 +8169,9 @@ class ModernCall(ToolCall):
     def shows_apps(self) -> bool:
         return declares_apps(self.request.capabilities)
 
+    def renders_app_elicitation(self) -> bool:
+        return declares_app_elicitation(self.request.capabilities)
+
     def resumed_interview(self, hub: SessionHub):
         return None if self.resumed is None else hub.require(self.resumed[0])
 
@@ -8217,8 +8440,15 @@ class McpServer:
             raise JsonRpcError(-32002, "Resource not found: %s" % describe(uri), {"uri": uri})
         return {"contents": [{
             "uri": APP_RESOURCE_URI, "mimeType": APP_MIME_TYPE,
-            "text": app_document().decode("utf-8"), "_meta": {"ui": {"prefersBorder": True}},
+            "text": app_document().decode("utf-8"), "_meta": app_resource_meta(),
         }]}
+
+    def list_resource_templates(self, request_id, params: dict, request) -> dict:
+        return {"resourceTemplates": []}
+
+    def modern_list_resource_templates(self, request_id, params: dict, request: ModernRequest) -> dict:
+        one_page(params, "resource template")
+        return dict(self.list_resource_templates(request_id, params, request), **CACHE_HINTS)
 
     def modern_read_resource(self, request_id, params: dict, request: ModernRequest) -> dict:
         # The same document for every caller while the process runs.
@@ -8242,12 +8472,16 @@ class McpServer:
         return {}
 
     def discover(self, request_id, params: dict, request) -> dict:
+        apps = apps_extension_for(request.capabilities if request is not None else {})
+        # The same for every caller but one that renders app elicitation, whose answer no
+        # shared cache may hand another.
+        hints = CALLER_CACHE_HINTS if apps else CACHE_HINTS
         return {
             "supportedVersions": list(SUPPORTED_VERSIONS),
             "capabilities": {"tools": {}, "logging": {}, "resources": {},
-                             "extensions": {TASKS_EXTENSION: {}, APPS_EXTENSION: {}}},
-            "ttlMs": CACHE_HINTS["ttlMs"],
-            "cacheScope": CACHE_HINTS["cacheScope"],
+                             "extensions": {TASKS_EXTENSION: {}, APPS_EXTENSION: apps}},
+            "ttlMs": hints["ttlMs"],
+            "cacheScope": hints["cacheScope"],
             "instructions": SERVER_INSTRUCTIONS,
         }
 
@@ -8270,7 +8504,7 @@ class McpServer:
         return {
             "protocolVersion": version,
             "capabilities": {"tools": {"listChanged": False}, "logging": {}, "resources": {},
-                             "extensions": {APPS_EXTENSION: {}}},
+                             "extensions": {APPS_EXTENSION: apps_extension_for(self.client_capabilities)}},
             "serverInfo": dict(SERVER_INFO),
             "instructions": SERVER_INSTRUCTIONS,
         }
@@ -8293,7 +8527,9 @@ class McpServer:
     def run_tool_call(self, call, name: str, arguments: dict) -> None:
         started = time.monotonic()
         self.routing.run_as(call)
-        self.log.event("call", tool=name, request=str(call.request_id))
+        # The app's polls of its state come every few seconds while it is shown: only at debug.
+        level = "debug" if name == "form_state" and arguments.get("full") is not True else "info"
+        self.log.event("call", level, tool=name, request=str(call.request_id))
         result_type = "complete"
         try:
             result = self.tools.call(name, arguments, call)
@@ -8309,7 +8545,7 @@ class McpServer:
         self.routing.end(call)
         call.finish(result, result_type)
         # Logged once the response is out: the answers reach the agent before the bookkeeping.
-        self.log.event("call-end", tool=name, request=str(call.request_id), outcome=outcome,
+        self.log.event("call-end", level, tool=name, request=str(call.request_id), outcome=outcome,
                        ms=int((time.monotonic() - started) * 1000))
 
 
@@ -8320,6 +8556,7 @@ LEGACY_METHODS = MappingProxyType({
     "tools/list": McpServer.list_tools,
     "tools/call": McpServer.legacy_tool_call,
     "resources/list": McpServer.list_resources,
+    "resources/templates/list": McpServer.list_resource_templates,
     "resources/read": McpServer.read_resource,
     "logging/setLevel": McpServer.set_log_level,
     "server/discover": McpServer.discover_refused,
@@ -8330,6 +8567,7 @@ MODERN_METHODS = MappingProxyType({
     "tools/list": McpServer.modern_list_tools,
     "tools/call": McpServer.modern_tool_call,
     "resources/list": McpServer.modern_list_resources,
+    "resources/templates/list": McpServer.modern_list_resource_templates,
     "resources/read": McpServer.modern_read_resource,
     "tasks/get": McpServer.get_task,
     "tasks/cancel": McpServer.cancel_task,
@@ -8890,8 +9128,14 @@ def elicitation_action(response):
 # ============================================================================================
 
 def form_fields(arguments: dict) -> dict:
-    """An app-only tool's arguments as the route's JSON body: all but sessionId and token."""
-    return {key: value for key, value in arguments.items() if key not in ("sessionId", "token")}
+    """An app-only tool's arguments as the route's JSON body: all but those naming the interview."""
+    return {key: value for key, value in arguments.items() if key not in ("sessionId", "token", "appKey")}
+
+
+APP_KEY_REQUIRED = (
+    "appKey must be the key the host handed the form shown in the conversation: these tools "
+    "serve only that form. The form's link is for the person, in a browser."
+)
 
 
 class AppUploads:
@@ -9013,6 +9257,7 @@ class InterviewTools:
         elif call.shows_apps():
             self.log.event("shown-in-host", about=interview, interview=interview.id)
             self.runtime.notices.arm(interview, opened=True)  # as after a browser opened it
+            self.watch_for_the_app(interview)
             return shown_in_host_result(interview, self.runtime.form_url(interview))
         return self.deliver_by_browser(interview, call, interview.options["timeoutSeconds"])
 
@@ -9064,9 +9309,24 @@ class InterviewTools:
 
     # -- the app-only tools: the form inside the host ------------------------------------
 
+    def watch_for_the_app(self, interview: Interview) -> None:
+        """Deliver the interview as `browser` would when no app has loaded it within the
+        fallback delay: a host may declare MCP Apps and never show the form."""
+        config = self.runtime.config
+
+        def fall_back() -> None:
+            if interview.wait_for_app(config.app_fallback) or not interview.is_pending():
+                return
+            self.log.event("app-fallback", "warning", about=interview, interview=interview.id,
+                           seconds=config.app_fallback)
+            opened, _ = open_browser(self.runtime.form_url(interview), config, self.log)
+            self.runtime.notices.arm(interview, opened)
+
+        threading.Thread(target=fall_back, name="ask-user-rich-app-fallback", daemon=True).start()
+
     def app_operation(self, arguments: dict, operation):
-        """An app-only tool: the interview its sessionId and token name, then what its route
-        does; a refusal is an error result with the route's body."""
+        """An app-only tool: the interview its sessionId, token and app key name, then what
+        its route does; a refusal is an error result with the route's body."""
         session_id, token = arguments.get("sessionId"), arguments.get("token")
         try:
             if not (isinstance(session_id, str) and isinstance(token, str)):
@@ -9074,6 +9334,8 @@ class InterviewTools:
             interview = find_interview(self.runtime.hub, token)
             if interview is None or interview.id != interview_id_of(session_id):
                 raise HttpRefusal(404, "not found")
+            if not interview.holds_app_key(arguments.get("appKey")):
+                raise HttpRefusal(403, APP_KEY_REQUIRED, code="app-key-required")
             return app_tool_result(*operation(interview))
         except HttpRefusal as refusal:
             return app_tool_result(refusal.status, refusal.body)
@@ -9084,7 +9346,8 @@ class InterviewTools:
             if arguments.get("full") is not True:
                 return 200, shown
             # The app loading the whole interview is its page view, and a sighting: the host
-            # shows it in the conversation (it stops the notices).
+            # shows it in the conversation (it stops the notices, and the browser's fallback).
+            interview.record_app_load()
             record_page_view(self.runtime, interview, "app in %s" % (agent_name(call.client_info) or "a host"),
                              seen=True)
             return 200, dict(form_payload(interview), **shown)
@@ -9100,7 +9363,7 @@ class InterviewTools:
             payload = form_fields(arguments)
             if len(json.dumps(payload)) > MAX_BODY_BYTES:
                 raise HttpRefusal(413, "body larger than %d bytes" % MAX_BODY_BYTES)
-            status, body = form_submit(self.runtime, interview, lambda: payload)
+            status, body = form_submit(self.runtime, interview, lambda: payload, via="app")
             settled = interview.settled_result() if status == 200 else None
             # The app hands the summary to the host's model context.
             return status, dict(body, summary=settled["summary"]) if settled else body
@@ -9181,7 +9444,13 @@ class InterviewTools:
             "message": elicitation_message(interview.spec, questions),
             "requestedSchema": elicitation_schema(questions),
         }
-        self.log.event("form-elicitation", about=interview, interview=interview.id, questions=len(questions))
+        if call.renders_app_elicitation():
+            # The host shows our form in its dialog (notes, attachments and all), and its own
+            # form of the schema where the app cannot run. The app submits through form_submit,
+            # then answers the dialog; the first settle wins, as with the browser form.
+            params["_meta"] = {"ui": {"resourceUri": APP_RESOURCE_URI}, APP_META: app_meta(interview)}
+        self.log.event("form-elicitation", about=interview, interview=interview.id, questions=len(questions),
+                       app="yes" if "_meta" in params else "no")
         outcome, response = call.elicit(FORM_ELICITATION_KEY, params, interview)
         if outcome == "settled":
             return True, answers_result(interview.settled_result(), interview.spec)
@@ -9339,7 +9608,7 @@ def release_start_up_memory() -> None:
 # ============================================================================================
 
 USAGE = """usage: askrich.py [demo | ask FILE.json | inbox | notify --test | doctor
-                   | hook ask-user-question | hook permission-request] [--link | --no-open]
+                   | hook ask-user-question | hook permission-request] [--link | --no-open] [--verbose]
 
   (no command)         run the stdio MCP server (what an MCP client launches)
   demo                 ask the built-in demo interview and print the result JSON
@@ -9361,6 +9630,8 @@ USAGE = """usage: askrich.py [demo | ask FILE.json | inbox | notify --test | doc
                        answered in the form too; the first answer, here or there, wins
   --link               with demo/ask/inbox: do not open a browser; print the link
   --no-open            the same as --link
+  --verbose            with demo/ask: show the log's lines here too (they are always in
+                       server.log, in the log directory that doctor names)
   --version            print the version
   --help               print this help
 
@@ -9394,13 +9665,15 @@ def main(argv=None, detach: bool = False):
 
 def run_page_command(command: str, rest: list) -> int:
     """`inbox`, `demo` and `ask FILE.json`: a page in the browser (not opened with --link or
-    --no-open)."""
+    --no-open); demo and ask show their log's lines in the terminal only with --verbose."""
     flags = [arg for arg in rest if arg.startswith("--")]
     positional = [arg for arg in rest if not arg.startswith("--") or arg == "-"]
-    if any(flag not in ("--link", "--no-open") for flag in flags) or (command == "inbox" and positional):
+    known = ("--link", "--no-open") if command == "inbox" else ("--link", "--no-open", "--verbose")
+    if any(flag not in known for flag in flags) or (command == "inbox" and positional):
         return usage_error("unknown arguments: %s" % " ".join([command] + rest))
+    link = any(flag in ("--link", "--no-open") for flag in flags)
     if command == "inbox":
-        return run_inbox(open_it=not flags)
+        return run_inbox(open_it=not link)
     if command == "demo" and not positional:
         source = read_asset("demo.json").decode("utf-8")
     elif command == "ask" and len(positional) == 1:
@@ -9409,7 +9682,7 @@ def run_page_command(command: str, rest: list) -> int:
             return 2
     else:
         return usage_error("%s takes %s" % (command, "no file" if command == "demo" else "one FILE.json"))
-    return run_cli_interview(source, open_it=not flags)
+    return run_cli_interview(source, open_it=not link, verbose="--verbose" in flags)
 
 
 def usage_error(text: str) -> int:
@@ -9428,12 +9701,107 @@ def read_interview_file(path: str):
         return None
 
 
+class StopSignals:
+    """The stop signals (STOP_SIGNALS), taken without a lock and without a log line.
+
+    A Python signal handler runs on the main thread between two of its bytecodes, perhaps
+    while that very thread holds the log's lock or an Event's: a handler that logged or set an
+    Event could wait forever on itself, and a second signal would find it there. And a signal
+    that comes just before the main thread starts to wait runs its handler only once that wait
+    ends. So the signal is taken in C: the interpreter's own handler writes its number to a
+    pipe (signal.set_wakeup_fd) the moment it comes, and a thread of ours reads it and does
+    the stopping: first `stop()`, then the log line. (Where the wakeup needs a socket, on
+    Windows, the Python handler writes the byte instead.) The first signal also arms the last
+    resort: a process still running STOP_DEADLINE_SECONDS later exits there with `code` (every
+    answer acknowledged by then is on disk: a submit is archived before it is acknowledged).
+    Further signals, of either kind, add nothing. Only the main thread may take signals;
+    elsewhere (a test driving the command line from a thread) this does nothing.
+    """
+
+    def __init__(self, stop, log: Log, code: int = 0, deadline: float = STOP_DEADLINE_SECONDS) -> None:
+        import signal
+
+        self.stop, self.log, self.code, self.deadline = stop, log, code, deadline
+        self.previous = {}
+        self.lock = threading.Lock()  # the watcher's and restore()'s, never the handler's
+        self.timer = None
+        self.restored = False
+        if threading.current_thread() is not threading.main_thread():
+            return
+        self.read_end, self.write_end = os.pipe()
+        self.signals = {getattr(signal, name) for name in STOP_SIGNALS if hasattr(signal, name)}
+        try:
+            os.set_blocking(self.write_end, False)
+            self.previous_wakeup = signal.set_wakeup_fd(self.write_end, warn_on_full_buffer=False)
+        except (AttributeError, OSError, ValueError):
+            self.previous_wakeup = None
+        for signum in self.signals:
+            self.previous[signum] = signal.signal(signum, self._on_signal)
+        threading.Thread(target=self._watch, name="ask-user-rich-signals", daemon=True).start()
+
+    def _on_signal(self, signum, frame) -> None:
+        if self.previous_wakeup is None:
+            try:  # the pipe holds thousands of signals before this could wait; the watcher needs one
+                os.write(self.write_end, bytes((signum,)))
+            except OSError:
+                pass
+
+    def _watch(self) -> None:
+        got = os.read(self.read_end, 1)
+        while got and got[0] not in self.signals:  # another signal with a Python handler
+            got = os.read(self.read_end, 1)
+        with self.lock:
+            if not got or self.restored:  # restore() came first and closed the pipe
+                os.close(self.read_end)
+                return
+            self.timer = threading.Timer(self.deadline, self._give_up)
+            self.timer.name, self.timer.daemon = "ask-user-rich-stop-deadline", True
+            self.timer.start()
+        self.stop()
+        self.log.event("signal", signal=got[0])
+
+    def _give_up(self) -> None:
+        self.log.last_words("shutdown-forced", after_seconds=self.deadline)
+        os._exit(self.code)
+
+    def release(self) -> None:
+        """A command is done: with no stop signal, the handlers as they were (main() may run
+        again in the same process). After one, the process is ending: further stop signals
+        are ignored (the interpreter's teardown puts its own handlers back to the default,
+        which would kill it halfway, with the signal's status instead of its exit code), and
+        the last resort stays armed."""
+        import signal
+
+        with self.lock:
+            fired = self.timer is not None
+        if not fired:
+            return self.restore()
+        for signum in self.signals:
+            signal.signal(signum, signal.SIG_IGN)
+        return None
+
+    def restore(self) -> None:
+        """The handlers as they were, the last resort disarmed."""
+        import signal
+
+        if not self.previous:
+            return
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+        if self.previous_wakeup is not None:
+            signal.set_wakeup_fd(self.previous_wakeup)
+        with self.lock:
+            self.restored = True
+            if self.timer is not None:
+                self.timer.cancel()
+                os.close(self.read_end)  # the watcher is done with it
+        os.close(self.write_end)  # else the watcher wakes to this end and closes its own
+
+
 def run_stdio_server(detach: bool = False):
     """Serve MCP on stdin and stdout until EOF or a stop signal; 0. With `detach`, the serving
     goes on a thread of its own and this returns None at once: the interpreter waits for that
     thread before it exits, and the signals (which only the main thread may take) still stop it."""
-    import signal
-
     RunningArchive.hold()
     config, warnings = Config.from_env()
     protocol_out = sys.stdout.buffer
@@ -9444,14 +9812,7 @@ def run_stdio_server(detach: bool = False):
         runtime.log.event("config-warning", "warning", detail=warning)
     runtime.log.event("start", version=__version__, python=sys.version.split()[0], pid=os.getpid())
     server = McpServer(runtime, sys.stdin.buffer, protocol_out)
-
-    def on_signal(signum, frame):
-        runtime.log.event("signal", signal=signum)
-        server.stop()
-
-    stops = [getattr(signal, name) for name in STOP_SIGNALS if hasattr(signal, name)]
-    for signum in stops:
-        signal.signal(signum, on_signal)
+    StopSignals(server.stop, runtime.log)
     if not detach:
         return serve_stdio(server, runtime, protocol_out)
     threading.Thread(target=serve_stdio_detached, args=(server, runtime, protocol_out),
@@ -9489,8 +9850,10 @@ def leave_now(code: int, protocol_out) -> None:
     os._exit(code)
 
 
-def run_cli_interview(source: str, open_it: bool) -> int:
-    """demo / ask: one interview in this terminal; the result JSON on stdout."""
+def run_cli_interview(source: str, open_it: bool, verbose: bool = False) -> int:
+    """demo / ask: one interview in this terminal; the result JSON on stdout. The terminal is a
+    person's: it shows the link and what happens to the form, and the log's lines only when
+    `verbose` (server.log has them all)."""
     try:
         arguments = parse_json(source)
     except (ValueError, RecursionError) as error:  # a nesting bomb is a usage error too
@@ -9504,38 +9867,43 @@ def run_cli_interview(source: str, open_it: bool) -> int:
 
     def print_result(runtime, interview, result, why) -> int:
         if result is None:
-            sys.stderr.write("askrich.py: stopped waiting (%s); the form is closed.\n" % why)
+            runtime.log.stderr.say("askrich.py: stopped waiting (%s); the form is closed.\n" % why)
             return 1
         sys.stdout.write(json.dumps(result, ensure_ascii=False, indent=2) + "\n")
         return 0
 
-    return ask_here(arguments, open_it, print_result)
+    return ask_here(arguments, open_it, print_result, verbose=verbose)
 
 
 def ask_here(arguments: dict, open_it: bool, finish, agent=None, timeout=None, cancellation=None,
-             internal=None) -> int:
-    """How the command line asks (demo, ask, the AskUserQuestion hook): open the interview in
-    this process (its link on stderr), open the browser, wait for the submit, `timeout` seconds
-    (else the interview's own timeoutSeconds) or `cancellation`; then `finish(runtime,
-    interview, result, why)` returns the exit code while the form is still served. `arguments`
-    were validated; `internal`: see Runtime.open_interview."""
+             internal=None, verbose: bool = True, stopped_code: int = 1) -> int:
+    """How the command line asks (demo, ask, the hooks): open the interview in this process (its
+    link on stderr), open the browser, wait for the submit, `timeout` seconds (else the
+    interview's own timeoutSeconds), `cancellation` or a stop signal (why "cancelled"); then
+    `finish(runtime, interview, result, why)` returns the exit code while the form is still
+    served. The log's lines reach stderr only when `verbose`; a stop that hangs ends the
+    process with `stopped_code` (StopSignals). `arguments` were validated; `internal`: see
+    Runtime.open_interview."""
     config, warnings = Config.from_env()
-    runtime = Runtime(config)
+    runtime = Runtime(config, Log(config.log_dir, echo=verbose))
     for warning in warnings:
         runtime.log.event("config-warning", "warning", detail=warning)
+    cancellation = cancellation if cancellation is not None else Cancellation()
+    signals = StopSignals(cancellation.cancel, runtime.log, stopped_code)
     try:
         interview = runtime.open_interview(arguments, internal, agent=agent)
         url = runtime.form_url(interview)
-        sys.stderr.write("\nThe interview %s is at:\n  %s\n\n" % (quote(interview.title), url))
+        say = runtime.log.stderr.say  # the person's lines: never waited for (StderrLines)
+        say("\nThe interview %s is at:\n  %s\n\n" % (quote(interview.title), url))
         opened = False
         if open_it and interview.options["delivery"] != "link":
             opened, why = open_browser(url, config, runtime.log)
             if not opened:
-                sys.stderr.write("Could not open the browser (%s).\n" % why)
+                say("Could not open the browser (%s).\n" % why)
         runtime.notices.arm(interview, opened)  # a wait on the person starts, as for a tool call
 
         def report(facts: dict, first: bool) -> None:
-            sys.stderr.write("[ask-user-rich] %s\n" % progress_message(facts))
+            say("[ask-user-rich] %s\n" % progress_message(facts))
 
         if timeout is None:
             timeout = interview.options["timeoutSeconds"]
@@ -9545,10 +9913,9 @@ def ask_here(arguments: dict, open_it: bool, finish, agent=None, timeout=None, c
         sys.stderr.write("askrich.py: could not start the form server on %s:%d (%s); free the port "
                          "or set %s to another one.\n" % (error.host, error.port, error.reason, ENV_PORT))
         return 1
-    except KeyboardInterrupt:
-        return 1
     finally:
         runtime.close()
+        signals.release()
 
 
 # -- Claude Code's own questions: a PreToolUse hook on AskUserQuestion -------------------------
@@ -9783,6 +10150,7 @@ def switch_hook(config: "Config", hook: HookKind, on: bool) -> int:
 # How long a hook that gave up keeps serving an open form, so that its event stream, woken by
 # the change, tells the page before the process (and with it the form server) ends.
 HOOK_GOODBYE_SECONDS = 2.0
+HOOK_STOPPED_GOODBYE_SECONDS = STOP_DEADLINE_SECONDS / 3
 
 
 def say_goodbye(interview: Interview, patience: float) -> None:
@@ -9798,8 +10166,6 @@ def say_goodbye(interview: Interview, patience: float) -> None:
 
 def answer_ask_user_question(source: str, timeout: int):
     """The hook output for one PreToolUse call, or None to let Claude Code ask itself."""
-    import signal
-
     payload = parse_json(source)
     if not isinstance(payload, dict) or payload.get("tool_name") != HOOK_TOOL or \
             payload.get("hook_event_name", "PreToolUse") != "PreToolUse":
@@ -9810,10 +10176,6 @@ def answer_ask_user_question(source: str, timeout: int):
     folder = payload.get("cwd")
     if isinstance(folder, str) and os.path.isdir(folder):
         os.chdir(folder)  # the project the inbox and the notices name
-    cancellation = Cancellation()
-    for name in STOP_SIGNALS:  # Claude Code stops a hook (Esc, its own limit) with SIGTERM
-        if hasattr(signal, name):
-            signal.signal(getattr(signal, name), lambda *_: threading.Thread(target=cancellation.cancel).start())
     margin = min(HOOK_MARGIN_SECONDS, timeout / 4.0)
     outcome = {}
 
@@ -9823,14 +10185,16 @@ def answer_ask_user_question(source: str, timeout: int):
             if runtime.hub.settle_without_form(interview, unanswered_all, CANCELLED, "browser",
                                                handed_back=why == "timeout") is not None:
                 runtime.log.event("hook-gave-up", about=interview, interview=interview.id, why=why)
-                say_goodbye(interview, min(HOOK_GOODBYE_SECONDS, margin / 2))
+                # Stopped by Claude Code (Esc, its own limit: SIGTERM), the goodbye fits in
+                # what a stop may take.
+                patience = HOOK_GOODBYE_SECONDS if why == "timeout" else HOOK_STOPPED_GOODBYE_SECONDS
+                say_goodbye(interview, min(patience, margin / 2))
                 return 0
             result = interview.settled_result()  # a submit that came as the wait ended
         outcome["answer"] = ask_user_question_answer(tool_input, result)
         return 0
 
-    ask_here(arguments, True, finish, agent=HOOK_AGENT, timeout=max(1.0, timeout - margin),
-             cancellation=cancellation)
+    ask_here(arguments, True, finish, agent=HOOK_AGENT, timeout=max(1.0, timeout - margin), stopped_code=0)
     return outcome.get("answer")
 
 
@@ -10146,17 +10510,14 @@ def answer_permission_request(source: str, timeout: int) -> None:
     """Ask one PermissionRequest in the form; print the decision the moment the person gives
     it. Prints nothing when anything else ends the ask (the terminal answered first, a stop,
     the timeout, a skip): the terminal decides then."""
-    import signal
-
     asked = PermissionRequest(parse_json(source))
     arguments, internal = permission_interview(asked)
     validate_interview(arguments)
     if asked.cwd and os.path.isdir(asked.cwd):
         os.chdir(asked.cwd)  # the project the inbox and the notices name
+    # The CLI stops a hook (Esc, its own limit, its exit) with SIGTERM: ask_here's StopSignals
+    # cancels the same wait as an answer in the terminal does.
     cancellation, heard = Cancellation(), {}
-    for name in STOP_SIGNALS:  # the CLI stops a hook (Esc, its own limit, its exit) with SIGTERM
-        if hasattr(signal, name):
-            signal.signal(getattr(signal, name), lambda *_: threading.Thread(target=cancellation.cancel).start())
 
     def answered_in_terminal() -> None:
         heard["terminal"] = True
@@ -10177,7 +10538,9 @@ def answer_permission_request(source: str, timeout: int) -> None:
                                                answered_there=there) is not None:
                 runtime.log.event("permission-left-to-terminal", about=interview, interview=interview.id,
                                   why="answered-there" if there else why)
-                say_goodbye(interview, min(HOOK_GOODBYE_SECONDS, margin / 2))
+                stopped = why == "cancelled" and not there  # by a signal: the goodbye fits in a stop
+                say_goodbye(interview, min(HOOK_STOPPED_GOODBYE_SECONDS if stopped else HOOK_GOODBYE_SECONDS,
+                                           margin / 2))
                 return 0
             result = interview.settled_result()  # a submit that came as the wait ended
         decision = permission_choice(internal["permission"], result)
@@ -10186,15 +10549,13 @@ def answer_permission_request(source: str, timeout: int) -> None:
         return 0
 
     ask_here(arguments, True, finish, agent=asked.agent, timeout=max(1.0, timeout - margin),
-             cancellation=cancellation, internal=internal)
+             cancellation=cancellation, internal=internal, stopped_code=0)
 
 
 def run_inbox(open_it: bool) -> int:
     """inbox: open the inbox that some ask-user-rich holds, after it proved it knows the key;
     with no holder, hold it here until Ctrl-C. Never sends the key to a port held by another
     program."""
-    import signal
-
     config, warnings = Config.from_env()
     for warning in warnings:
         sys.stderr.write("askrich.py: %s\n" % warning)
@@ -10208,7 +10569,7 @@ def run_inbox(open_it: bool) -> int:
     except InboxUnavailable as problem:
         sys.stderr.write("askrich.py: cannot start the inbox: %s.\n" % problem)
         return 1
-    runtime = None
+    runtime = signals = None
     try:
         for _ in range(3):  # the holder may exit, or another process bind, between two looks
             verdict = prove_inbox_holder(port, key)
@@ -10230,13 +10591,7 @@ def run_inbox(open_it: bool) -> int:
             sys.stderr.write("askrich.py: could not start or reach the inbox on %s:%d.\n" % (INBOX_HOST, port))
             return 1
         stop = threading.Event()
-
-        def on_signal(signum, frame):
-            stop.set()
-
-        for name in STOP_SIGNALS:
-            if hasattr(signal, name):
-                signal.signal(getattr(signal, name), on_signal)
+        signals = StopSignals(stop.set, runtime.log)
         sys.stderr.write("Serving the inbox here until Ctrl-C.\n")
         _show_inbox(inbox_url(port, runtime.inbox.key), open_it, config, runtime.log)  # perhaps a new key
         stop.wait()
@@ -10247,6 +10602,8 @@ def run_inbox(open_it: bool) -> int:
     finally:
         if runtime is not None:
             runtime.close()
+        if signals is not None:
+            signals.release()
 
 
 def _show_inbox(url: str, open_it: bool, config: Config, log) -> None:
@@ -10258,19 +10615,10 @@ def _show_inbox(url: str, open_it: bool, config: Config, log) -> None:
         return
     sys.stderr.write("The inbox is at:\n  %s\n" % url)
     sys.stderr.flush()
-    opened, why = open_browser(url, config, log if log is not None else Log(config.log_dir, stream=_Quiet()))
+    # The inbox command's own log lines stay in server.log.
+    opened, why = open_browser(url, config, log if log is not None else Log(config.log_dir, echo=False))
     if not opened:
         sys.stderr.write("Could not open the browser (%s).\n" % why)
-
-
-class _Quiet:
-    """A stream that keeps nothing: the inbox command's own log lines stay in server.log."""
-
-    def write(self, text):
-        return len(text)
-
-    def flush(self):
-        pass
 
 
 def run_doctor(environ=None, facts=None, out=None) -> int:

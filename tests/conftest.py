@@ -1,9 +1,9 @@
-"""Fixtures shared by the tests in this folder; the helpers they use live in support.py."""
+"""Fixtures shared by every test; the helpers they use live in the helpers package
+(tests/helpers/__init__.py says how it is found)."""
 
 from __future__ import annotations
 
 import os
-import sys
 
 import pytest
 
@@ -15,17 +15,72 @@ os.environ["ASK_USER_RICH_INBOX_PORT"] = "0"
 # with a stand-in notifier or a loopback push target of its own.
 os.environ["ASK_USER_RICH_NOTIFY"] = "off"
 
-# The tests live in folders by what they exercise (tests/README.md, "Layout"), beside the helpers
-# in this one; a test module that reuses another's finds it by its file name, whatever the folder
-# and whichever pytest collects first.
-_TESTS = os.path.dirname(os.path.abspath(__file__))
-for _folder in sorted(os.listdir(_TESTS)):
-    _path = os.path.join(_TESTS, _folder)
-    if os.path.isdir(_path) and any(name.startswith("test_") for name in os.listdir(_path)):
-        sys.path.insert(1, _path)
+from helpers import leftovers  # noqa: E402
+from helpers.modern_support import assert_every_modern_message_fits  # noqa: E402
+from helpers.support import DISCARD, InProcessServer, SubprocessServer, askrich  # noqa: E402
 
-from modern_support import assert_every_modern_message_fits  # noqa: E402
-from support import DISCARD, InProcessServer, SubprocessServer, askrich  # noqa: E402
+# This run's mark, inherited by every process a test starts: how the leftover check below finds
+# our askrich.py processes, and only this run's.
+os.environ[leftovers.RUN_MARK] = "%d-%s" % (os.getpid(), os.urandom(6).hex())
+_left_behind: list = []  # (what started it, pid, command line)
+_fixture_servers: dict = {}  # process key -> the wider-scoped fixture that started it
+
+
+def _check_leftovers(new: dict, owner: str) -> None:
+    """Kill and remember each of `new` that does not end within the grace."""
+    for pid in leftovers.still_running([pid for pid, _ in new], leftovers.LEFTOVER_GRACE):
+        _left_behind.append((owner, pid, next(argv for (p, _), argv in new.items() if p == pid)))
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(fixturedef, request):
+    # A module's or session's fixture may keep its server across tests: it answers for it
+    # when it is torn down, not the test that happened to start it.
+    if fixturedef.scope == "function" or not leftovers.can_check():
+        yield
+        return
+    before = set(leftovers.our_servers())
+    yield
+    for key in set(leftovers.our_servers()) - before:
+        _fixture_servers[key] = fixturedef
+
+
+def pytest_fixture_post_finalizer(fixturedef, request):
+    mine = [key for key, owner in _fixture_servers.items() if owner is fixturedef]
+    if not mine:
+        return
+    for key in mine:
+        del _fixture_servers[key]
+    alive = leftovers.our_servers()
+    _check_leftovers({key: alive[key] for key in mine if key in alive},
+                     "the %s fixture %r" % (fixturedef.scope, fixturedef.argname))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if not leftovers.can_check():
+        yield
+        return
+    before = set(leftovers.our_servers())
+    yield
+    _check_leftovers({key: argv for key, argv in leftovers.our_servers().items()
+                      if key not in before and key not in _fixture_servers}, item.nodeid)
+
+
+def pytest_terminal_summary(terminalreporter):
+    for owner, pid, argv in _left_behind:
+        terminalreporter.write_line("LEFT RUNNING: %s outlived %s by %.0f s (pid %d, killed)"
+                                    % (argv, owner, leftovers.LEFTOVER_GRACE, pid), red=True)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session):
+    if _left_behind:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture

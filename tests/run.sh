@@ -44,11 +44,11 @@ command -v dbus-daemon >/dev/null || missing+=(dbus-daemon)
 [ ${#missing[@]} = 0 ] || apt_install "${missing[@]}"
 
 # The MCP clients' own CLIs (Claude Code, Gemini CLI, Codex), pinned, on a Node 22 from npm,
-# cached per machine and reused by later runs (tests/clients_support.py holds the pins). npm itself
+# cached per machine and reused by later runs (tests/helpers/clients_support.py holds the pins). npm itself
 # comes from Debian when the machine has none. The same step installs the MCP Apps test host
 # (AppBridge from @modelcontextprotocol/ext-apps, bundled by esbuild; pins in clients_support.py).
 command -v npm >/dev/null || apt_install npm
-ASK_USER_RICH_TESTS_CLIENTS_DIR=$("$PY" tests/clients_support.py)
+ASK_USER_RICH_TESTS_CLIENTS_DIR=$("$PY" tests/helpers/clients_support.py)
 export ASK_USER_RICH_TESTS_CLIENTS_DIR
 
 # Chromium and the client CLIs were just ensured, so a test that finds one missing must fail, not skip.

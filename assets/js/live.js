@@ -3,12 +3,11 @@
 // browser would reconnect by itself, token and all, to whatever holds the port by then) and
 // /state is polled every 2.5 s through guard.js, which first has the server prove it knows the
 // token; once it has and answers, the stream is opened again. The app inside a host has no
-// stream: it polls /state (the form_state tool) every 2.5 s from the start.
+// stream: it polls /state (the form_state tool) from the start, slower when nobody acts
+// (transport.js's pollDelay).
 import { api, state } from "./state.js";
 import { connectionLost } from "./guard.js";
-import { request, streams } from "./transport.js";
-
-const POLL_MS = 2500;
+import { onBusyAgain, pollDelay, request, streams } from "./transport.js";
 
 export function startLive({ onState, onGone, onBack }) {
   let pollTimer = null;
@@ -43,11 +42,26 @@ export function startLive({ onState, onGone, onBack }) {
       return false;
     }
   };
+  // pollTimer: the next look's timer, true while a look is under way, null when not polling.
+  let pollWait = 0; // the pending timer's delay
+  const look = () => {
+    pollTimer = true;
+    checkOnce().finally(() => {
+      if (stopped || es) { pollTimer = null; return; }
+      pollWait = pollDelay();
+      pollTimer = setTimeout(look, pollWait);
+    });
+  };
   const poll = () => {
     if (pollTimer || stopped) return;
-    pollTimer = setInterval(checkOnce, POLL_MS);
-    checkOnce();
+    look();
   };
+  // The person is back after a quiet spell: look now, not at the end of the long wait.
+  onBusyAgain(() => {
+    if (typeof pollTimer !== "number" || pollWait <= pollDelay()) return;
+    clearTimeout(pollTimer);
+    look();
+  });
 
   function openStream() {
     if (stopped || !streams || typeof EventSource !== "function") return;
@@ -57,7 +71,7 @@ export function startLive({ onState, onGone, onBack }) {
       es = null;
       return;
     }
-    if (pollTimer) { clearInterval(pollTimer); pollTimer = null; }
+    if (pollTimer) { clearTimeout(pollTimer); pollTimer = null; }
     es.addEventListener("state", (ev) => {
       try { seen(JSON.parse(ev.data)); } catch { /* a malformed event is skipped */ }
     });
@@ -75,7 +89,7 @@ export function startLive({ onState, onGone, onBack }) {
   function stop() {
     stopped = true;
     if (es) { es.close(); es = null; }
-    if (pollTimer) { clearInterval(pollTimer); pollTimer = null; }
+    if (pollTimer) { clearTimeout(pollTimer); pollTimer = null; }
   }
   return stop;
 }

@@ -22,7 +22,7 @@ import { bindAttachments } from "./attach.js";
 import { bindTextLimits } from "./textlimit.js";
 import { bindSubmit, submit, openSkip, skipInterview, finished, expired } from "./submit.js";
 import { showShare } from "./share.js";
-import { connect, request, hostTheme, offerFullscreen } from "./transport.js";
+import { connect, request, hostTheme, followHostTheme, offerFullscreen, session } from "./transport.js";
 import { watchVisibility } from "./visibility.js";
 import { permissionSpec } from "./permission.js";
 
@@ -366,6 +366,7 @@ async function start() {
   let r = null;
   const known = await connect();
   theme = hostTheme() || theme;
+  followHostTheme((hosts) => { theme = hosts; applyTheme(theme); });
   if (known) {
     try { r = await request("", { cache: "no-store" }); } catch { /* reported below */ }
   }
@@ -377,6 +378,16 @@ async function start() {
   // A page that got no interview (expired, unreachable, refused) must not go on saying it is
   // loading one: its header names the product instead.
   if (!data) $("#title").textContent = "Ask User Rich";
+  if (session.error) { // the call failed (an invalid interview): its error, not "expired"
+    state.phase = "error";
+    endScreen(t("end.loadFailed"), session.error, "");
+    return;
+  }
+  if (session.settled) { // the call returned the answers: nothing is left to answer here
+    if (session.settled.title) setPhrases($("#title"), session.settled.title);
+    finished(session.settled.status);
+    return;
+  }
   if (!known || (body && body.code === "not-found")) { expired(); return; }
   if (!r) {
     setPhase("error");
@@ -415,8 +426,9 @@ async function start() {
   }
   syncRail();
   document.body.classList.add("ready");
+  performance.mark("askrich:interactive"); // the first question answers keys and clicks now
   reportProgress(counts, 0);
-  offerFullscreen(state.spec.questions.length);
+  offerFullscreen(state.spec.questions.length, (on) => t(on ? "app.inline" : "app.fullscreen"));
   whenRefused(impostor);
   stopLive = startLive({ onState, onGone: serverGone, onBack: () => clearNotice("gone") });
   watchVisibility(); // the notices stop only once the person can see the form

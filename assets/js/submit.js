@@ -7,9 +7,9 @@ import {
 import { syncQuestion, endScreen, notice, qNumber, ensureBuilt, quotedList } from "./view.js";
 import { syncReview } from "./review.js";
 import { $, announce } from "./dom.js";
-import { t, sentences } from "./i18n.js";
+import { t, tPlain, sentences } from "./i18n.js";
 import { uploadsRunning, uploadsSettled } from "./attach.js";
-import { request, submitted } from "./transport.js";
+import { request, session, submitted } from "./transport.js";
 
 // {go, goNew, pullSpec, stopLive, serverGone}: main.js's navigation and live line.
 let act = null;
@@ -139,7 +139,10 @@ async function send(body, again) {
   let reply = {};
   try { reply = await r.json(); } catch { /* empty or non-JSON body */ }
   setPhase(r.ok ? "done" : "open");
-  if (r.ok) submitted(state.spec.title, reply.summary);
+  if (r.ok) {
+    submitted(body, reply.summary,
+      tPlain(body.declined ? "app.skipped" : "app.answered", { title: state.spec.title, id: session.id }));
+  }
   return { r, body: reply };
 }
 

@@ -6,7 +6,7 @@ the person can answer inside the host's page (budget 500 ms), and how big the fo
     python3 tests/bench/app_host.py --runs 3
 
 The host is the one tests/browser/test_app_host.py drives (AppBridge from the pinned
-@modelcontextprotocol/ext-apps, built by `python3 tests/clients_support.py`), in Debian's
+@modelcontextprotocol/ext-apps, built by `python3 tests/helpers/clients_support.py`), in Debian's
 Chromium, with our real server over stdio. As a host does, it reads the resource before the call
 (hosts prefetch it when they list the tools). Each run opens the host's page in a fresh browser
 context, calls ask_user_rich and, once the call returned, has the host create the sandboxed frame
@@ -31,10 +31,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.dirname(HERE)
 sys.path[:0] = [TESTS, os.path.join(TESTS, "browser")]
 
-import clients_support  # noqa: E402
+from helpers import clients_support  # noqa: E402
 from formkit import CHROMIUM, CHROMIUM_ARGS, DESKTOP, choice  # noqa: E402
 from test_app_host import APPS, DEFAULT_APP_CSP, HOST_PAGE, URI, StaticPages  # noqa: E402
-from support import SubprocessServer  # noqa: E402
+from helpers.support import SubprocessServer  # noqa: E402
 
 BUDGET_MS = 500.0
 # In every frame, before its scripts: the time of the first frame after body.ready.

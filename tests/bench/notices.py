@@ -23,7 +23,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 import askrich  # noqa: E402
-from support import SubprocessServer, choice, interview  # noqa: E402
+from helpers.support import SubprocessServer, choice, interview  # noqa: E402
 
 # `--help` is how the server asks whether notify-send takes actions: not a notice.
 STAND_IN = '#!/bin/sh\n[ "$1" = --help ] && exit 0\ndate +%%s.%%N >> %s\n'

@@ -34,7 +34,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 import askrich  # noqa: E402
 import build_zipapp  # noqa: E402
-from support import submit  # noqa: E402
+from helpers.support import submit  # noqa: E402
 
 BUDGETS = {"floor": None, "start_to_url": 150.0, "submit_to_output": 50.0, "submit_to_exit": None,
            "idle_core_percent": 1.0}

@@ -53,7 +53,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 import askrich  # noqa: E402
 import build_zipapp  # noqa: E402
-from support import api_url, http_request, vm_status, wait_for_file  # noqa: E402
+from helpers.support import api_url, http_request, vm_status, wait_for_file  # noqa: E402
 
 PYTHON = os.path.realpath(sys.executable)
 MODULE = os.path.join(ROOT, "askrich.py")

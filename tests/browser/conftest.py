@@ -14,7 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from formkit import CHROMIUM, CHROMIUM_ARGS, DESKTOP, WATCH_CSP, Form, askrich, choice  # noqa: E402
-from support import WAIT, LogWatch  # noqa: E402
+from helpers.support import WAIT, LogWatch  # noqa: E402
 from playwright.sync_api import expect  # noqa: E402
 
 # Every wait of a page (an action, a selector, an expect) waits on what it names, up to the

@@ -13,7 +13,7 @@ for _path in (str(ROOT), str(ROOT / "tests")):  # askrich.py, and the tests' hel
         sys.path.insert(0, _path)
 
 import askrich  # noqa: E402,F401
-from support import WAIT, wait_for_result  # noqa: E402
+from helpers.support import WAIT, wait_for_result  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

@@ -19,8 +19,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(HERE))
 
 from formkit import CHROMIUM, CHROMIUM_ARGS, PHONE  # noqa: E402
-from inbox_support import Agent, inbox_events, free_port, read_key  # noqa: E402
-from support import http_request  # noqa: E402
+from helpers.inbox_support import Agent, inbox_events, free_port, read_key  # noqa: E402
+from helpers.support import http_request  # noqa: E402
 
 OUT = ROOT / "tests" / ".artifacts" / "screenshots"
 README_SHOT = ROOT / "assets" / "screenshots" / "inbox.png"

@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import expect
 
 from formkit import FSI, PDI, WJ, follow_up, isolated
-from support import form_strings
+from helpers.support import form_strings
 
 LANGUAGES = ["en", "ja", "zh-CN", "zh-TW", "ko", "es", "fr", "de", "pt-BR", "ru", "ar"]
 PLACEHOLDER = re.compile(r"\{(\w+)\}")

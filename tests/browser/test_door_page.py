@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from formkit import CHROMIUM, DESKTOP, WATCH_CSP  # noqa: E402
-from inbox_support import Agent, free_port  # noqa: E402
-from support import WAIT  # noqa: E402
+from helpers.inbox_support import Agent, free_port  # noqa: E402
+from helpers.support import WAIT  # noqa: E402
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="stops and kills processes by signal")
 

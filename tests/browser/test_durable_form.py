@@ -6,7 +6,7 @@ import os
 from playwright.sync_api import expect
 
 from formkit import answer_of, choice, isolated, wait_for_result
-from support import WAIT, disk_full
+from helpers.support import WAIT, disk_full
 
 SPEC = {"title": "Bug report", "questions": [choice("where", "Where does it break?", ["login", "search"])]}
 MIB = 1024 * 1024

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import askrich
 from playwright.sync_api import expect
-from support import ASK_USER_QUESTION
+from helpers.support import ASK_USER_QUESTION
 
 
 def _hand_back(f):

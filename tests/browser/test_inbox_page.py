@@ -4,18 +4,16 @@ light and dark, a 360 px phone, the keyboard; and the form's "more waiting" link
 from __future__ import annotations
 
 import io
-import sys
 import threading
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from axe_playwright_python.sync_playwright import Axe  # noqa: E402
 from formkit import DESKTOP, PHONE, WATCH_CSP, askrich, isolated  # noqa: E402
-from inbox_support import free_port, read_key  # noqa: E402
-from support import WAIT, LogWatch, form_strings, submit, wait_for_result  # noqa: E402
+from helpers.inbox_support import free_port, read_key  # noqa: E402
+from helpers.support import WAIT, LogWatch, form_strings, submit, wait_for_result  # noqa: E402
 
 AXE = Axe()
 
@@ -285,7 +283,7 @@ def test_the_form_says_how_many_more_wait_and_links_to_the_inbox(browser, inbox_
 def processes(browser, tmp_path):
     """(start(name, folder, title, questions=3) -> Agent, the inbox port, the log folder, a
     browser context): agent server processes on one inbox port, ended with the test."""
-    from inbox_support import Agent
+    from helpers.inbox_support import Agent
 
     port = free_port()
     logs = tmp_path / "logs"

@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from formkit import PHONE, WJ, answer_of, follow_up, isolated, wait_for_result
-from support import WAIT, form_strings
+from helpers.support import WAIT, form_strings
 from test_screens import clipped, serious_violations
 
 LANGUAGES = ["en", "ja", "zh-CN", "zh-TW", "ko", "es", "fr", "de", "pt-BR", "ru", "ar"]
@@ -379,7 +379,7 @@ def test_a_second_tab_sees_the_interview_skipped(form, rich_spec):
 
 
 def test_the_browser_plural_rules_need_exactly_the_categories_the_files_have(form):
-    from test_i18n import PLURAL_CATEGORIES
+    from form.test_i18n import PLURAL_CATEGORIES
 
     f = form(spec_in("en"))
     found = f.page.evaluate("""(tags) => Object.fromEntries(tags.map((t) =>

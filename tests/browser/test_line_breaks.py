@@ -12,7 +12,7 @@ import re
 import pytest
 
 from formkit import PHONE
-from support import form_strings, submit
+from helpers.support import form_strings, submit
 from test_inbox_page import inbox_page, inbox_rt  # noqa: F401  (fixtures)
 from test_languages import LANGUAGES
 

@@ -5,13 +5,10 @@ the answers; and a form Chromium loaded in a background tab, which is not a look
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from formkit import DESKTOP, askrich  # noqa: E402
-from notices_support import Clock, StandIns  # noqa: E402
-from support import LogWatch, SubprocessServer, choice, interview, submit  # noqa: E402
+from helpers.notices_support import Clock, StandIns  # noqa: E402
+from helpers.support import LogWatch, SubprocessServer, choice, interview, submit  # noqa: E402
 
 
 def test_a_waiting_call_tells_the_desktop_and_a_page_view_in_chromium_stops_the_reminders(browser, tmp_path):

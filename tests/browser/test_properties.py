@@ -3,7 +3,7 @@ presses, the answers the server receives are exactly what the keys picked."""
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import hypothesis_profiles
+from helpers import hypothesis_profiles
 from formkit import Form, answer_of
 
 TEXT = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=30).filter(str.strip)

@@ -7,16 +7,14 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from formkit import PHONE, WATCH_CSP, askrich  # noqa: E402
-from inbox_support import free_port, read_key  # noqa: E402
-from support import WAIT, LogWatch, form_strings, http_request, submit  # noqa: E402
+from helpers.inbox_support import free_port, read_key  # noqa: E402
+from helpers.support import WAIT, LogWatch, form_strings, http_request, submit  # noqa: E402
 from test_languages import LANGUAGES, spec_in  # noqa: E402
 
 ZBARIMG = shutil.which("zbarimg")

@@ -1,18 +1,14 @@
 """A squatter takes the ports of a form and of the inbox the moment their server exits, as
-another user of this machine (uid 65534, tests/other_user.py), and logs every request it gets.
+another user of this machine (uid 65534, tests/helpers/other_user.py), and logs every request it gets.
 The pages open in Chromium reconnect to it: each asks it to prove it knows the page's secret,
 gets a wrong proof, sends it nothing more, and tells the person why (tests/README.md, "Another
 user of this machine")."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from formkit import DESKTOP, WATCH_CSP, askrich  # noqa: E402
-from inbox_support import free_port, read_key  # noqa: E402
-from other_user import OtherUserProcess  # noqa: E402
-from support import LogWatch  # noqa: E402
+from helpers.inbox_support import free_port, read_key  # noqa: E402
+from helpers.other_user import OtherUserProcess  # noqa: E402
+from helpers.support import LogWatch  # noqa: E402
 
 # Binds every port it is given on both loopbacks as soon as it can, reports each request head
 # (one JSON line), and answers every prove with a proof it cannot know.

@@ -5,16 +5,13 @@ over https; the same door refuses a Host that is not the tunnel's."""
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from formkit import CHROMIUM, CHROMIUM_ARGS, DESKTOP, WATCH_CSP  # noqa: E402
-from inbox_support import Agent, free_port  # noqa: E402
-from support import WAIT, http_request  # noqa: E402
-from tunnels_support import NGINX, PROXY_SHAPES, TlsProxy  # noqa: E402
+from helpers.inbox_support import Agent, free_port  # noqa: E402
+from helpers.support import WAIT, http_request  # noqa: E402
+from helpers.tunnels_support import NGINX, PROXY_SHAPES, TlsProxy  # noqa: E402
 
 NAME = "devbox.test"
 pytestmark = pytest.mark.skipif(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-import zipapp_support as zs
+from helpers import zipapp_support as zs
 
 
 @pytest.fixture(scope="module")

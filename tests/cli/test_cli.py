@@ -10,7 +10,7 @@ import sys
 import threading
 
 import askrich
-from support import MODULE, WAIT, api_url, http_request, interview, quiet_runtime, submit, wait_for_result
+from helpers.support import MODULE, WAIT, api_url, http_request, interview, quiet_runtime, submit, wait_for_result
 
 
 def test_version_prints_the_version_and_help_names_every_command_and_option(capsys):
@@ -18,7 +18,7 @@ def test_version_prints_the_version_and_help_names_every_command_and_option(caps
     assert capsys.readouterr().out == "ask-user-rich %s\n" % askrich.__version__
     assert askrich.main(["--help"]) == 0
     out = capsys.readouterr().out
-    for word in ("demo", "ask FILE.json", "doctor", "--link", "--no-open", "exit codes"):
+    for word in ("demo", "ask FILE.json", "doctor", "--link", "--no-open", "--verbose", "exit codes"):
         assert word in out
 
 
@@ -51,10 +51,11 @@ def run_cli(tmp_path, args, answers, stdin=None):
     if stdin is not None:
         process.stdin.write(stdin.encode())
     process.stdin.close()
-    found = {}
+    found = {"stderr": []}
 
     def watch_stderr():
         for line in iter(process.stderr.readline, b""):
+            found["stderr"].append(line.decode("utf-8"))
             match = re.search(rb"http://localhost:\d+/s/[A-Za-z0-9_-]+", line)
             if match and "url" not in found:
                 found["url"] = match.group().decode()
@@ -80,6 +81,29 @@ def test_demo_asks_the_built_in_interview_and_prints_the_result(tmp_path):
     assert result["status"] == "submitted" and result["title"].startswith("Demo")
     assert result["counts"]["answered"] == 3
     assert result["answers"][3]["optionTexts"] == {"upgrade": "https://example.com/1"}
+
+
+LOG_LINE = re.compile(r"^\[ask-user-rich\] \d{4}-\d\d-\d\dT[\d:.]+Z \d+ ")
+
+
+def test_demo_shows_the_person_the_link_and_human_lines_only_and_logs_to_server_log(tmp_path):
+    code, out, found = run_cli(tmp_path, ["demo", "--link"], {"db": {"selected": ["pg"]}})
+    assert code == 0 and json.loads(out)["status"] == "submitted"
+    shown = found["stderr"]
+    assert shown[:4] == ["\n", 'The interview "Demo: plan the notes app" is at:\n', "  %s\n" % found["url"], "\n"]
+    # Then only the wait's own words (at once, then every 15 s), never a line of the log.
+    assert all(line.startswith('[ask-user-rich] Waiting for answers to "Demo') for line in shown[4:]), shown
+    assert not [line for line in shown if LOG_LINE.match(line)], shown
+    with open(tmp_path / "logs" / "server.log", encoding="utf-8") as log:
+        kept = log.read()
+    assert " http-started " in kept and " session-created " in kept and " submitted " in kept
+
+
+def test_demo_verbose_shows_the_log_lines_on_the_terminal_too(tmp_path):
+    code, out, found = run_cli(tmp_path, ["demo", "--link", "--verbose"], {"db": {"selected": ["pg"]}})
+    assert code == 0 and json.loads(out)["status"] == "submitted"
+    logged = [line.split()[3] for line in found["stderr"] if LOG_LINE.match(line)]
+    assert "http-started" in logged and "session-created" in logged, found["stderr"]
 
 
 def test_closing_waits_for_the_reply_of_the_submit_that_settled_the_interview(tmp_path, monkeypatch):

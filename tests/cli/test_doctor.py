@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from delivery_support import SERVER, linux_facts, wsl_facts
+from helpers.delivery_support import SERVER, linux_facts, wsl_facts
+from helpers.inbox_support import free_port
 
 import askrich
 
@@ -99,10 +100,11 @@ def test_doctor_on_wsl_with_interop_lists_every_candidate_in_order(tmp_path):
 
 def test_doctor_over_ssh_says_how_to_forward_the_fixed_port(tmp_path):
     facts = linux_facts(ssh=True, display={"DISPLAY": "", "WAYLAND_DISPLAY": ""})
-    code, out = doctor_in_process(tmp_path, facts, ASK_USER_RICH_PORT="47999")
+    port = free_port()  # whatever port the person fixed; one that another program holds is another test
+    code, out = doctor_in_process(tmp_path, facts, ASK_USER_RICH_PORT=str(port))
     assert "SSH session: yes" in out
-    assert "ssh -L 47999:localhost:47999" in out
-    assert "fixed port 47999: free" in out
+    assert "ssh -L %d:localhost:%d" % (port, port) in out
+    assert "fixed port %d: free" % port in out
 
 
 def test_doctor_on_a_desktop_plans_xdg_open_and_gives_no_advice(tmp_path):

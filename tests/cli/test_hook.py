@@ -19,9 +19,9 @@ import time
 import pytest
 
 import askrich
-from inbox_support import free_port, read_key
-from notices_support import PushServer
-from support import (ASK_USER_QUESTION, ASKED_DB, ASKED_LANGS, MODULE, WAIT, EventsReader, api_url,
+from helpers.inbox_support import free_port, read_key
+from helpers.notices_support import PushServer
+from helpers.support import (ASK_USER_QUESTION, ASKED_DB, ASKED_LANGS, MODULE, WAIT, EventsReader, api_url,
                      http_request, submit)
 
 DB, LANGS, TOOL_INPUT = ASKED_DB, ASKED_LANGS, ASK_USER_QUESTION

@@ -8,8 +8,8 @@ import sys
 import anyio
 import pytest
 
-from support import DISCARD
-from delivery_support import (
+from helpers.support import DISCARD
+from helpers.delivery_support import (
     CALL_TIMEOUT,
     FLAT_INTERVIEW,
     SERVER,
@@ -382,7 +382,7 @@ def test_advice_for_a_chosen_open_cmd_is_only_to_open_the_link_by_hand():
 
 # -- properties: no URL ever reaches cmd.exe or PowerShell in a form they would reinterpret ----
 
-import hypothesis_profiles  # noqa: E402,F401  (loads the fuzz profile)
+from helpers import hypothesis_profiles  # noqa: E402,F401  (loads the fuzz profile)
 from hypothesis import example, given, strategies as st  # noqa: E402
 
 

@@ -18,9 +18,9 @@ import time
 import pytest
 
 import askrich
-from inbox_support import free_port
-from notices_support import PushServer
-from support import WAIT, EventsReader, api_url, http_request, submit
+from helpers.inbox_support import free_port
+from helpers.notices_support import PushServer
+from helpers.support import WAIT, EventsReader, api_url, http_request, submit
 from test_hook import HookProcess, through_inbox_and_push
 
 FOLDER = "/home/dev/shop"

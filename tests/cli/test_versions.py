@@ -15,10 +15,7 @@ import warnings
 
 import pytest
 
-_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/
-if _HERE not in sys.path:  # the helper beside this file, whatever pytest's import mode
-    sys.path.insert(0, _HERE)
-import zipapp_support as zs  # noqa: E402
+from helpers import zipapp_support as zs  # noqa: E402
 
 _RAN = {}
 _ATTEMPTED = []

@@ -26,8 +26,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 import askrich
-import hypothesis_profiles
-from support import (
+from helpers import hypothesis_profiles
+from helpers.support import (
     ask_link,
     InProcessServer,
     SubprocessServer,

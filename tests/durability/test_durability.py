@@ -20,7 +20,7 @@ import threading
 import pytest
 
 import askrich
-from support import (MODULE, WAIT, answer_while_waited_on, choice, disk_full, http_request, interview, quiet_runtime,
+from helpers.support import (MODULE, WAIT, answer_while_waited_on, choice, disk_full, http_request, interview, quiet_runtime,
                      settled_long_ago, submit, two_tasks_then_restart)
 
 

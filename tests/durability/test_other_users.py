@@ -1,5 +1,5 @@
 """Another user of this machine attacks the form server and the inbox (tests/README.md, "Another
-user of this machine"). The attacks run as uid 65534 through setpriv (tests/other_user.py);
+user of this machine"). The attacks run as uid 65534 through setpriv (tests/helpers/other_user.py);
 the servers run as the test's own user."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from inbox_support import free_port, read_key
-from other_user import OtherUserProcess, binds_as_other_user, run_as_other_user
-from support import WAIT, LogWatch, askrich, interview
+from helpers.inbox_support import free_port, read_key
+from helpers.other_user import OtherUserProcess, binds_as_other_user, run_as_other_user
+from helpers.support import WAIT, LogWatch, askrich, interview
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="other users and setpriv are POSIX")
 
@@ -119,14 +119,10 @@ def test_an_inbox_port_held_by_another_user_on_one_loopback_is_not_held_and_is_r
 def another_agent(logs, port, folder, title):
     """A server process of the same user asking `title`, once its registry entry is written
     (within 250 ms of the question)."""
-    from inbox_support import Agent
+    from helpers.inbox_support import Agent
 
     agent = Agent(logs, port, "codex", folder, title)
-    entry = logs / "inbox" / ("%d.json" % agent.pid)
-    deadline = time.monotonic() + WAIT
-    while not entry.exists():
-        assert time.monotonic() < deadline, "the agent never listed its interview"
-        time.sleep(0.02)
+    agent.server.log.wait_for("inbox-listed")
     return agent
 
 
@@ -149,7 +145,7 @@ def holder(tmp_path):
 
 
 def test_the_inbox_key_changes_once_no_process_has_an_interview_and_only_then(tmp_path, holder):
-    from support import http_request
+    from helpers.support import http_request
 
     rt, log, logs, port, first, agents = holder
     before = read_key(logs)
@@ -283,7 +279,7 @@ def test_the_inbox_writes_its_entry_again_once_a_full_disk_has_room(tmp_path):
 
 
 def test_a_new_interview_of_another_process_is_listed_at_once(tmp_path, holder):
-    from support import http_request
+    from helpers.support import http_request
 
     rt, log, logs, port, first, agents = holder
     listing = "http://127.0.0.1:%d/api/inbox/%s" % (port, read_key(logs))
@@ -318,7 +314,7 @@ def test_temporary_files_left_by_a_killed_process_are_removed_at_start_and_fresh
 
 
 def test_a_forms_ticket_opens_the_inbox_once_and_its_cookie_opens_every_session_route(tmp_path, holder):
-    from support import http_request
+    from helpers.support import http_request
 
     rt, log, logs, port, first, agents = holder
     key = read_key(logs)

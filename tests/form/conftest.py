@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from support import choice, interview
+from helpers.support import choice, interview
 
 
 @pytest.fixture

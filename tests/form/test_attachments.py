@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import askrich
-from support import (InProcessServer, SubprocessServer, WAIT, api_url, choice, http_request, interview, submit,
+from helpers.support import (InProcessServer, SubprocessServer, WAIT, api_url, choice, http_request, interview, submit,
                      wait_for_result)
 
 PNG = (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f"

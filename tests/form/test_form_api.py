@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import askrich
-from support import DISCARD, api_url, choice, http_request, interview, settled_long_ago, submit, wait_for_result
+from helpers.support import DISCARD, api_url, choice, http_request, interview, settled_long_ago, submit, wait_for_result
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "

@@ -23,9 +23,9 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 import askrich
-import hypothesis_profiles
-import strategies
-from support import InProcessServer, choice, interview, threads_still_running, wait_for_interview, wait_for_result
+from helpers import hypothesis_profiles
+from helpers import strategies
+from helpers.support import InProcessServer, choice, interview, threads_still_running, wait_for_interview, wait_for_result
 
 # Under ASK_USER_RICH_FUZZ=long every test here is a long run: `-m slow` selects them.
 pytestmark = [pytest.mark.slow] if hypothesis_profiles.LONG else []
@@ -555,7 +555,7 @@ def test_progress_messages_carry_the_form_link_and_nothing_else_does(tmp_path):
         assert all(message.endswith(". Form: " + awaiting["url"]) and message.count(token) == 1
                    for message in messages)
         # And a rejected submit's error text does not carry it either.
-        from support import submit
+        from helpers.support import submit
 
         bad = submit(awaiting["url"], {"q": {"selected": ["nope"]}})
         assert bad.status == 422 and token not in bad.body.decode()

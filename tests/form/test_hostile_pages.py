@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 import askrich
-from strategies import SCRIPT_MARKDOWN
+from helpers.strategies import SCRIPT_MARKDOWN
 
 pytestmark = pytest.mark.browser
 

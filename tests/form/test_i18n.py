@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import askrich
-from support import api_url, choice, form_strings, http_request, interview, submit, wait_for_result
+from helpers.support import api_url, choice, form_strings, http_request, interview, submit, wait_for_result
 
 ASSETS = Path(askrich.__file__).resolve().parent / "assets"
 I18N = ASSETS / "i18n"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import askrich
-from support import api_url, choice, http_request
+from helpers.support import api_url, choice, http_request
 
 EVERY_METHOD = ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT")
 # One concrete path per route pattern, with the methods its routes take.

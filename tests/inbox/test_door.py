@@ -14,9 +14,9 @@ import time
 
 import pytest
 
-from inbox_support import Agent, free_port, read_key
-from support import WAIT, EventsReader, LogWatch, api_url, askrich, http_request, submit
-from test_hardening_http import exchange  # a request written byte for byte, the answer whole
+from helpers.inbox_support import Agent, free_port, read_key
+from helpers.support import WAIT, EventsReader, LogWatch, api_url, askrich, http_request, submit
+from form.test_hardening_http import exchange  # a request written byte for byte, the answer whole
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="process signals and file modes are POSIX")
 
@@ -488,7 +488,7 @@ def test_doctor_reports_the_door_the_fallback_and_whether_the_public_url_reaches
 
 def test_every_url_the_agent_and_the_person_see_is_the_doors(tmp_path):
     """The result, every progress message and the form's own inbox link lead through the door."""
-    from support import InProcessServer
+    from helpers.support import InProcessServer
 
     port = free_port()
     logs = tmp_path / "logs"

@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from inbox_support import Agent, inbox_events, free_port, read_key, titles
-from support import MODULE, WAIT, EventsReader, LogWatch, api_url, askrich, http_request, submit, wait_for_file
+from helpers.inbox_support import Agent, inbox_events, free_port, read_key, titles
+from helpers.support import MODULE, WAIT, EventsReader, LogWatch, api_url, askrich, http_request, submit
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="process and file-mode checks are POSIX")
 
@@ -118,7 +118,7 @@ def test_killing_the_holder_moves_the_inbox_to_another_process_at_the_same_addre
         assert listing["holder"] in (second.pid, third.pid)
         assert " %d inbox-holding" % listing["holder"] in line
         # The dead holder's file was dropped by whoever noticed.
-        wait_for_file(logs / "inbox" / ("%d.json" % first.pid), present=False)
+        either.wait_for("inbox-entry-dropped", "pid=%d " % first.pid)
     finally:
         stream.close()
 
@@ -261,7 +261,7 @@ def test_a_process_with_nothing_readable_does_no_inbox_work(tmp_path, monkeypatc
         interview = rt.open_interview({"title": "One", "questions": [{"id": "q", "header": "ok?"}]})
         log.wait_for("inbox-holding")
         entry = logs / "inbox" / ("%d.json" % os.getpid())
-        wait_for_file(entry)
+        log.wait_for("inbox-listed", "entry=%s" % entry.name)
         worker = rt.inbox.worker
         key = read_key(logs)
         submit(rt.form_url(interview), {})
@@ -408,7 +408,8 @@ def test_stale_entries_of_dead_processes_are_dropped(tmp_path):
             assert titles(listing) == ["Alive"]
         finally:
             stream.close()
-        wait_for_file(stale, present=False)
+        log.wait_for("inbox-entry-dropped", "pid=%d " % gone.pid)
+        assert not stale.exists()
     finally:
         rt.close()
 

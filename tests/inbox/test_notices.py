@@ -23,9 +23,9 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from inbox_support import Agent, free_port
-from notices_support import HOSTILE, Clock, PushServer, StandIns
-from support import (WAIT, EventsReader, InProcessServer, LogWatch, SubprocessServer, api_url, askrich, choice,
+from helpers.inbox_support import Agent, free_port
+from helpers.notices_support import HOSTILE, Clock, PushServer, StandIns
+from helpers.support import (WAIT, EventsReader, InProcessServer, LogWatch, SubprocessServer, api_url, askrich, choice,
                      http_request, interview, submit)
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the stand-ins are POSIX scripts")
@@ -668,12 +668,13 @@ def test_a_form_shown_in_the_host_waits_unviewed_and_the_apps_load_is_its_page_v
     try:
         server.initialize(capabilities={"extensions": {"io.modelcontextprotocol/ui": {
             "mimeTypes": ["text/html;profile=mcp-app"]}}})
-        shown = server.tool("ask_user_rich", interview(choice("q", "a")))["result"]["structuredContent"]
+        result = server.tool("ask_user_rich", interview(choice("q", "a")))["result"]
+        shown, app = result["structuredContent"], result["_meta"]["ask-user-rich/app"]
         assert shown["reason"] == "Shown in the conversation."
         scene.watch.wait_for("notices-armed", "interview=%s" % shown["sessionId"], "first_in=20")
         scene.at(1019)
-        token = shown["url"].rsplit("/s/", 1)[1]
-        server.tool("form_state", {"sessionId": shown["sessionId"], "token": token, "full": True})
+        server.tool("form_state", {"sessionId": app["sessionId"], "token": app["token"], "appKey": app["key"],
+                                   "full": True})
         scene.watch.wait_for("notices-stopped", "why=viewed")
         scene.watch.wait_for("page-view", "user_agent=\"app in Tests\"")
         scene.at(1020)

@@ -9,9 +9,9 @@ import os
 
 import pytest
 
-from inbox_support import Agent, free_port
-from support import EventsReader, api_url, http_request, submit
-from tunnels_support import SSHD, SshServer
+from helpers.inbox_support import Agent, free_port
+from helpers.support import EventsReader, api_url, http_request, submit
+from helpers.tunnels_support import SSHD, SshServer
 
 pytestmark = [
     pytest.mark.skipif(os.name != "posix", reason="OpenSSH's server is run as on Debian"),

@@ -15,7 +15,7 @@ import types
 
 import pytest
 
-from support import MODULE, askrich, choice, interview
+from helpers.support import MODULE, askrich, choice, interview
 
 # What a public field of a live interview may hold: values that cannot change, and the read-only
 # view of its call options.

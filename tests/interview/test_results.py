@@ -7,7 +7,7 @@ import json
 import pytest
 
 import askrich
-from support import choice, interview
+from helpers.support import choice, interview
 
 EXAMPLE = interview(
     {"id": "db", "header": "Which database?", "options": [

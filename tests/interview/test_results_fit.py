@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 
 import askrich
-from support import WAIT, api_url, choice, http_request, interview, submit, wait_for_interview
+from helpers.support import WAIT, api_url, choice, http_request, interview, submit, wait_for_interview
 
 LIMIT = 40000
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import askrich
-from support import choice, interview
+from helpers.support import choice, interview
 
 
 def problems_of(args) -> list:

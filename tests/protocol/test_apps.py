@@ -14,13 +14,14 @@ import sys
 import pytest
 
 import askrich
-from modern_support import call_modern, result_of
-from support import api_url, choice, http_request, interview
+from helpers.modern_support import call_modern, result_of
+from helpers.support import api_url, choice, http_request, interview
 
 UI = "io.modelcontextprotocol/ui"
 MIME = "text/html;profile=mcp-app"
 URI = "ui://ask-user-rich/form.html"
 APPS = {"extensions": {UI: {"mimeTypes": [MIME]}}}
+APP_META = "ask-user-rich/app"
 APP_TOOLS = ["form_state", "form_submit", "form_progress", "form_attach", "form_detach"]
 MODEL_TOOLS = ["ask_user_rich", "append_questions", "await_user_answers"]
 
@@ -59,16 +60,23 @@ def plain(server, era):
 
 
 def ask(host, *questions, **extra):
-    """ask_user_rich from a host: the interview's sessionId and token."""
-    shown = host.tool("ask_user_rich", interview(*questions, **extra))["structuredContent"]
-    return shown["sessionId"], shown["url"].rsplit("/s/", 1)[1]
+    """ask_user_rich from a host: the interview's sessionId, token and the app's key (which
+    only the result's _meta carries)."""
+    result = host.tool("ask_user_rich", interview(*questions, **extra))
+    shown, app = result["structuredContent"], result["_meta"][APP_META]
+    assert (app["sessionId"], app["token"]) == (shown["sessionId"], shown["url"].rsplit("/s/", 1)[1])
+    return app["sessionId"], app["token"], app["key"]
 
 
 def form(host, tool, session, **fields):
-    """An app-only tool's result: (status, JSON body, isError)."""
-    result = host.tool(tool, dict({"sessionId": session[0], "token": session[1]}, **fields))
-    assert json.loads(result["content"][0]["text"]) == result["structuredContent"]
-    return result["_meta"]["ask-user-rich/status"], result["structuredContent"], result.get("isError", False)
+    """An app-only tool's result: (status, JSON body, isError); the status is the body's
+    statusCode, as in _meta."""
+    key = {"appKey": session[2]} if len(session) > 2 else {}
+    result = host.tool(tool, dict({"sessionId": session[0], "token": session[1]}, **key, **fields))
+    body = result["structuredContent"]
+    assert json.loads(result["content"][0]["text"]) == body
+    assert body["statusCode"] == result["_meta"]["ask-user-rich/status"]
+    return body["statusCode"], body, result.get("isError", False)
 
 
 # -- negotiation ----------------------------------------------------------------------------
@@ -92,14 +100,14 @@ def test_a_declaring_client_sees_the_resource_the_tool_hint_and_the_app_only_too
     assert meta["anthropic/maxResultSizeChars"] == 500000  # Claude Code's hints stay
     for name in APP_TOOLS:
         assert tools[name]["_meta"]["ui"] == {"resourceUri": URI, "visibility": ["app"]}
-        assert tools[name]["inputSchema"]["required"][:2] == ["sessionId", "token"]
+        assert tools[name]["inputSchema"]["required"][:3] == ["sessionId", "token", "appKey"]
     for name in ("append_questions", "await_user_answers"):
         assert "ui" not in tools[name]["_meta"]
     resources = result_of(host.call("resources/list"))
     assert resources["resources"] == [{
         "uri": URI, "name": "ask-user-rich-form", "title": "Ask User Rich form",
         "description": askrich.APP_RESOURCE["description"], "mimeType": MIME,
-        "_meta": {"ui": {"prefersBorder": True}},
+        "_meta": {"ui": {"prefersBorder": True, "csp": {"resourceDomains": ["data:"]}}},
     }]
     if host.era == "modern":
         # Both lists depend on the caller's extensions: no shared cache may pass them on.
@@ -128,7 +136,7 @@ def test_the_resource_is_one_self_contained_document_with_every_language(host, e
     result = result_of(host.call("resources/read", {"uri": URI}))
     (content,) = result["contents"]
     assert content["uri"] == URI and content["mimeType"] == MIME
-    assert content["_meta"] == {"ui": {"prefersBorder": True}}
+    assert content["_meta"] == {"ui": {"prefersBorder": True, "csp": {"resourceDomains": ["data:"]}}}
     page = content["text"]
     assert page.startswith("<!doctype html>") or page.lower().startswith("<!doctype html>")
     assert_self_contained(page)
@@ -149,6 +157,7 @@ def assert_self_contained(page: str) -> None:
     (style,) = re.findall(r"<style>(.*?)</style>", markup, re.S)
     assert not re.search(r"<script[^>]*\bsrc=", markup, re.I)
     assert not re.search(r"<link[^>]*\bhref=\"(?!data:)", markup, re.I)
+    assert not re.search(r"<link[^>]*\brel=\"icon\"", markup, re.I)  # a data: favicon is an image request too
     assert not re.search(r"\b(src|srcset|poster|data)=\"(?!data:)", markup, re.I)
     assert not re.search(r"@import|url\((?!\s*[\"']?data:)", style, re.I)
     for script in scripts:
@@ -157,7 +166,7 @@ def assert_self_contained(page: str) -> None:
 
 
 def test_the_zipapp_serves_the_document_a_checkout_builds(tmp_path_factory, tmp_path):
-    import zipapp_support as zs
+    from helpers import zipapp_support as zs
 
     pyz = zs.shared_pyz(tmp_path_factory)
     child = zs.StdioChild([sys.executable, pyz], tmp_path, zs.child_env(tmp_path))
@@ -227,7 +236,7 @@ def test_form_state_answers_as_its_routes_and_refuses_a_wrong_token(host):
 def test_form_progress_records_the_counts_and_refuses_bad_ones(host, server):
     session = ask(host, choice("a", "x"), choice("b", "x"))
     status, body, error = form(host, "form_progress", session, answered=1, deferred=0, needsInfo=0, open=1)
-    assert (status, body, error) == (204, {}, False)
+    assert (status, body, error) == (204, {"statusCode": 204}, False)
     assert server.runtime.hub.get(session[0]).activity()["counts"] == {"answered": 1, "deferred": 0, "needsInfo": 0, "open": 1}
     status, body, error = form(host, "form_progress", session, answered=-1)
     assert (status, body["code"], error) == (422, "invalid-progress", True)
@@ -246,6 +255,7 @@ def test_form_submit_checks_like_the_route_and_the_first_submit_wins(host, serve
     assert body["summary"].startswith('"Test interview" submitted')
     answers = host.tool("await_user_answers", {"sessionId": session[0]})["structuredContent"]
     assert answers["status"] == "submitted" and answers["answers"][0]["selected"] == ["pg"]
+    assert answers["via"] == "app"
     # The browser form of the same interview is told it is over, and so is a second app submit.
     url = server.runtime.form_url(server.runtime.hub.get(session[0]))
     assert http_request(api_url(url, "submit"), "POST", {"answers": {}}).json()["code"] == "not-pending"
@@ -311,9 +321,155 @@ def test_form_detach_removes_an_upload_and_refuses_as_the_route_does(host):
     session = ask(host, choice("a", "x"))
     status, body, _ = form(host, "form_attach", session, name="n.txt", size=3, data="AAAA")
     assert status == 201
-    assert form(host, "form_detach", session, id=body["id"])[:2] == (204, {})
+    assert form(host, "form_detach", session, id=body["id"])[:2] == (204, {"statusCode": 204})
     assert form(host, "form_detach", session, id=body["id"])[1]["code"] == "not-found"
     status, kept, _ = form(host, "form_attach", session, name="n.txt", size=3, data="AAAA")
     form(host, "form_submit", session, answers={})
     got = form(host, "form_detach", session, id=kept["id"])
     assert (got[0], got[1]["code"], got[2]) == (409, "not-pending", True)
+
+
+# -- in real hosts ----------------------------------------------------------------------------
+
+
+def test_the_app_key_rides_in_meta_only_and_the_token_alone_is_refused(host):
+    result = host.tool("ask_user_rich", interview(choice("db", "pg")))
+    key = result["_meta"][APP_META]["key"]
+    # What the model reads (content, structuredContent) never holds the key.
+    assert key not in json.dumps(result["content"]) and key not in json.dumps(result["structuredContent"])
+    session = ask(host, choice("db", "pg"))
+    for wrong in (session[:2], session[:2] + ("",), session[:2] + (key,)):  # none, empty, another interview's
+        status, body, error = form(host, "form_submit", wrong, answers={"db": {"selected": ["pg"]}})
+        assert (status, body["code"], error) == (403, "app-key-required", True)
+        assert "appKey" in body["error"]
+    assert form(host, "form_state", session)[1]["state"] == "pending"
+
+
+def test_resource_templates_are_an_empty_list(host, era):
+    listed = result_of(host.call("resources/templates/list"))
+    assert listed["resourceTemplates"] == []
+    if era == "modern":
+        assert listed["ttlMs"] > 0 and listed["cacheScope"] == "public" and listed["resultType"] == "complete"
+        assert host.call("resources/templates/list", {"cursor": "x"})["error"]["code"] == -32602
+
+
+APP_ELICITATION = {"elicitation": {"form": {}}, "extensions": {UI: {"mimeTypes": [MIME], "elicitation": {}}}}
+
+
+@pytest.mark.parametrize("capabilities, declared", [
+    (APP_ELICITATION, {"elicitation": {}}),
+    (APPS, {}),  # no elicitation in its UI extension
+    ({"extensions": APP_ELICITATION["extensions"]}, {}),  # no form elicitation
+])
+def test_app_elicitation_is_declared_to_a_client_that_renders_it(server, era, capabilities, declared):
+    if era == "legacy":
+        shown = server.initialize(capabilities=capabilities)["result"]["capabilities"]
+    else:
+        reply = result_of(call_modern(server, "server/discover", capabilities=capabilities))
+        shown = reply["capabilities"]
+        assert reply["cacheScope"] == ("private" if declared else "public")
+    assert shown["extensions"][UI] == declared
+
+
+def test_an_app_rendered_elicitation_names_the_form_and_the_app_answers_in_it(tmp_path):
+    from delivery_support import FLAT_INTERVIEW
+    from test_elicitation import Wire, call_ask
+
+    client = Wire(tmp_path, APP_ELICITATION)
+    try:
+        request = call_ask(client, dict(FLAT_INTERVIEW, delivery="elicitation"))
+        params = request["params"]
+        assert params["mode"] == "form" and params["requestedSchema"]["type"] == "object"
+        assert params["_meta"]["ui"] == {"resourceUri": URI}
+        app = params["_meta"][APP_META]
+        answers = {"db": {"selected": ["pg"]}, "free": {"other": "Nothing"}}
+        client.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "form_submit", "arguments": {
+            "sessionId": app["sessionId"], "token": app["token"], "appKey": app["key"], "answers": answers,
+            "generalNotes": "from the dialog"}}})
+        submitted = client.receive_until(lambda m: m.get("id") == 2)["result"]["structuredContent"]
+        assert submitted["statusCode"] == 200
+        # Then the app answers the host's dialog, which closes it: no cancellation from us.
+        client.send({"jsonrpc": "2.0", "id": request["id"], "result": {"action": "accept", "content": {"db": "pg"}}})
+        seen = []
+        result = client.receive_until(lambda m: seen.append(m) or m.get("id") == 1)["result"]["structuredContent"]
+        assert not [m for m in seen if m.get("method") == "notifications/cancelled"]
+        assert (result["status"], result["via"], result["generalNotes"]) == ("submitted", "app", "from the dialog")
+    finally:
+        client.close()
+
+
+def test_a_client_without_app_elicitation_gets_the_plain_form_elicitation(tmp_path):
+    from delivery_support import FLAT_INTERVIEW
+    from test_elicitation import Wire, call_ask
+
+    client = Wire(tmp_path, dict(APPS, elicitation={"form": {}}))
+    try:
+        request = call_ask(client, dict(FLAT_INTERVIEW, delivery="elicitation"))
+        assert "_meta" not in request["params"]
+    finally:
+        client.close()
+
+
+def test_a_host_that_never_loads_the_app_gets_the_browser_after_the_fallback(tmp_path):
+    from test_elicitation import Wire
+    from support import wait_for_file
+
+    opened = tmp_path / "opened"
+    opener = tmp_path / "open.sh"
+    opener.write_text('#!/bin/sh\necho "$1" >> "%s"\n' % opened)
+    opener.chmod(0o755)
+    client = Wire(tmp_path, APPS, open_cmd=str(opener), app_fallback=1)
+    try:
+        def ask_in_host(request_id):
+            client.send({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                         "params": {"name": "ask_user_rich", "arguments": interview(choice("db", "pg"))}})
+            return client.receive_until(lambda m: m.get("id") == request_id)["result"]
+
+        loaded = ask_in_host(1)
+        app = loaded["_meta"][APP_META]
+        client.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "form_state", "arguments": {
+            "sessionId": app["sessionId"], "token": app["token"], "appKey": app["key"], "full": True}}})
+        client.receive_until(lambda m: m.get("id") == 2)
+        stranded = ask_in_host(3)
+        assert stranded["structuredContent"]["url"] in stranded["content"][0]["text"]  # the link, always
+        wait_for_file(str(opened))
+        # Only the interview no app loaded went to the browser, once its delay had passed.
+        assert opened.read_text().split() == [stranded["structuredContent"]["url"]]
+    finally:
+        client.close()
+
+
+def test_the_apps_polls_are_logged_only_at_debug(host, server):
+    """A client that asked for the log at info (some hosts narrate it to the agent) hears of the
+    app's load, not of every poll."""
+    session = ask(host, choice("db", "pg"))
+    heard = []
+    server.runtime.log.listener = lambda level, event, fields, about: heard.append(
+        (fields.get("tool"), fields.get("request"), level))
+    form(host, "form_state", session)
+    poll = next(request for tool, request, _ in heard if tool == "form_state")
+    form(host, "form_state", session, full=True)
+    levels = {}
+    for tool, request, level in heard:
+        if tool == "form_state":
+            levels.setdefault("poll" if request == poll else "load", set()).add(level)
+    assert levels == {"poll": {"debug"}, "load": {"info"}}
+
+
+def test_a_modern_app_rendered_elicitation_rides_in_the_input_request(server):
+    from delivery_support import FLAT_INTERVIEW
+
+    reply = result_of(call_modern(server, "tools/call", {"name": "ask_user_rich", "arguments": dict(
+        FLAT_INTERVIEW, delivery="elicitation")}, capabilities=APP_ELICITATION))
+    assert reply["resultType"] == "input_required"
+    (request,) = reply["inputRequests"].values()
+    assert request["method"] == "elicitation/create"
+    assert request["params"]["_meta"]["ui"] == {"resourceUri": URI}
+    assert set(request["params"]["_meta"][APP_META]) == {"sessionId", "token", "key"}
+
+
+def test_the_fallback_delay_is_read_from_the_environment():
+    config, warnings = askrich.Config.from_env({"ASK_USER_RICH_APP_FALLBACK": "3"})
+    assert (config.app_fallback, warnings) == (3, [])
+    config, warnings = askrich.Config.from_env({"ASK_USER_RICH_APP_FALLBACK": "soon"})
+    assert config.app_fallback == 15 and "ASK_USER_RICH_APP_FALLBACK" in warnings[0]

@@ -11,8 +11,8 @@ import threading
 import anyio
 import pytest
 
-from support import DISCARD
-from delivery_support import (
+from helpers.support import DISCARD
+from helpers.delivery_support import (
     CALL_TIMEOUT,
     FLAT_INTERVIEW,
     RANK_INTERVIEW,
@@ -439,9 +439,9 @@ def test_no_timeout_of_ours_ends_a_pending_elicitation(wire):
 
 # -- properties of the form mapping -----------------------------------------------------------
 
-import hypothesis_profiles  # noqa: E402,F401  (loads the fuzz profile)
+from helpers import hypothesis_profiles  # noqa: E402,F401  (loads the fuzz profile)
 from hypothesis import given, strategies as st  # noqa: E402
-from strategies import json_values, valid_interviews  # noqa: E402
+from helpers.strategies import json_values, valid_interviews  # noqa: E402
 
 
 @given(valid_interviews(delivery="elicitation"), st.data())

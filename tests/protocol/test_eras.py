@@ -9,7 +9,7 @@ import os
 import pytest
 
 import askrich
-from support import InProcessServer, choice, interview, quiet_runtime, two_tasks_then_restart
+from helpers.support import InProcessServer, choice, interview, quiet_runtime, two_tasks_then_restart
 
 MODERN_META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",

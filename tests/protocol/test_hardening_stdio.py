@@ -22,9 +22,9 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 import askrich
-import hypothesis_profiles
-import strategies
-from support import DISCARD, MODULE, InProcessServer, SubprocessServer, choice, interview, vm_status
+from helpers import hypothesis_profiles
+from helpers import strategies
+from helpers.support import DISCARD, MODULE, InProcessServer, SubprocessServer, choice, interview, vm_status
 
 FINAL_PING = b'{"jsonrpc":"2.0","id":"final-ping","method":"ping"}'
 
@@ -495,7 +495,7 @@ def _pipe_bytes_waiting(fd: int) -> int:
 def test_a_client_that_stops_reading_stdout_stalls_neither_the_form_nor_a_submit(tmp_path):
     import fcntl
 
-    from support import api_url, http_request, submit
+    from helpers.support import api_url, http_request, submit
 
     config = askrich.Config(log_dir=str(tmp_path), open_browser=False, progress_ms=5)
     runtime = askrich.Runtime(config, askrich.Log(str(tmp_path), stream=io.StringIO()))

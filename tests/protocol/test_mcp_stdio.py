@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import askrich
-from support import (
+from helpers.support import (
     ask_link,
     InProcessServer,
     LogWatch,

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from delivery_support import FLAT_INTERVIEW, RANK_INTERVIEW, submit_like_a_browser
-from modern_support import (
+from helpers.delivery_support import FLAT_INTERVIEW, RANK_INTERVIEW, submit_like_a_browser
+from helpers.modern_support import (
     CLIENT_INFO,
     DECLINED_URL_REASON,
     KEY_VERSION,
@@ -36,7 +36,7 @@ from modern_support import (
     without_envelope,
     written_messages,
 )
-from support import api_url, choice, http_request, interview, wait_for_interview
+from helpers.support import api_url, choice, http_request, interview, wait_for_interview
 
 FORM = {"elicitation": {"form": {}}}
 URL_ONLY = {"elicitation": {"url": {}}}

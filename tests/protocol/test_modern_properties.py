@@ -4,20 +4,20 @@ documented errors, modern results carry their envelope, and the server keeps ser
 
 from __future__ import annotations
 
-import hypothesis_profiles  # noqa: F401  (loads the fuzz profile)
+from helpers import hypothesis_profiles  # noqa: F401  (loads the fuzz profile)
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from delivery_support import FLAT_INTERVIEW
-from modern_support import (
+from helpers.delivery_support import FLAT_INTERVIEW
+from helpers.modern_support import (
     SUPPORTED_VERSIONS,
     assert_every_modern_message_fits,
     assert_modern_result,
     modern_params,
     server_requests,
 )
-from strategies import (
+from helpers.strategies import (
     KEY_CLIENT_CAPABILITIES,
     KEY_PROTOCOL_VERSION,
     MISSING,
@@ -25,7 +25,7 @@ from strategies import (
     json_values,
     request_metas,
 )
-from support import SubprocessServer, interview
+from helpers.support import SubprocessServer, interview
 
 jsonschema = pytest.importorskip("jsonschema")
 

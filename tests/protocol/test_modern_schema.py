@@ -13,8 +13,8 @@ import copy
 
 import pytest
 
-from delivery_support import FLAT_INTERVIEW
-from modern_support import (
+from helpers.delivery_support import FLAT_INTERVIEW
+from helpers.modern_support import (
     assert_every_modern_message_fits,
     assert_fits_the_2026_schema,
     assert_modern_message_fits,
@@ -27,7 +27,7 @@ from modern_support import (
     wait_until_waiting,
     written_messages,
 )
-from support import SubprocessServer, choice, interview, submit
+from helpers.support import SubprocessServer, choice, interview, submit
 
 pytest.importorskip("jsonschema")
 

@@ -8,9 +8,9 @@ import sys
 import anyio
 import pytest
 
-from delivery_support import CALL_TIMEOUT, FLAT_INTERVIEW, SERVER, progress_recorder, server_env, submit_like_a_browser
-from modern_support import DECLINED_URL_REASON, MODERN, form_state, log_events
-from support import api_url, choice, http_request, interview, submit
+from helpers.delivery_support import CALL_TIMEOUT, FLAT_INTERVIEW, SERVER, progress_recorder, server_env, submit_like_a_browser
+from helpers.modern_support import DECLINED_URL_REASON, MODERN, form_state, log_events
+from helpers.support import api_url, choice, http_request, interview, submit
 
 mcp = pytest.importorskip("mcp")
 from mcp import Client, StdioServerParameters, types  # noqa: E402

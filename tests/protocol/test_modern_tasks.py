@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from delivery_support import FLAT_INTERVIEW, submit_like_a_browser
-from modern_support import (
+from helpers.delivery_support import FLAT_INTERVIEW, submit_like_a_browser
+from helpers.modern_support import (
     assert_fits_the_schema,
     assert_modern_result,
     assert_no_server_requests,
@@ -28,7 +28,7 @@ from modern_support import (
     without_envelope,
     written_messages,
 )
-from support import RecordingOpener, askrich, choice, interview
+from helpers.support import RecordingOpener, askrich, choice, interview
 
 jsonschema = pytest.importorskip("jsonschema")
 

@@ -10,8 +10,8 @@ import sys
 import anyio
 import pytest
 
-from delivery_support import progress_recorder
-from support import MODULE, api_url, choice, http_request, interview, submit
+from helpers.delivery_support import progress_recorder
+from helpers.support import MODULE, api_url, choice, http_request, interview, submit
 
 mcp = pytest.importorskip("mcp")
 from mcp import Client, StdioServerParameters  # noqa: E402

@@ -8,7 +8,7 @@ import json
 import re
 
 import askrich
-from support import choice, interview
+from helpers.support import choice, interview
 
 MODERN_META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",

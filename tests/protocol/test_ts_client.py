@@ -1,5 +1,5 @@
 """The official TypeScript MCP client of the 2026-07-28 line (@modelcontextprotocol/client) and its
-tasks extension (@modelcontextprotocol/ext-tasks), pinned in tests/clients_support.py, driving
+tasks extension (@modelcontextprotocol/ext-tasks), pinned in tests/helpers/clients_support.py, driving
 the server over stdio in both of its negotiation modes: `auto` (it probes with server/discover on
 a sibling process, then speaks modern) and pinned to 2026-07-28.
 
@@ -23,11 +23,9 @@ import time
 import pytest
 
 _HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/
-if _HERE not in sys.path:  # the helpers beside this file, whatever pytest's import mode
-    sys.path.insert(0, _HERE)
-import clients_support as cs  # noqa: E402
-from delivery_support import FLAT_INTERVIEW, SERVER, server_env, submit_like_a_browser  # noqa: E402
-from modern_support import (  # noqa: E402
+from helpers import clients_support as cs  # noqa: E402
+from helpers.delivery_support import FLAT_INTERVIEW, SERVER, server_env, submit_like_a_browser  # noqa: E402
+from helpers.modern_support import (  # noqa: E402
     DECLINED_URL_REASON,
     MODERN,
     SERVER_INFO,
@@ -39,7 +37,7 @@ from modern_support import (  # noqa: E402
     log_events,
     wait_until_waiting,
 )
-from support import WAIT, LogWatch, choice, interview, submit  # noqa: E402
+from helpers.support import WAIT, LogWatch, choice, interview, submit  # noqa: E402
 
 DRIVER = os.path.join(_HERE, "ts_client", "driver.mjs")
 MODES = ["auto", MODERN]

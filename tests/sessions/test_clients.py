@@ -1,5 +1,5 @@
 """The server registered with each client the way the README says, checked by that client's own
-pinned CLI (tests/clients_support.py), offline, each test with a throwaway HOME:
+pinned CLI (tests/helpers/clients_support.py), offline, each test with a throwaway HOME:
 
 - the Claude Code plugin that `build_zipapp.py --plugin` writes: reproducible, accepted by
   `claude plugin validate`, installed from the unzipped release archive, and then connected,
@@ -20,11 +20,8 @@ import zipfile
 
 import pytest
 
-_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/
-if _HERE not in sys.path:  # the helpers beside this file, whatever pytest's import mode
-    sys.path.insert(0, _HERE)
-import clients_support as cs  # noqa: E402
-import zipapp_support as zs  # noqa: E402
+from helpers import clients_support as cs  # noqa: E402
+from helpers import zipapp_support as zs  # noqa: E402
 
 MARKETPLACE = "ask-user-rich-marketplace"
 PLUGIN_ID = "ask-user-rich@ask-user-rich"

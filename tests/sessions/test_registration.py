@@ -20,11 +20,8 @@ import sys
 
 import pytest
 
-_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/
-if _HERE not in sys.path:  # the helper beside this file, whatever pytest's import mode
-    sys.path.insert(0, _HERE)
-import zipapp_support as zs  # noqa: E402
-import clients_support as cs  # noqa: E402
+from helpers import zipapp_support as zs  # noqa: E402
+from helpers import clients_support as cs  # noqa: E402
 
 
 @pytest.fixture(scope="module")

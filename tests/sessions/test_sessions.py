@@ -1,7 +1,7 @@
 """Real agent sessions in Claude Code's print mode (marked `sessions`: `bash tests/run.sh -k
 sessions`): a pinned `claude -p` runs its agent loop against a scripted model on loopback
-(tests/scripted_model.py), offline, in a throwaway HOME, with our server behind the recording
-tap of tests/sessions_support.py. The model's calls reach our server, the form opens through a recording
+(tests/helpers/scripted_model.py), offline, in a throwaway HOME, with our server behind the recording
+tap of tests/helpers/sessions_support.py. The model's calls reach our server, the form opens through a recording
 opener, a test answers through the form's HTTP API, and the answers must reach the model's next
 request. The interactive sessions (pseudo-terminal, tasks) are in test_sessions_interactive.py."""
 
@@ -18,13 +18,10 @@ import time
 
 import pytest
 
-_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/
-if _HERE not in sys.path:
-    sys.path.insert(0, _HERE)
-import clients_support as cs  # noqa: E402
-from scripted_model import ScriptedModel, Text, ToolUse  # noqa: E402
-from sessions_support import NOTE, PICK_A_DATABASE, StdioTap, end_logged_servers  # noqa: E402
-from support import MODULE, EventsReader, RecordingOpener, api_url, http_request, submit  # noqa: E402
+from helpers import clients_support as cs  # noqa: E402
+from helpers.scripted_model import ScriptedModel, Text, ToolUse  # noqa: E402
+from helpers.sessions_support import NOTE, PICK_A_DATABASE, StdioTap, end_logged_servers  # noqa: E402
+from helpers.support import MODULE, EventsReader, RecordingOpener, api_url, http_request, submit  # noqa: E402
 
 pytestmark = pytest.mark.sessions
 PREFIX = "mcp__ask-user-rich__"

@@ -11,20 +11,16 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 
 import pytest
 
-_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/
-if _HERE not in sys.path:
-    sys.path.insert(0, _HERE)
-import clients_support as cs  # noqa: E402
-from scripted_model import ScriptedModel, Text, ToolUse  # noqa: E402
-from sessions_support import (ANSWERS, ARGS, BIG_ANSWERS, BIG_ARGS, BIG_COUNT, NOTE, PROMPT, SESSION_TIMEOUT,  # noqa: E402
+from helpers import clients_support as cs  # noqa: E402
+from helpers.scripted_model import ScriptedModel, Text, ToolUse  # noqa: E402
+from helpers.sessions_support import (ANSWERS, ARGS, BIG_ANSWERS, BIG_ARGS, BIG_COUNT, NOTE, PROMPT, SESSION_TIMEOUT,  # noqa: E402
                               StdioTap, assert_answers, assert_big_answers, assert_served_as_sent, ended,
                               round_trip)
-from support import RecordingOpener, api_url, http_request, submit  # noqa: E402
+from helpers.support import RecordingOpener, api_url, http_request, submit  # noqa: E402
 
 pytestmark = pytest.mark.sessions
 # Codex offers each MCP server's tools to the model as one Responses `namespace` tool named after

@@ -1,6 +1,6 @@
 """Permission asks in a real interactive Codex 0.169 session (marked `sessions`): its TUI in a
 pseudo-terminal, asking for approvals (`-a on-request`, `-s read-only`), against the scripted
-model (tests/scripted_model.py), with our hook as its PermissionRequest hook in
+model (tests/helpers/scripted_model.py), with our hook as its PermissionRequest hook in
 `~/.codex/hooks.json` (tests/README.md, "Permission asks"). The model asks to run a command
 outside the sandbox; the approval reaches the hook, which opens the form: allowed there, the
 command runs; at the next prompt, denied with a note, it does not, and the model hears why.
@@ -19,14 +19,11 @@ import sys
 
 import pytest
 
-_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/
-if _HERE not in sys.path:
-    sys.path.insert(0, _HERE)
-import clients_support as cs  # noqa: E402
-from scripted_model import ScriptedModel, Text, ToolUse  # noqa: E402
-from sessions_support import ENTER, Terminal, end_logged_servers  # noqa: E402
-from sessions_support import INTERACTIVE_WAIT as WAIT  # noqa: E402
-from support import MODULE, EventsReader, RecordingOpener, api_url, http_request, submit  # noqa: E402
+from helpers import clients_support as cs  # noqa: E402
+from helpers.scripted_model import ScriptedModel, Text, ToolUse  # noqa: E402
+from helpers.sessions_support import ENTER, Terminal, end_logged_servers  # noqa: E402
+from helpers.sessions_support import INTERACTIVE_WAIT as WAIT  # noqa: E402
+from helpers.support import MODULE, EventsReader, RecordingOpener, api_url, http_request, submit  # noqa: E402
 
 pytestmark = pytest.mark.sessions
 NOTE = "Not in this folder."

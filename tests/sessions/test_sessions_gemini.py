@@ -9,18 +9,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 
 import pytest
 
-_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/
-if _HERE not in sys.path:
-    sys.path.insert(0, _HERE)
-import clients_support as cs  # noqa: E402
-from scripted_model import ScriptedModel, Text, ToolUse  # noqa: E402
-from sessions_support import (ARGS, BIG_ANSWERS, BIG_ARGS, NOTE, PROMPT, StdioTap, assert_answers,  # noqa: E402
+from helpers import clients_support as cs  # noqa: E402
+from helpers.scripted_model import ScriptedModel, Text, ToolUse  # noqa: E402
+from helpers.sessions_support import (ARGS, BIG_ANSWERS, BIG_ARGS, NOTE, PROMPT, StdioTap, assert_answers,  # noqa: E402
                               assert_big_answers, assert_served_as_sent, json_lines, round_trip)
-from support import RecordingOpener  # noqa: E402
+from helpers.support import RecordingOpener  # noqa: E402
 
 pytestmark = pytest.mark.sessions
 # Gemini CLI names an MCP tool `mcp_<server>_<tool>` in the model's function declarations.

@@ -1,6 +1,6 @@
 """A real interactive Claude Code 2.1.328 session (marked `sessions` and `browser`) with the
 ask-user-rich plugin installed from the marketplace that `build_zipapp.py --plugin` writes, and
-its AskUserQuestion hook turned on as the README says. The scripted model (tests/scripted_model.py)
+its AskUserQuestion hook turned on as the README says. The scripted model (tests/helpers/scripted_model.py)
 asks with Claude Code's built-in AskUserQuestion: the hook opens the form, Chromium answers it,
 and the model's next request holds the tool's own result with those answers and the note. Then,
 in the same session, the hook is turned off and the model asks again: Claude Code's own dialog
@@ -12,20 +12,16 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
-_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/
-if _HERE not in sys.path:
-    sys.path.insert(0, _HERE)
-import clients_support as cs  # noqa: E402
-import zipapp_support as zs  # noqa: E402
-from scripted_model import ScriptedModel, Text, ToolUse  # noqa: E402
-from sessions_support import (API_KEY, COLUMNS, ENTER, ROWS, Terminal, chromium_page,  # noqa: E402
+from helpers import clients_support as cs  # noqa: E402
+from helpers import zipapp_support as zs  # noqa: E402
+from helpers.scripted_model import ScriptedModel, Text, ToolUse  # noqa: E402
+from helpers.sessions_support import (API_KEY, COLUMNS, ENTER, ROWS, Terminal, chromium_page,  # noqa: E402
                               end_logged_servers, require_chromium, seed_home)
-from sessions_support import INTERACTIVE_WAIT as WAIT  # noqa: E402
-from support import ASK_USER_QUESTION, ASKED_DB, ASKED_LANGS, RecordingOpener  # noqa: E402
+from helpers.sessions_support import INTERACTIVE_WAIT as WAIT  # noqa: E402
+from helpers.support import ASK_USER_QUESTION, ASKED_DB, ASKED_LANGS, RecordingOpener  # noqa: E402
 
 pytestmark = [pytest.mark.sessions, pytest.mark.browser]
 

@@ -1,5 +1,5 @@
 """Interactive Claude Code sessions (marked `sessions`): the pinned Claude Code 2.1.328 runs its
-full-screen UI in a pseudo-terminal against the scripted model (tests/scripted_model.py), in a
+full-screen UI in a pseudo-terminal against the scripted model (tests/helpers/scripted_model.py), in a
 throwaway HOME, offline. The test types the prompt as a person would, reads the screen through
 a terminal emulator (pyte: the UI redraws by cursor moves, so the raw bytes never hold a line of
 text in order), submits the form, and checks what the person saw, what Claude Code got from our
@@ -14,23 +14,19 @@ task runs inline until the auto-background time, then moves to the background th
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 import time
 
 import pytest
 
-_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/
-if _HERE not in sys.path:
-    sys.path.insert(0, _HERE)
-import clients_support as cs  # noqa: E402
-from scripted_model import ScriptedModel, Text, ToolUse  # noqa: E402
-from sessions_support import (API_KEY, COLUMNS, DOWN, ENTER, NOTE, PICK_A_DATABASE, ROWS,  # noqa: E402
+from helpers import clients_support as cs  # noqa: E402
+from helpers.scripted_model import ScriptedModel, Text, ToolUse  # noqa: E402
+from helpers.sessions_support import (API_KEY, COLUMNS, DOWN, ENTER, NOTE, PICK_A_DATABASE, ROWS,  # noqa: E402
                               StdioTap, Terminal, chromium_page, end_logged_servers, require_chromium,
                               seed_home)
-from sessions_support import INTERACTIVE_WAIT as WAIT  # noqa: E402
-from support import MODULE, RecordingOpener, api_url, http_request, submit  # noqa: E402
+from helpers.sessions_support import INTERACTIVE_WAIT as WAIT  # noqa: E402
+from helpers.support import MODULE, RecordingOpener, api_url, http_request, submit  # noqa: E402
 
 pytestmark = pytest.mark.sessions
 TOOL = "mcp__ask-user-rich__ask_user_rich"

@@ -1,7 +1,7 @@
 """Permission asks in a real interactive Claude Code 2.1.328 session (marked `sessions`), in
 `--permission-mode default`, with the ask-user-rich plugin installed from the marketplace that
 `build_zipapp.py --plugin` writes and its permission hook turned on as the README says. The
-scripted model (tests/scripted_model.py) runs one Bash command per prompt; each time Claude Code
+scripted model (tests/helpers/scripted_model.py) runs one Bash command per prompt; each time Claude Code
 shows its own dialog and runs the hook, which opens the form. In one session, in turn: allowed in
 the form in Chromium (the command ran, no key pressed), denied with a note (the model got the note), answered
 in the terminal first (the hook ended its form by itself within 2 s: the form says so), and
@@ -13,20 +13,16 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 
 import pytest
 
-_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/
-if _HERE not in sys.path:
-    sys.path.insert(0, _HERE)
-import clients_support as cs  # noqa: E402
-from scripted_model import ScriptedModel, Text, ToolUse  # noqa: E402
-from sessions_support import (API_KEY, COLUMNS, ENTER, ROWS, Terminal, chromium_page,  # noqa: E402
+from helpers import clients_support as cs  # noqa: E402
+from helpers.scripted_model import ScriptedModel, Text, ToolUse  # noqa: E402
+from helpers.sessions_support import (API_KEY, COLUMNS, ENTER, ROWS, Terminal, chromium_page,  # noqa: E402
                               end_logged_servers, require_chromium, seed_home)
-from sessions_support import INTERACTIVE_WAIT as WAIT  # noqa: E402
-from support import EventsReader, RecordingOpener, api_url, http_request, submit  # noqa: E402
+from helpers.sessions_support import INTERACTIVE_WAIT as WAIT  # noqa: E402
+from helpers.support import EventsReader, RecordingOpener, api_url, http_request, submit  # noqa: E402
 from test_sessions_hook import _installed_plugin, _tool_result  # noqa: E402
 
 pytestmark = [pytest.mark.sessions, pytest.mark.browser]

@@ -17,10 +17,10 @@ import termios
 import threading
 import time
 
-import clients_support as cs
+from helpers import clients_support as cs
 import pyte
-from scripted_model import ToolUse
-from support import WAIT, EventsReader, LoopbackReports, api_url, http_request, submit
+from helpers.scripted_model import ToolUse
+from helpers.support import WAIT, EventsReader, LoopbackReports, api_url, http_request, submit
 
 import askrich  # noqa: E402 (after support, which puts the project root on sys.path)
 

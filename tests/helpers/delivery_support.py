@@ -6,9 +6,9 @@ import os
 import sys
 import textwrap
 
-from support import api_url, http_request
+from helpers.support import api_url, http_request
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SERVER = os.path.join(ROOT, "askrich.py")
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
@@ -157,13 +157,13 @@ def write_fake_browser(directory) -> tuple:
                 """\
                 import json, sys
                 sys.path.insert(0, %r)
-                from delivery_support import submit_like_a_browser
+                from helpers.delivery_support import submit_like_a_browser
                 reply = submit_like_a_browser(sys.argv[1])
                 with open(%r, "w") as handle:
                     json.dump({"argv": sys.argv[1:], "reply": reply}, handle)
                 """
             )
-            % (os.path.dirname(os.path.abspath(__file__)), record)
+            % (os.path.dirname(os.path.dirname(os.path.abspath(__file__))), record)
         )
     command = "%s %s" % (shlex.quote(sys.executable), shlex.quote(script))
     return command, record

@@ -17,9 +17,9 @@ import threading
 import urllib.parse
 import zipfile
 
-from support import api_url, http_request
+from helpers.support import api_url, http_request
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILDER = os.path.join(ROOT, "build_zipapp.py")
 
 

@@ -10,8 +10,8 @@ import os
 import subprocess
 import threading
 
-from inbox_support import free_port
-from support import WAIT
+from helpers.inbox_support import free_port
+from helpers.support import WAIT
 
 SSHD = "/usr/sbin/sshd"
 NGINX = "/usr/sbin/nginx"

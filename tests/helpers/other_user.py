@@ -18,7 +18,7 @@ import threading
 
 import pytest
 
-from support import WAIT
+from helpers.support import WAIT
 
 OTHER_UID = 65534
 SETPRIV = ("setpriv", "--reuid=%d" % OTHER_UID, "--regid=%d" % OTHER_UID, "--clear-groups")

@@ -9,7 +9,7 @@ import os
 import sys
 import threading
 
-from support import WAIT, LoopbackReports, askrich
+from helpers.support import WAIT, LoopbackReports, askrich
 
 # What an agent may write into a title or call itself: shell, AppleScript, PowerShell and XML
 # would each read some of it as code if it ever reached them unescaped.

@@ -9,7 +9,7 @@ import os
 import shlex
 import time
 
-from support import WAIT, api_url, askrich, http_request
+from helpers.support import WAIT, api_url, askrich, http_request
 
 MODERN = "2026-07-28"
 SUPPORTED_VERSIONS = ["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]
@@ -78,7 +78,7 @@ def assert_fits_the_2026_schema(method: str, result: dict) -> None:
     methods.validate_server_result(method, MODERN, result)
 
 
-SCHEMAS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schemas")
+SCHEMAS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "schemas")
 SCHEMA_PATH = os.path.join(SCHEMAS, "mcp-2026-07-28.json")
 # The tasks extension's messages, written for these tests from its specification (the core schema
 # has none); its $refs resolve in the core schema's $defs.
@@ -124,7 +124,8 @@ def assert_fits_the_schema(definition: str, value) -> None:
 
 TASK_RESULTS = {"tasks/get": "GetTaskResult", "tasks/cancel": "CancelTaskResult", "tasks/update": "UpdateTaskResult"}
 CORE_RESULTS = {"server/discover": "DiscoverResult", "tools/list": "ListToolsResult", "ping": "Result",
-                "resources/list": "ListResourcesResult", "resources/read": "ReadResourceResult"}
+                "resources/list": "ListResourcesResult", "resources/read": "ReadResourceResult",
+                "resources/templates/list": "ListResourceTemplatesResult"}
 
 
 def result_definition(method: str, result: dict) -> str:

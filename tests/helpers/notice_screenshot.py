@@ -3,7 +3,7 @@ daemon (dunst) on a virtual screen (Xvfb) with its own session bus, shown by the
 command the server plans, then captured with ImageMagick's `import` and cropped.
 
     apt-get install xvfb dunst libnotify-bin dbus-x11 imagemagick
-    python3 tests/notice_screenshot.py [OUT.png]
+    python3 tests/helpers/notice_screenshot.py [OUT.png]
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
 import askrich  # noqa: E402

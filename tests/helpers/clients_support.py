@@ -5,7 +5,7 @@ ext-apps SDK, bundled by esbuild) for tests/browser/test_app_host.py.
 
 They are installed once per machine into a cache folder named after the pins, and reused by
 every later run (Claude Code alone is ~370 MB). `tests/run.sh` installs them before the tests
-(`python3 tests/clients_support.py` prints the folder) and sets
+(`python3 tests/helpers/clients_support.py` prints the folder) and sets
 ASK_USER_RICH_TESTS_REQUIRE_CLIENTS=1, so a missing CLI fails the tests; run alone, pytest skips
 them instead. Each CLI then runs with a throwaway HOME, offline: every proxy variable points at a
 closed port, so anything that tries the network fails at once instead of reaching it.
@@ -44,8 +44,10 @@ APP_HOST_PACKAGES = (
     ("zod", "4.6.7"),
     ("esbuild", "0.28.2"),
 )
-APP_HOST_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "apphost", "host.mjs")
-APP_HOST_BUNDLE = "host.bundle.js"
+# MCP Inspector's web client: a real MCP Apps host nobody here wrote (tests/browser/test_inspector.py).
+# In a folder of its own, as the test host is.
+INSPECTOR = ("@modelcontextprotocol/inspector", "2.12.0")
+APP_HOST_SOURCE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apphost", "host.mjs")
 INSTALL_TIMEOUT = 1800
 CLI_TIMEOUT = 120
 # A port nothing listens on: a client that tries the network fails fast.
@@ -143,29 +145,78 @@ def app_host_dir(environ=None):
     return os.path.join(cache, "ask-user-rich-tests", "apphost", key)
 
 
+def app_host_bundle_name():
+    """The bundle's file name, after host.mjs's content: checkouts with different host.mjs share
+    the cache folder, and none may run another's host."""
+    import hashlib
+
+    with open(APP_HOST_SOURCE, "rb") as source:
+        return "host-%s.bundle.js" % hashlib.sha256(source.read()).hexdigest()[:16]
+
+
 def install_app_host(folder=None):
-    """Install the host's pinned packages and bundle host.mjs for the browser (again whenever
-    host.mjs is newer than the bundle); return the bundle's path."""
+    """Install the host's pinned packages and bundle host.mjs for the browser (one bundle for
+    each version of host.mjs); return the bundle's path."""
     folder = folder or app_host_dir()
-    bundle = os.path.join(folder, APP_HOST_BUNDLE)
+    bundle = os.path.join(folder, app_host_bundle_name())
     esbuild = os.path.join(folder, "node_modules", ".bin", "esbuild")
     if not os.access(esbuild, os.X_OK):
         npm = shutil.which("npm")
         if npm is None:
             raise SystemExit("clients_support: npm is needed to install the MCP Apps test host")
         _npm_install(npm, folder, ["%s@%s" % pin for pin in APP_HOST_PACKAGES])
-    if os.path.isfile(bundle) and os.path.getmtime(bundle) >= os.path.getmtime(APP_HOST_SOURCE):
+    if os.path.isfile(bundle):
         return bundle
-    entry = os.path.join(folder, "host.mjs")  # beside node_modules, where its imports resolve
+    # Beside node_modules, where its imports resolve; named as its bundle, so that two runs at
+    # once never bundle each other's copy.
+    entry = bundle[:-len(".bundle.js")] + ".mjs"
     shutil.copyfile(APP_HOST_SOURCE, entry)
     proc = subprocess.run(
-        [esbuild, entry, "--bundle", "--format=esm", "--platform=browser", "--outfile=" + bundle + ".tmp"],
+        [esbuild, entry, "--bundle", "--format=esm", "--platform=browser", "--outfile=%s.%d.tmp" % (bundle, os.getpid())],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         universal_newlines=True, timeout=INSTALL_TIMEOUT)
     if proc.returncode != 0:
         raise SystemExit("clients_support: esbuild could not bundle the MCP Apps test host:\n" + proc.stdout)
-    os.replace(bundle + ".tmp", bundle)
+    os.replace("%s.%d.tmp" % (bundle, os.getpid()), bundle)
     return bundle
+
+
+def inspector_dir(environ=None):
+    """The folder MCP Inspector is installed in."""
+    environ = os.environ if environ is None else environ
+    cache = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "ask-user-rich-tests", "inspector", "%s-%s" % (INSPECTOR[0].rsplit("/", 1)[-1], INSPECTOR[1]))
+
+
+def inspector_launcher(folder=None):
+    return os.path.join(folder or inspector_dir(), "node_modules", "@modelcontextprotocol", "inspector",
+                        "clients", "launcher", "build", "index.js")
+
+
+def install_inspector(folder=None):
+    """Install the pinned MCP Inspector unless it is there; return its launcher's path."""
+    folder = folder or inspector_dir()
+    launcher = inspector_launcher(folder)
+    if not os.path.isfile(launcher):
+        npm = shutil.which("npm")
+        if npm is None:
+            raise SystemExit("clients_support: npm is needed to install MCP Inspector")
+        _npm_install(npm, folder, ["%s@%s" % INSPECTOR])
+    return launcher
+
+
+def inspector():
+    """MCP Inspector's launcher; skips the test when it is not installed, or fails it when the
+    test command promised to install it."""
+    import pytest
+
+    launcher = inspector_launcher()
+    if not os.path.isfile(launcher):
+        message = "MCP Inspector %s is not installed (python3 tests/helpers/clients_support.py installs it)" % INSPECTOR[1]
+        if os.environ.get("ASK_USER_RICH_TESTS_REQUIRE_CLIENTS") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    return launcher
 
 
 def app_host_bundle():
@@ -173,9 +224,9 @@ def app_host_bundle():
     command promised to build it."""
     import pytest
 
-    bundle = os.path.join(app_host_dir(), APP_HOST_BUNDLE)
+    bundle = os.path.join(app_host_dir(), app_host_bundle_name())
     if not os.path.isfile(bundle):
-        message = "the MCP Apps test host is not built (python3 tests/clients_support.py builds it)"
+        message = "the MCP Apps test host is not built (python3 tests/helpers/clients_support.py builds it)"
         if os.environ.get("ASK_USER_RICH_TESTS_REQUIRE_CLIENTS") == "1":
             pytest.fail(message)
         pytest.skip(message)
@@ -189,7 +240,7 @@ def cli(name):
 
     path = os.path.join(bin_dir(), name)
     if not installed():
-        message = ("%s %s is not installed in %s (python3 tests/clients_support.py installs the "
+        message = ("%s %s is not installed in %s (python3 tests/helpers/clients_support.py installs the "
                    "pinned client CLIs)" % (CLIENTS[name] + (clients_dir(),)))
         if os.environ.get("ASK_USER_RICH_TESTS_REQUIRE_CLIENTS") == "1":
             pytest.fail(message)
@@ -258,5 +309,6 @@ def server_log(env):
 
 if __name__ == "__main__":
     install_app_host()
+    install_inspector()
     print(install())
     sys.exit(0)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import socket
 
-from support import WAIT, EventsReader, SubprocessServer
+from helpers.support import WAIT, EventsReader, SubprocessServer
 
 
 def free_port() -> int:
