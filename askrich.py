@@ -112,6 +112,8 @@ ENV_NOTIFY_AFTER = "ASK_USER_RICH_NOTIFY_AFTER"
 ENV_PUSH_URL = "ASK_USER_RICH_PUSH_URL"
 ENV_PUSH_TOKEN = "ASK_USER_RICH_PUSH_TOKEN"
 ENV_PUSH_LINK = "ASK_USER_RICH_PUSH_LINK"
+ENV_AWAY = "ASK_USER_RICH_AWAY"
+ENV_AWAY_AFTER = "ASK_USER_RICH_AWAY_AFTER"
 ENV_PROTOCOL = "ASK_USER_RICH_PROTOCOL"
 ENV_APP_FALLBACK = "ASK_USER_RICH_APP_FALLBACK"
 ENV_CODE_CACHE = "ASK_USER_RICH_CODE_CACHE"
@@ -139,6 +141,10 @@ STOP_DEADLINE_SECONDS = 1.5  # a stop signal ends the process by then, even if a
 INBOX_PORT = 47615  # the inbox's one stable address, on 127.0.0.1
 PUBLIC_HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-[]:")
 NOTIFY_MODES = ("desktop", "push", "both", "off")
+# The person's away policy (what happens when nobody answers): the first is the default, and
+# decides nothing for the person.
+AWAY_POLICIES = ("wait", "recommended", "decline")
+AWAY_AFTER_MINUTES = 30.0
 
 # Where the summary cuts a header, a note, an Other answer and the general notes.
 CUT_HEADER, CUT_NOTES, CUT_OTHER, CUT_GENERAL = 80, 140, 100, 400
@@ -164,6 +170,7 @@ ASSET_FILES = frozenset(
         "js/textlimit.js",
         "js/submit.js",
         "js/inbox.js",
+        "js/history.js",
         "js/transport.js",
         "js/prove.js",
         "js/guard.js",
@@ -216,6 +223,8 @@ class Config:
         "push_token",
         "push_link",
         "app_fallback",
+        "away",
+        "away_after",
     )
 
     def __init__(
@@ -237,6 +246,8 @@ class Config:
         push_token: str | None = None,
         push_link: bool = True,
         app_fallback: int = 15,
+        away: str = "wait",
+        away_after: float = AWAY_AFTER_MINUTES,
     ) -> None:
         # Frozen: whatever holds a Config may rely on it staying as it was read; a changed
         # setting is a new Config (replace()).
@@ -265,6 +276,8 @@ class Config:
             # Seconds a host that declared MCP Apps may take to load the form before the
             # browser gets it: some declare the extension and never render the app.
             "app_fallback": app_fallback,
+            "away": away,  # the person's away policy: AWAY_POLICIES
+            "away_after": away_after,  # minutes without a sign of the person before it acts
         }
         for name, value in values.items():
             object.__setattr__(self, name, value)
@@ -315,6 +328,11 @@ class Config:
         push_link = env.get(ENV_PUSH_LINK, "").strip().lower()
         if push_link not in ("", "0", "1"):
             warnings.append("%s=%r is not 0 or 1; the link is sent" % (ENV_PUSH_LINK, push_link))
+        away = env.get(ENV_AWAY, "").strip().lower() or AWAY_POLICIES[0]
+        if away not in AWAY_POLICIES:
+            warnings.append("%s=%r is not one of %s; using wait" % (ENV_AWAY, away, ", ".join(AWAY_POLICIES)))
+            away = AWAY_POLICIES[0]
+        away_after = away_minutes(env.get(ENV_AWAY_AFTER, ""), warnings)
         protocol = env.get(ENV_PROTOCOL, "").strip().lower() or "auto"
         if protocol not in ("auto", "legacy"):
             warnings.append("%s=%r is not auto or legacy; serving both eras" % (ENV_PROTOCOL, protocol))
@@ -337,9 +355,29 @@ class Config:
                 push_token=env.get(ENV_PUSH_TOKEN, "").strip() or None,
                 push_link=push_link != "0",
                 app_fallback=integer(ENV_APP_FALLBACK, 15, 0, 86400),
+                away=away,
+                away_after=away_after,
             ),
             warnings,
         )
+
+
+def away_minutes(raw: str, warnings: list) -> float:
+    """ASK_USER_RICH_AWAY_AFTER: a decimal number of minutes above 0 (a week at most)."""
+    import math
+
+    raw = raw.strip()
+    if not raw:
+        return AWAY_AFTER_MINUTES
+    try:
+        minutes = float(raw)
+    except ValueError:
+        minutes = math.nan
+    if not 0 < minutes <= MAX_TIMEOUT_SECONDS / 60:
+        warnings.append("%s=%r is not a number of minutes above 0 and at most %d; using %g"
+                        % (ENV_AWAY_AFTER, raw, MAX_TIMEOUT_SECONDS // 60, AWAY_AFTER_MINUTES))
+        return AWAY_AFTER_MINUTES
+    return minutes
 
 
 def env_integer(env, name: str, default: int, low: int, high: int, warnings: list) -> int:
@@ -555,7 +593,7 @@ APPEND_FIELDS = ("sessionId", "questions", "note")
 AWAIT_FIELDS = ("sessionId", "timeoutSeconds")
 QUESTION_FIELDS = (
     "id", "header", "body", "kind", "options", "recommended", "rationale", "multiSelect",
-    "allowOther", "dependsOn",
+    "allowOther", "dependsOn", "needsPerson",
 )
 OPTION_FIELDS = ("id", "label", "description", "preview", "textInput")
 TEXT_INPUT_FIELDS = ("placeholder", "required")
@@ -777,6 +815,7 @@ def _check_question(raw, index: int, position: dict, seen: set, problems: Proble
     rank = kind == "rank"
     multi = problems.flag(path, raw, "multiSelect", False)
     allow_other = problems.flag(path, raw, "allowOther", not rank)
+    needs_person = problems.flag(path, raw, "needsPerson", False)
     raw_options = raw.get("options")
     options = _check_options(raw_options, path, rank, problems)
     # A non-array `options` was already reported; counting it again would only add noise.
@@ -807,6 +846,7 @@ def _check_question(raw, index: int, position: dict, seen: set, problems: Proble
         "multiSelect": multi,
         "allowOther": allow_other,
         "dependsOn": depends_on,
+        "needsPerson": needs_person,
     }
 
 
@@ -1146,6 +1186,14 @@ ANSWER_MODES = MappingProxyType({"answer": "answered", "defer": "deferred", "nee
 ANSWER_COUNT_KEYS = MappingProxyType(
     {"answered": "answered", "deferred": "deferred", "needs-info": "needsInfo", "unanswered": "unanswered"}
 )
+# Who decided an answer: the person, or their away policy when nobody answered in time.
+BY_PERSON = "person"
+BY_AWAY_POLICY = "away-policy"
+# Where an answer was given (a result's answers' `via`): the form at its own port, through
+# the front door, at the public URL, inside the host, in the client's own form, through
+# Claude Code's AskUserQuestion hook; and how the away policy settles.
+ANSWER_VIAS = ("browser", "door", "public", "app", "elicitation", "hook")
+VIA_AWAY_POLICY = "away-policy"
 
 
 def unanswered(notes=None) -> dict:
@@ -1192,6 +1240,22 @@ def check_submission(spec: dict, payload, uploads=None) -> dict:
         "attachments": attachments,
         "status": DECLINED if declined else SUBMITTED,
     }
+
+
+def given_answers(questions: list, raw_answers: dict) -> dict:
+    """The answers a form holds so far, each checked as a submit checks it: those the person
+    gave (answered, deferred, needs more info, or only notes), by question id. One that does
+    not pass yet (a required text still empty), or names no question, holds nothing."""
+    given = {}
+    for question in questions:
+        raw = raw_answers.get(question["id"])
+        if not isinstance(raw, dict):
+            continue
+        problems = Problems()
+        answer = _check_answer(question, raw, question["id"], problems)
+        if not problems.lines and (answer["status"] != "unanswered" or answer["notes"]):
+            given[question["id"]] = answer
+    return given
 
 
 def is_submission_shaped(payload) -> bool:
@@ -1382,34 +1446,24 @@ def build_result(
     duration_seconds: float,
     attachments=None,
     archive_path=None,
+    sources=None,
+    away=None,
 ) -> dict:
     """The structuredContent of a settled interview, `summary` first, every field in full.
     `attachments` maps a question id ("" for the general notes) to the uploads the user attached
-    there; `archive_path` is the archive file that holds the result (None: not written)."""
+    there; `archive_path` is the archive file that holds the result (None: not written).
+    `sources` maps a question id to who decided its answer and where, (by, via); one left out
+    is the person's, given `via`. `away`: the away policy's part ({policy, afterMinutes,
+    decided}) when it settled the interview."""
     attachments = attachments or {}
+    sources = sources or {}
     rows = []
     counts = {key: 0 for key in ANSWER_COUNT_KEYS.values()}
     for question in spec["questions"]:
         answer = answers.get(question["id"]) or unanswered()
-        labels = {option["id"]: option["label"] for option in question["options"]}
         counts[ANSWER_COUNT_KEYS[answer["status"]]] += 1
-        ranked = answer["ranked"]
-        rows.append(
-            {
-                "id": question["id"],
-                "header": question["header"],
-                "status": answer["status"],
-                "selected": list(answer["selected"]),
-                "selectedLabels": [labels[oid] for oid in answer["selected"]],
-                "optionTexts": dict(answer["optionTexts"]),
-                "other": answer["other"],
-                "ranked": list(ranked) if ranked else None,
-                "rankedLabels": [labels[oid] for oid in ranked] if ranked else None,
-                "notes": answer["notes"],
-                "followedRecommendation": followed_recommendation(question, answer),
-                "attachments": list(attachments.get(question["id"], [])),
-            }
-        )
+        rows.append(result_row(question, answer, attachments.get(question["id"], []),
+                               sources.get(question["id"], (BY_PERSON, via))))
     result = {
         "summary": "",
         "interviewId": interview_id,
@@ -1424,8 +1478,33 @@ def build_result(
         "archivePath": archive_path,
         "answers": rows,
     }
+    if away is not None:
+        result["away"] = away
     result["summary"] = summarize(result, spec)
     return result
+
+
+def result_row(question: dict, answer: dict, attachments: list, source: tuple) -> dict:
+    """One question's row of the result: the answer with its labels, whether it followed the
+    recommendation, its uploads, and who decided it where (`source`: (by, via))."""
+    labels = {option["id"]: option["label"] for option in question["options"]}
+    ranked = answer["ranked"]
+    return {
+        "id": question["id"],
+        "header": question["header"],
+        "status": answer["status"],
+        "selected": list(answer["selected"]),
+        "selectedLabels": [labels[oid] for oid in answer["selected"]],
+        "optionTexts": dict(answer["optionTexts"]),
+        "other": answer["other"],
+        "ranked": list(ranked) if ranked else None,
+        "rankedLabels": [labels[oid] for oid in ranked] if ranked else None,
+        "notes": answer["notes"],
+        "followedRecommendation": followed_recommendation(question, answer),
+        "attachments": list(attachments),
+        "by": source[0],
+        "via": source[1],
+    }
 
 
 def with_archive_path(result: dict, spec: dict, path) -> dict:
@@ -1474,12 +1553,15 @@ def fits_whole(result: dict, pretty: str) -> bool:
 
 
 def compact_result(result: dict, spec: dict) -> dict:
-    """Rows without their header and without any null, [] or {} field; a summary of only the
-    answers that need the agent's attention; `compact: true`."""
+    """Rows without their header, without any null, [] or {} field, and without `by` and `via`
+    where they are the person's and the result's own; a summary of only the answers that need
+    the agent's attention; `compact: true`."""
     compact = dict(result, compact=True)
+    # Who and where only when they differ from the rest: the person, where the result came.
+    usual = {"by": BY_PERSON, "via": result["via"]}
     compact["answers"] = [
         {key: value for key, value in row.items()
-         if key != "header" and value is not None and value != [] and value != {}}
+         if key != "header" and value is not None and value != [] and value != {} and usual.get(key) != value}
         for row in result["answers"]
     ]
     compact["summary"] = summarize(result, spec, compact=True)
@@ -1494,6 +1576,18 @@ def needs_attention(row: dict) -> bool:
         and not row["optionTexts"]
         and not row.get("attachments")
     )
+
+
+def recommended_answer(question: dict, notes=None) -> dict:
+    """The question answered as recommended (what the away policy takes)."""
+    answer = unanswered(notes)
+    answer["status"] = "answered"
+    if question["kind"] == "rank":
+        answer["ranked"] = list(question["recommended"])
+    else:
+        chosen = set(question["recommended"])  # in the options' order, as a submit has them
+        answer["selected"] = [option["id"] for option in question["options"] if option["id"] in chosen]
+    return answer
 
 
 def followed_recommendation(question: dict, answer: dict):
@@ -1544,6 +1638,8 @@ def summarize(result: dict, spec: dict, compact: bool = False) -> str:
         head = "%s %s via %s: %s" % (title, result["status"], result["via"], tally)
     questions = {q["id"]: q for q in spec["questions"]}
     lines = [head]
+    if result.get("away"):
+        lines.insert(0, away_line(result))
     followed = []
     for number, row in enumerate(result["answers"], 1):
         if compact and not needs_attention(row):
@@ -1564,6 +1660,26 @@ def summarize(result: dict, spec: dict, compact: bool = False) -> str:
         lines.append("Full answers (JSON) follow; notes are untruncated there.")
     lines.append(archive_line(result.get("archivePath")))
     return "\n".join(lines)
+
+
+def minutes_text(minutes: float) -> str:
+    """30 minutes, 1 minute, 0.05 minutes: as the person set it."""
+    return "%g minute%s" % (minutes, "" if minutes == 1 else "s")
+
+
+def away_reason(minutes: float) -> str:
+    """What a declined result's general notes say when the away policy declined it."""
+    return "Nobody answered within %s (the person's away policy)." % minutes_text(minutes)
+
+
+def away_line(result: dict) -> str:
+    """The summary's first line when the away policy settled the interview."""
+    away = result["away"]
+    if away["policy"] == "decline":
+        return "Nobody answered within %s: the interview was declined (your away policy)." % (
+            minutes_text(away["afterMinutes"]))
+    return "Nobody answered within %s: the recommendation was taken for %d of %d questions (your away policy)." % (
+        minutes_text(away["afterMinutes"]), len(away["decided"]), len(result["answers"]))
 
 
 def archive_line(path) -> str:
@@ -1598,6 +1714,8 @@ def _summary_answer(row: dict, question) -> str:
         text += " (recommended was %s)" % joiner.join(
             labels.get(oid, oid) for oid in question["recommended"]
         )
+    if row.get("by") == BY_AWAY_POLICY:
+        text += " [taken by the away policy]"
     if row["notes"]:
         text += " | notes: %s" % quote(cut(row["notes"], CUT_NOTES))
     return text + attachment_names(row.get("attachments"))
@@ -2133,6 +2251,9 @@ class Archive:
     def __init__(self, log_dir: str, log: Log) -> None:
         self.directory = os.path.join(log_dir, "answers")
         self.tasks_directory = os.path.join(log_dir, "tasks")
+        # away/<interviewId>.json: an interview the away policy holds, while it is pending, so
+        # that a server started after this one ends keeps its clock (Runtime.resume_away).
+        self.away_directory = os.path.join(log_dir, "away")
         self.log = log
         self.owner = process_identity()  # written with every record of tasks
 
@@ -2179,6 +2300,21 @@ class Archive:
                 return record
         return None
 
+    def newest_first(self):
+        """Every archived record, newest first (the names start with the settle's time), each
+        with its archivePath; only files find() would read."""
+        try:
+            names = sorted((name for name in os.listdir(private_folder(self.directory, self.log, create=False))
+                            if name.endswith(".json")), reverse=True)
+        except OSError:
+            return
+        for name in names:
+            path = os.path.join(self.directory, name)
+            record = self._read(path)
+            if isinstance(record, dict) and is_session_id(record.get("interviewId")):
+                record["archivePath"] = os.path.abspath(path)
+                yield record
+
     def _read(self, path: str):
         try:
             with open_private_file(path) as handle:
@@ -2209,13 +2345,42 @@ class Archive:
         return entry
 
     def _forget_tasks(self, interview_id: str) -> None:
-        path = os.path.join(self.tasks_directory, interview_id + ".json")
+        self._forget(self.tasks_directory, interview_id)
+
+    def _forget(self, folder: str, interview_id: str) -> None:
+        path = os.path.join(folder, interview_id + ".json")
         try:
-            if folder_refusal(self.tasks_directory) is None:
+            if folder_refusal(folder) is None:
                 os.unlink(path)
-                sync_directory(self.tasks_directory)
+                sync_directory(folder)
         except OSError:
             pass
+
+    def record_away(self, entry: dict) -> None:
+        """Note what the away policy needs of a pending interview (Interview.away_record)."""
+        try:
+            write_private_file(private_folder(self.away_directory, self.log), entry["interviewId"] + ".json",
+                               json_utf8(dict(entry, owner=self.owner)))
+        except OSError as error:
+            self.log.event("away-record-failed", "error", interview=entry["interviewId"], error=str(error))
+
+    def forget_away(self, interview_id: str) -> None:
+        self._forget(self.away_directory, interview_id)
+
+    def orphaned_away(self) -> list:
+        """The away records of interviews whose server is gone."""
+        try:
+            folder = private_folder(self.away_directory, self.log, create=False)
+            names = sorted(os.listdir(folder))
+        except OSError:
+            return []
+        found = []
+        for name in names:
+            entry = self._read(os.path.join(folder, name))
+            if isinstance(entry, dict) and name == "%s.json" % entry.get("interviewId") \
+                    and is_session_id(entry.get("interviewId")) and not another_live_server(entry.get("owner"), self.owner):
+                found.append(entry)
+        return found
 
 
 # ============================================================================================
@@ -2491,6 +2656,12 @@ class FormPresence:
         # background too.
         self._in_view: dict = {}
         self._sightings = 0
+        # The away policy counts from the last sign of the person (wall clock, so that it
+        # can be written down): the creation, a sighting, an answer changed in the form.
+        self._last_sign = self.created
+        # The person's answers as the form last reported them, by question id: {answer,
+        # via}. The policy never replaces one.
+        self._given: dict = {}
         self._unseen = None  # (follow-ups unseen, questions then), as the form last reported
         # The form inside the host: the key only its app holds (made before the call's result
         # leaves, never changed), and whether an app has loaded the whole interview.
@@ -2544,6 +2715,8 @@ class FormPresence:
         with self._lock:
             self._page_views += 1
             self._sightings += seen
+            if seen:
+                self._last_sign = time.time()
             self._changed.notify_all()
         self._on_change(self)
 
@@ -2555,6 +2728,8 @@ class FormPresence:
             for stale in list(self._in_view)[:-PAGES_REMEMBERED]:  # the pages heard from longest ago
                 del self._in_view[stale]
             self._sightings += came
+            if came:
+                self._last_sign = time.time()
             self._changed.notify_all()
         self._on_change(self)
         return came
@@ -2580,6 +2755,45 @@ class FormPresence:
                 self._changed.notify_all()
         self._on_change(self)
 
+    def record_answers(self, answers: dict, via: str) -> bool:
+        """The person's answers as the form holds them now (checked, by question id; one left
+        out holds nothing); True when one changed, which is a sign of the person."""
+        with self._lock:
+            if self._result is not None:
+                return False
+            before = {qid: given["answer"] for qid, given in self._given.items()}
+            if answers == before:
+                return False
+            self._given = {qid: {"answer": answer, "via": self._given[qid]["via"]
+                                 if before.get(qid) == answer else via}
+                           for qid, answer in answers.items()}
+            self._last_sign = time.time()
+            self._changed.notify_all()
+        self._on_change(self)
+        return True
+
+    def given_answers(self) -> dict:
+        """What record_answers holds: question id -> {answer, via}."""
+        with self._lock:
+            return {qid: dict(given) for qid, given in self._given.items()}
+
+    def last_sign(self) -> float:
+        """When the person last showed up (time.time()): see __init__."""
+        with self._lock:
+            return self._last_sign
+
+    def away_record(self) -> dict:
+        """What a server started after this one needs to go on with the away policy's clock."""
+        with self._lock:
+            return {"interviewId": self.id, "spec": self._spec_now(), "agent": self.agent,
+                    "createdAt": self.created, "lastSign": self._last_sign, "given": dict(self._given)}
+
+    def resume(self, created: float, last_sign: float, given: dict) -> None:
+        """Go on from an earlier server's away_record(): the same clock, the same answers."""
+        with self._lock:
+            self.created, self._last_sign = created, last_sign
+            self._given = {qid: {"answer": entry["answer"], "via": entry.get("via")} for qid, entry in given.items()}
+
 
 class Interview(FormPresence):
     """One interview: its spec, its answers once settled, its state, and the condition every
@@ -2598,7 +2812,7 @@ class Interview(FormPresence):
     """
 
     def __init__(self, interview_id: str, token: str, spec: dict, attachments: AttachmentStore,
-                 options=None, agent=None, on_change=None) -> None:
+                 options=None, agent=None, on_change=None, away=None) -> None:
         # Reentrant: a wait's check, run under it, may call the methods below.
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
@@ -2607,6 +2821,9 @@ class Interview(FormPresence):
         self.options = MappingProxyType(dict(options or {"delivery": DELIVERIES[0], "timeoutSeconds": None}))
         self.agent = agent  # what the form calls the agent (agent_name()); None: "the agent"
         self.created = time.time()
+        # The person's away policy as it holds for this interview: (policy, minutes), or None
+        # when nothing is ever decided for the person (wait, a permission ask).
+        self.away = away
         self._on_change = on_change if on_change is not None else (lambda interview: None)
         super().__init__()
         self._spec = spec
@@ -2822,6 +3039,11 @@ class Interview(FormPresence):
             self._closed = True
             self._changed.notify_all()
 
+    def is_closing(self) -> bool:
+        """Its server is shutting down."""
+        with self._lock:
+            return self._closed
+
     # -- waiting ------------------------------------------------------------------------
 
     def wake(self) -> None:
@@ -3000,18 +3222,23 @@ class SessionHub:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    def create(self, spec: dict, options=None, agent=None) -> Interview:
+    def create(self, spec: dict, options=None, agent=None, away=None, interview_id=None) -> Interview:
+        """A new pending interview. `away`: the person's away policy (policy, minutes), which
+        never holds for a permission ask: nothing allows a tool on its own. `interview_id`: an
+        earlier server's, for an interview taken over from it."""
         import secrets
 
+        if (options or {}).get("kind") == PERMISSION:
+            away = None
         for question in spec["questions"]:
             question["version"] = 1
         with self.lock:
-            interview_id = secrets.token_hex(6)
+            interview_id = interview_id or secrets.token_hex(6)
             while interview_id in self.by_id:
                 interview_id = secrets.token_hex(6)
             token = secrets.token_urlsafe(18)
             store = AttachmentStore(os.path.join(self.log.log_dir, "attachments", interview_id), self.log)
-            interview = Interview(interview_id, token, spec, store, options, agent, self.on_change)
+            interview = Interview(interview_id, token, spec, store, options, agent, self.on_change, away)
             self.by_id[interview_id] = interview
             self.by_token[token_key(token)] = interview
         self.log.event(
@@ -3095,6 +3322,12 @@ class SessionHub:
 
     # -- settling -------------------------------------------------------------------------
 
+    def record_answers(self, interview: Interview, answers: dict, via: str) -> None:
+        """The person's answers so far (Interview.record_answers); a change is a sign of them."""
+        if interview.record_answers(answers, via):
+            self.log.event("answers-changed", "debug", about=interview, interview=interview.id,
+                           given=len(answers), via=via)
+
     def submit(self, interview: Interview, payload, via: str = "browser") -> dict:
         """Check, archive durably, settle, wake every waiter; the reply for the form (`via`:
         "browser", or "app" for the form inside the host)."""
@@ -3129,7 +3362,45 @@ class SessionHub:
         self._log_archived(interview, result["archivePath"])
         return result
 
-    def _result(self, snapshot: InterviewSnapshot, submission: dict, via: str, keep_or_refuse=False):
+    def settle_by_policy(self, interview: Interview):
+        """The away policy's turn (Interview.away): nobody answered in time. `recommended`
+        keeps every answer the person gave in the form and takes the recommendation for the
+        other questions that have one, except those that need the person; `decline` declines.
+        The result, or None when the interview settled meanwhile."""
+        policy, minutes = interview.away
+        away = {"policy": policy, "afterMinutes": minutes, "decided": []}
+
+        def build(snapshot: InterviewSnapshot):
+            given = interview.given_answers()  # read once the settle is reserved: the latest
+            answers, sources = {}, {}
+            for question in snapshot.spec["questions"]:
+                qid = question["id"]
+                mine = given.get(qid)
+                if mine is not None and mine["answer"]["status"] != "unanswered":
+                    answers[qid], sources[qid] = mine["answer"], (BY_PERSON, mine["via"])
+                    continue
+                notes = mine["answer"]["notes"] if mine is not None else None
+                answers[qid], sources[qid] = unanswered(notes), (BY_PERSON, None)
+                if policy == "recommended" and question["recommended"] and not question.get("needsPerson"):
+                    answers[qid] = recommended_answer(question, notes)
+                    sources[qid] = (BY_AWAY_POLICY, None)
+                    away["decided"].append(qid)
+            submission = {"answers": answers, "attachments": None,
+                          "generalNotes": away_reason(minutes) if policy == "decline" else None,
+                          "status": DECLINED if policy == "decline" else SUBMITTED}
+            return self._result(snapshot, submission, VIA_AWAY_POLICY, sources=sources, away=away)
+
+        try:
+            result = interview.settle(build)
+        except InterviewSettled:
+            return None
+        self._log_archived(interview, result["archivePath"])
+        self.log.event("away-policy", about=interview, interview=interview.id, policy=policy,
+                       decided=len(away["decided"]))
+        return result
+
+    def _result(self, snapshot: InterviewSnapshot, submission: dict, via: str, keep_or_refuse=False,
+                sources=None, away=None):
         """Runs while the settle is reserved, before it is published, so the archive is
         durable before anyone is told: the result, whose archivePath is None when the archive
         could not be written; with `keep_or_refuse`, AnswersNotSaved instead, and nothing
@@ -3147,9 +3418,13 @@ class SessionHub:
             duration_seconds=now - snapshot.created,
             attachments=submission["attachments"],
             archive_path=self.archive.path_for(snapshot.interview_id, iso_utc(now)),
+            sources=sources,
+            away=away,
         )
         record = {key: value for key, value in result.items() if key != "summary"}
         record["interview"] = spec
+        # What the history lists beside the title: who asked, and in which project.
+        record["agent"], record["project"] = snapshot.interview.agent, working_folder()
         if snapshot.task_ids:  # what a later process needs to answer tasks/get for them
             record["tasks"] = dict(self.archive.owner, ids=snapshot.task_ids)
         if snapshot.options.get("kind") == PERMISSION:
@@ -3732,7 +4007,7 @@ def build_app_document(read=read_asset) -> bytes:
 
 TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 HEX_DIGITS = frozenset("0123456789abcdef")
-MAX_PROGRESS_BYTES = 64 * 1024
+MAX_PROGRESS_BYTES = MAX_BODY_BYTES  # it carries the person's answers so far, as a submit does
 MAX_VISIBILITY_BYTES = 1024
 NOT_FOUND_TEXT = "Interview not found or expired."
 JSON_CONTENT_TYPE = "application/json; charset=utf-8"
@@ -3856,6 +4131,21 @@ def api_interview(request, params: dict):
     return interview
 
 
+def request_via(request) -> str:
+    """Where a form's request came from, by the Host it names (the front door forwards it
+    unchanged): the public URL's host -> "public", the inbox's port (the door) -> "door",
+    else the form's own port -> "browser"."""
+    host = request.headers.get("Host", "").strip().lower()
+    name = host_name(host)
+    config = request.runtime.config
+    if config.public_url and name == host_name(config.public_url.split("://", 1)[1]):
+        return "public"
+    port = host[len(name) + 1:]
+    if config.inbox_port and port.isdigit() and int(port) == config.inbox_port:
+        return "door"
+    return "browser"
+
+
 def require_json_body(request) -> None:
     if not is_json_media_type(request.headers.get("Content-Type", "")):
         raise HttpRefusal(415, "expected application/json")
@@ -3901,11 +4191,17 @@ def form_state(runtime, interview) -> dict:
     return runtime.inbox.beside(interview, state_json(interview.status()))
 
 
-def form_progress(runtime, interview, payload):
+def form_progress(runtime, interview, payload, via: str = "browser"):
+    """The form's counts, its follow-ups not seen yet and, with `answers` (as a submit has
+    them), the person's answers so far, given `via` (ANSWER_VIAS): what the away policy keeps."""
     counts = progress_counts(payload)
     if counts is None:
         raise HttpRefusal(422, "progress must be an object of answered, deferred, needsInfo and open counts",
                           code="invalid-progress")
+    if "answers" in payload:
+        if not isinstance(payload["answers"], dict):
+            raise HttpRefusal(422, "answers must be an object of question id to answer", code="invalid-progress")
+        runtime.hub.record_answers(interview, given_answers(interview.spec["questions"], payload["answers"]), via)
     unseen = payload.get("followUpsUnseen")
     unseen = unseen if isinstance(unseen, int) and not isinstance(unseen, bool) and unseen >= 0 else None
     interview.record_progress(counts, unseen)
@@ -3945,7 +4241,7 @@ def form_visibility(runtime, interview, payload):
 
 def form_submit(runtime, interview, read_payload, via: str = "browser"):
     """`read_payload()` gives the submitted JSON (or refuses it) once the interview is known to
-    be pending: a settled one is told so before its body is read."""
+    be pending: a settled one is told so before its body is read. `via`: ANSWER_VIAS."""
     hub = runtime.hub
     try:
         interview.check_pending()
@@ -4056,7 +4352,8 @@ def route_to_inbox(request, params: dict):
 def route_progress(request, params: dict):
     interview = api_interview(request, params)
     require_json_body(request)
-    return operation_reply(form_progress(request.runtime, interview, request.read_json(MAX_PROGRESS_BYTES)))
+    return operation_reply(form_progress(request.runtime, interview, request.read_json(MAX_PROGRESS_BYTES),
+                                         request_via(request)))
 
 
 def route_visibility(request, params: dict):
@@ -4068,7 +4365,8 @@ def route_visibility(request, params: dict):
 def route_submit(request, params: dict):
     interview = api_interview(request, params)
     require_json_body(request)
-    return operation_reply(form_submit(request.runtime, interview, lambda: request.read_json(MAX_BODY_BYTES)))
+    return operation_reply(form_submit(request.runtime, interview, lambda: request.read_json(MAX_BODY_BYTES),
+                                       request_via(request)))
 
 
 def route_attachment_upload(request, params: dict):
@@ -4645,10 +4943,15 @@ class Runtime:
         self.origin = None  # the form server's, once started: kept after it stops
         self.inbox = Inbox(self)
         self.notices = Notices(config, self.log, project=working_folder(), form_url=self.form_url)
+        self.away = None  # the AwayPolicy, made for the first interview it holds
 
     def _observe(self, interview: Interview) -> None:
         self.inbox.observe(interview)
         self.notices.observe(interview)
+        if self.away is not None:
+            self.away.observe(interview)
+        if self.away is not None:
+            self.away.observe(interview)
 
     def base_url(self) -> str:
         """Start the form server on first need; its base URL (this process's own, which the
@@ -4687,7 +4990,48 @@ class Runtime:
         `details` go to SessionHub.create as they are."""
         spec, options = validate_interview(args)
         self.base_url()
-        return self.hub.create(spec, dict(options, **(internal or {})), **details)
+        interview = self.hub.create(spec, dict(options, **(internal or {})), away=self._away_setting(), **details)
+        self._watch_away(interview)
+        return interview
+
+    def _away_setting(self):
+        config = self.config
+        return None if config.away == AWAY_POLICIES[0] else (config.away, config.away_after)
+
+    def _watch_away(self, interview: Interview) -> None:
+        if interview.away is None:
+            return
+        with self.server_lock:
+            if self.away is None:
+                self.away = AwayPolicy(self.hub, self.notices)
+        self.away.watch(interview)
+
+    def resume_away(self) -> None:
+        """Take over the interviews that the away policy held in a server that has ended (the
+        client restarted it): each pending again here, under the same id, with its clock and the
+        person's answers as they were, so that the policy acts on time and a call that waits for
+        it gets its result. Its form has a new address (the old one's token is never written
+        down), which the inbox lists."""
+        if self._away_setting() is None:
+            return
+        for entry in self.archive.orphaned_away():
+            try:
+                spec, created, sign = entry["spec"], float(entry["createdAt"]), float(entry["lastSign"])
+                given = {qid: {"answer": value["answer"], "via": value.get("via")}
+                         for qid, value in (entry.get("given") or {}).items()}
+                if self.hub.get(entry["interviewId"]) is not None or self.archive.find(entry["interviewId"]):
+                    continue
+                self.base_url()
+                interview = self.hub.create(spec, agent=entry.get("agent"), away=self._away_setting(),
+                                            interview_id=entry["interviewId"])
+            except (KeyError, TypeError, ValueError, AttributeError):
+                self.log.event("away-record-unreadable", "warning", interview=entry.get("interviewId"))
+                continue
+            except FormServerUnavailable:
+                return
+            interview.resume(created, sign, given)
+            self.log.event("away-resumed", about=interview, interview=interview.id)
+            self._watch_away(interview)
 
     def append_questions(self, session_id, questions, note=None) -> dict:
         reply = self.hub.append(session_id, questions, note)
@@ -4699,6 +5043,8 @@ class Runtime:
 
     def close(self) -> None:
         self.notices.close()
+        if self.away is not None:
+            self.away.close()
         self.inbox.close()
         self.hub.close()
         with self.server_lock:
@@ -4926,6 +5272,9 @@ def _inbox_row(raw):
         value = raw.get(name, 0)
         row[name] = value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
     row["waiting"] = raw.get("waiting") is True
+    # When the person's away policy acts on it, if it will.
+    if raw.get("away") in AWAY_POLICIES[1:] and isinstance(raw.get("awayAt"), str):
+        row["away"], row["awayAt"] = raw["away"], raw["awayAt"]
     asked = raw.get("permission")  # a permission ask's own row: what the agent wants to do
     if isinstance(asked, dict) and asked.get("action") in PERMISSION_ACTIONS and \
             all(isinstance(asked.get(name), str) for name in ("tool", "what")):
@@ -5182,6 +5531,117 @@ def route_inbox_session_share(request, params: dict):
 def route_inbox_verifier(request, params: dict):
     inbox, session = inbox_by_cookie(request)
     return json_reply(200, {"verifier": page_verifier(inbox.key, session), "session": session})
+
+
+# -- the history: what was decided, from the answer archive ---------------------------------
+#
+# The inbox's "Answered" view and `askrich.py history` read the archive (answers/*.json) newest
+# first: settled interviews and permission decisions, who asked, where, and who decided. Read
+# only when asked for: nothing of it runs or stays in memory otherwise.
+
+HISTORY_LIMIT = 100
+
+
+def history_entry(record: dict) -> dict:
+    """One line of the history: title, agent, project, when, outcome and who decided."""
+    permission = record.get("permission") if record.get("kind") == PERMISSION else None
+    away = record.get("away") if isinstance(record.get("away"), dict) else None
+    entry = {
+        "interviewId": record["interviewId"],
+        "kind": PERMISSION if isinstance(permission, dict) else "interview",
+        "title": record.get("title") if isinstance(record.get("title"), str) else "",
+        "agent": record.get("agent") if isinstance(record.get("agent"), str) else None,
+        "project": record.get("project") if isinstance(record.get("project"), str) else "",
+        "when": record.get("submittedAt") if isinstance(record.get("submittedAt"), str) else "",
+        "outcome": record.get("status") if isinstance(record.get("status"), str) else "",
+        "decidedBy": BY_AWAY_POLICY if away else BY_PERSON,
+        "counts": record.get("counts") if isinstance(record.get("counts"), dict) else {},
+        "archivePath": record.get("archivePath"),
+    }
+    if isinstance(permission, dict):
+        entry["outcome"] = permission.get("decision") if isinstance(permission.get("decision"), str) else ""
+        entry["tool"] = permission.get("tool") if isinstance(permission.get("tool"), str) else ""
+    return entry
+
+
+def history_text(record: dict) -> str:
+    """Everything a search looks in, case-folded: the title, each question, each answer (its
+    labels, Other, option texts, notes), the general notes, a permission's tool and input."""
+    def each(value) -> list:  # a list's or an object's values; a damaged record's others are none
+        return list(value.values()) if isinstance(value, dict) else value if isinstance(value, list) else []
+
+    parts = [record.get("title"), record.get("generalNotes")]
+    for row in each(record.get("answers")):
+        if isinstance(row, dict):
+            parts += [row.get("header"), row.get("other"), row.get("notes")]
+            parts += each(row.get("selectedLabels")) + each(row.get("rankedLabels")) + each(row.get("optionTexts"))
+    permission = record.get("permission")
+    if isinstance(permission, dict):
+        parts += [permission.get("tool"), json.dumps(permission.get("input"), ensure_ascii=False)]
+    return "\n".join(part for part in parts if isinstance(part, str)).casefold()
+
+
+def read_history(archive: Archive, query: str = "", limit: int = HISTORY_LIMIT) -> list:
+    """The newest `limit` history entries whose text holds every word of `query`."""
+    words = query.casefold().split()
+    entries = []
+    for record in archive.newest_first():
+        if len(entries) >= limit:
+            break
+        text = history_text(record) if words else ""
+        if all(word in text for word in words):
+            entries.append(history_entry(record))
+    return entries
+
+
+def history_answers(archive: Archive, interview_id: str):
+    """What the read-only view of one history entry shows, or None: the entry, its answers
+    (question, answer labels, Other, notes, who decided), its general notes and, for a
+    permission ask, the decision."""
+    record = archive.find(interview_id)
+    if record is None:
+        return None
+    answers = []
+    for row in record.get("answers") if isinstance(record.get("answers"), list) else []:
+        if not isinstance(row, dict):
+            continue
+        answers.append({key: row.get(key) for key in (
+            "id", "header", "status", "selectedLabels", "rankedLabels", "other", "optionTexts", "notes", "by")})
+    view = dict(history_entry(record), answers=answers, generalNotes=record.get("generalNotes"))
+    if view["kind"] == PERMISSION:
+        view["permission"] = record.get("permission")
+    return view
+
+
+def route_history(inbox, request):
+    try:
+        limit = min(HISTORY_LIMIT, max(1, int(query_value(request, "limit") or HISTORY_LIMIT)))
+    except ValueError:
+        raise HttpRefusal(400, "limit must be a number from 1 to %d" % HISTORY_LIMIT) from None
+    return json_reply(200, {"history": read_history(inbox.runtime.archive, query_value(request, "q"), limit)})
+
+
+def route_history_entry(inbox, params: dict):
+    view = history_answers(inbox.runtime.archive, params["id"])
+    if view is None:
+        raise HttpRefusal(404, "not found")
+    return json_reply(200, view)
+
+
+def route_inbox_history(request, params: dict):
+    return route_history(inbox_from(request, params), request)
+
+
+def route_inbox_session_history(request, params: dict):
+    return route_history(inbox_by_cookie(request)[0], request)
+
+
+def route_inbox_history_entry(request, params: dict):
+    return route_history_entry(inbox_from(request, params), params)
+
+
+def route_inbox_session_history_entry(request, params: dict):
+    return route_history_entry(inbox_by_cookie(request)[0], params)
 
 
 # -- the front door: every form of every process, through the inbox's port ------------------
@@ -5565,6 +6025,8 @@ INBOX_ROUTES = (
     ("GET", "/inbox/events", route_inbox_session_events),
     ("GET", "/inbox/verifier", route_inbox_verifier),
     ("GET", "/inbox/share", route_inbox_session_share),
+    ("GET", "/inbox/history", route_inbox_session_history),
+    ("GET", "/inbox/history/<id>", route_inbox_session_history_entry),
     ("GET", "/inbox/enter/<ticket>", route_inbox_enter),
     ("GET", "/inbox/<key>", route_inbox_page),
     ("GET", "/assets/<name*>", route_asset),
@@ -5572,6 +6034,8 @@ INBOX_ROUTES = (
     ("GET", "/api/inbox/<key>", route_inbox_json),
     ("GET", "/api/inbox/<key>/events", route_inbox_events),
     ("GET", "/api/inbox/<key>/share", route_inbox_share),
+    ("GET", "/api/inbox/<key>/history", route_inbox_history),
+    ("GET", "/api/inbox/<key>/history/<id>", route_inbox_history_entry),
 ) + tuple(  # the front door: each form route, forwarded; the assets are the holder's own
     (method, pattern, door_prove if pattern == "/api/prove" else door_route(method, pattern, route))
     for method, pattern, route in ROUTES if pattern != "/assets/<name*>"
@@ -5732,7 +6196,10 @@ def inbox_row(interview: Interview, url: str):
     return {"interviewId": interview.id, "title": now["title"], "url": url, "questions": now["total"],
             "answered": (now["counts"] or {}).get("answered", 0), "followUpsUnseen": now["followUpsUnseen"],
             "createdAt": iso_utc(interview.created), "waiting": now["waiters"] > 0,
-            **({"permission": interview.options["permission"]["row"]} if interview.options.get("kind") == PERMISSION else {})}
+            **({"permission": interview.options["permission"]["row"]} if interview.options.get("kind") == PERMISSION else {}),
+            # When the person's away policy acts on it, unless they show up first.
+            **({"away": interview.away[0], "awayAt": iso_utc(interview.last_sign() + interview.away[1] * 60)}
+               if interview.away is not None else {})}
 
 
 class Inbox:
@@ -6460,6 +6927,22 @@ def compose_notice(spec: dict, agent, project: str, url: str, environ=None, test
     }
 
 
+def compose_away_notice(spec: dict, agent, project: str, url: str, policy: str, seconds: float) -> dict:
+    """The warning that the away policy acts soon: "In 5 minutes, the recommendations will be
+    taken for <title>" (or "<title> will be declined"), naming the agent and the project."""
+    notice = compose_notice(spec, agent, project, url)
+    language = notice["language"]
+    words = notice_words(language)
+    minutes = max(1, int(round(seconds / 60.0)))
+    forms = words.get("notice.awayRecommended" if policy == "recommended" else "notice.awayDecline", {})
+    heading = forms.get(plural_category(language, minutes), forms.get("other", "")) if isinstance(forms, dict) else forms
+    folder = os.path.basename(project.rstrip("/\\")) if project else ""
+    parts = (agent or "", folder)
+    notice["heading"] = notice_text(fill_words(language, heading, {"count": str(minutes), "title": spec["title"]}))
+    notice["body"] = " · ".join(notice_text(part) for part in parts if notice_text(part))
+    return notice
+
+
 def compose_permission_notice(asked: dict, agent, project: str, url: str, environ=None) -> dict:
     """A permission ask's notice: its heading (`Claude Code wants to run a command`); a push
     (a third party's service) names only the tool and the project, and only the desktop's own
@@ -7013,7 +7496,7 @@ class Notices:
                 wake = plan["next"] if wake is None else min(wake, plan["next"])
         return due, wake
 
-    def _send(self, interview: Interview, kind: str, number: int) -> None:
+    def _ready_targets(self) -> list:
         if self.targets is None:
             facts = self.facts if self.facts is not None else desktop_facts()
             targets, notes = notice_targets(self.config, facts, self.open_form)
@@ -7021,7 +7504,20 @@ class Notices:
                 self.targets = targets
             for note in notes:
                 self.log.event("notices-unavailable", note=note)
-        if not self.targets:
+        return self.targets
+
+    def warn_away(self, interview: Interview, policy: str, seconds: float) -> None:
+        """The away policy acts on `interview` in `seconds`: say so, whoever has looked."""
+        if not self.enabled or self.closed or not self._ready_targets():
+            return
+        notice = compose_away_notice(interview.spec, interview.agent, self.project, self.form_url(interview), policy,
+                                     seconds)
+        self.log.event("notice", about=interview, interview=interview.id, reason="away-" + policy,
+                       targets=len(self.targets))
+        send_to_all(self.targets, notice, self.log, interview.id)
+
+    def _send(self, interview: Interview, kind: str, number: int) -> None:
+        if not self._ready_targets():
             return
         asked = interview.options["permission"]["row"] if interview.options.get("kind") == PERMISSION else None
         notice = compose_notice(interview.spec, interview.agent, self.project, self.form_url(interview),
@@ -7029,6 +7525,119 @@ class Notices:
         self.log.event("notice", about=interview, interview=interview.id, reason=kind, number=number,
                        targets=len(self.targets))
         send_to_all(self.targets, notice, self.log, interview.id)
+
+
+# ============================================================================================
+# The person's away policy: when nobody answers
+# ============================================================================================
+#
+# Off by default (wait). Otherwise, once an interview has had no sign of the person (its
+# creation, a sighting, an answer changed in the form) for ASK_USER_RICH_AWAY_AFTER minutes,
+# the policy takes the recommendations (the person's own answers kept) or declines, after a
+# notice that warns it will. One thread per process, started with the first interview the
+# policy watches and asleep until the next warning or act is due: a server whose person never
+# chose a policy runs none of this.
+
+AWAY_WARNING_SECONDS = 300.0  # the warning comes this long before the policy acts...
+# ...or at half the delay, when that is shorter.
+
+
+def plan_away(last_sign: float, after_seconds: float, warned_for, now: float) -> dict:
+    """What the policy does about one interview now: {"act", "warn", "next"}; `warned_for`
+    is the last sign the warning was sent for (None: none sent), since a sign after a warning
+    starts the clock, and its warning, over."""
+    due = last_sign + after_seconds
+    warn_at = due - min(AWAY_WARNING_SECONDS, after_seconds / 2.0)
+    if now >= due:
+        return {"act": True, "warn": False, "next": None}
+    if warned_for != last_sign and now >= warn_at:
+        return {"act": False, "warn": True, "next": due}
+    return {"act": False, "warn": False, "next": due if warned_for == last_sign else warn_at}
+
+
+class AwayPolicy:
+    """Every pending interview the away policy holds (Interview.away), and its thread."""
+
+    def __init__(self, hub: SessionHub, notices: Notices) -> None:
+        self.hub = hub
+        self.notices = notices
+        self.changed = threading.Condition(threading.Lock())
+        # interview id -> [interview, the last sign it was warned for, the last sign on disk]
+        self.watched: dict = {}
+        self.thread = None
+        self.closed = False
+
+    def watch(self, interview: Interview) -> None:
+        with self.changed:
+            if self.closed or interview.id in self.watched:
+                return
+            self.watched[interview.id] = [interview, None, None]
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._run, name="ask-user-rich-away", daemon=True)
+                self.thread.start()
+            self.changed.notify_all()
+
+    def observe(self, interview: Interview) -> None:
+        """A sign of the person, or a settle: look again now."""
+        with self.changed:
+            if interview.id in self.watched:
+                self.changed.notify_all()
+
+    def close(self) -> None:
+        with self.changed:
+            self.closed = True
+            self.changed.notify_all()
+
+    def _run(self) -> None:
+        archive = self.hub.archive
+        while True:
+            with self.changed:
+                if self.closed:
+                    return
+                # The wall clock, as the last sign is: it is written down for the next server.
+                warn, act, wake, save, gone = self._plan(time.time())
+                if not (warn or act or save or gone):
+                    self.changed.wait(None if wake is None else max(0.0, wake - time.time()))
+                    continue
+            # On disk whenever its clock moves, gone once settled: a server started after this
+            # one ends goes on from there (Runtime.resume_away).
+            for interview in save:
+                archive.record_away(dict(interview.away_record(), policy=interview.away[0]))
+            for interview_id in gone:
+                archive.forget_away(interview_id)
+            for interview, seconds in warn:
+                self.notices.warn_away(interview, interview.away[0], seconds)
+            for interview in act:
+                self.hub.settle_by_policy(interview)
+
+    def _plan(self, now: float):
+        """With the lock held: (warnings due, with the seconds left), the interviews to settle,
+        when to look next, the interviews whose clock must be written down, and the ids of
+        those settled."""
+        warn, act, wake, save, gone = [], [], None, [], []
+        for interview_id, entry in list(self.watched.items()):
+            interview, warned_for, saved = entry
+            if interview.is_closing():  # the server is ending: its record stays for the next one
+                del self.watched[interview_id]
+                continue
+            if not interview.is_pending():
+                del self.watched[interview_id]
+                gone.append(interview_id)
+                continue
+            sign, after = interview.last_sign(), interview.away[1] * 60.0
+            if sign != saved:
+                entry[2] = sign
+                save.append(interview)
+            plan = plan_away(sign, after, warned_for, now)
+            if plan["act"]:  # watched until settled, so that its record is then forgotten
+                entry[1] = entry[2] = sign
+                act.append(interview)
+                continue
+            if plan["warn"]:
+                entry[1] = sign
+                warn.append((interview, sign + after - now))
+            wake = plan["next"] if wake is None else min(wake, plan["next"])
+        return warn, act, wake, save, gone
 
 
 # ============================================================================================
@@ -7057,6 +7666,7 @@ RULES_TEXT = """Rules (a call that breaks one is rejected with every problem lis
 AFTER_TEXT = """After the call:
 - status "submitted": read every answer and its notes (notes often change the meaning). "deferred" and "needs-info" are open questions, not consent: do not act as if the recommendation was accepted; answer the needs-info notes and ask again when it matters.
 - status "declined": the user chose not to answer now; do not proceed as if they agreed.
+- Each answer's by says who decided: "person", or "away-policy" when nobody answered in time and the person's own away policy took your recommendation (the summary's first line and away say so). Go on with it, and tell the user that you went with the recommendation and that they can tell you if they disagree. Mark a question needsPerson: true when only the person may decide it.
 - Answers and the general notes may carry attachments (screenshots, logs): read each file at its absolute path with your own file tools.
 - status "awaiting": show the url to the user, then call await_user_answers with the sessionId to wait for the submit.
 - Follow-up questions while the form is open (or while a call waits): append_questions, not a second interview.
@@ -7152,6 +7762,11 @@ QUESTION_SCHEMA = fields_schema(
             "default": [],
             "description": "Ids of earlier questions this one builds on (display only).",
         },
+        "needsPerson": {
+            "type": "boolean",
+            "default": False,
+            "description": "true: only the person may answer it; the person's away policy never takes its recommendation.",
+        },
     },
     required=["id", "header"],
 )
@@ -7198,10 +7813,16 @@ ANSWER_SCHEMA = {
         "notes": _NULLABLE_TEXT,
         "followedRecommendation": {"type": ["boolean", "null"]},
         "attachments": ATTACHMENTS_SCHEMA,
+        # Not required: results archived before they were written lack them.
+        "by": {"type": "string", "enum": [BY_PERSON, BY_AWAY_POLICY],
+               "description": "Who decided: the person, or their away policy (nobody answered in time)."},
+        "via": {"type": ["string", "null"], "enum": list(ANSWER_VIAS) + [None],
+                "description": "Where the person gave the answer; null when nobody did."},
     },
 }
 
-# A compact result's rows: the same fields, none required but the id and the status, no header.
+# A compact result's rows: the same fields, none required but the id and the status, no header;
+# `by` and `via` left out mean the person, where the result came.
 COMPACT_ANSWER_SCHEMA = {
     "type": "object",
     "required": ["id", "status"],
@@ -7217,7 +7838,7 @@ RESULT_SCHEMA = {
         "summary": {"type": "string", "description": "One line per question; read it first."},
         "interviewId": {"type": "string"},
         "title": {"type": "string"},
-        "via": {"type": "string", "enum": ["browser", "elicitation", "app"]},
+        "via": {"type": "string", "enum": ["browser", "elicitation", "app", VIA_AWAY_POLICY]},
         "submittedAt": {"type": "string"},
         "durationSeconds": {"type": "number"},
         "counts": {
@@ -7237,6 +7858,17 @@ RESULT_SCHEMA = {
             "description": "true: a large result, rows without header or empty fields; archivePath has them all.",
         },
         "answers": {"type": "array", "items": {"anyOf": [ANSWER_SCHEMA, COMPACT_ANSWER_SCHEMA]}},
+        "away": {
+            "type": "object",
+            "required": ["policy", "afterMinutes", "decided"],
+            "description": "Present when the person's away policy settled it: nobody answered in time.",
+            "properties": {
+                "policy": {"type": "string", "enum": list(AWAY_POLICIES[1:])},
+                "afterMinutes": {"type": "number"},
+                "decided": {"type": "array", "items": {"type": "string"},
+                            "description": "The questions whose recommendation it took."},
+            },
+        },
         "sessionId": {"type": "string", "description": "awaiting: pass it to await_user_answers."},
         "url": {"type": "string", "description": "awaiting: show it to the user."},
         "reason": {"type": "string", "description": "awaiting: why the call ended without answers."},
@@ -7444,9 +8076,9 @@ APP_TOOLS = (
               "specVersion": {"type": "integer"}, "declined": {"type": "boolean"},
               "attachments": {"type": "object"}}, required=("answers",)),
     app_tool("form_progress", "Report the form's answered counts",
-             "The counts the form shows (POST /api/s/<token>/progress).",
+             "The counts the form shows and the answers so far (POST /api/s/<token>/progress).",
              {"answered": _COUNT, "deferred": _COUNT, "needsInfo": _COUNT, "open": _COUNT,
-              "followUpsUnseen": _COUNT}),
+              "followUpsUnseen": _COUNT, "answers": {"type": "object"}}),
     app_tool("form_attach", "Upload a file to a note, one chunk at a time",
              "One chunk (at most 512 KiB of base64) of a file (POST /api/s/<token>/attachments). The "
              "first call opens the upload and returns its uploadId; the call that completes size "
@@ -7583,12 +8215,17 @@ def awaiting_result(interview: Interview, url: str, reason: str) -> dict:
     return {"content": [{"type": "text", "text": text}], "structuredContent": structured}
 
 
+# What an archive record holds beside the result: the interview itself, its tasks, who asked
+# and where (the history's), and a permission ask's decision.
+ARCHIVE_ONLY_FIELDS = frozenset({"interview", "tasks", "agent", "project", "kind", "permission"})
+
+
 def archived_result(record: dict) -> dict:
     """A result read back from the archive, with its summary rebuilt."""
     spec = record.get("interview") or {"questions": []}
     result = {"summary": ""}
-    # Not the interview nor the record of its tasks, which are for this server alone.
-    result.update((key, value) for key, value in record.items() if key not in ("interview", "tasks"))
+    # Not what the record keeps for this server and its history alone.
+    result.update((key, value) for key, value in record.items() if key not in ARCHIVE_ONLY_FIELDS)
     # Archived before attachments existed: the shape the outputSchema promises all the same.
     result.setdefault("generalAttachments", [])
     for row in result.get("answers") or []:
@@ -7999,11 +8636,14 @@ class Task:
 class TaskRegistry:
     """Every task of this process, and those of an earlier one recovered from the archive."""
 
-    def __init__(self, log: Log, archive: Archive, form_url, clock=time.monotonic) -> None:
+    def __init__(self, log: Log, archive: Archive, form_url, clock=time.monotonic, interviews=None) -> None:
         self.log = log
         self.archive = archive
         self.form_url = form_url  # (interview) -> its form's address, for the status line
         self.clock = clock  # the poll interval's minutes, injectable for its tests
+        # (interview id) -> the interview here, or None: one taken over from the process that
+        # made a task (Runtime.resume_away) goes on being that task's.
+        self.interviews = interviews
         self.lock = threading.Lock()
         self.tasks: dict = {}
         self.counter = 0
@@ -8107,6 +8747,9 @@ class TaskRegistry:
                 return None  # ours, and no longer kept
         if another_live_server(made, self.archive.owner):
             return None
+        resumed = self.interviews(interview_id) if self.interviews is not None and record is None else None
+        if resumed is not None and resumed.is_pending():
+            return self._go_on(task_id, resumed)
         task = Task(task_id, interview_id, "", Cancellation(), time.time())
         if record is not None:
             task.status = "completed"
@@ -8123,6 +8766,25 @@ class TaskRegistry:
         with self.lock:
             self.tasks.setdefault(task_id, task)
             return self.tasks[task_id]
+
+
+    def _go_on(self, task_id: str, interview: Interview) -> Task:
+        """An earlier process's task on an interview taken over here: working until it
+        settles, then completed with its result, as if that process had not ended."""
+        facts = progress_snapshot(interview)[1]
+        task = Task(task_id, interview.id, progress_message(facts), Cancellation(), time.time(), interview, facts,
+                    self.form_url)
+        with self.lock:
+            task = self.tasks.setdefault(task_id, task)
+
+        def settled() -> None:
+            interview.wait_until(lambda: None if interview.is_pending() else True)
+            result = interview.settled_result()
+            if result is not None:
+                self.complete(task_id, modern_envelope(answers_result(result, interview.spec)))
+
+        threading.Thread(target=settled, name="ask-user-rich-task-%s" % task_id, daemon=True).start()
+        return task
 
 
 def names_task(entry, task_id: str) -> bool:
@@ -8321,7 +8983,7 @@ class McpServer:
         self.transport = JsonRpcStdio(reader, writer, self.log, self)
         self.tools = InterviewTools(runtime)
         self.seal = RequestStateSeal()
-        self.tasks = TaskRegistry(self.log, runtime.archive, runtime.form_url)
+        self.tasks = TaskRegistry(self.log, runtime.archive, runtime.form_url, interviews=runtime.hub.get)
         self.modern_enabled = runtime.config.protocol != "legacy"
         self.handshake_lock = threading.Lock()
         self.client_capabilities: dict = {}
@@ -9356,7 +10018,7 @@ class InterviewTools:
 
     def app_progress(self, arguments: dict, call):
         return self.app_operation(arguments, lambda interview: form_progress(
-            self.runtime, interview, form_fields(arguments)))
+            self.runtime, interview, form_fields(arguments), "app"))
 
     def app_submit(self, arguments: dict, call):
         def submit(interview):
@@ -9607,7 +10269,7 @@ def release_start_up_memory() -> None:
 # Command line
 # ============================================================================================
 
-USAGE = """usage: askrich.py [demo | ask FILE.json | inbox | notify --test | doctor
+USAGE = """usage: askrich.py [demo | ask FILE.json | inbox | history | notify --test | doctor
                    | hook ask-user-question | hook permission-request] [--link | --no-open] [--verbose]
 
   (no command)         run the stdio MCP server (what an MCP client launches)
@@ -9616,6 +10278,10 @@ USAGE = """usage: askrich.py [demo | ask FILE.json | inbox | notify --test | doc
   inbox                open the inbox: every interview waiting for you, from every agent
                        (served by this command until Ctrl-C if no other ask-user-rich
                        process serves it)
+  history [QUERY] [--json] [--limit N]
+                       what was decided, newest first (100 by default): each settled
+                       interview and permission decision, and who decided; QUERY keeps
+                       those whose title, questions or answers hold its words
   notify --test        send one test notice to every notice target and say how each went
   doctor               check Python, the log directory, the browser opener, the form server,
                        the inbox, the notice targets and the hooks
@@ -9654,6 +10320,8 @@ def main(argv=None, detach: bool = False):
     command, rest = args[0], args[1:]
     if command == "hook":
         return run_hook(rest)
+    if command == "history":
+        return run_history(rest)
     if command == "doctor" and not rest:
         return run_doctor()
     if command == "notify" and rest == ["--test"]:
@@ -9661,6 +10329,53 @@ def main(argv=None, detach: bool = False):
     if command in ("inbox", "demo", "ask"):
         return run_page_command(command, rest)
     return usage_error("unknown arguments: %s" % " ".join(args))
+
+
+HISTORY_USAGE = "history [QUERY] [--json] [--limit N]"
+
+
+def run_history(args: list) -> int:
+    """history: what was decided, newest first, from the archive; QUERY keeps the entries
+    whose title, questions or answers hold each of its words."""
+    as_json, limit, words = False, HISTORY_LIMIT, []
+    rest = list(args)
+    while rest:
+        arg = rest.pop(0)
+        if arg == "--json":
+            as_json = True
+        elif arg == "--limit" and rest and rest[0].isdigit() and int(rest[0]) > 0:
+            limit = int(rest.pop(0))
+        elif arg.startswith("--"):
+            return usage_error("usage: askrich.py %s" % HISTORY_USAGE)
+        else:
+            words.append(arg)
+    config, _ = Config.from_env()
+    log = Log(config.log_dir)
+    try:
+        entries = read_history(Archive(config.log_dir, log), " ".join(words), limit)
+    finally:
+        log.close()
+    if as_json:
+        sys.stdout.write(json.dumps({"history": entries}, ensure_ascii=False, indent=2) + "\n")
+        return 0
+    if not entries:
+        sys.stdout.write("Nothing decided yet%s.\n" % (" matches %s" % quote(" ".join(words)) if words else ""))
+        return 0
+    for entry in entries:
+        sys.stdout.write(history_line(entry) + "\n")
+    return 0
+
+
+def history_line(entry: dict) -> str:
+    """2026-12-06 19:30  submitted, 4 answered  by the person  Claude Code · shop  "Title"."""
+    when = entry["when"][:16].replace("T", " ")
+    if entry["kind"] == PERMISSION:
+        outcome = "%s %s" % (entry["outcome"], entry.get("tool") or "")
+    else:
+        outcome = "%s, %d answered" % (entry["outcome"], (entry["counts"] or {}).get("answered", 0))
+    who = "by the away policy" if entry["decidedBy"] == BY_AWAY_POLICY else "by the person"
+    place = " · ".join(part for part in (entry["agent"], os.path.basename(entry["project"].rstrip("/\\"))) if part)
+    return "  ".join(part for part in (when, outcome.strip(), who, place, quote(cut(entry["title"], CUT_HEADER))) if part)
 
 
 def run_page_command(command: str, rest: list) -> int:
@@ -9811,6 +10526,7 @@ def run_stdio_server(detach: bool = False):
     for warning in warnings:
         runtime.log.event("config-warning", "warning", detail=warning)
     runtime.log.event("start", version=__version__, python=sys.version.split()[0], pid=os.getpid())
+    runtime.resume_away()
     server = McpServer(runtime, sys.stdin.buffer, protocol_out)
     StopSignals(server.stop, runtime.log)
     if not detach:
@@ -9949,6 +10665,9 @@ HOOK_OPEN_ANSWERS = {
     "unanswered": "(not answered)",
 }
 HOOK_USAGE = "hook ask-user-question [--timeout SECONDS | --enable | --disable]"
+# The note on an answer the person's away policy took, where the model reads the person's notes.
+HOOK_AWAY_NOTE = ("Nobody answered within %s: the person's away policy took this recommendation; "
+                  "the person did not choose it.")
 
 
 def interview_from_ask_user_question(tool_input) -> dict:
@@ -10024,10 +10743,14 @@ def ask_user_question_answer(tool_input: dict, result: dict) -> dict:
     (`answers`: labels joined by ", ", an Other text as the answer itself; `annotations`: notes,
     and the preview of a single choice that had one), keyed by question text; or a refusal
     when they skipped."""
+    away = result.get("away")
     if result["status"] != SUBMITTED:
-        reason = HOOK_SKIPPED
-        if result.get("generalNotes"):
-            reason += ", saying: %s" % result["generalNotes"]
+        if away:  # nobody skipped them: the person's away policy declined
+            reason = away_reason(away["afterMinutes"])[:-1]
+        else:
+            reason = HOOK_SKIPPED
+            if result.get("generalNotes"):
+                reason += ", saying: %s" % result["generalNotes"]
         return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
                                        "permissionDecisionReason": reason + "."}}
     rows = {row["id"]: row for row in result["answers"]}
@@ -10035,7 +10758,11 @@ def ask_user_question_answer(tool_input: dict, result: dict) -> dict:
     answers, annotations = {}, {}
     for ours, original in zip(asked, tool_input["questions"]):
         text = original["question"]
-        answers[text], note = _hook_answer(rows.get(ours["id"], {}), ours, original)
+        row = rows.get(ours["id"], {})
+        answers[text], note = _hook_answer(row, ours, original)
+        if row.get("by") == BY_AWAY_POLICY:  # the model must know the person did not choose it
+            note = dict(note or {}, notes=HOOK_AWAY_NOTE % minutes_text(away["afterMinutes"])
+                        + ("\n\n" + note["notes"] if note and note.get("notes") else ""))
         if note:
             annotations[text] = note
     general = result.get("generalNotes")
@@ -10658,7 +11385,8 @@ def run_doctor(environ=None, facts=None, out=None) -> int:
         line("fixed port %d: %s" % (config.port, _doctor_port(config.host, config.port)))
     line(_doctor_inbox(config))
     for text in _doctor_door(config) + _doctor_notices(config, env) + [_doctor_hook(config),
-                                                                       _doctor_permission_hook(config)]:
+                                                                       _doctor_permission_hook(config),
+                                                                       _doctor_away(config)]:
         line(text)
     problem = _doctor_self_test(config, line)
     if problem is not None:
@@ -10894,6 +11622,15 @@ def run_notify_test(environ=None, out=None) -> int:
         ok, said = outcomes.get(target.name, (False, "no answer within %gs" % (NOTICE_LIMIT_SECONDS * 2)))
         out.write("%s  %s: %s\n" % ("ok  " if ok else "FAIL", target.name, said))
     return 0 if all(outcomes.get(target.name, (False,))[0] for target in targets) else 1
+
+
+def _doctor_away(config: Config) -> str:
+    if config.away == AWAY_POLICIES[0]:
+        return ("away policy: wait: nothing is decided for you, however long an agent waits (%s=recommended "
+                "or decline to change it)" % ENV_AWAY)
+    what = "the recommendations are taken" if config.away == "recommended" else "the interview is declined"
+    return ("away policy: %s: %s after %s without a sign of you (%s); never for a permission ask"
+            % (config.away, what, minutes_text(config.away_after), ENV_AWAY_AFTER))
 
 
 def _doctor_hook(config: Config) -> str:

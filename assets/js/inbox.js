@@ -70,6 +70,12 @@ function fillRow(li, row) {
   const blocked = $(".inbox-blocked", li);
   blocked.hidden = !row.waiting;
   blocked.textContent = row.waiting ? t("inbox.blocked", { agent: agentLabel(row) }) : "";
+  // When the person's away policy acts on it, unless they answer first.
+  const away = $(".inbox-away", li);
+  const at = row.awayAt ? new Date(row.awayAt) : null;
+  away.hidden = !at;
+  away.textContent = at ? t(row.away === "decline" ? "inbox.awayDecline" : "inbox.awayRecommended",
+    { time: at.toLocaleTimeString(language(), { hour: "2-digit", minute: "2-digit" }) }) : "";
 }
 
 function render(listing) {
@@ -209,6 +215,10 @@ async function learnVerifier() {
 
 function bind() {
   $("#btn-theme").addEventListener("click", () => { theme = nextTheme(theme); });
+  // The Answered view (history.js) loads only once asked for.
+  $("#view-answered").addEventListener("click", () => {
+    import("./history.js").then((view) => view.showHistory({ key, agentLabel, folderName, headers: () => ({}) }));
+  });
   // The inbox on another device: a one-time way in, fresh for each showing (a QR code lives on
   // screen longer than a ticket's minute would allow if it were made with the listing).
   $("#btn-share").addEventListener("click", async () => {

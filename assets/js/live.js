@@ -5,7 +5,7 @@
 // token; once it has and answers, the stream is opened again. The app inside a host has no
 // stream: it polls /state (the form_state tool) from the start, slower when nobody acts
 // (transport.js's pollDelay).
-import { api, state } from "./state.js";
+import { api, state, payload } from "./state.js";
 import { connectionLost } from "./guard.js";
 import { onBusyAgain, pollDelay, request, streams } from "./transport.js";
 
@@ -95,17 +95,34 @@ export function startLive({ onState, onGone, onBack }) {
 }
 
 let progressTimer = null;
+let pendingReport = null;
 let lastSent = "";
+// The counts, the follow-ups not shown yet (for the inbox's badge) and the answers so far: the
+// server holds them, so that the person's away policy never replaces an answer given here, even
+// once the tab is closed.
 export function reportProgress(countsFn, delay = 700) {
   clearTimeout(progressTimer);
-  progressTimer = setTimeout(() => {
-    const c = countsFn();
-    // The follow-ups not shown yet go along, for the inbox's badge.
-    const body = JSON.stringify({ answered: c.answered, deferred: c.deferred, needsInfo: c.needsInfo, open: c.open,
-      followUpsUnseen: state.newIds.size });
-    if (body === lastSent) return;
-    lastSent = body;
-    request("/progress", { method: "POST", headers: { "Content-Type": "application/json" }, body })
-      .catch(() => { lastSent = ""; });
-  }, delay);
+  pendingReport = countsFn;
+  progressTimer = setTimeout(sendProgress, delay);
 }
+
+function sendProgress(keepalive = false) {
+  const countsFn = pendingReport;
+  pendingReport = null;
+  if (!countsFn || !state.spec) return;
+  const c = countsFn();
+  const body = JSON.stringify({ answered: c.answered, deferred: c.deferred, needsInfo: c.needsInfo, open: c.open,
+    followUpsUnseen: state.newIds.size, answers: payload().answers });
+  if (body === lastSent) return;
+  lastSent = body;
+  request("/progress", { method: "POST", headers: { "Content-Type": "application/json" }, body, keepalive })
+    .catch(() => { lastSent = ""; });
+}
+
+// A tab closed within the debounce still reports its last answers: a keepalive request outlives
+// the page (up to 64 KB, which a closing page's last change fits in all but rare cases).
+addEventListener("pagehide", () => {
+  if (!pendingReport) return;
+  clearTimeout(progressTimer);
+  sendProgress(true);
+});

@@ -379,7 +379,7 @@ async function start() {
   // loading one: its header names the product instead.
   if (!data) $("#title").textContent = "Ask User Rich";
   if (session.error) { // the call failed (an invalid interview): its error, not "expired"
-    state.phase = "error";
+    setPhase("error");
     endScreen(t("end.loadFailed"), session.error, "");
     return;
   }

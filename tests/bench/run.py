@@ -92,6 +92,8 @@ FIGURES = [
     ("pyz_si_cpu_ratio", ".pyz -S -I: CPU time / floor -S -I", "x", None),
     ("floor_rss", "python3 idle, reading stdin: VmRSS (the floor)", "MB", None),
     ("py_rss_initialize", "askrich.py: idle VmRSS after initialize", "MB", 24.0),
+    # The away policy and the history load only once used: the person's setting costs nothing idle.
+    ("py_away_rss_initialize", "askrich.py, away policy recommended: idle VmRSS after initialize", "MB", 24.0),
     ("py_rss_served", "askrich.py: idle VmRSS after a served interview", "MB", None),
     ("pyz_rss_initialize", ".pyz: idle VmRSS after initialize", "MB", 16.0),
     ("pyz_rss_served", ".pyz: idle VmRSS after a served interview", "MB", 24.0),
@@ -428,7 +430,8 @@ def bench_memory(mode: dict, pyz: str, work: str, results: dict) -> None:
     env = server_env(log_dir, os.path.join(work, "cache"))
     demo = json.loads(askrich.read_asset("demo.json"))
     demo["delivery"] = "link"
-    samples = {key: [] for key in ("py_rss_initialize", "py_rss_served", "pyz_rss_initialize", "pyz_rss_served")}
+    samples = {key: [] for key in ("py_rss_initialize", "py_rss_served", "pyz_rss_initialize", "pyz_rss_served",
+                                   "py_away_rss_initialize")}
     floor = []
     for _ in range(mode["memory"]):
         process = subprocess.Popen([PYTHON, "-c", "import sys; print('up', flush=True); sys.stdin.read()"],
@@ -437,6 +440,13 @@ def bench_memory(mode: dict, pyz: str, work: str, results: dict) -> None:
         time.sleep(IDLE_SECONDS)
         floor.append(vm_status(process.pid)["VmRSS"])
         process.communicate(b"")
+        client = Client([PYTHON, MODULE], dict(env, ASK_USER_RICH_AWAY="recommended"))
+        try:
+            client.initialize()
+            time.sleep(IDLE_SECONDS)
+            samples["py_away_rss_initialize"].append(vm_status(client.process.pid)["VmRSS"])
+        finally:
+            client.close()
         for name, argv in (("py", [PYTHON, MODULE]), ("pyz", [PYTHON, pyz])):
             client = Client(argv, env)
             try:

@@ -282,6 +282,7 @@ def answer(agent, page, frame, session_id, language, theme, extra):
 def check_answers(result):
     rows = {row["id"]: row for row in result["answers"]}
     assert result["status"] == "submitted" and result["via"] == "app"
+    assert all(row["by"] == "person" and row["via"] == "app" for row in rows.values())
     assert rows["db"]["selected"] == ["my"] and rows["db"]["attachments"][0]["name"] == "screen.png"
     with open(rows["db"]["attachments"][0]["path"], "rb") as stored:
         assert stored.read() == PNG
@@ -339,7 +340,7 @@ def test_a_host_that_never_renders_the_app_gets_the_browser_after_the_fallback(b
     try:
         shown = agent.tool("ask_user_rich", interview("en"))["structuredContent"]
         agent.peer.log.wait_for("app-fallback", "interview=" + shown["sessionId"])
-        from support import wait_for_file
+        from helpers.support import wait_for_file
         wait_for_file(str(opened))
         assert opened.read_text().split() == [shown["url"]]
         page = browser.new_page()

@@ -222,10 +222,10 @@ def test_the_keyboard_reaches_every_control_and_every_row(inbox_page, inbox_rt):
     inbox_rt.open_interview(spec("Second"), agent="Codex")
     page.wait_for_function("() => document.querySelectorAll('#inbox-list > li').length === 2")
     reached = []
-    for _ in range(4):
+    for _ in range(6):
         page.keyboard.press("Tab")
         reached.append(page.evaluate("document.activeElement.id || document.activeElement.textContent"))
-    assert reached == ["btn-notify", "btn-theme", "Kept open", "Second"]
+    assert reached == ["btn-notify", "btn-theme", "view-waiting", "view-answered", "Kept open", "Second"]
     # The theme cycles from the keyboard, and the choice is kept.
     page.locator("#btn-theme").focus()
     page.keyboard.press("Enter")

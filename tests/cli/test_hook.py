@@ -331,3 +331,26 @@ def test_the_readme_turns_the_hook_on_and_off_with_the_commands_tested_here():
         readme = f.read()
     assert "ask-user-rich-marketplace/ask-user-rich/askrich.pyz \\\n  hook ask-user-question --enable" in readme
     assert "--disable" in readme and "`PreToolUse` hook on `AskUserQuestion`" in readme
+
+
+def test_under_the_recommended_policy_the_hook_takes_the_option_labelled_recommended(tmp_path):
+    hook = HookProcess(tmp_path, hook_input(), env={"ASK_USER_RICH_AWAY": "recommended",
+                                                   "ASK_USER_RICH_AWAY_AFTER": "0.02"})
+    hook.form_url()
+    code, out = hook.finish()
+    assert code == 0
+    update = json.loads(out)["hookSpecificOutput"]["updatedInput"]
+    # Langs has no option labelled (Recommended): it stays open.
+    assert update["answers"] == {DB: "Postgres (Recommended)", LANGS: askrich.HOOK_OPEN_ANSWERS["unanswered"]}
+    assert update["annotations"][DB]["notes"] == (
+        "Nobody answered within 0.02 minutes: the person's away policy took this recommendation; "
+        "the person did not choose it.")
+
+
+def test_under_the_decline_policy_the_hook_refuses_the_tool_saying_nobody_answered(tmp_path):
+    hook = HookProcess(tmp_path, hook_input(), env={"ASK_USER_RICH_AWAY": "decline", "ASK_USER_RICH_AWAY_AFTER": "0.02"})
+    hook.form_url()
+    code, out = hook.finish()
+    assert code == 0
+    assert json.loads(out)["hookSpecificOutput"]["permissionDecisionReason"] == (
+        "Nobody answered within 0.02 minutes (the person's away policy).")

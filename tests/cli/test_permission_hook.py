@@ -213,8 +213,9 @@ def test_allowed_always_in_the_form_prints_the_suggestion_as_given_through_the_i
     record = archived(tmp_path)
     assert record["kind"] == "permission"
     permission = record["permission"]
+    # Answered at the form's link, the front door's (the hook holds the inbox's port): "door".
     assert (permission["tool"], permission["input"], permission["decision"], permission["suggestion"],
-            permission["reason"], permission["where"]) == ("Bash", COMMAND, "allow", SUGGESTIONS[1], None, "browser")
+            permission["reason"], permission["where"]) == ("Bash", COMMAND, "allow", SUGGESTIONS[1], None, "door")
     assert permission["answeredAt"].endswith("Z")
 
 

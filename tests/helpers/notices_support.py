@@ -8,6 +8,7 @@ import json
 import os
 import sys
 import threading
+import time
 
 from helpers.support import WAIT, LoopbackReports, askrich
 
@@ -117,7 +118,8 @@ class PushServer:
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 with outer.arrived:
-                    outer.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+                    outer.requests.append({"path": self.path, "headers": dict(self.headers), "body": body,
+                                           "at": time.time()})
                     outer.arrived.notify_all()
                 if outer.mode == "hang":
                     outer.release.wait(WAIT)

@@ -437,6 +437,9 @@ def test_a_public_url_is_shown_and_accepted_and_the_door_still_binds_loopback_on
         assert http_request(local + path, headers={"Origin": "https://evil.example"}).status == 403
         listing = http_request(local + "/api/inbox/" + read_key(logs)).json()
         assert listing["interviews"][0]["url"] == runtime.form_url(form)
+        reply = http_request(local + "/api/s/%s/submit" % form.token, "POST", {"answers": {}}, headers=tunnel)
+        assert reply.status == 200, reply.body
+        assert {row["via"] for row in form.settled_result()["answers"]} == {"public"}
     finally:
         runtime.close()
 

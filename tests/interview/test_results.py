@@ -79,7 +79,7 @@ def test_structured_answers_hold_ids_labels_texts_and_recommendation_flags():
         "id": "db", "header": "Which database?", "status": "answered", "selected": ["pg"],
         "selectedLabels": ["Postgres"], "optionTexts": {}, "other": None, "ranked": None,
         "rankedLabels": None, "notes": "We run it already.", "followedRecommendation": True,
-        "attachments": [],
+        "attachments": [], "by": "person", "via": "browser",
     }
     assert rows["order"]["ranked"] == ["speed", "cost", "looks"]
     assert rows["order"]["rankedLabels"] == ["Speed", "Cost", "Looks"]

@@ -41,6 +41,7 @@ def test_a_valid_interview_comes_back_with_every_default_filled():
         "multiSelect": False,
         "allowOther": True,
         "dependsOn": [],
+        "needsPerson": False,
     }
     assert spec["intro"] is None
 

@@ -255,7 +255,7 @@ def test_form_submit_checks_like_the_route_and_the_first_submit_wins(host, serve
     assert body["summary"].startswith('"Test interview" submitted')
     answers = host.tool("await_user_answers", {"sessionId": session[0]})["structuredContent"]
     assert answers["status"] == "submitted" and answers["answers"][0]["selected"] == ["pg"]
-    assert answers["via"] == "app"
+    assert answers["via"] == "app" and [(row["by"], row["via"]) for row in answers["answers"]] == [("person", "app")] * 2
     # The browser form of the same interview is told it is over, and so is a second app submit.
     url = server.runtime.form_url(server.runtime.hub.get(session[0]))
     assert http_request(api_url(url, "submit"), "POST", {"answers": {}}).json()["code"] == "not-pending"
@@ -372,7 +372,7 @@ def test_app_elicitation_is_declared_to_a_client_that_renders_it(server, era, ca
 
 
 def test_an_app_rendered_elicitation_names_the_form_and_the_app_answers_in_it(tmp_path):
-    from delivery_support import FLAT_INTERVIEW
+    from helpers.delivery_support import FLAT_INTERVIEW
     from test_elicitation import Wire, call_ask
 
     client = Wire(tmp_path, APP_ELICITATION)
@@ -399,7 +399,7 @@ def test_an_app_rendered_elicitation_names_the_form_and_the_app_answers_in_it(tm
 
 
 def test_a_client_without_app_elicitation_gets_the_plain_form_elicitation(tmp_path):
-    from delivery_support import FLAT_INTERVIEW
+    from helpers.delivery_support import FLAT_INTERVIEW
     from test_elicitation import Wire, call_ask
 
     client = Wire(tmp_path, dict(APPS, elicitation={"form": {}}))
@@ -412,7 +412,7 @@ def test_a_client_without_app_elicitation_gets_the_plain_form_elicitation(tmp_pa
 
 def test_a_host_that_never_loads_the_app_gets_the_browser_after_the_fallback(tmp_path):
     from test_elicitation import Wire
-    from support import wait_for_file
+    from helpers.support import wait_for_file
 
     opened = tmp_path / "opened"
     opener = tmp_path / "open.sh"
@@ -457,7 +457,7 @@ def test_the_apps_polls_are_logged_only_at_debug(host, server):
 
 
 def test_a_modern_app_rendered_elicitation_rides_in_the_input_request(server):
-    from delivery_support import FLAT_INTERVIEW
+    from helpers.delivery_support import FLAT_INTERVIEW
 
     reply = result_of(call_modern(server, "tools/call", {"name": "ask_user_rich", "arguments": dict(
         FLAT_INTERVIEW, delivery="elicitation")}, capabilities=APP_ELICITATION))

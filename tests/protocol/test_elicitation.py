@@ -81,6 +81,7 @@ def test_form_elicitation_accepted_returns_its_answers(tmp_path, monkeypatch, ca
     assert len(seen) == 1 and seen[0]["mode"] == "form"
     structured = result.structured_content
     assert structured["status"] == "submitted" and structured["via"] == "elicitation"
+    assert {(row["by"], row["via"]) for row in structured["answers"]} == {("person", "elicitation")}
     db, extras, free = structured["answers"]
     assert db["selected"] == ["my"] and db["other"] is None and db["followedRecommendation"] is False
     assert extras["selected"] == ["search"] and extras["other"] == "Metrics"

@@ -667,3 +667,20 @@ def test_without_the_compact_form_the_result_passes_the_budget(tmp_path):
     received = long_session(tmp_path, module)[1]
     assert "<persisted-output>" not in received
     assert len(received) / 4 > CLAUDE_CODE_TOKEN_LIMIT, len(received)
+
+
+def test_print_mode_the_persons_away_policy_answers_when_nobody_does(tmp_path):
+    """Nobody answers the form that opened: after ASK_USER_RICH_AWAY_AFTER (3 s here) the
+    person's away policy takes the recommendation, and the model's next request holds the
+    result with by "away-policy" and the summary line that says so."""
+    env = {"ASK_USER_RICH_AWAY": "recommended", "ASK_USER_RICH_AWAY_AFTER": "0.05"}
+    with PrintSession(tmp_path, scripted((ASK, ARGS)), server_env=env) as session:
+        session.opened()
+        after = turn_after(session.model, ASK)
+        assert session.finish() == 0, session.stderr()[-2000:]
+    result = result_of(after, ASK).json()
+    assert result["status"] == "submitted" and result["via"] == "away-policy"
+    assert result["answers"][0]["selected"] == ["pg"] and result["answers"][0]["by"] == "away-policy"
+    assert result["away"] == {"policy": "recommended", "afterMinutes": 0.05, "decided": ["db"]}
+    assert result["summary"].splitlines()[0] == (
+        "Nobody answered within 0.05 minutes: the recommendation was taken for 1 of 1 questions (your away policy).")
