@@ -6929,7 +6929,7 @@ def compose_notice(spec: dict, agent, project: str, url: str, environ=None, test
 
 def compose_away_notice(spec: dict, agent, project: str, url: str, policy: str, seconds: float) -> dict:
     """The warning that the away policy acts soon: "In 5 minutes, the recommendations will be
-    taken for <title>" (or "<title> will be declined"), naming the agent and the project."""
+    taken for <title>" (or "<title> will be skipped"), naming the agent and the project."""
     notice = compose_notice(spec, agent, project, url)
     language = notice["language"]
     words = notice_words(language)
