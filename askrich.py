@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""ask-user-rich: a stdio MCP server that asks the user a long, structured interview.
+"""ask-user-rich: a stdio MCP server that puts a long, structured interview to the user.
 
 An agent sends every question of a round in one `ask_user_rich` call; this server serves the
 interview as a local web form, blocks the call until the user submits, and returns every answer,
@@ -7204,7 +7204,7 @@ def compose_notice(spec: dict, agent, project: str, url: str, environ=None, test
 
 def compose_away_notice(spec: dict, agent, project: str, url: str, policy: str, seconds: float) -> dict:
     """The warning that the away policy acts soon: "In 5 minutes, the recommendations will be
-    taken for <title>" (or "<title> will be declined"), naming the agent and the project."""
+    taken for <title>" (or "<title> will be skipped"), naming the agent and the project."""
     notice = compose_notice(spec, agent, project, url)
     language = notice["language"]
     words = notice_words(language)
@@ -7960,7 +7960,7 @@ COMPACT_TEXT = (
 )
 
 SERVER_INSTRUCTIONS = (
-    "ask-user-rich asks the user a structured interview in a local web form and returns every "
+    "ask-user-rich puts a structured interview to the user in a local web form and returns every "
     "answer. Prefer ask_user_rich over the built-in AskUserQuestion when a round has more than "
     "4 questions or options, long question text, code or layout previews, a recommendation you "
     "want to argue for, or a ranking. Put every question of the round in one call, give each a "
@@ -10551,7 +10551,8 @@ USAGE = """usage: askrich.py [demo | ask FILE.json | inbox | history | notify --
   demo                 ask the built-in demo interview and print the result JSON
   ask FILE.json        ask the interview in FILE.json ('-' reads stdin) and print the result
   inbox                open the inbox: every interview waiting for you, from every agent
-                       (served from here until Ctrl-C when no ask-user-rich holds it)
+                       (served by this command until Ctrl-C if no other ask-user-rich
+                       process serves it)
   history [QUERY] [--json] [--limit N]
                        what was decided, newest first (100 by default): each settled
                        interview and permission decision, and who decided; QUERY keeps
@@ -10560,7 +10561,8 @@ USAGE = """usage: askrich.py [demo | ask FILE.json | inbox | history | notify --
   doctor               check Python, the log directory, the browser opener, the form server,
                        the inbox, the notice targets and the hooks
   hook ask-user-question [--timeout SECONDS]
-                       Claude Code's PreToolUse hook: its AskUserQuestion asked in the form
+                       Claude Code's PreToolUse hook: shows Claude Code's own
+                       AskUserQuestion questions in the form
                        (SECONDS: the hook's timeout in Claude Code's config; default 60)
   hook ask-user-question --enable | --disable
                        turn that hook on or off for every session that has it configured
@@ -11604,7 +11606,7 @@ def run_inbox(open_it: bool) -> int:
     try:
         key = load_inbox_key(config.log_dir)
     except InboxUnavailable as problem:
-        sys.stderr.write("askrich.py: there can be no inbox: %s.\n" % problem)
+        sys.stderr.write("askrich.py: cannot start the inbox: %s.\n" % problem)
         return 1
     runtime = signals = None
     try:
@@ -11613,7 +11615,7 @@ def run_inbox(open_it: bool) -> int:
             if verdict == "foreign":
                 sys.stderr.write(
                     "askrich.py: %s:%d is held by a program that cannot prove it is ask-user-rich's "
-                    "inbox, so the inbox's address was not opened or shown (it holds the inbox's key). "
+                    "inbox, so the inbox's address was not opened or shown (the address contains the inbox's key). "
                     "Stop that program, or set %s to a free port for every ask-user-rich.\n"
                     % (INBOX_HOST, port, ENV_INBOX_PORT))
                 return 1
@@ -11625,7 +11627,7 @@ def run_inbox(open_it: bool) -> int:
             if runtime.inbox.hold_here():
                 break
         else:
-            sys.stderr.write("askrich.py: could not hold or reach the inbox on %s:%d.\n" % (INBOX_HOST, port))
+            sys.stderr.write("askrich.py: could not start or reach the inbox on %s:%d.\n" % (INBOX_HOST, port))
             return 1
         stop = threading.Event()
         signals = StopSignals(stop.set, runtime.log)
@@ -11634,7 +11636,7 @@ def run_inbox(open_it: bool) -> int:
         stop.wait()
         return 0
     except InboxUnavailable as problem:
-        sys.stderr.write("askrich.py: there can be no inbox: %s.\n" % problem)
+        sys.stderr.write("askrich.py: cannot start the inbox: %s.\n" % problem)
         return 1
     finally:
         if runtime is not None:
@@ -11813,7 +11815,7 @@ def _doctor_inbox(config: Config) -> str:
         return ("inbox: %s is held by a program that is not ask-user-rich: forms work, the inbox does "
                 "not; set %s to a free port (%d waiting)" % (where, ENV_INBOX_PORT, waiting))
     if verdict == "free":
-        return "inbox: %s free (no ask-user-rich holds it); %d waiting" % (where, waiting)
+        return "inbox: %s free (no ask-user-rich process serves it); %d waiting" % (where, waiting)
     holder = "?"
     try:
         import urllib.request
@@ -11846,7 +11848,7 @@ def _doctor_door(config: Config) -> list:
         verdict = "other"
     lines = {
         "ours": ["front door: %s serves the forms of %d process%s" % (door, serving, "" if serving == 1 else "es")],
-        "other": ["front door: %s is held by an ask-user-rich of another version: forms of this one are shown "
+        "other": ["front door: %s is held by another version of ask-user-rich: forms of this one are shown "
                   "at their own process's port until it exits" % door],
         "free": ["front door: %s (nobody holds it now: the next process with a form will)" % door],
         "foreign": ["front door: 127.0.0.1:%d is held by a program that is not ask-user-rich" % port],

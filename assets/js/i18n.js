@@ -172,10 +172,11 @@ export const sentences = (...parts) => parts.filter(Boolean).join(t("sentence.se
 export const keyName = (key) => lookup(strings, `key.${key}`) ?? lookup(english, `key.${key}`) ?? key;
 
 // Text whose `backticked` parts are keys, shown as <kbd>. A key cap is laid out as one box, and
-// the browser breaks a line on either side of such a box even before a closing mark ("↓ / ，再"),
-// so the marks touching a key are kept on its line with it.
+// the browser breaks a line on either side of such a box even before a closing mark ("↓ / ，再")
+// or a Korean particle written onto the key ("`Space`로"), so the marks and the particle touching
+// a key are kept on its line with it.
 const OPENING = /[(\[{«“‘（「『【〔〈《]+$/u;
-const CLOSING = /^[)\]}»”’.,:;?!、。，．：；？！）」』】〕〉》]+/u;
+const CLOSING = /^(?:\p{Script=Hangul}|[)\]}»”’.,:;?!、。，．：；？！）」』】〕〉》])+/u;
 export function fillKeys(el, text) {
   const parts = String(text).split("`");
   const out = [];

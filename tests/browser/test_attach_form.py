@@ -121,7 +121,7 @@ def test_a_refusal_from_the_server_is_shown_where_the_file_was_added(form):
 
 @pytest.mark.parametrize("status, code, said", [
     (413, "too-large", "a file may be at most " + isolated("10 MB") + "."),
-    (413, "attachments-too-large", "the files of an interview may be at most " + isolated("50 MB") + " in all."),
+    (413, "attachments-too-large", "an interview's files may total at most " + isolated("50 MB") + "."),
     (413, "too-many-files", "an interview may have at most 20 files."),
     (409, "not-pending", "this interview takes no more answers."),
 ])

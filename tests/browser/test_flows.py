@@ -316,7 +316,7 @@ def test_expired_and_cancelled_interviews_say_so(form, rich_spec):
     expect(f.page.locator("#title")).to_have_text("Ask User Rich")
     f.pretend_state("cancelled")
     f.page.reload()
-    expect(f.page.locator("section.end h2")).to_have_text("This interview was cancelled")
+    expect(f.page.locator("section.end h2")).to_have_text("This interview was canceled")
     expect(f.page.locator("#title")).to_have_text(rich_spec["title"])
 
 
@@ -445,7 +445,7 @@ NOT_SAVED = ("The answers could not be saved on this computer (%s). Nothing is l
 
 @pytest.mark.parametrize("status, body, settled, said", [
     (409, {"code": "not-pending"}, "declined", ("end", "This interview was skipped")),
-    (409, {"code": "not-pending"}, "cancelled", ("end", "This interview was cancelled")),
+    (409, {"code": "not-pending"}, "cancelled", ("end", "This interview was canceled")),
     (410, {"code": "not-found"}, None, ("end", "This interview is no longer available")),
     (500, {"code": "not-saved", "reason": "No space left on device"}, None, ("problem", NOT_SAVED)),
     (400, {"code": "stale-version", "version": 1}, None, ("notice", "race")),

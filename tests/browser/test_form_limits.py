@@ -48,9 +48,9 @@ def test_the_form_counts_down_and_refuses_files_by_the_limits_the_server_sends(f
 WORDS = {
     "en": ("Or paste or drop files here. Up to {size} each, {count} per interview.",
            ["{big} is not attached: a file may be at most {size}.",
-            "{b} is not attached: the files of an interview may be at most {total} in all.",
+            "{b} is not attached: an interview's files may total at most {total}.",
             "{e} is not attached: an interview may have at most {count} files."]),
-    "ru": ("Файлы можно также вставить или перетащить сюда. До {size} каждый, {count} на опрос.",
+    "ru": ("Файлы можно также вставить или перетащить сюда: до {size} на файл, не больше {count} файлов на опрос.",
            ["Файл {big} не прикреплён: размер одного файла — не больше {size}.",
             "Файл {b} не прикреплён: файлы опроса вместе могут занимать не больше {total}.",
             "Файл {e} не прикреплён: к опросу можно прикрепить не больше {count} файлов."]),
@@ -82,7 +82,7 @@ def test_one_file_allowed_is_named_in_the_singular(form, monkeypatch):
     f = form(dict(SPEC, language="ru"))
     block = f.section("where").locator(".attach")
     expect(block.locator(".attach-hint")).to_have_text(
-        "Файлы можно также вставить или перетащить сюда. До " + isolated("10\u00a0МБ") + " каждый, 1 на опрос.")
+        "Файлы можно также вставить или перетащить сюда: до " + isolated("10\u00a0МБ") + " на файл, не больше 1 файла на опрос.")
     block.locator(".attach-input").evaluate(PICK, [["a.log", 5], ["b.log", 5]])
     expect(block.locator(".attach-problem span")).to_have_text(
         "Файл " + isolated("b.log") + " не прикреплён: к опросу можно прикрепить не больше 1 файла.")

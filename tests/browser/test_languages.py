@@ -337,7 +337,7 @@ def test_skipping_sends_the_reason_keeps_the_answers_and_the_waiting_call_gets_d
     f.page.locator("#btn-skip").click()
     dialog = f.page.locator("#skip")
     expect(dialog).to_be_visible()
-    expect(dialog).to_contain_text(isolated("The agent") + " is told that you chose not to answer now.")
+    expect(dialog).to_contain_text(isolated("The agent") + " will be told that you chose not to answer for now.")
     f.page.locator("#skip-cancel").click()
     expect(dialog).to_be_hidden()
     assert f.screen == "review" and f.rt.hub.get(f.interview.id).state == "pending"

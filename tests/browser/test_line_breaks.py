@@ -608,3 +608,19 @@ def test_the_sweep_finds_a_parted_particle_and_a_lone_last_character(form):
     assert ("p.end-text", "답변이 에이전트에 전달되었습니다") in particles
     assert ("p.end-more", "了。") in lone
     assert parted("この", KATAKANA)([{"text": "このタブ", "lines": [0, 0, 1, 1], "where": "p"}])
+
+
+def test_a_korean_particle_written_onto_a_key_stays_on_its_line(form):
+    """The ? table's "`Space`로 집고 … `Enter`로 놓기": a key cap is one box, and the browser
+    would break between it and its particle as readily as before a closing mark."""
+    f = form(spec_for("ko"), viewport=PHONE)
+    f.page.locator("#btn-help").click()
+    key_then_particle = parted("\ufffc", HANGUL.pattern)
+    apart = []
+    for width in range(300, 481, 5):  # a key ends a line every few pixels of width
+        f.page.set_viewport_size({"width": width, "height": 860})
+        apart += [(width,) + tuple(x) for x in key_then_particle(f.page.evaluate(LINES, "#help"))]
+    assert apart == [], "\n".join(map(repr, apart))
+    # The check is not vacuous: the table has keys with particles, and it finds a parted one.
+    assert "\ufffc로" in "".join(b["text"] for b in f.page.evaluate(LINES, "#help"))
+    assert key_then_particle([{"text": "\ufffc로 집고", "lines": [0, 1, -1, 1, 1], "where": "td"}])

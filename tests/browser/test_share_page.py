@@ -14,7 +14,8 @@ from playwright.sync_api import expect
 
 from formkit import PHONE, WATCH_CSP, askrich  # noqa: E402
 from helpers.inbox_support import free_port, read_key  # noqa: E402
-from helpers.support import WAIT, LogWatch, http_request  # noqa: E402
+from helpers.support import WAIT, LogWatch, form_strings, http_request, submit  # noqa: E402
+from test_languages import LANGUAGES, spec_in  # noqa: E402
 
 ZBARIMG = shutil.which("zbarimg")
 
@@ -107,3 +108,45 @@ def test_without_a_public_url_nothing_is_offered(tmp_path):
         assert http_request("http://127.0.0.1:%d/api/inbox/%s/share" % (port, key)).status == 404
     finally:
         rt.close()
+
+
+
+# The header's height (title, tools, rail) and the rows its tools take.
+HEADER = """() => ({
+  height: Math.round(document.getElementById('bar').getBoundingClientRect().height),
+  rows: new Set([...document.querySelectorAll('#bar .tools .tool')].filter((el) => el.offsetParent !== null)
+    .map((el) => Math.round(el.getBoundingClientRect().top))).size,
+})"""
+
+
+def test_the_phone_header_with_the_share_button_is_no_taller_in_any_language_than_in_english(browser, public_rt):
+    """Where a phone opens the form (a public URL set), "Other device" in French or Russian
+    words used to push Skip onto a row of its own. In both views, one interview at a time (each
+    is skipped before the next opens, so no "N more waiting" link joins the header)."""
+    context = browser.new_context(viewport=PHONE)
+    context.add_init_script(WATCH_CSP)
+    context.set_default_timeout(WAIT * 1000)
+    heights, names = {}, {}
+    try:
+        page = context.new_page()
+        for tag in LANGUAGES:
+            form = public_rt.open_interview(spec_in(tag))
+            url = public_rt.form_url(form)
+            page.goto(url)
+            page.wait_for_selector("body.ready[data-live]")
+            expect(page.locator("#btn-share")).to_be_visible()
+            heights[tag] = [page.evaluate(HEADER)]
+            page.locator("#btn-view").click()
+            heights[tag].append(page.evaluate(HEADER))
+            names[tag] = page.locator("#btn-share").evaluate("(el) => [el.textContent, el.title]")
+            assert submit(url, {}, declined=True).status == 200
+        assert page.evaluate("window.__csp") == []
+    finally:
+        context.close()
+    english = heights["en"]
+    assert [view["rows"] for view in english] == [1, 1]
+    tallest = max(view["height"] for view in english)
+    taller = {tag: views for tag, views in heights.items() if max(v["height"] for v in views) > tallest * 1.1}
+    assert taller == {}, "English: %s" % english
+    # The symbol stands in for the words on screen only: the button is still named by them.
+    assert names == {tag: [form_strings(tag)["share.button"], form_strings(tag)["share.title"]] for tag in LANGUAGES}

@@ -529,7 +529,7 @@ def test_the_unseen_follow_ups_count_comes_from_the_form_and_grows_with_appends(
 def test_doctor_reports_who_holds_the_inbox_and_how_many_wait(tmp_path, agents):
     port = free_port()
     env = {"ASK_USER_RICH_LOG_DIR": str(tmp_path / "logs"), "ASK_USER_RICH_INBOX_PORT": str(port)}
-    assert "inbox: 127.0.0.1:%d free (no ask-user-rich holds it); 0 waiting" % port in askrich._doctor_inbox(
+    assert "inbox: 127.0.0.1:%d free (no ask-user-rich process serves it); 0 waiting" % port in askrich._doctor_inbox(
         askrich.Config.from_env(env)[0])
     agent = agents(port, "codex", "p", "Waiting")
     agent.server.log.wait_for("inbox-holding")

@@ -144,7 +144,7 @@ def test_the_language_is_matched_as_the_form_matches_it():
     ("ru", "Codex", 3, "Codex задаёт вам 3 вопроса"),
     ("ru", "Codex", 5, "Codex задаёт вам 5 вопросов"),
     ("ar", "Codex", 2, "يطرح عليك Codex سؤالين"),
-    ("ja", "Codex", 4, "Codexから質問が4件あります"),
+    ("ja", "Codex", 4, "Codexから質問が4問届いています"),
     # Chinese spaces a Latin name from Han text, not its own word for the agent.
     ("zh-CN", "Claude Code", 3, "Claude Code 向你提出了 3 个问题"),
     ("zh-TW", None, 2, "AI 代理向您提出了 2 個問題"),

@@ -301,7 +301,7 @@ def test_codex_code_mode_calls_the_tool_from_a_script_that_outlives_its_yield(tm
     assert not [t for t in first.body.get("tools") or [] if t.get("name") == NAMESPACE]
     developer = "".join(part.get("text", "") for item in first.body["input"] if item.get("role") == "developer"
                         for part in item.get("content") or [])
-    assert "Deferred tool namespaces:\n- mcp__ask_user_rich: ask-user-rich asks the user" in developer
+    assert "Deferred tool namespaces:\n- mcp__ask_user_rich: ask-user-rich puts a" in developer
     extra = [tool for item in first.body["input"] if item.get("type") == "additional_tools" for tool in item["tools"]]
     assert "exec" in [t.get("name") for group in extra for t in group.get("tools") or []], extra
     # The call's arguments arrived intact at the server.
