@@ -109,6 +109,8 @@ def test_two_processes_forms_through_one_port_with_their_own_answers_headers_and
         assert reply.status == 200 and reply.json()["delivered"] is True
         result = other.server.response(waiting)["result"]["structuredContent"]
         assert result["status"] == "submitted" and result["answers"][0]["selected"] == ["a"]
+        # The owner tells from the Host the door passed on unchanged where the person answered.
+        assert {(row["by"], row["via"]) for row in result["answers"]} == {("person", "door")}
         events.wait_for(lambda s: s["state"] == "submitted")
     finally:
         events.close()
