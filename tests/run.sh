@@ -58,4 +58,10 @@ export ASK_USER_RICH_TESTS_REQUIRE_DESKTOP=1
 # The attacks by another local user run as uid 65534 through setpriv, which needs root (or sudo
 # without a password): CI has it, so there they must run; a developer's run may skip them and says why.
 if [ "$(id -u)" = 0 ] || [ -n "${CI:-}" ]; then export ASK_USER_RICH_TESTS_REQUIRE_OTHER_USER=1; fi
-exec "$PY" -m pytest tests "$@"
+# Paths among the arguments (tests/form, tests/cli/test_hook.py::test_x) run alone; without any,
+# the whole suite runs.
+targets=(tests)
+for arg in "$@"; do
+  if [ -e "${arg%%::*}" ]; then targets=(); break; fi
+done
+exec "$PY" -m pytest "${targets[@]}" "$@"
