@@ -190,7 +190,7 @@ def test_a_proof_relayed_from_the_forms_own_port_is_refused_and_the_page_says_wh
         relay.wait_for(lambda r: r.get("request", "").startswith("GET /api/prove?"), "the page's proof request")
         notice = page.locator('[data-id="impostor"]')
         notice.wait_for()
-        assert "passed the question on" in notice.inner_text()
+        assert "passed this page's check on" in notice.inner_text()
         proved_at = max(n for n, r in enumerate(relay.seen) if r.get("request", "").startswith("GET /api/prove?"))
         later = [r["request"] for r in relay.seen[proved_at + 1:] if "request" in r]
         assert not [head for head in later if form.token in head]  # nothing carrying the token went on

@@ -110,11 +110,16 @@ def test_the_plugin_holds_the_manifests_the_server_entry_the_archive_one_skill_a
         "ask-user-rich/hooks/hooks.json",
         "ask-user-rich/skills/ask-user-rich/SKILL.md",
     ]
-    # The AskUserQuestion hook, told Claude Code's limit for it so that it gives up first.
+    # The AskUserQuestion hook and the permission hook (every tool's asks), each told Claude
+    # Code's limit for it so that it gives up first.
     hooks = json.loads(files["ask-user-rich/hooks/hooks.json"][1])
-    assert hooks == {"hooks": {"PreToolUse": [{"matcher": "AskUserQuestion", "hooks": [{
-        "type": "command", "timeout": 3600,
-        "command": 'python3 "${CLAUDE_PLUGIN_ROOT}/askrich.pyz" hook ask-user-question --timeout 3600'}]}]}}
+    assert hooks == {"hooks": {
+        "PreToolUse": [{"matcher": "AskUserQuestion", "hooks": [{
+            "type": "command", "timeout": 3600,
+            "command": 'python3 "${CLAUDE_PLUGIN_ROOT}/askrich.pyz" hook ask-user-question --timeout 3600'}]}],
+        "PermissionRequest": [{"matcher": "*", "hooks": [{
+            "type": "command", "timeout": 3600,
+            "command": 'python3 "${CLAUDE_PLUGIN_ROOT}/askrich.pyz" hook permission-request --timeout 3600'}]}]}}
     marketplace = json.loads(files[".claude-plugin/marketplace.json"][1])
     assert [p["name"] for p in marketplace["plugins"]] == ["ask-user-rich"]
     assert marketplace["plugins"][0]["source"] == "./ask-user-rich"
