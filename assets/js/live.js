@@ -9,6 +9,8 @@ import { api, state, payload } from "./state.js";
 import { connectionLost } from "./guard.js";
 import { onBusyAgain, pollDelay, request, streams } from "./transport.js";
 
+const RETRY_MS = 250;
+
 export function startLive({ onState, onGone, onBack }) {
   let pollTimer = null;
   let gone = false;
@@ -26,7 +28,7 @@ export function startLive({ onState, onGone, onBack }) {
     if (code === "not-found") { stop(); onGone(code); return; }
     if (!gone) { gone = true; onGone(code); }
   };
-  const checkOnce = async () => {
+  const checkOnce = async (again = true) => {
     try {
       const r = await request("/state", { cache: "no-store" });
       if (!r.ok) {
@@ -38,6 +40,12 @@ export function startLive({ onState, onGone, onBack }) {
       if (pollTimer && !es) openStream();
       return true;
     } catch {
+      // A connection taken by a process of ours just as it exits is reset, and the next one
+      // reaches another that holds the door: one more look before the person hears "gone".
+      if (again && !stopped) {
+        await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
+        return checkOnce(false);
+      }
       lost(null);
       return false;
     }
