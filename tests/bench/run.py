@@ -36,7 +36,6 @@ import concurrent.futures
 import json
 import os
 import platform
-import queue
 import shutil
 import signal
 import statistics
@@ -53,7 +52,8 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 import askrich  # noqa: E402
 import build_zipapp  # noqa: E402
-from helpers.support import api_url, http_request, vm_status, wait_for_file  # noqa: E402
+from helpers.inbox_support import free_port, read_key  # noqa: E402
+from helpers.support import api_url, http_request, vm_status  # noqa: E402
 
 PYTHON = os.path.realpath(sys.executable)
 MODULE = os.path.join(ROOT, "askrich.py")
@@ -495,11 +495,7 @@ def bench_inbox(mode: dict, pyz: str, work: str, results: dict) -> None:
     inbox off, then two on one log folder and one inbox port (the first holds it, the second
     lists its entry and retries the bind every 5 s). Their CPU over `inbox` idle seconds, and
     their memory."""
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     log_dir = os.path.join(work, "logs-inbox")
     off_env = server_env(os.path.join(work, "logs-inbox-off"), os.path.join(work, "cache"))
     on_env = dict(server_env(log_dir, os.path.join(work, "cache")), ASK_USER_RICH_INBOX_PORT=str(port))
@@ -509,18 +505,11 @@ def bench_inbox(mode: dict, pyz: str, work: str, results: dict) -> None:
             client = Client([PYTHON, pyz], env)
             clients.append(client)
             client.initialize()
-            client.tool_result(client.tool("ask_user_rich", small_interview("Inbox bench")))
-            if len(clients) == 2:  # the first with the inbox on: it must hold it before the next starts
-                wait_for_file(os.path.join(log_dir, "inbox", "%d.json" % client.process.pid), timeout=WAIT)
-                with open(os.path.join(log_dir, "inbox.key")) as handle:
-                    key = handle.read().strip()
-                deadline = time.monotonic() + WAIT
-                while askrich.prove_inbox_holder(port, key) != "ours":
-                    if time.monotonic() > deadline:
-                        raise RuntimeError("the first server with the inbox on does not hold it")
-                    time.sleep(0.05)
-        # Every inbox entry written and the holder serving before the watch begins.
-        wait_for_file(os.path.join(log_dir, "inbox", "%d.json" % clients[2].process.pid), timeout=WAIT)
+            _, opened = client.tool_result(client.tool("ask_user_rich", small_interview("Inbox bench")))
+            if env is on_env:
+                # The first with the inbox on holds it before the next starts, and the next has
+                # its entry written and the holder proved before the watch begins.
+                shown_at_door(opened, port)
         time.sleep(IDLE_SECONDS)
         seconds = mode["inbox"]
         before = [cpu_ms(c.process.pid) for c in clients]
@@ -568,6 +557,24 @@ class StampedEvents:
         self.socket.close()
 
 
+def shown_at_door(opened: dict, port: int) -> None:
+    """The form's URL is the front door's on `port`: its process holds the door or proved the
+    holder ours, and its registry file names the form (written before a door URL goes out),
+    so no wait on the file is needed."""
+    if not opened["url"].startswith("http://localhost:%d/" % port):
+        raise RuntimeError("the form shows %s, not the door" % opened["url"])
+
+
+def door_folder(base: str, prefix: str):
+    """A fresh log folder under `base` and a free inbox port: (port, folder, logs, env)."""
+    import tempfile
+
+    port = free_port()
+    folder = tempfile.mkdtemp(dir=base, prefix=prefix)
+    logs = os.path.join(folder, "logs")
+    return port, folder, logs, dict(server_env(logs), ASK_USER_RICH_INBOX_PORT=str(port))
+
+
 def own_url(log_dir: str, pid: int, session: str) -> str:
     """A form's own address (its process's port), from that process's registry file."""
     with open(os.path.join(log_dir, "inbox", "%d.json" % pid)) as handle:
@@ -592,15 +599,7 @@ def bench_door(mode: dict, work: str, results: dict) -> None:
 
 
 def door_round_trips(mode: dict, base: str, results: dict, suffix: str, everything: bool) -> None:
-    import socket
-    import tempfile
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    folder = tempfile.mkdtemp(dir=base, prefix="askrich-door-")
-    logs = os.path.join(folder, "logs")
-    env = dict(server_env(logs), ASK_USER_RICH_INBOX_PORT=str(port))
+    port, folder, logs, env = door_folder(base, "askrich-door-")
     clients = []
     try:
         holder = Client([PYTHON, MODULE], env)
@@ -614,9 +613,7 @@ def door_round_trips(mode: dict, base: str, results: dict, suffix: str, everythi
         for round_number in range(mode["door_rounds"] * 2 + 1):
             interview = small_interview("Door %d" % round_number)
             _, opened = owner.tool_result(owner.tool("ask_user_rich", interview))
-            if not opened["url"].startswith("http://localhost:%d/" % port):
-                raise RuntimeError("the owner shows %s, not the door" % opened["url"])
-            wait_for_file(os.path.join(logs, "inbox", "%d.json" % owner.process.pid), timeout=WAIT)
+            shown_at_door(opened, port)
             own = own_url(logs, owner.process.pid, opened["sessionId"])
             if everything:
                 through, straight = door_append(owner, opened, own)
@@ -639,7 +636,7 @@ def door_round_trips(mode: dict, base: str, results: dict, suffix: str, everythi
             results["door_direct_append"] = figure(direct_event)
             results["door_append"] = figure(door_event)
             results["door_append_extra"] = figure([a - b for a, b in zip(door_event, direct_event)])
-            door_memory(mode, holder, env, logs, clients, results)
+            door_memory(mode, holder, env, port, clients, results)
     finally:
         for client in clients:
             client.close()
@@ -661,15 +658,15 @@ def door_append(owner, opened: dict, own: str):
             stream.close()
 
 
-def door_memory(mode: dict, holder, env: dict, logs: str, clients: list, results: dict) -> None:
+def door_memory(mode: dict, holder, env: dict, port: int, clients: list, results: dict) -> None:
     time.sleep(IDLE_SECONDS)
     results["door_holder_rss_alone"] = figure([vm_status(holder.process.pid)["VmRSS"]])
     for index in range(mode["door"]):
         other = Client([PYTHON, MODULE], env)
         clients.append(other)
         other.initialize()
-        other.tool_result(other.tool("ask_user_rich", small_interview("Registered %d" % index)))
-        wait_for_file(os.path.join(logs, "inbox", "%d.json" % other.process.pid), timeout=WAIT)
+        _, opened = other.tool_result(other.tool("ask_user_rich", small_interview("Registered %d" % index)))
+        shown_at_door(opened, port)
     time.sleep(IDLE_SECONDS + askrich.INBOX_RETRY_SECONDS)  # the holder has read them all
     results["door_holder_rss_ten"] = figure([vm_status(holder.process.pid)["VmRSS"]])
 
@@ -678,15 +675,7 @@ def door_scale(mode: dict, base: str, results: dict) -> None:
     """`scale` processes of ours (people run that many agents), each with an interview pending
     and each holding the door: the inbox listing's time, a submit through the door against one
     direct, and how soon a new interview reaches an inbox stream that is open."""
-    import socket
-    import tempfile
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    folder = tempfile.mkdtemp(dir=base, prefix="askrich-scale-")
-    logs = os.path.join(folder, "logs")
-    env = dict(server_env(logs), ASK_USER_RICH_INBOX_PORT=str(port))
+    port, folder, logs, env = door_folder(base, "askrich-scale-")
     clients = []
     try:
         for index in range(mode["scale"]):
@@ -694,8 +683,7 @@ def door_scale(mode: dict, base: str, results: dict) -> None:
             clients.append(client)
             client.initialize()
             client.tool_result(client.tool("ask_user_rich", small_interview("Scale %d" % index)))
-        with open(os.path.join(logs, "inbox.key")) as handle:
-            listing_url = "http://127.0.0.1:%d/api/inbox/%s" % (port, handle.read().strip())
+        listing_url = "http://127.0.0.1:%d/api/inbox/%s" % (port, read_key(logs))
         times = []
         for _ in range(mode["door_rounds"]):
             status, body, took = request(listing_url)
