@@ -14,7 +14,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -26,6 +25,8 @@ from playwright.sync_api import expect
 from formkit import ROOT
 
 from helpers import clients_support
+from helpers.inbox_support import free_port
+from helpers.modern_support import log_events
 from helpers.support import wait_for_file
 from test_app_host import FIRST_QUESTION_MS, first_question_ms
 
@@ -35,12 +36,6 @@ PNG = base64.b64decode(
 SPEC = {"title": "Release plan", "questions": [
     {"id": "db", "header": "Which database?", "options": [{"id": "pg", "label": "Postgres"}, {"id": "my", "label": "MySQL"}]},
 ]}
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class Inspector:
@@ -55,8 +50,7 @@ class Inspector:
         env = dict(os.environ, HOME=home, CLIENT_PORT=str(port), MCP_SANDBOX_PORT="0", MCP_APP_ORIGIN_PORT="0",
                    DANGEROUSLY_OMIT_AUTH="true", MCP_AUTO_OPEN_ENABLED="false", MCP_INSPECTOR_SECRET_STORE="memory",
                    MCP_STORAGE_DIR=os.path.join(str(folder), "storage"))
-        for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-            env[name] = clients_support.DEAD_PROXY
+        env.update(dict.fromkeys(clients_support.PROXIES, clients_support.DEAD_PROXY))
         server_env = {"ASK_USER_RICH_LOG_DIR": self.logs, "ASK_USER_RICH_OPEN": "0", "ASK_USER_RICH_INBOX_PORT": "0",
                       "ASK_USER_RICH_NOTIFY": "off", "XDG_CACHE_HOME": os.path.join(str(folder), "cache")}
         args = [clients_support.node(), clients_support.inspector(), "--web", "--protocol-era", era]
@@ -91,16 +85,12 @@ class Inspector:
 
     def session_of(self, event: str) -> str:
         """The interview id of the latest `event` in our server's log."""
-        path = os.path.join(self.logs, "server.log")
-        wait_for_file(path)
+        wait_for_file(os.path.join(self.logs, "server.log"))
         deadline = time.monotonic() + 15
-        while True:
-            with open(path, encoding="utf-8") as log:
-                found = re.findall(r" %s interview=([0-9a-f]{12})" % re.escape(event), log.read())
-            if found:
-                return found[-1]
+        while not log_events(self.logs, event):
             assert time.monotonic() < deadline, "no %s in server.log" % event
             time.sleep(0.05)
+        return log_events(self.logs, event)[-1]["interview"]
 
 
 @pytest.fixture(scope="module")

@@ -52,24 +52,47 @@ INSTALL_TIMEOUT = 1800
 CLI_TIMEOUT = 120
 # A port nothing listens on: a client that tries the network fails fast.
 DEAD_PROXY = "http://127.0.0.1:9"
+PROXIES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+
+
+def _pin_name(package, version):
+    return "%s-%s" % (package.rsplit("/", 1)[-1], version)
+
+
+def _cache_folder(environ, kind, name):
+    """<the user's cache>/ask-user-rich-tests/<kind>/<name>, by `environ` (os.environ if None)."""
+    environ = os.environ if environ is None else environ
+    cache = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "ask-user-rich-tests", kind, name)
+
+
+def _npm(what):
+    npm = shutil.which("npm")
+    if npm is None:
+        raise SystemExit("clients_support: npm is needed to install %s" % what)
+    return npm
+
+
+def _missing(message):
+    """Skip the test, or fail it when the test command promised to install what is missing."""
+    import pytest
+
+    if os.environ.get("ASK_USER_RICH_TESTS_REQUIRE_CLIENTS") == "1":
+        pytest.fail(message)
+    pytest.skip(message)
 
 
 def cache_key():
     """The cache folder's name: every pin, so another pin never reuses an old install."""
     parts = ["node-" + NODE[1]]
     pins = list(CLIENTS.values()) + [pin[1:] for pin in LEGACY_CLIENTS.values()] + list(LIBRARIES)
-    for package, version in pins:
-        parts.append("%s-%s" % (package.rsplit("/", 1)[-1], version))
-    return "_".join(parts)
+    return "_".join(parts + [_pin_name(package, version) for package, version in pins])
 
 
 def clients_dir(environ=None):
     environ = os.environ if environ is None else environ
     chosen = environ.get("ASK_USER_RICH_TESTS_CLIENTS_DIR")
-    if chosen:
-        return chosen
-    cache = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(cache, "ask-user-rich-tests", "clients", cache_key())
+    return chosen or _cache_folder(environ, "clients", cache_key())
 
 
 def bin_dir(folder=None):
@@ -116,9 +139,7 @@ def install(folder=None):
     folder = folder or clients_dir()
     if installed(folder):
         return folder
-    npm = shutil.which("npm")
-    if npm is None:
-        raise SystemExit("clients_support: npm is needed to install the client CLIs")
+    npm = _npm("the client CLIs")
     parent = os.path.dirname(folder)
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=os.path.basename(folder) + ".partial.", dir=parent)
@@ -139,10 +160,7 @@ def install(folder=None):
 
 def app_host_dir(environ=None):
     """The folder of the MCP Apps test host: its packages and the bundle built from host.mjs."""
-    environ = os.environ if environ is None else environ
-    cache = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    key = "_".join("%s-%s" % (package.rsplit("/", 1)[-1], version) for package, version in APP_HOST_PACKAGES)
-    return os.path.join(cache, "ask-user-rich-tests", "apphost", key)
+    return _cache_folder(environ, "apphost", "_".join(_pin_name(*pin) for pin in APP_HOST_PACKAGES))
 
 
 def app_host_bundle_name():
@@ -161,10 +179,7 @@ def install_app_host(folder=None):
     bundle = os.path.join(folder, app_host_bundle_name())
     esbuild = os.path.join(folder, "node_modules", ".bin", "esbuild")
     if not os.access(esbuild, os.X_OK):
-        npm = shutil.which("npm")
-        if npm is None:
-            raise SystemExit("clients_support: npm is needed to install the MCP Apps test host")
-        _npm_install(npm, folder, ["%s@%s" % pin for pin in APP_HOST_PACKAGES])
+        _npm_install(_npm("the MCP Apps test host"), folder, ["%s@%s" % pin for pin in APP_HOST_PACKAGES])
     if os.path.isfile(bundle):
         return bundle
     # Beside node_modules, where its imports resolve; named as its bundle, so that two runs at
@@ -183,9 +198,7 @@ def install_app_host(folder=None):
 
 def inspector_dir(environ=None):
     """The folder MCP Inspector is installed in."""
-    environ = os.environ if environ is None else environ
-    cache = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(cache, "ask-user-rich-tests", "inspector", "%s-%s" % (INSPECTOR[0].rsplit("/", 1)[-1], INSPECTOR[1]))
+    return _cache_folder(environ, "inspector", _pin_name(*INSPECTOR))
 
 
 def inspector_launcher(folder=None):
@@ -198,54 +211,35 @@ def install_inspector(folder=None):
     folder = folder or inspector_dir()
     launcher = inspector_launcher(folder)
     if not os.path.isfile(launcher):
-        npm = shutil.which("npm")
-        if npm is None:
-            raise SystemExit("clients_support: npm is needed to install MCP Inspector")
-        _npm_install(npm, folder, ["%s@%s" % INSPECTOR])
+        _npm_install(_npm("MCP Inspector"), folder, ["%s@%s" % INSPECTOR])
     return launcher
 
 
 def inspector():
     """MCP Inspector's launcher; skips the test when it is not installed, or fails it when the
     test command promised to install it."""
-    import pytest
-
     launcher = inspector_launcher()
     if not os.path.isfile(launcher):
-        message = "MCP Inspector %s is not installed (python3 tests/helpers/clients_support.py installs it)" % INSPECTOR[1]
-        if os.environ.get("ASK_USER_RICH_TESTS_REQUIRE_CLIENTS") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
+        _missing("MCP Inspector %s is not installed (python3 tests/helpers/clients_support.py installs it)" % INSPECTOR[1])
     return launcher
 
 
 def app_host_bundle():
     """The bundled test host; skips the test when it is not built, or fails it when the test
     command promised to build it."""
-    import pytest
-
     bundle = os.path.join(app_host_dir(), app_host_bundle_name())
     if not os.path.isfile(bundle):
-        message = "the MCP Apps test host is not built (python3 tests/helpers/clients_support.py builds it)"
-        if os.environ.get("ASK_USER_RICH_TESTS_REQUIRE_CLIENTS") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
+        _missing("the MCP Apps test host is not built (python3 tests/helpers/clients_support.py builds it)")
     return bundle
 
 
 def cli(name):
     """The path of client CLI `name`; skips the test when it is not installed, or fails it when
     the test command promised to install it."""
-    import pytest
-
-    path = os.path.join(bin_dir(), name)
     if not installed():
-        message = ("%s %s is not installed in %s (python3 tests/helpers/clients_support.py installs the "
-                   "pinned client CLIs)" % (CLIENTS[name] + (clients_dir(),)))
-        if os.environ.get("ASK_USER_RICH_TESTS_REQUIRE_CLIENTS") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
+        _missing("%s %s is not installed in %s (python3 tests/helpers/clients_support.py installs the "
+                 "pinned client CLIs)" % (CLIENTS[name] + (clients_dir(),)))
+    return os.path.join(bin_dir(), name)
 
 
 def legacy_cli(key):
@@ -285,8 +279,7 @@ def offline_env(tmp_path, extra_path=()):
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         "NO_UPDATE_NOTIFIER": "1",
     })
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        env[name] = DEAD_PROXY
+    env.update(dict.fromkeys(PROXIES, DEAD_PROXY))
     env["NO_PROXY"] = env["no_proxy"] = ""
     return env
 
