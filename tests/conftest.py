@@ -28,8 +28,8 @@ _fixture_servers: dict = {}  # process key -> the wider-scoped fixture that star
 
 def _check_leftovers(new: dict, owner: str) -> None:
     """Kill and remember each of `new` that does not end within the grace."""
-    for pid in leftovers.still_running([pid for pid, _ in new], leftovers.LEFTOVER_GRACE):
-        _left_behind.append((owner, pid, next(argv for (p, _), argv in new.items() if p == pid)))
+    for (pid, _), argv in leftovers.still_running(new, leftovers.LEFTOVER_GRACE).items():
+        _left_behind.append((owner, pid, argv))
         try:
             os.kill(pid, 9)
         except ProcessLookupError:
@@ -50,13 +50,12 @@ def pytest_fixture_setup(fixturedef, request):
 
 
 def pytest_fixture_post_finalizer(fixturedef, request):
-    mine = [key for key, owner in _fixture_servers.items() if owner is fixturedef]
+    mine = {key for key, owner in _fixture_servers.items() if owner is fixturedef}
     if not mine:
         return
     for key in mine:
         del _fixture_servers[key]
-    alive = leftovers.our_servers()
-    _check_leftovers({key: alive[key] for key in mine if key in alive},
+    _check_leftovers({key: argv for key, argv in leftovers.our_servers().items() if key in mine},
                      "the %s fixture %r" % (fixturedef.scope, fixturedef.argname))
 
 

@@ -312,12 +312,13 @@ def test_the_leftover_check_finds_this_runs_servers_only_and_wakes_on_their_exit
                                                               if k != leftovers.RUN_MARK})
     try:
         ours.initialize()
-        found = {pid for pid, _ in leftovers.our_servers()}
-        assert ours.process.pid in found and theirs.pid not in found
-        assert leftovers.still_running([ours.process.pid], 0.05) == [ours.process.pid]
+        found = leftovers.our_servers()
+        assert ours.process.pid in {pid for pid, _ in found} and theirs.pid not in {pid for pid, _ in found}
+        mine = {key: argv for key, argv in found.items() if key[0] == ours.process.pid}
+        assert leftovers.still_running(mine, 0.05) == mine
         ours.process.stdin.close()
         started = time.monotonic()
-        assert leftovers.still_running([ours.process.pid], WAIT) == []
+        assert leftovers.still_running(mine, WAIT) == {}
         assert time.monotonic() - started < WAIT / 2  # woken by the exit, not by the deadline
     finally:
         ours.close()

@@ -40,24 +40,21 @@ def our_servers() -> dict:
     return found
 
 
-def still_running(pids, patience: float) -> list:
-    """Those of `pids` that have not ended within `patience` seconds (waited on together)."""
+def still_running(servers: dict, patience: float) -> dict:
+    """Those of `servers` (as our_servers gives them) that have not ended within `patience`
+    seconds, all waited on against one deadline."""
     handles = {}
-    for pid in pids:
+    for key in servers:
         try:
-            handles[os.pidfd_open(pid)] = pid
+            handles[key] = os.pidfd_open(key[0])
         except ProcessLookupError:
             pass
+    deadline = time.monotonic() + patience
     try:
-        ended, deadline = set(), time.monotonic() + patience
-        while len(ended) < len(handles):
-            ready, _, _ = select.select([fd for fd in handles if fd not in ended], [], [], max(0.0, deadline - time.monotonic()))
-            if not ready:
-                break
-            ended.update(ready)
-        return [pid for fd, pid in handles.items() if fd not in ended]
+        return {key: servers[key] for key, fd in handles.items()
+                if not select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]}
     finally:
-        for fd in handles:
+        for fd in handles.values():
             os.close(fd)
 
 
