@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import time
 
@@ -206,8 +207,13 @@ def test_the_door_never_forwards_to_a_listener_that_is_not_ours(tmp_path):
         answer = http_request(base + "/api/s/%s/submit" % token, "POST", {"answers": {}, "note": "a secret"})
         assert answer.status == 502 and answer.json()["code"] == "owner-unreachable"
         assert http_request(base + "/s/" + token).status == 502
-        time.sleep(0.5)  # what the stranger's connections sent, if anything, is reported by then
-        assert all(report["got"] == "" for report in stranger.seen if "got" in report), stranger.seen
+        # The listener takes one connection at a time, in the order they came: once the test's
+        # own, made after the door's requests, is reported, so is every connection before it.
+        with socket.create_connection(("127.0.0.1", foreign)) as last:
+            last.sendall(b"the test's own")
+        stranger.wait_for(lambda report: report.get("got") == "the test's own", "the test's own connection")
+        got = [report["got"] for report in stranger.seen if "got" in report]
+        assert got[-1] == "the test's own" and all(sent == "" for sent in got[:-1]), got
     finally:
         alive.kill()
         alive.wait()
