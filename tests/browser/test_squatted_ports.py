@@ -10,10 +10,11 @@ from helpers.inbox_support import free_port, read_key  # noqa: E402
 from helpers.other_user import OtherUserProcess  # noqa: E402
 from helpers.support import LogWatch  # noqa: E402
 
-# Binds every port it is given on both loopbacks as soon as it can, reports each request head
-# (one JSON line), and answers every prove with a proof it cannot know.
-SQUATTER = r"""
-import json, socket, sys, threading, time
+# What both of the other user's programs below start with: report(value) writes one JSON line
+# from any thread; read_head(connection) reads a request up to the end of its head (less when
+# the peer closed first).
+REPORTING = r"""
+import json, re, socket, sys, threading, time
 said = threading.Lock()
 
 def report(value):
@@ -21,16 +22,23 @@ def report(value):
         sys.stdout.write(json.dumps(value) + "\n")
         sys.stdout.flush()
 
+def read_head(connection):
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = connection.recv(65536)
+        if not chunk:
+            break
+        head += chunk
+    return head
+"""
+
+# Binds every port it is given on both loopbacks as soon as it can, reports each request head
+# (one JSON line), and answers every prove with a proof it cannot know.
+SQUATTER = REPORTING + r"""
 def serve(listener, port):
     while True:
         connection, _ = listener.accept()
-        head = b""
-        while b"\r\n\r\n" not in head:
-            chunk = connection.recv(4096)
-            if not chunk:
-                break
-            head += chunk
-        report({"port": port, "request": head.decode("latin-1")})
+        report({"port": port, "request": read_head(connection).decode("latin-1")})
         body = b'{"proof": "%s", "pageProof": "%s"}' % (b"0" * 64, b"0" * 64)
         connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
                            b"Connection: close\r\n\r\n%s" % (len(body), body))
@@ -117,18 +125,11 @@ def test_pages_whose_servers_were_replaced_by_another_user_send_it_no_secret(bro
 # Passes every connection on to the form's own port, byte for byte, as another user; reports
 # each request head, and cuts the page's events stream after a moment, so that the page must
 # prove the server again: a proof it gets only from the form's own port, through the relay.
-RELAY = r"""
-import json, re, socket, sys, threading, time
+RELAY = REPORTING + r"""
 owner = int(sys.argv[1])
 listener = socket.socket()
 listener.bind(("127.0.0.1", 0))
 listener.listen(64)
-said = threading.Lock()
-
-def report(value):
-    with said:
-        sys.stdout.write(json.dumps(value) + "\n")
-        sys.stdout.flush()
 
 def pipe(source, sink, clean=False):
     try:
@@ -146,12 +147,9 @@ def pipe(source, sink, clean=False):
             pass
 
 def relay(page):
-    head = b""
-    while b"\r\n\r\n" not in head:
-        chunk = page.recv(65536)
-        if not chunk:
-            return
-        head += chunk
+    head = read_head(page)
+    if b"\r\n\r\n" not in head:
+        return
     report({"request": head.split(b"\r\n\r\n")[0].decode("latin-1")})
     upstream = socket.create_connection(("127.0.0.1", owner))
     # As the owner's own page would ask: its Host, no Origin.
