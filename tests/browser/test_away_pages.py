@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from formkit import PHONE, WATCH_CSP, Form, askrich  # noqa: E402
 from helpers.inbox_support import free_port, read_key  # noqa: E402
-from helpers.support import WAIT, LogWatch, form_strings, submit, wait_for_interview, wait_for_result  # noqa: E402
+from helpers.support import WAIT, form_strings, submit, wait_for_interview, wait_for_result, watched_runtime  # noqa: E402
 
 SPEC = {"title": "Release plan", "questions": [
     {"id": "db", "header": "Which database?", "options": [{"id": "pg", "label": "Postgres"},
@@ -28,11 +28,7 @@ SPEC = {"title": "Release plan", "questions": [
 
 
 def runtime(tmp_path, **settings):
-    logs = str(tmp_path / "logs")
-    watch = LogWatch()
-    rt = askrich.Runtime(askrich.Config(log_dir=logs, open_browser=False, **settings), askrich.Log(logs, stream=watch))
-    rt.watch = watch
-    return rt
+    return watched_runtime(tmp_path / "logs", **settings)
 
 
 def new_page(browser, **options):

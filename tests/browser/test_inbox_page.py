@@ -3,7 +3,6 @@ Japanese and Arabic, the tab's count, the calm empty state, notifications once a
 light and dark, a 360 px phone, the keyboard; and the form's "more waiting" link to it."""
 from __future__ import annotations
 
-import io
 import threading
 from pathlib import Path
 
@@ -11,9 +10,9 @@ import pytest
 from playwright.sync_api import expect
 
 from axe_playwright_python.sync_playwright import Axe  # noqa: E402
-from formkit import DESKTOP, PHONE, WATCH_CSP, askrich, isolated  # noqa: E402
+from formkit import DESKTOP, PHONE, WATCH_CSP, isolated  # noqa: E402
 from helpers.inbox_support import free_port, read_key  # noqa: E402
-from helpers.support import WAIT, LogWatch, form_strings, submit, wait_for_result  # noqa: E402
+from helpers.support import WAIT, form_strings, submit, wait_for_result, watched_runtime  # noqa: E402
 
 AXE = Axe()
 
@@ -33,11 +32,7 @@ window.Notification = class {
 
 @pytest.fixture
 def inbox_rt(tmp_path):
-    log = LogWatch()
-    logs = str(tmp_path / "logs")
-    rt = askrich.Runtime(askrich.Config(log_dir=logs, open_browser=False, inbox_port=free_port()),
-                         askrich.Log(logs, stream=log))
-    rt.watch = log
+    rt = watched_runtime(tmp_path / "logs", inbox_port=free_port())
     yield rt
     rt.close()
 

@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 
 from formkit import PHONE, WATCH_CSP, askrich  # noqa: E402
 from helpers.inbox_support import free_port, read_key  # noqa: E402
-from helpers.support import WAIT, LogWatch, form_strings, http_request, submit  # noqa: E402
+from helpers.support import WAIT, form_strings, http_request, quiet_runtime, submit, watched_runtime  # noqa: E402
 from test_languages import LANGUAGES, spec_in  # noqa: E402
 
 ZBARIMG = shutil.which("zbarimg")
@@ -24,11 +24,7 @@ ZBARIMG = shutil.which("zbarimg")
 def public_rt(tmp_path):
     """A process holding the door, with a public URL its pages are opened at."""
     port = free_port()
-    logs = str(tmp_path / "logs")
-    log = LogWatch()
-    rt = askrich.Runtime(askrich.Config(log_dir=logs, open_browser=False, inbox_port=port,
-                                        public_url="http://127.0.0.1:%d" % port), askrich.Log(logs, stream=log))
-    rt.watch = log
+    rt = watched_runtime(tmp_path / "logs", inbox_port=port, public_url="http://127.0.0.1:%d" % port)
     yield rt
     rt.close()
 
@@ -96,14 +92,12 @@ def test_the_form_and_the_inbox_offer_their_address_as_a_qr_code_at_360_px(brows
 
 def test_without_a_public_url_nothing_is_offered(tmp_path):
     port = free_port()
-    logs = str(tmp_path / "logs")
-    rt = askrich.Runtime(askrich.Config(log_dir=logs, open_browser=False, inbox_port=port),
-                         askrich.Log(logs, stream=LogWatch()))
+    rt = quiet_runtime(tmp_path / "logs", inbox_port=port)
     try:
         form = rt.open_interview({"title": "Here", "questions": [{"id": "q", "header": "Ready?"}]})
         state = http_request(rt.form_url(form).replace("/s/", "/api/s/") + "/state").json()
         assert "share" not in state
-        key = read_key(logs)
+        key = read_key(tmp_path / "logs")
         assert "share" not in http_request("http://127.0.0.1:%d/api/inbox/%s" % (port, key)).json()
         assert http_request("http://127.0.0.1:%d/api/inbox/%s/share" % (port, key)).status == 404
     finally:

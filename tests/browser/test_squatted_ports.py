@@ -5,10 +5,10 @@ gets a wrong proof, sends it nothing more, and tells the person why (tests/READM
 user of this machine")."""
 from __future__ import annotations
 
-from formkit import DESKTOP, WATCH_CSP, askrich  # noqa: E402
+from formkit import DESKTOP, WATCH_CSP  # noqa: E402
 from helpers.inbox_support import free_port, read_key  # noqa: E402
 from helpers.other_user import OtherUserProcess  # noqa: E402
-from helpers.support import LogWatch  # noqa: E402
+from helpers.support import quiet_runtime, watched_runtime  # noqa: E402
 
 # What both of the other user's programs below start with: report(value) writes one JSON line
 # from any thread; read_head(connection) reads a request up to the end of its head (less when
@@ -65,11 +65,8 @@ threading.Event().wait()
 
 
 def test_pages_whose_servers_were_replaced_by_another_user_send_it_no_secret(browser, tmp_path):
-    log = LogWatch()
-    logs = str(tmp_path / "logs")
     inbox_port = free_port()
-    rt = askrich.Runtime(askrich.Config(log_dir=logs, open_browser=False, inbox_port=inbox_port),
-                         askrich.Log(logs, stream=log))
+    rt = watched_runtime(tmp_path / "logs", inbox_port=inbox_port)
     context = browser.new_context(viewport=DESKTOP, locale="en-US")
     context.add_init_script(WATCH_CSP)
     squatter = None
@@ -77,8 +74,8 @@ def test_pages_whose_servers_were_replaced_by_another_user_send_it_no_secret(bro
         form = rt.open_interview({"title": "Rotate the keys?", "questions": [
             {"id": "go", "header": "Rotate now?", "options": [{"id": "yes", "label": "Yes"}, {"id": "no", "label": "No"}]}]})
         other = rt.open_interview({"title": "Another", "questions": [{"id": "q", "header": "Ok?"}]})
-        log.wait_for("inbox-holding")
-        key = read_key(logs)
+        rt.watch.wait_for("inbox-holding")
+        key = read_key(tmp_path / "logs")
         form_port = rt.form_server.port
         page = context.new_page()
         page.goto(rt.form_url(form))
@@ -171,9 +168,7 @@ while True:
 
 
 def test_a_proof_relayed_from_the_forms_own_port_is_refused_and_the_page_says_why(browser, tmp_path):
-    logs = str(tmp_path / "logs")
-    rt = askrich.Runtime(askrich.Config(log_dir=logs, open_browser=False, inbox_port=0),
-                         askrich.Log(logs, stream=LogWatch()))
+    rt = quiet_runtime(tmp_path / "logs", inbox_port=0)
     context = browser.new_context(viewport=DESKTOP, locale="en-US")
     context.add_init_script(WATCH_CSP)
     relay = None

@@ -16,7 +16,8 @@ import pytest
 
 from helpers.inbox_support import Agent, free_port, read_key
 from helpers.other_user import OtherUserProcess
-from helpers.support import LogWatch, askrich, http_request, interview, submit
+from helpers.support import askrich, http_request, interview, submit
+from test_other_users import runtime
 
 pytestmark = pytest.mark.skipif(not askrich.DOOR_SHARED, reason="the kernel shares a port with one user only on Linux")
 
@@ -41,12 +42,6 @@ while True:
             attempt.close()
     time.sleep(0.002)
 """
-
-
-def runtime(log_dir, **settings):
-    log = LogWatch()
-    config = askrich.Config(log_dir=str(log_dir), open_browser=False, **settings)
-    return askrich.Runtime(config, askrich.Log(str(log_dir), stream=log)), log
 
 
 def door_state(port: int, agent) -> int:

@@ -12,15 +12,15 @@ import pytest
 
 from helpers.inbox_support import free_port, read_key
 from helpers.other_user import OtherUserProcess, binds_as_other_user, run_as_other_user
-from helpers.support import WAIT, LogWatch, askrich, interview
+from helpers.support import WAIT, LogWatch, askrich, interview, watched_runtime
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="other users and setpriv are POSIX")
 
 
 def runtime(log_dir, **settings):
-    log = LogWatch()
-    config = askrich.Config(log_dir=str(log_dir), open_browser=False, **settings)
-    return askrich.Runtime(config, askrich.Log(str(log_dir), stream=log)), log
+    """A runtime on `log_dir` and the LogWatch its log writes to."""
+    rt = watched_runtime(log_dir, **settings)
+    return rt, rt.watch
 
 
 @pytest.fixture
@@ -104,7 +104,7 @@ def test_an_inbox_port_held_by_another_user_on_one_loopback_is_not_held_and_is_r
             log.wait_for("inbox-port-taken", "port=%d" % port)
             assert rt.inbox.server is None  # 127.0.0.1 was free, but only half the address
             assert askrich.form_state(rt, form).get("inbox", {}).get("url") is None
-            key = open(os.path.join(str(tmp_path / "logs"), "inbox.key")).read().strip()
+            key = read_key(tmp_path / "logs")
             # The probe asked the squatter for a proof, and sent it nothing of the key.
             probe = squatter.wait_for(lambda report: "request" in report, "the holder's probe")
             assert probe["request"].startswith("GET /api/inbox/prove?nonce=")

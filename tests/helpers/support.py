@@ -100,6 +100,14 @@ def quiet_runtime(log_dir, stream=None, **settings) -> askrich.Runtime:
     return askrich.Runtime(config, askrich.Log(str(log_dir), stream=stream if stream is not None else io.StringIO()))
 
 
+def watched_runtime(log_dir, **settings) -> askrich.Runtime:
+    """A quiet_runtime whose log a test waits on: its LogWatch is the runtime's `watch`."""
+    watch = LogWatch()
+    runtime = quiet_runtime(log_dir, watch, **settings)
+    runtime.watch = watch
+    return runtime
+
+
 def two_tasks_then_restart(log_dir):
     """An earlier server makes a task on an interview the user answers and one on an interview
     still pending when it stops; then the next server starts on the same folder.
