@@ -15,7 +15,7 @@ import time
 import pytest
 
 from helpers.inbox_support import Agent, free_port, read_key
-from helpers.support import WAIT, EventsReader, LogWatch, api_url, askrich, http_request, submit
+from helpers.support import WAIT, EventsReader, api_url, askrich, http_request, quiet_runtime, submit, watched_runtime
 from form.test_hardening_http import exchange  # a request written byte for byte, the answer whole
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="process signals and file modes are POSIX")
@@ -54,9 +54,8 @@ def door(tmp_path):
     process, one interview asked, on the same log folder."""
     port = free_port()
     logs = tmp_path / "logs"
-    log = LogWatch()
-    runtime = askrich.Runtime(askrich.Config(log_dir=str(logs), open_browser=False, inbox_port=port),
-                              askrich.Log(str(logs), stream=log))
+    runtime = watched_runtime(logs, inbox_port=port)
+    log = runtime.watch
     mine = runtime.open_interview(dict(ONE_QUESTION))
     log.wait_for("inbox-holding")
     started = []
@@ -344,8 +343,7 @@ def test_a_stale_proof_is_proved_again_by_the_worker_not_by_whoever_asks_for_the
     port = free_port()
     logs = tmp_path / "logs"
     holder = Agent(logs, port, "codex", tmp_path / "codex", "Held")
-    runtime = askrich.Runtime(askrich.Config(log_dir=str(logs), open_browser=False, inbox_port=port),
-                              askrich.Log(str(logs), stream=LogWatch()))
+    runtime = quiet_runtime(logs, inbox_port=port)
     try:
         mine = runtime.open_interview(dict(ONE_QUESTION))
         door = "http://localhost:%d/s/" % port
@@ -385,7 +383,7 @@ def test_a_holder_that_proves_the_key_but_serves_no_door_leaves_each_form_at_its
 
     class OlderHolder(BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 (the base class's name)
-            key = (logs / "inbox.key").read_text().strip()
+            key = read_key(logs)
             nonce = self.path.split("nonce=", 1)[1]
             # An older version proves the key for no origin; ours, for the one asked at.
             answer = {"proof": askrich.origin_proof(key, nonce, "http://127.0.0.1:%d" % port)
@@ -404,8 +402,7 @@ def test_a_holder_that_proves_the_key_but_serves_no_door_leaves_each_form_at_its
     holder = ThreadingHTTPServer(("127.0.0.1", 0), OlderHolder)
     threading.Thread(target=holder.serve_forever, daemon=True).start()
     port = holder.server_address[1]
-    runtime = askrich.Runtime(askrich.Config(log_dir=str(logs), open_browser=False, inbox_port=port),
-                              askrich.Log(str(logs), stream=LogWatch()))
+    runtime = quiet_runtime(logs, inbox_port=port)
     try:
         mine = runtime.open_interview(dict(ONE_QUESTION))
         through = door_served == askrich.__version__
@@ -442,10 +439,8 @@ def test_the_inbox_links_a_form_of_another_version_at_its_own_port(door, tmp_pat
 def test_a_public_url_is_shown_and_accepted_and_the_door_still_binds_loopback_only(tmp_path):
     port = free_port()
     logs = tmp_path / "logs"
-    log = LogWatch()
     public = "https://devbox.example-tailnet.ts.net:8443"
-    runtime = askrich.Runtime(askrich.Config(log_dir=str(logs), open_browser=False, inbox_port=port,
-                                             public_url=public), askrich.Log(str(logs), stream=log))
+    runtime = quiet_runtime(logs, inbox_port=port, public_url=public)
     try:
         form = runtime.open_interview(dict(ONE_QUESTION))
         assert runtime.form_url(form) == "%s/s/%s" % (public, form.token)
@@ -466,8 +461,7 @@ def test_a_public_url_is_shown_and_accepted_and_the_door_still_binds_loopback_on
 
 
 def test_the_url_falls_back_to_the_process_port_when_the_door_is_off_or_foreign(tmp_path):
-    off = askrich.Runtime(askrich.Config(log_dir=str(tmp_path / "a"), open_browser=False),
-                          askrich.Log(str(tmp_path / "a"), stream=LogWatch()))
+    off = quiet_runtime(tmp_path / "a")
     try:
         form = off.open_interview(dict(ONE_QUESTION))
         assert off.form_url(form) == off.own_url(form)
@@ -479,9 +473,7 @@ def test_the_url_falls_back_to_the_process_port_when_the_door_is_off_or_foreign(
     port = squatter.getsockname()[1]
     closer = threading.Thread(target=lambda: [squatter.accept()[0].close() for _ in range(4)], daemon=True)
     closer.start()
-    log = LogWatch()
-    beside = askrich.Runtime(askrich.Config(log_dir=str(tmp_path / "b"), open_browser=False, inbox_port=port),
-                             askrich.Log(str(tmp_path / "b"), stream=log))
+    beside = quiet_runtime(tmp_path / "b", inbox_port=port)
     try:
         form = beside.open_interview(dict(ONE_QUESTION))
         assert beside.form_url(form) == beside.own_url(form)  # the door's port is not ours: the form's own address
@@ -516,8 +508,7 @@ def test_every_url_the_agent_and_the_person_see_is_the_doors(tmp_path):
 
     port = free_port()
     logs = tmp_path / "logs"
-    runtime = askrich.Runtime(askrich.Config(log_dir=str(logs), open_browser=False, inbox_port=port, progress_ms=30),
-                              askrich.Log(str(logs), stream=LogWatch()))
+    runtime = quiet_runtime(logs, inbox_port=port, progress_ms=30)
     peer = InProcessServer(runtime)
     try:
         peer.initialize()
