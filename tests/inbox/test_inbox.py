@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from helpers.inbox_support import Agent, inbox_events, free_port, read_key, titles
-from helpers.support import MODULE, WAIT, EventsReader, LogWatch, api_url, askrich, http_request, submit
+from helpers.support import MODULE, WAIT, EventsReader, api_url, askrich, http_request, submit, watched_runtime
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="process and file-mode checks are POSIX")
 
@@ -266,9 +266,8 @@ def link_of(stdout) -> str:
 
 
 def inbox_runtime(log_dir, port):
-    log = LogWatch()
-    return askrich.Runtime(askrich.Config(log_dir=str(log_dir), open_browser=False, inbox_port=port),
-                           askrich.Log(str(log_dir), stream=log)), log
+    rt = watched_runtime(log_dir, inbox_port=port)
+    return rt, rt.watch
 
 
 def inbox_threads():
