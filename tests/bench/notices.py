@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 import askrich  # noqa: E402
 from helpers.support import SubprocessServer, choice, interview  # noqa: E402
+from run import cpu_ms  # noqa: E402
 
 # `--help` is how the server asks whether notify-send takes actions: not a notice.
 STAND_IN = '#!/bin/sh\n[ "$1" = --help ] && exit 0\ndate +%%s.%%N >> %s\n'
@@ -108,11 +109,6 @@ def link_call_to_start(runs: int) -> list:
     return latencies
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = askrich.proc_stat(pid)  # utime and stime, in clock ticks
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def idle_cpu(notify: str, seconds: float) -> float:
     """CPU milliseconds a server used over `seconds` of idling with one interview pending
     (delivery link), with reminders armed or notices off."""
@@ -127,9 +123,9 @@ def idle_cpu(notify: str, seconds: float) -> float:
             if notify != "off":
                 server.log.wait_for("notice-sent")
             time.sleep(1.0)  # let start-up work settle before the window
-            before = cpu_seconds(server.process.pid)
+            before = cpu_ms(server.process.pid)
             time.sleep(seconds)
-            return (cpu_seconds(server.process.pid) - before) * 1000
+            return cpu_ms(server.process.pid) - before
         finally:
             server.close()
 

@@ -35,6 +35,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 import askrich  # noqa: E402
 import build_zipapp  # noqa: E402
 from helpers.support import submit  # noqa: E402
+from run import cpu_ms  # noqa: E402
 
 BUDGETS = {"floor": None, "start_to_url": 150.0, "submit_to_output": 50.0, "submit_to_exit": None,
            "idle_core_percent": 1.0}
@@ -118,16 +119,16 @@ def idle_share(folder: str, pyz: str, seconds: float) -> float:
     try:
         hook.url()
         time.sleep(1.0)  # start-up work settles before the window
-        before = cpu_seconds(hook.process.pid)
+        before = cpu_ms(hook.process.pid)
         time.sleep(seconds)
-        return (cpu_seconds(hook.process.pid) - before) / seconds * 100
+        return (cpu_ms(hook.process.pid) - before) / seconds / 10
     finally:
         hook.close()
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = askrich.proc_stat(pid)  # utime and stime, in clock ticks
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def summary(values: list, unit: str, digits: int = 1, **extra) -> dict:
+    return dict({"median": round(statistics.median(values), digits), "min": round(min(values), digits),
+                 "max": round(max(values), digits), "runs": len(values), "unit": unit}, **extra)
 
 
 def main(argv=None) -> int:
@@ -150,16 +151,11 @@ def main(argv=None) -> int:
             exits.append(ended)
         idle = idle_share(os.path.join(folder, "idle"), pyz, args.idle)
     figures = {
-        "floor": {"median": round(statistics.median(floors), 1), "min": round(min(floors), 1),
-                  "max": round(max(floors), 1), "runs": len(floors), "unit": "ms"},
-        "start_to_url": {"median": round(statistics.median(starts), 1), "min": round(min(starts), 1),
-                         "max": round(max(starts), 1), "runs": len(starts), "unit": "ms"},
-        "submit_to_output": {"median": round(statistics.median(submits), 1), "min": round(min(submits), 1),
-                             "max": round(max(submits), 1), "runs": len(submits), "unit": "ms"},
-        "submit_to_exit": {"median": round(statistics.median(exits), 1), "min": round(min(exits), 1),
-                           "max": round(max(exits), 1), "runs": len(exits), "unit": "ms"},
-        "idle_core_percent": {"median": round(idle, 3), "min": round(idle, 3), "max": round(idle, 3), "runs": 1,
-                              "unit": "%", "seconds": args.idle},
+        "floor": summary(floors, "ms"),
+        "start_to_url": summary(starts, "ms"),
+        "submit_to_output": summary(submits, "ms"),
+        "submit_to_exit": summary(exits, "ms"),
+        "idle_core_percent": summary([idle], "%", digits=3, seconds=args.idle),
     }
     for key, figure in figures.items():
         budget = figure["budget"] = BUDGETS[key]
