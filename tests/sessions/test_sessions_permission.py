@@ -18,6 +18,7 @@ import time
 import pytest
 
 from helpers import clients_support as cs  # noqa: E402
+from helpers import leftovers  # noqa: E402
 from helpers.scripted_model import ScriptedModel, Text, ToolUse  # noqa: E402
 from helpers.sessions_support import (API_KEY, COLUMNS, ENTER, ROWS, Terminal, chromium_page,  # noqa: E402
                               end_logged_servers, require_chromium, seed_home)
@@ -79,10 +80,10 @@ def allow_in_chromium(url):
         page.wait_for_selector("section.end")
 
 
-def hooks_running(marker: str) -> list:
-    """The pids of our permission hooks still running (by their command line, which holds the
-    test's own folder)."""
-    found = []
+def hooks_running(marker: str) -> dict:
+    """Our permission hooks still running (by their command line, which holds the test's own
+    folder): (pid, None) -> command line, as leftovers.still_running takes them."""
+    found = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open("/proc/%s/cmdline" % pid, "rb") as f:
@@ -90,7 +91,7 @@ def hooks_running(marker: str) -> list:
         except OSError:
             continue
         if "permission-request" in line and marker in line:
-            found.append(int(pid))
+            found[(int(pid), None)] = line
     return found
 
 
@@ -176,9 +177,7 @@ def test_claude_codes_permission_asks_are_answered_in_the_form_or_in_the_termina
                 noticed = time.monotonic() - answered.arrived
             finally:
                 events.close()
-            deadline = time.monotonic() + 5
-            while hooks_running(str(tmp_path)) and time.monotonic() < deadline:
-                time.sleep(0.1)
+            leftovers.still_running(hooks_running(str(tmp_path)), 5)  # woken by their exits
             left = hooks_running(str(tmp_path))
 
             # 4. "Always": allowed, and the session accepts edits from now on.
@@ -204,7 +203,7 @@ def test_claude_codes_permission_asks_are_answered_in_the_form_or_in_the_termina
     assert (session.work / "step-3.txt").exists()
     assert ended["state"] == "cancelled" and ended.get("answeredInTerminal") is True, ended
     assert noticed < 2.0, noticed
-    assert left == [], left
+    assert left == {}, left
     # "Always": allowed, and the updatedPermissions switched the session's mode.
     assert (session.work / "step-4").is_dir() and "accept edits on" in mode
     archive = session.env["ASK_USER_RICH_LOG_DIR"] + "/answers"
