@@ -10,6 +10,9 @@ from helpers.inbox_support import free_port, read_key  # noqa: E402
 from helpers.other_user import OtherUserProcess  # noqa: E402
 from helpers.support import quiet_runtime, watched_runtime  # noqa: E402
 
+ROTATE = {"title": "Rotate the keys?", "questions": [
+    {"id": "go", "header": "Rotate now?", "options": [{"id": "yes", "label": "Yes"}, {"id": "no", "label": "No"}]}]}
+
 # What both of the other user's programs below start with: report(value) writes one JSON line
 # from any thread; read_head(connection) reads a request up to the end of its head (less when
 # the peer closed first).
@@ -71,8 +74,7 @@ def test_pages_whose_servers_were_replaced_by_another_user_send_it_no_secret(bro
     context.add_init_script(WATCH_CSP)
     squatter = None
     try:
-        form = rt.open_interview({"title": "Rotate the keys?", "questions": [
-            {"id": "go", "header": "Rotate now?", "options": [{"id": "yes", "label": "Yes"}, {"id": "no", "label": "No"}]}]})
+        form = rt.open_interview(ROTATE)
         other = rt.open_interview({"title": "Another", "questions": [{"id": "q", "header": "Ok?"}]})
         rt.watch.wait_for("inbox-holding")
         key = read_key(tmp_path / "logs")
@@ -173,8 +175,7 @@ def test_a_proof_relayed_from_the_forms_own_port_is_refused_and_the_page_says_wh
     context.add_init_script(WATCH_CSP)
     relay = None
     try:
-        form = rt.open_interview({"title": "Rotate the keys?", "questions": [
-            {"id": "go", "header": "Rotate now?", "options": [{"id": "yes", "label": "Yes"}, {"id": "no", "label": "No"}]}]})
+        form = rt.open_interview(ROTATE)
         relay = OtherUserProcess(RELAY, str(rt.form_server.port))
         port = relay.wait_for(lambda r: "port" in r, "its port")["port"]
         page = context.new_page()
