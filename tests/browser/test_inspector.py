@@ -27,7 +27,7 @@ from formkit import ROOT
 from helpers import clients_support
 from helpers.inbox_support import free_port
 from helpers.modern_support import log_events
-from helpers.support import wait_for_file
+from helpers.support import form_strings, wait_for_file
 from test_app_host import FIRST_QUESTION_MS, first_question_ms
 
 PNG = base64.b64decode(
@@ -178,7 +178,7 @@ def test_the_app_is_answered_in_inspector_with_a_thumbnail_and_the_host_theme(pa
     page.get_by_label("Toggle color scheme").click()
     after = "dark" if before == "light" else "light"
     expect(root).to_have_attribute("data-theme", after)
-    words = json.loads((ROOT / "assets" / "i18n" / "en.json").read_text(encoding="utf-8"))
+    words = form_strings("en")
     expect(control).to_have_text(words["theme." + after])
     frame.locator("#title").click()  # the keys go to the frame again
     frame.locator("body").press("End")
@@ -226,7 +226,7 @@ def answer_in_the_dialog(page, inspector):
     frame.locator("#btn-submit").click()
     expect(dialog).to_have_count(0)  # the call returned: Inspector closed its dialog
     # The Apps tab then shows the app with the call's result, the answers: over, not expired.
-    words = json.loads((ROOT / "assets" / "i18n" / "en.json").read_text(encoding="utf-8"))
+    words = form_strings("en")
     expect(app_frame(page).locator("section.end")).to_contain_text(words["end.already"])
     result = await_answers(page, session_id)  # the archive's answers, as the call returned them
     assert (result["status"], result["via"]) == ("submitted", "app"), result["text"][-2000:]

@@ -1,6 +1,6 @@
 """Nobody else ever holds the door (tests/README.md, "Another user of this machine"): every
 process of ours that handed out a door URL holds the door's port at once, so another user
-(uid 65534 through setpriv, tests/other_user.py) never binds it while one of ours lives, and
+(uid 65534 through setpriv, tests/helpers/other_user.py) never binds it while one of ours lives, and
 the door survives any one of them being killed; the key, tickets and the door's forwarding
 answer only to what is ours."""
 
