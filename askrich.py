@@ -11280,6 +11280,23 @@ def say_goodbye(interview: Interview, patience: float) -> None:
     interview.wait_until(check)
 
 
+def hand_back(runtime: Runtime, interview: Interview, answers: dict, why: str, margin: float, event: str,
+              answered_there: bool = False) -> bool:
+    """A hook's wait ended with no answer from the form (`why`: its timeout, a stop, or the
+    terminal `answered_there`): settle the interview with `answers`, so that the form says where
+    the ask went, and serve it until the page heard that. False when a submit came first: its
+    result stands."""
+    handed_back = why == "timeout" and not answered_there
+    if runtime.hub.settle_without_form(interview, answers, CANCELLED, "terminal" if answered_there else "browser",
+                                       handed_back=handed_back, answered_there=answered_there) is None:
+        return False
+    runtime.log.event(event, about=interview, interview=interview.id, why="answered-there" if answered_there else why)
+    # Stopped by the client (Esc, its own limit: SIGTERM), the goodbye fits in what a stop may take.
+    stopped = why != "timeout" and not answered_there
+    say_goodbye(interview, min(HOOK_STOPPED_GOODBYE_SECONDS if stopped else HOOK_GOODBYE_SECONDS, margin / 2))
+    return True
+
+
 def answer_ask_user_question(source: str, timeout: int):
     """The hook output for one PreToolUse call, or None to let Claude Code ask itself."""
     payload = parse_json(source)
@@ -11298,13 +11315,7 @@ def answer_ask_user_question(source: str, timeout: int):
     def finish(runtime, interview, result, why) -> int:
         if result is None:  # the form says where the questions went, before the process ends
             unanswered_all = {question["id"]: unanswered() for question in interview.spec["questions"]}
-            if runtime.hub.settle_without_form(interview, unanswered_all, CANCELLED, "browser",
-                                               handed_back=why == "timeout") is not None:
-                runtime.log.event("hook-gave-up", about=interview, interview=interview.id, why=why)
-                # Stopped by Claude Code (Esc, its own limit: SIGTERM), the goodbye fits in
-                # what a stop may take.
-                patience = HOOK_GOODBYE_SECONDS if why == "timeout" else HOOK_STOPPED_GOODBYE_SECONDS
-                say_goodbye(interview, min(patience, margin / 2))
+            if hand_back(runtime, interview, unanswered_all, why, margin, "hook-gave-up"):
                 return 0
             result = interview.settled_result()  # a submit that came as the wait ended
         outcome["answer"] = ask_user_question_answer(tool_input, result)
@@ -11614,16 +11625,8 @@ def answer_permission_request(source: str, timeout: int) -> None:
         if watch is not None:
             watch.stop()
         if result is None:
-            closed = {PERMISSION: unanswered()}
-            there = bool(heard.get("terminal"))
-            if runtime.hub.settle_without_form(interview, closed, CANCELLED, "terminal" if there else "browser",
-                                               handed_back=not there and why == "timeout",
-                                               answered_there=there) is not None:
-                runtime.log.event("permission-left-to-terminal", about=interview, interview=interview.id,
-                                  why="answered-there" if there else why)
-                stopped = why == "cancelled" and not there  # by a signal: the goodbye fits in a stop
-                say_goodbye(interview, min(HOOK_STOPPED_GOODBYE_SECONDS if stopped else HOOK_GOODBYE_SECONDS,
-                                           margin / 2))
+            if hand_back(runtime, interview, {PERMISSION: unanswered()}, why, margin, "permission-left-to-terminal",
+                         answered_there=bool(heard.get("terminal"))):
                 return 0
             result = interview.settled_result()  # a submit that came as the wait ended
         decision = permission_choice(internal["permission"], result)
