@@ -2904,10 +2904,10 @@ class FormPresence:
                     "createdAt": self.created, "lastSign": self._last_sign, "given": dict(self._given)}
 
     def resume(self, created: float, last_sign: float, given: dict) -> None:
-        """Go on from an earlier server's away_record(): the same clock, the same answers."""
+        """Go on from an earlier server's away_record(): the same clock, the same answers
+        (`given`: question id -> {answer, via}, as record_answers holds them)."""
         with self._lock:
-            self.created, self._last_sign = created, last_sign
-            self._given = {qid: {"answer": entry["answer"], "via": entry.get("via")} for qid, entry in given.items()}
+            self.created, self._last_sign, self._given = created, last_sign, given
 
 
 class Interview(FormPresence):
@@ -6461,7 +6461,7 @@ class AwayPolicy:
             # On disk whenever its clock moves, gone once settled: a server started after this
             # one ends goes on from there (Runtime.resume_away).
             for interview in save:
-                archive.record_away(dict(interview.away_record(), policy=interview.away[0]))
+                archive.record_away(interview.away_record())
             for interview_id in gone:
                 archive.forget_away(interview_id)
             for interview, seconds in warn:
