@@ -10680,17 +10680,6 @@ def ask_here(arguments: dict, open_it: bool, finish, agent=None, timeout=None, c
         signals.release()
 
 
-# -- Claude Code's own questions: a PreToolUse hook on AskUserQuestion -------------------------
-#
-# Claude Code runs `askrich.py hook ask-user-question` before its built-in AskUserQuestion
-# shows anything, with the call as JSON on stdin. The same questions go to the form (and so to
-# the door, the inbox and the notices); the person's answers go back as the hook output that
-# Claude Code 2.1.328 takes as the person's own answers: it then shows no dialog, and the model
-# gets an ordinary AskUserQuestion result. Whatever goes wrong on our side ends with exit 0 and
-# no output, which leaves Claude Code to ask in its terminal as if the hook were not there (exit
-# 2 would block the tool instead). tests/README.md ("Claude Code's own questions") has the
-# shapes as seen in a real session.
-
 def run_inbox(open_it: bool) -> int:
     """inbox: open the inbox that some ask-user-rich holds, after it proved it knows the key;
     with no holder, hold it here until Ctrl-C. Never sends the key to a port held by another
@@ -10996,6 +10985,17 @@ def inbox_redirect_file(log_dir: str, url: str) -> str:
 # the person turns it on, and anything that goes wrong on our side prints nothing, so that the
 # agent's own terminal asks as if the hook were not there.
 
+
+# -- Claude Code's own questions: a PreToolUse hook on AskUserQuestion -------------------------
+#
+# Claude Code runs `askrich.py hook ask-user-question` before its built-in AskUserQuestion
+# shows anything, with the call as JSON on stdin. The same questions go to the form (and so to
+# the door, the inbox and the notices); the person's answers go back as the hook output that
+# Claude Code 2.1.328 takes as the person's own answers: it then shows no dialog, and the model
+# gets an ordinary AskUserQuestion result. Whatever goes wrong on our side ends with exit 0 and
+# no output, which leaves Claude Code to ask in its terminal as if the hook were not there (exit
+# 2 would block the tool instead). tests/README.md ("Claude Code's own questions") has the
+# shapes as seen in a real session.
 
 HOOK_TOOL = "AskUserQuestion"
 HOOK_AGENT = "Claude Code"
