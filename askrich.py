@@ -11028,7 +11028,6 @@ HOOK_OPEN_ANSWERS = {
     "needs-info": "(the person needs more information before deciding; see the notes)",
     "unanswered": "(not answered)",
 }
-HOOK_USAGE = "hook ask-user-question [--timeout SECONDS | --enable | --disable]"
 # The note on an answer the person's away policy took, where the model reads the person's notes.
 HOOK_AWAY_NOTE = ("Nobody answered within %s: the person's away policy took this recommendation; "
                   "the person did not choose it.")
@@ -11169,28 +11168,36 @@ def hook_is_on(config: "Config", switch: str = HOOK_SWITCH) -> bool:
 
 
 class HookKind:
-    """One of the hooks `askrich.py hook NAME` serves: its switch file, its usage, what it
-    does with the input (`answer(source, timeout)`: the output to print, or None when there is
-    none or it printed it itself, the moment it had it), and what it says."""
+    """One of the hooks `askrich.py hook NAME` serves: its switch file, what it does with the
+    input (`answer(source, timeout)`: the output to print, or None when there is none or it
+    printed it itself, the moment it had it), and what it says: when it cannot answer
+    (`fallback`), when it is switched on or off, and in the doctor's report (`title`: it is
+    on, `doing` that; off, `not_doing`)."""
 
-    def __init__(self, switch, usage, answer, fallback, on_words, off_words) -> None:
-        self.switch, self.usage, self.answer = switch, usage, answer
-        self.fallback, self.on_words, self.off_words = fallback, on_words, off_words
+    def __init__(self, name, switch, answer, fallback, on_words, off_words, title, doing, not_doing) -> None:
+        self.name, self.switch, self.answer, self.fallback = name, switch, answer, fallback
+        self.usage = "hook %s [--timeout SECONDS | --enable | --disable]" % name
+        self.on_words, self.off_words = on_words, off_words
+        self.title, self.doing, self.not_doing = title, doing, not_doing
 
 
 def hook_kinds() -> dict:
-    return {
-        "ask-user-question": HookKind(
-            HOOK_SWITCH, HOOK_USAGE, answer_ask_user_question, "Claude Code asks in the terminal",
+    kinds = (
+        HookKind(
+            "ask-user-question", HOOK_SWITCH, answer_ask_user_question, "Claude Code asks in the terminal",
             "Claude Code's questions (AskUserQuestion) now open in ask-user-rich's form, in every "
             "session with the ask-user-rich plugin (or the hook in your settings).\n",
-            "Claude Code's questions (AskUserQuestion) are asked in its terminal again.\n"),
-        "permission-request": HookKind(
-            PERMISSION_SWITCH, PERMISSION_USAGE, answer_permission_request, "the terminal decides",
+            "Claude Code's questions (AskUserQuestion) are asked in its terminal again.\n",
+            "AskUserQuestion hook", "Claude Code's own questions open in the form",
+            "Claude Code asks its own questions in its terminal"),
+        HookKind(
+            "permission-request", PERMISSION_SWITCH, answer_permission_request, "the terminal decides",
             "Permission asks (may I run this?) now open in ask-user-rich's form as well as in the "
             "terminal, in every session with the ask-user-rich plugin (or the hook in your settings).\n",
-            "Permission asks are answered in the terminal only again.\n"),
-    }
+            "Permission asks are answered in the terminal only again.\n",
+            "Permission hook", "permission asks open in the form too", "permission asks wait in the terminal only"),
+    )
+    return {kind.name: kind for kind in kinds}
 
 
 def run_hook(args: list) -> int:
@@ -11199,7 +11206,7 @@ def run_hook(args: list) -> int:
     config, _ = Config.from_env()
     hook = hook_kinds().get(args[0]) if args else None
     if hook is None:
-        return usage_error("the hooks are: %s; %s" % (HOOK_USAGE, PERMISSION_USAGE))
+        return usage_error("the hooks are: %s" % "; ".join(kind.usage for kind in hook_kinds().values()))
     flags = args[1:]
     if flags in (["--enable"], ["--disable"]):
         return switch_hook(config, hook, flags[0] == "--enable")
@@ -11337,7 +11344,6 @@ def answer_ask_user_question(source: str, timeout: int):
 # tests/README.md ("Permission asks") has the shapes as seen in real sessions.
 
 PERMISSION_SWITCH = "hook-permission-request.on"
-PERMISSION_USAGE = "hook permission-request [--timeout SECONDS | --enable | --disable]"
 # A tool input larger than this (JSON characters) is not shown: the terminal asks.
 PERMISSION_INPUT_MAX = 256 * 1024
 PERMISSION_FOLD_LINES = 40  # a new file's first lines shown; the rest folded
@@ -11679,9 +11685,8 @@ def run_doctor(environ=None, facts=None, out=None) -> int:
     if config.port:
         line("fixed port %d: %s" % (config.port, _doctor_port(config.host, config.port)))
     line(_doctor_inbox(config))
-    for text in _doctor_door(config) + _doctor_notices(config, env) + [_doctor_hook(config),
-                                                                       _doctor_permission_hook(config),
-                                                                       _doctor_away(config)]:
+    hooks = [_doctor_hook(config, hook) for hook in hook_kinds().values()]
+    for text in _doctor_door(config) + _doctor_notices(config, env) + hooks + [_doctor_away(config)]:
         line(text)
     problem = _doctor_self_test(config, line)
     if problem is not None:
@@ -11866,22 +11871,11 @@ def _doctor_away(config: Config) -> str:
             % (config.away, what, minutes_text(config.away_after), ENV_AWAY_AFTER))
 
 
-def _doctor_hook(config: Config) -> str:
-    if hook_is_on(config):
-        return ("AskUserQuestion hook: on (%s): Claude Code's own questions open in the form where the "
-                "hook is configured (the plugin ships it); off with: askrich.py hook ask-user-question "
-                "--disable" % hook_switch_path(config))
-    return ("AskUserQuestion hook: off: Claude Code asks its own questions in its terminal; on with: "
-            "askrich.py hook ask-user-question --enable")
-
-
-def _doctor_permission_hook(config: Config) -> str:
-    if hook_is_on(config, PERMISSION_SWITCH):
-        return ("Permission hook: on (%s): permission asks open in the form too where the hook is "
-                "configured (the plugin ships it); off with: askrich.py hook permission-request --disable"
-                % hook_switch_path(config, PERMISSION_SWITCH))
-    return ("Permission hook: off: permission asks wait in the terminal only; on with: "
-            "askrich.py hook permission-request --enable")
+def _doctor_hook(config: Config, hook: HookKind) -> str:
+    if hook_is_on(config, hook.switch):
+        return ("%s: on (%s): %s where the hook is configured (the plugin ships it); off with: askrich.py hook "
+                "%s --disable" % (hook.title, hook_switch_path(config, hook.switch), hook.doing, hook.name))
+    return "%s: off: %s; on with: askrich.py hook %s --enable" % (hook.title, hook.not_doing, hook.name)
 
 
 def _doctor_port(host: str, port: int) -> str:
