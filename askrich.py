@@ -10750,7 +10750,12 @@ def _show_inbox(url: str, open_it: bool, config: Config, log) -> None:
                          % (os.path.join(config.log_dir, INBOX_REDIRECT_FILE), error.strerror or error))
         return
     # The inbox command's own log lines stay in server.log.
-    opened, why = open_browser(way_in, config, log if log is not None else Log(config.log_dir, echo=False))
+    own_log = Log(config.log_dir, echo=False) if log is None else None
+    try:
+        opened, why = open_browser(way_in, config, log if own_log is None else own_log)
+    finally:
+        if own_log is not None:  # its server.log and its own descriptor onto stderr
+            own_log.close()
     if not opened:
         sys.stderr.write("Could not open the browser (%s).\n" % why)
 
