@@ -1871,8 +1871,12 @@ class StderrLines:
         self.descriptor = None  # our own descriptor onto stderr, when it is a real one
         self.socket = None
         self.limit = None  # bytes a line may take to be written whole in one write
-        self.count_lock = threading.Lock()  # guards `dropped` only, never held while writing
+        # Guards `dropped`, `writers` and `closed`, never held while writing: close() leaves our
+        # descriptor open until the last write under way has ended, so that no line ever goes to
+        # a descriptor number the process has since reused for another file.
+        self.count_lock = threading.Lock()
         self.dropped = 0
+        self.writers = 0
         self.closed = False
         try:
             self._open(stream.fileno())
@@ -1917,25 +1921,42 @@ class StderrLines:
             pass
 
     def _send(self, data: bytes) -> None:
-        if self.closed:
-            return
-        if self.socket is not None:
-            import socket
+        with self.count_lock:
+            if self.closed:
+                return
+            self.writers += 1
+        try:
+            if self.socket is not None:
+                import socket
 
-            self.socket.send(data, socket.MSG_DONTWAIT)
-        elif self.descriptor is not None:
-            os.write(self.descriptor, data)
-        else:
-            self.stream.write(data.decode("utf-8"))
-            self.stream.flush()
+                self.socket.send(data, socket.MSG_DONTWAIT)
+            elif self.descriptor is not None:
+                os.write(self.descriptor, data)
+            else:
+                self.stream.write(data.decode("utf-8"))
+                self.stream.flush()
+        finally:
+            with self.count_lock:
+                self.writers -= 1
+                last = self.closed and self.writers == 0
+            if last:
+                self._release()
 
     def close(self) -> None:
-        self.closed = True
+        with self.count_lock:
+            if self.closed:
+                return
+            self.closed = True
+            idle = self.writers == 0
+        if idle:
+            self._release()
+
+    def _release(self) -> None:
+        """Close what is ours (not the stream's own descriptor), once no write is under way."""
         if self.socket is not None:
             self.socket.close()
-        elif self.descriptor is not None and self.limit is not None:  # ours, not the stream's own
+        elif self.descriptor is not None and self.limit is not None:
             os.close(self.descriptor)
-        self.socket = self.descriptor = None
 
 
 class Log:
