@@ -7991,7 +7991,7 @@ class InboxListing:
         with self.lock:
             others = sum(len(entry["interviews"]) for entry in self.others)
             others += len(self.pending) - (1 if interview.id in self.pending else 0)
-            ours = self.key is not None and (self.server is not None or (self.holder == "ours" and self._proof_fresh()))
+            ours = self.key is not None and self.door_is_ours()
             return {"waiting": others, "url": "/api/s/%s/inbox" % interview.token if ours else None}
 
     def listing(self) -> dict:
