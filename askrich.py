@@ -6896,12 +6896,12 @@ def route_inbox_page(request, params: dict):
     return route_asset(request, {"name": "inbox.html"})
 
 
-def route_inbox_json(request, params: dict):
-    return json_reply(200, inbox_from(request, params).fresh_listing())
+def inbox_listing(inbox, request, params: dict):
+    return json_reply(200, inbox.fresh_listing())
 
 
-def route_inbox_events(request, params: dict):
-    return InboxStream(inbox_from(request, params))
+def inbox_events(inbox, request, params: dict):
+    return InboxStream(inbox)
 
 
 def route_inbox_prove(request, params: dict):
@@ -6921,17 +6921,23 @@ def route_inbox_prove(request, params: dict):
     return json_reply(200, proved)
 
 
-def inbox_by_session(request):
-    """(the inbox, the session's nonce) for a valid session in the request's
-    X-Ask-User-Rich-Session header, or a 404, as for a wrong key. The page holds the session
-    in its tab and sends it only after the server proved the key for the page's origin: never
-    a cookie, which a browser sends to every port of localhost."""
+def inbox_by_session(request, params: dict):
+    """The inbox, for a valid session in the request's X-Ask-User-Rich-Session header, or a
+    404, as for a wrong key. The page holds the session in its tab and sends it only after the
+    server proved the key for the page's origin: never a cookie, which a browser sends to every
+    port of localhost."""
     inbox = request.server.inbox
     given = request.headers.get(INBOX_SESSION_HEADER, "")
-    session = None if inbox.key is None else inbox_pass_nonce(inbox.key, "session", given)
-    if session is None:
+    if inbox.key is None or inbox_pass_nonce(inbox.key, "session", given) is None:
         raise HttpRefusal(404, "not found")
-    return inbox, session
+    return inbox
+
+
+def opened_by(find, answer):
+    """The route for one of the inbox's answers, `answer(inbox, request, params)`, once `find`
+    found the inbox: inbox_from (the key in the path) or inbox_by_session (the page's header).
+    Each answer has one route of each kind."""
+    return lambda request, params: answer(find(request, params), request, params)
 
 
 def route_inbox_enter(request, params: dict):
@@ -6951,27 +6957,11 @@ def route_inbox_session_page(request, params: dict):
     return route_asset(request, {"name": "inbox.html"})
 
 
-def route_inbox_session_json(request, params: dict):
-    return json_reply(200, inbox_by_session(request)[0].fresh_listing())
-
-
-def route_inbox_session_events(request, params: dict):
-    return InboxStream(inbox_by_session(request)[0])
-
-
-def inbox_share(inbox):
+def inbox_share(inbox, request, params: dict):
     url = inbox.share_url()
     if url is None:
         raise HttpRefusal(404, "not found")
     return json_reply(200, {"url": url})
-
-
-def route_inbox_share(request, params: dict):
-    return inbox_share(inbox_from(request, params))
-
-
-def route_inbox_session_share(request, params: dict):
-    return inbox_share(inbox_by_session(request)[0])
 
 
 # -- the history: what was decided, from the answer archive ---------------------------------
@@ -7054,7 +7044,7 @@ def history_answers(archive: Archive, interview_id: str):
     return view
 
 
-def route_history(inbox, request):
+def inbox_history(inbox, request, params: dict):
     try:
         limit = min(HISTORY_LIMIT, max(1, int(query_value(request, "limit") or HISTORY_LIMIT)))
     except ValueError:
@@ -7062,27 +7052,11 @@ def route_history(inbox, request):
     return json_reply(200, {"history": read_history(inbox.runtime.archive, query_value(request, "q"), limit)})
 
 
-def route_history_entry(inbox, params: dict):
+def inbox_history_entry(inbox, request, params: dict):
     view = history_answers(inbox.runtime.archive, params["id"])
     if view is None:
         raise HttpRefusal(404, "not found")
     return json_reply(200, view)
-
-
-def route_inbox_history(request, params: dict):
-    return route_history(inbox_from(request, params), request)
-
-
-def route_inbox_session_history(request, params: dict):
-    return route_history(inbox_by_session(request)[0], request)
-
-
-def route_inbox_history_entry(request, params: dict):
-    return route_history_entry(inbox_from(request, params), params)
-
-
-def route_inbox_session_history_entry(request, params: dict):
-    return route_history_entry(inbox_by_session(request)[0], params)
 
 
 # -- the front door: every form of every process, through the inbox's port ------------------
@@ -7554,21 +7528,21 @@ def _forward_failed(request, forward: Forward, status: int, error) -> None:
 
 INBOX_ROUTES = (
     ("GET", "/inbox", route_inbox_session_page),
-    ("GET", "/inbox/listing", route_inbox_session_json),
-    ("GET", "/inbox/events", route_inbox_session_events),
-    ("GET", "/inbox/share", route_inbox_session_share),
-    ("GET", "/inbox/history", route_inbox_session_history),
-    ("GET", "/inbox/history/<id>", route_inbox_session_history_entry),
+    ("GET", "/inbox/listing", opened_by(inbox_by_session, inbox_listing)),
+    ("GET", "/inbox/events", opened_by(inbox_by_session, inbox_events)),
+    ("GET", "/inbox/share", opened_by(inbox_by_session, inbox_share)),
+    ("GET", "/inbox/history", opened_by(inbox_by_session, inbox_history)),
+    ("GET", "/inbox/history/<id>", opened_by(inbox_by_session, inbox_history_entry)),
     ("GET", "/inbox/enter/<ticket>", route_inbox_session_page),
     ("POST", "/inbox/enter/<ticket>", route_inbox_enter),
     ("GET", "/inbox/<key>", route_inbox_page),
     ("GET", "/assets/<name*>", route_asset),
     ("GET", "/api/inbox/prove", route_inbox_prove),
-    ("GET", "/api/inbox/<key>", route_inbox_json),
-    ("GET", "/api/inbox/<key>/events", route_inbox_events),
-    ("GET", "/api/inbox/<key>/share", route_inbox_share),
-    ("GET", "/api/inbox/<key>/history", route_inbox_history),
-    ("GET", "/api/inbox/<key>/history/<id>", route_inbox_history_entry),
+    ("GET", "/api/inbox/<key>", opened_by(inbox_from, inbox_listing)),
+    ("GET", "/api/inbox/<key>/events", opened_by(inbox_from, inbox_events)),
+    ("GET", "/api/inbox/<key>/share", opened_by(inbox_from, inbox_share)),
+    ("GET", "/api/inbox/<key>/history", opened_by(inbox_from, inbox_history)),
+    ("GET", "/api/inbox/<key>/history/<id>", opened_by(inbox_from, inbox_history_entry)),
 ) + tuple(  # the front door: each form route, forwarded; the assets are the holder's own
     (method, pattern, door_prove if pattern == "/api/prove" else door_route(method, pattern, route))
     for method, pattern, route in ROUTES if pattern != "/assets/<name*>"
