@@ -6590,12 +6590,22 @@ def retire_inbox_key(log_dir: str) -> None:
         pass
 
 
+def own_temporary(path: str) -> str:
+    """The temporary name this thread writes `path` under, and nothing there yet: two runtimes
+    of one process (tests) may write it at once, each on its own thread; a file under the name
+    is a crashed process's, whose pid this one now has."""
+    temporary = "%s.%d.%d.tmp" % (path, os.getpid(), threading.get_ident())
+    try:
+        os.unlink(temporary)
+    except FileNotFoundError:
+        pass
+    return temporary
+
+
 def _make_inbox_key(path: str, key: str) -> None:
     """Write the key whole under a temporary name, then link it into place: of two processes
     making it at once, one wins and both read the winner's key."""
     data = key.encode("ascii") + b"\n"
-    # Two runtimes of one process (tests) may make it at once: each thread has its own name.
-    temporary = "%s.%d.%d.tmp" % (path, os.getpid(), threading.get_ident())
 
     def link(temporary: str) -> None:
         try:
@@ -6611,18 +6621,16 @@ def _make_inbox_key(path: str, key: str) -> None:
                 pass
 
     try:
+        temporary = own_temporary(path)
         try:
-            os.unlink(temporary)  # a crashed process's, whose pid this one now has
-        except FileNotFoundError:
-            pass
-        write_whole(temporary, lambda handle: handle.write(data), link)
+            write_whole(temporary, lambda handle: handle.write(data), link)
+        finally:
+            try:
+                os.unlink(temporary)  # linked, it has two names
+            except OSError:
+                pass
     except OSError as error:
         raise InboxUnavailable("%s cannot be written: %s" % (path, error.strerror or error)) from None
-    finally:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
 
 
 def inbox_pass(key: str, kind: str, seconds: float) -> str:
@@ -10949,13 +10957,7 @@ def inbox_redirect_file(log_dir: str, url: str) -> str:
     page = ('<!doctype html><meta charset="utf-8"><meta name="referrer" content="no-referrer">'
             '<meta http-equiv="refresh" content="0;url=%s"><title>ask-user-rich inbox</title>'
             '<a href="%s">ask-user-rich inbox</a>\n' % (html.escape(url), html.escape(url)))
-    # Two runtimes of one process (tests) may make it at once: each thread has its own name.
-    temporary = "%s.%d.%d.tmp" % (path, os.getpid(), threading.get_ident())
-    try:
-        os.unlink(temporary)
-    except FileNotFoundError:
-        pass
-    write_whole(temporary, lambda handle: handle.write(page.encode("utf-8")),
+    write_whole(own_temporary(path), lambda handle: handle.write(page.encode("utf-8")),
                 lambda temporary: os.replace(temporary, path))
     return pathlib.Path(path).resolve().as_uri()
 
