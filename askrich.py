@@ -6951,12 +6951,10 @@ def opened_by(find, answer):
 def route_inbox_enter(request, params: dict):
     """A form's ticket, exchanged once (whichever process of ours redeems it) for a session
     and the verifier the page checks later proofs with; the page keeps both in its tab."""
-    inbox = request.server.inbox
-    session = inbox.redeem(params["ticket"])
-    if session is None:
+    entered = request.server.inbox.redeem(params["ticket"])
+    if entered is None:
         raise HttpRefusal(404, "not found")
-    nonce = inbox_pass_nonce(inbox.key, "session", session)
-    return json_reply(200, {"session": session, "verifier": page_verifier(inbox.key, nonce)})
+    return json_reply(200, entered)
 
 
 def route_inbox_session_page(request, params: dict):
@@ -7794,12 +7792,16 @@ class InboxKeyRing:
         return "%s/inbox/enter/%s" % (self.door_base(), inbox_pass(self.key, "ticket", INBOX_TICKET_SECONDS))
 
     def redeem(self, ticket: str):
-        """A session for a valid ticket not used before by any process of ours, or None."""
-        nonce = None if self.key is None else inbox_pass_nonce(self.key, "ticket", ticket)
+        """{session, verifier} for a valid ticket not used before by any process of ours, or
+        None: a session and the page's verifier for it (page_verifier), under one key even if
+        another process replaces it meanwhile."""
+        key = self.key
+        nonce = None if key is None else inbox_pass_nonce(key, "ticket", ticket)
         if nonce is None or not use_ticket_once(self.registry.folder, ticket.partition(".")[0], nonce):
             return None
         self._handing_out()
-        return inbox_pass(self.key, "session", INBOX_SESSION_SECONDS)
+        session = inbox_pass(key, "session", INBOX_SESSION_SECONDS)
+        return {"session": session, "verifier": page_verifier(key, inbox_pass_nonce(key, "session", session))}
 
 
 # -- holding the door's port --------------------------------------------------------------
