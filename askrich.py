@@ -7838,9 +7838,8 @@ class DoorHolding:
     def _handing_out(self) -> None:
         with self.changed:
             if not self.handed_out:
-                self.handed_out = self.dirty = True  # the entry says this process lives on
-                self._start_worker()
-                self.changed.notify_all()
+                self.handed_out = True  # the entry says this process lives on
+                self._entry_changed()
 
     def _open_door(self) -> bool:
         """A form's first URL: our registry file names it, and, the first time, the port is
@@ -7898,9 +7897,8 @@ class DoorHolding:
         if self.server is None:
             return False
         with self.changed:
-            self.hold = self.dirty = True  # the entry says this process lives on
-            self._start_worker()
-            self.changed.notify_all()
+            self.hold = True  # the entry says this process lives on
+            self._entry_changed()
         return True
 
     def _try_to_hold(self, probe: bool) -> bool:
@@ -8113,9 +8111,14 @@ class InboxWorker:
             elif self.pending.pop(interview.id, None) is None:
                 return
             self.forms[interview.id] = interview  # settled, it stays readable for a while
-            self.dirty = True
-            self._start_worker()
-            self.changed.notify_all()
+            self._entry_changed()
+
+    def _entry_changed(self) -> None:
+        """The registry entry is to be written again: the worker runs, and looks now (call with
+        the lock held)."""
+        self.dirty = True
+        self._start_worker()
+        self.changed.notify_all()
 
     def _start_worker(self) -> None:
         """Call with the lock held."""
