@@ -7757,7 +7757,8 @@ class InboxKeyRing:
         """No other live process of ours has an entry in the registry (pending or readable
         forms, or a door URL or inbox session handed out). Whatever holds the port does not
         count: a program that is not ours there never keeps the key alive."""
-        return not self.registry.scan()[1]
+        with self.scan_lock:  # the registry's cache: two scans at once would both prune it
+            return not self.registry.scan()[1]
 
     def _refresh_key(self) -> bool:
         """Read the key again when the file was replaced or retired under us (two processes
