@@ -6611,12 +6611,22 @@ def retire_inbox_key(log_dir: str) -> None:
         pass
 
 
+def own_temporary(path: str) -> str:
+    """The temporary name this thread writes `path` under, and nothing there yet: two runtimes
+    of one process (tests) may write it at once, each on its own thread; a file under the name
+    is a crashed process's, whose pid this one now has."""
+    temporary = "%s.%d.%d.tmp" % (path, os.getpid(), threading.get_ident())
+    try:
+        os.unlink(temporary)
+    except FileNotFoundError:
+        pass
+    return temporary
+
+
 def _make_inbox_key(path: str, key: str) -> None:
     """Write the key whole under a temporary name, then link it into place: of two processes
     making it at once, one wins and both read the winner's key."""
     data = key.encode("ascii") + b"\n"
-    # Two runtimes of one process (tests) may make it at once: each thread has its own name.
-    temporary = "%s.%d.%d.tmp" % (path, os.getpid(), threading.get_ident())
 
     def link(temporary: str) -> None:
         try:
@@ -6632,18 +6642,16 @@ def _make_inbox_key(path: str, key: str) -> None:
                 pass
 
     try:
+        temporary = own_temporary(path)
         try:
-            os.unlink(temporary)  # a crashed process's, whose pid this one now has
-        except FileNotFoundError:
-            pass
-        write_whole(temporary, lambda handle: handle.write(data), link)
+            write_whole(temporary, lambda handle: handle.write(data), link)
+        finally:
+            try:
+                os.unlink(temporary)  # linked, it has two names
+            except OSError:
+                pass
     except OSError as error:
         raise InboxUnavailable("%s cannot be written: %s" % (path, error.strerror or error)) from None
-    finally:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
 
 
 def inbox_pass(key: str, kind: str, seconds: float) -> str:
@@ -6917,12 +6925,12 @@ def route_inbox_page(request, params: dict):
     return route_asset(request, {"name": "inbox.html"})
 
 
-def route_inbox_json(request, params: dict):
-    return json_reply(200, inbox_from(request, params).fresh_listing())
+def inbox_listing(inbox, request, params: dict):
+    return json_reply(200, inbox.fresh_listing())
 
 
-def route_inbox_events(request, params: dict):
-    return InboxStream(inbox_from(request, params))
+def inbox_events(inbox, request, params: dict):
+    return InboxStream(inbox)
 
 
 def route_inbox_prove(request, params: dict):
@@ -6942,28 +6950,32 @@ def route_inbox_prove(request, params: dict):
     return json_reply(200, proved)
 
 
-def inbox_by_session(request):
-    """(the inbox, the session's nonce) for a valid session in the request's
-    X-Ask-User-Rich-Session header, or a 404, as for a wrong key. The page holds the session
-    in its tab and sends it only after the server proved the key for the page's origin: never
-    a cookie, which a browser sends to every port of localhost."""
+def inbox_by_session(request, params: dict):
+    """The inbox, for a valid session in the request's X-Ask-User-Rich-Session header, or a
+    404, as for a wrong key. The page holds the session in its tab and sends it only after the
+    server proved the key for the page's origin: never a cookie, which a browser sends to every
+    port of localhost."""
     inbox = request.server.inbox
     given = request.headers.get(INBOX_SESSION_HEADER, "")
-    session = None if inbox.key is None else inbox_pass_nonce(inbox.key, "session", given)
-    if session is None:
+    if inbox.key is None or inbox_pass_nonce(inbox.key, "session", given) is None:
         raise HttpRefusal(404, "not found")
-    return inbox, session
+    return inbox
+
+
+def opened_by(find, answer):
+    """The route for one of the inbox's answers, `answer(inbox, request, params)`, once `find`
+    found the inbox: inbox_from (the key in the path) or inbox_by_session (the page's header).
+    Each answer has one route of each kind."""
+    return lambda request, params: answer(find(request, params), request, params)
 
 
 def route_inbox_enter(request, params: dict):
     """A form's ticket, exchanged once (whichever process of ours redeems it) for a session
     and the verifier the page checks later proofs with; the page keeps both in its tab."""
-    inbox = request.server.inbox
-    session = inbox.redeem(params["ticket"])
-    if session is None:
+    entered = request.server.inbox.redeem(params["ticket"])
+    if entered is None:
         raise HttpRefusal(404, "not found")
-    nonce = inbox_pass_nonce(inbox.key, "session", session)
-    return json_reply(200, {"session": session, "verifier": page_verifier(inbox.key, nonce)})
+    return json_reply(200, entered)
 
 
 def route_inbox_session_page(request, params: dict):
@@ -6972,27 +6984,11 @@ def route_inbox_session_page(request, params: dict):
     return route_asset(request, {"name": "inbox.html"})
 
 
-def route_inbox_session_json(request, params: dict):
-    return json_reply(200, inbox_by_session(request)[0].fresh_listing())
-
-
-def route_inbox_session_events(request, params: dict):
-    return InboxStream(inbox_by_session(request)[0])
-
-
-def inbox_share(inbox):
+def inbox_share(inbox, request, params: dict):
     url = inbox.share_url()
     if url is None:
         raise HttpRefusal(404, "not found")
     return json_reply(200, {"url": url})
-
-
-def route_inbox_share(request, params: dict):
-    return inbox_share(inbox_from(request, params))
-
-
-def route_inbox_session_share(request, params: dict):
-    return inbox_share(inbox_by_session(request)[0])
 
 
 # -- the history: what was decided, from the answer archive ---------------------------------
@@ -7075,7 +7071,7 @@ def history_answers(archive: Archive, interview_id: str):
     return view
 
 
-def route_history(inbox, request):
+def inbox_history(inbox, request, params: dict):
     try:
         limit = min(HISTORY_LIMIT, max(1, int(query_value(request, "limit") or HISTORY_LIMIT)))
     except ValueError:
@@ -7083,27 +7079,11 @@ def route_history(inbox, request):
     return json_reply(200, {"history": read_history(inbox.runtime.archive, query_value(request, "q"), limit)})
 
 
-def route_history_entry(inbox, params: dict):
+def inbox_history_entry(inbox, request, params: dict):
     view = history_answers(inbox.runtime.archive, params["id"])
     if view is None:
         raise HttpRefusal(404, "not found")
     return json_reply(200, view)
-
-
-def route_inbox_history(request, params: dict):
-    return route_history(inbox_from(request, params), request)
-
-
-def route_inbox_session_history(request, params: dict):
-    return route_history(inbox_by_session(request)[0], request)
-
-
-def route_inbox_history_entry(request, params: dict):
-    return route_history_entry(inbox_from(request, params), params)
-
-
-def route_inbox_session_history_entry(request, params: dict):
-    return route_history_entry(inbox_by_session(request)[0], params)
 
 
 # -- the front door: every form of every process, through the inbox's port ------------------
@@ -7575,21 +7555,21 @@ def _forward_failed(request, forward: Forward, status: int, error) -> None:
 
 INBOX_ROUTES = (
     ("GET", "/inbox", route_inbox_session_page),
-    ("GET", "/inbox/listing", route_inbox_session_json),
-    ("GET", "/inbox/events", route_inbox_session_events),
-    ("GET", "/inbox/share", route_inbox_session_share),
-    ("GET", "/inbox/history", route_inbox_session_history),
-    ("GET", "/inbox/history/<id>", route_inbox_session_history_entry),
+    ("GET", "/inbox/listing", opened_by(inbox_by_session, inbox_listing)),
+    ("GET", "/inbox/events", opened_by(inbox_by_session, inbox_events)),
+    ("GET", "/inbox/share", opened_by(inbox_by_session, inbox_share)),
+    ("GET", "/inbox/history", opened_by(inbox_by_session, inbox_history)),
+    ("GET", "/inbox/history/<id>", opened_by(inbox_by_session, inbox_history_entry)),
     ("GET", "/inbox/enter/<ticket>", route_inbox_session_page),
     ("POST", "/inbox/enter/<ticket>", route_inbox_enter),
     ("GET", "/inbox/<key>", route_inbox_page),
     ("GET", "/assets/<name*>", route_asset),
     ("GET", "/api/inbox/prove", route_inbox_prove),
-    ("GET", "/api/inbox/<key>", route_inbox_json),
-    ("GET", "/api/inbox/<key>/events", route_inbox_events),
-    ("GET", "/api/inbox/<key>/share", route_inbox_share),
-    ("GET", "/api/inbox/<key>/history", route_inbox_history),
-    ("GET", "/api/inbox/<key>/history/<id>", route_inbox_history_entry),
+    ("GET", "/api/inbox/<key>", opened_by(inbox_from, inbox_listing)),
+    ("GET", "/api/inbox/<key>/events", opened_by(inbox_from, inbox_events)),
+    ("GET", "/api/inbox/<key>/share", opened_by(inbox_from, inbox_share)),
+    ("GET", "/api/inbox/<key>/history", opened_by(inbox_from, inbox_history)),
+    ("GET", "/api/inbox/<key>/history/<id>", opened_by(inbox_from, inbox_history_entry)),
 ) + tuple(  # the front door: each form route, forwarded; the assets are the holder's own
     (method, pattern, door_prove if pattern == "/api/prove" else door_route(method, pattern, route))
     for method, pattern, route in ROUTES if pattern != "/assets/<name*>"
@@ -7798,7 +7778,8 @@ class InboxKeyRing:
         """No other live process of ours has an entry in the registry (pending or readable
         forms, or a door URL or inbox session handed out). Whatever holds the port does not
         count: a program that is not ours there never keeps the key alive."""
-        return not self.registry.scan()[1]
+        with self.scan_lock:  # the registry's cache: two scans at once would both prune it
+            return not self.registry.scan()[1]
 
     def _refresh_key(self) -> bool:
         """Read the key again when the file was replaced or retired under us (two processes
@@ -7833,12 +7814,16 @@ class InboxKeyRing:
         return "%s/inbox/enter/%s" % (self.door_base(), inbox_pass(self.key, "ticket", INBOX_TICKET_SECONDS))
 
     def redeem(self, ticket: str):
-        """A session for a valid ticket not used before by any process of ours, or None."""
-        nonce = None if self.key is None else inbox_pass_nonce(self.key, "ticket", ticket)
+        """{session, verifier} for a valid ticket not used before by any process of ours, or
+        None: a session and the page's verifier for it (page_verifier), under one key even if
+        another process replaces it meanwhile."""
+        key = self.key
+        nonce = None if key is None else inbox_pass_nonce(key, "ticket", ticket)
         if nonce is None or not use_ticket_once(self.registry.folder, ticket.partition(".")[0], nonce):
             return None
         self._handing_out()
-        return inbox_pass(self.key, "session", INBOX_SESSION_SECONDS)
+        session = inbox_pass(key, "session", INBOX_SESSION_SECONDS)
+        return {"session": session, "verifier": page_verifier(key, inbox_pass_nonce(key, "session", session))}
 
 
 # -- holding the door's port --------------------------------------------------------------
@@ -7875,9 +7860,8 @@ class DoorHolding:
     def _handing_out(self) -> None:
         with self.changed:
             if not self.handed_out:
-                self.handed_out = self.dirty = True  # the entry says this process lives on
-                self._start_worker()
-                self.changed.notify_all()
+                self.handed_out = True  # the entry says this process lives on
+                self._entry_changed()
 
     def _open_door(self) -> bool:
         """A form's first URL: our registry file names it, and, the first time, the port is
@@ -7935,9 +7919,8 @@ class DoorHolding:
         if self.server is None:
             return False
         with self.changed:
-            self.hold = self.dirty = True  # the entry says this process lives on
-            self._start_worker()
-            self.changed.notify_all()
+            self.hold = True  # the entry says this process lives on
+            self._entry_changed()
         return True
 
     def _try_to_hold(self, probe: bool) -> bool:
@@ -8012,7 +7995,7 @@ class InboxListing:
         with self.lock:
             others = sum(len(entry["interviews"]) for entry in self.others)
             others += len(self.pending) - (1 if interview.id in self.pending else 0)
-            ours = self.key is not None and (self.server is not None or (self.holder == "ours" and self._proof_fresh()))
+            ours = self.key is not None and self.door_is_ours()
             return {"waiting": others, "url": "/api/s/%s/inbox" % interview.token if ours else None}
 
     def listing(self) -> dict:
@@ -8150,9 +8133,14 @@ class InboxWorker:
             elif self.pending.pop(interview.id, None) is None:
                 return
             self.forms[interview.id] = interview  # settled, it stays readable for a while
-            self.dirty = True
-            self._start_worker()
-            self.changed.notify_all()
+            self._entry_changed()
+
+    def _entry_changed(self) -> None:
+        """The registry entry is to be written again: the worker runs, and looks now (call with
+        the lock held)."""
+        self.dirty = True
+        self._start_worker()
+        self.changed.notify_all()
 
     def _start_worker(self) -> None:
         """Call with the lock held."""
@@ -10990,13 +10978,7 @@ def inbox_redirect_file(log_dir: str, url: str) -> str:
     page = ('<!doctype html><meta charset="utf-8"><meta name="referrer" content="no-referrer">'
             '<meta http-equiv="refresh" content="0;url=%s"><title>ask-user-rich inbox</title>'
             '<a href="%s">ask-user-rich inbox</a>\n' % (html.escape(url), html.escape(url)))
-    # Two runtimes of one process (tests) may make it at once: each thread has its own name.
-    temporary = "%s.%d.%d.tmp" % (path, os.getpid(), threading.get_ident())
-    try:
-        os.unlink(temporary)
-    except FileNotFoundError:
-        pass
-    write_whole(temporary, lambda handle: handle.write(page.encode("utf-8")),
+    write_whole(own_temporary(path), lambda handle: handle.write(page.encode("utf-8")),
                 lambda temporary: os.replace(temporary, path))
     return pathlib.Path(path).resolve().as_uri()
 
