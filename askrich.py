@@ -8366,8 +8366,6 @@ class Runtime:
         self.notices.observe(interview)
         if self.away is not None:
             self.away.observe(interview)
-        if self.away is not None:
-            self.away.observe(interview)
 
     def base_url(self) -> str:
         """Start the form server on first need; its base URL (this process's own, which the
