@@ -4246,16 +4246,27 @@ def api_interview(request, params: dict):
     return interview
 
 
+def request_host(request) -> tuple:
+    """(the Host header, lower-cased; its name; its port as written, "" when none)."""
+    header = request.headers.get("Host", "").strip().lower()
+    name = host_name(header)
+    return header, name, header[len(name):].lstrip(":")
+
+
+def names_public_url(header: str, public_url) -> bool:
+    """Whether a Host header names the public URL: its host and its port, since a tunnel's
+    public URL may be another port of this very host (`ssh -L 9000:localhost:47615`)."""
+    return bool(public_url) and header == public_url.split("://", 1)[1].rstrip("/").lower()
+
+
 def request_via(request) -> str:
     """Where a form's request came from, by the Host it names (the front door forwards it
-    unchanged): the public URL's host -> "public", the inbox's port (the door) -> "door",
-    else the form's own port -> "browser"."""
-    host = request.headers.get("Host", "").strip().lower()
-    name = host_name(host)
+    unchanged): the public URL -> "public", the inbox's port (the door) -> "door", else the
+    form's own port -> "browser"."""
+    header, _, port = request_host(request)
     config = request.runtime.config
-    if config.public_url and name == host_name(config.public_url.split("://", 1)[1]):
+    if names_public_url(header, config.public_url):
         return "public"
-    port = host[len(name) + 1:]
     if config.inbox_port and port.isdigit() and int(port) == config.inbox_port:
         return "door"
     return "browser"
@@ -4467,13 +4478,11 @@ def proved_origin(request) -> str:
     used; the door's port (or the public URL) only while the door is ours, for a question
     the door passed on (its Host is the page's). HttpRefusal 403 for any other: a program
     that holds some port and passes questions on learns nothing it can show."""
-    header = request.headers.get("Host", "").strip().lower()
-    name = host_name(header)
-    given = header[len(name):].lstrip(":")
+    header, name, given = request_host(request)
     port = request.server.server_address[1]
     public = request.runtime.config.public_url
     inbox = request.runtime.inbox
-    if public and header == public.split("://", 1)[1].rstrip("/").lower():
+    if names_public_url(header, public):
         # The person's tunnel to the door (`ssh -L 9000:localhost:47615` included).
         if getattr(request.server, "inbox", None) is not None or inbox.door_is_ours():
             return public
