@@ -1811,7 +1811,7 @@ def permission_choice(asked: dict, result: dict):
 
 def permission_record(asked: dict, result: dict, via: str, now: float) -> dict:
     """The archive's `permission` field: what was asked, what was decided, where and when."""
-    choice = permission_choice(asked, result) if via != "terminal" else None
+    choice = permission_choice(asked, result)  # None for a cancelled ask: the terminal decides
     chosen = (choice or {}).get("updatedPermissions") or [None]
     return {"tool": asked["tool"], "input": asked["input"],
             "decision": choice["behavior"] if choice else "terminal", "suggestion": chosen[0],
