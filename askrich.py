@@ -1601,17 +1601,17 @@ def compact_json(value) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def fit_result(result: dict, spec: dict) -> dict:
-    """What the agent receives: the result as it is while both its JSON and its text blocks
-    stay within COMPACT_ABOVE_CHARS, else the compact form (the archive keeps every field)."""
-    full = {key: value for key, value in result.items() if key != "summary"}
-    return result if fits_whole(result, pretty_result_json(full)) else compact_result(result, spec)
-
-
-def fits_whole(result: dict, pretty: str) -> bool:
-    """Whether `result`, whose JSON without the summary is `pretty`, goes to the agent whole."""
-    return (len(compact_json(result)) <= COMPACT_ABOVE_CHARS
-            and len(result["summary"]) + len(pretty) <= COMPACT_ABOVE_CHARS)
+def fit_result(result: dict, spec: dict) -> tuple:
+    """(what the agent receives, the text of its JSON without the summary): the result as it
+    is while both its JSON and its text blocks stay within COMPACT_ABOVE_CHARS, readable;
+    else the compact form, on one line (the archive keeps every field); a compact one stays
+    so. The readable JSON is written once: the measure is the text sent."""
+    if not result.get("compact"):
+        text = pretty_result_json({key: value for key, value in result.items() if key != "summary"})
+        if len(compact_json(result)) <= COMPACT_ABOVE_CHARS and len(result["summary"]) + len(text) <= COMPACT_ABOVE_CHARS:
+            return result, text
+        result = compact_result(result, spec)
+    return result, compact_json({key: value for key, value in result.items() if key != "summary"})
 
 
 def compact_result(result: dict, spec: dict) -> dict:
@@ -9022,15 +9022,8 @@ def error_result(text: str) -> dict:
 def answers_result(result: dict, spec: dict) -> dict:
     """A settled interview as the agent receives it: fitted to its context here, where the
     result leaves for the agent, and nowhere else (the form, the archive and the command line
-    keep the whole result); the summary, then the JSON without it (one line when compact).
-    The readable JSON is written once: fit_result's measure is the text sent."""
-    full = {key: value for key, value in result.items() if key != "summary"}
-    text = pretty_result_json(full)
-    if not fits_whole(result, text):
-        result = compact_result(result, spec)
-        full = {key: value for key, value in result.items() if key != "summary"}
-    if result.get("compact"):
-        text = compact_json(full)
+    keep the whole result); the summary, then the JSON without it (fit_result)."""
+    result, text = fit_result(result, spec)
     return {
         "content": [
             {"type": "text", "text": result["summary"]},
