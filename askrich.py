@@ -2829,9 +2829,8 @@ class FormPresence:
         """A page loaded; `seen`: where it cannot load unseen (the app, in the conversation)."""
         with self._lock:
             self._page_views += 1
-            self._sightings += seen
             if seen:
-                self._last_sign = time.time()
+                self._sighted()
             self._changed.notify_all()
         self._on_change(self)
 
@@ -2842,12 +2841,16 @@ class FormPresence:
             self._in_view[page] = in_view
             for stale in list(self._in_view)[:-PAGES_REMEMBERED]:  # the pages heard from longest ago
                 del self._in_view[stale]
-            self._sightings += came
             if came:
-                self._last_sign = time.time()
+                self._sighted()
             self._changed.notify_all()
         self._on_change(self)
         return came
+
+    def _sighted(self) -> None:
+        """The person saw the form: a sighting, and a sign of them. Call with the lock held."""
+        self._sightings += 1
+        self._last_sign = time.time()
 
     def record_stream(self, delta: int) -> None:
         """An event stream opened (+1) or closed (-1): the inbox looks more often while a
@@ -2996,8 +2999,8 @@ class Interview(FormPresence):
             return self._result
 
     def status(self) -> tuple:
-        """(state, a call is waiting, version, handed back), read together: what the form's
-        state says (state_json)."""
+        """(state, a call is waiting, version, handed back, answered in the terminal), read
+        together: what the form's state says (state_json)."""
         with self._lock:
             return self._status()
 
