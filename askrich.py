@@ -9007,10 +9007,7 @@ def shown_in_host_result(interview: Interview, url: str) -> dict:
         "sessionId %s; or call it now to wait for the submit."
         % (APP_SHOWN_REASON, quote(interview.title), url, quote(interview.id))
     )
-    structured = {"status": "awaiting", "sessionId": interview.id, "url": url,
-                  "reason": APP_SHOWN_REASON, "summary": text}
-    return {"content": [{"type": "text", "text": text}], "structuredContent": structured,
-            "_meta": {APP_META: app_meta(interview)}}
+    return dict(awaiting_result(interview, url, APP_SHOWN_REASON, text), _meta={APP_META: app_meta(interview)})
 
 
 def app_meta(interview: Interview) -> dict:
@@ -9036,8 +9033,10 @@ def answers_result(result: dict, spec: dict) -> dict:
     }
 
 
-def awaiting_result(interview: Interview, url: str, reason: str) -> dict:
-    text = (
+def awaiting_result(interview: Interview, url: str, reason: str, text=None) -> dict:
+    """A pending interview's result: its link and why the call returned before the answers;
+    `text`, what the agent reads, says to show the link unless given."""
+    text = text or (
         "%s\nThe interview %s is waiting at:\n%s\n\nShow this link to the user, then call "
         "await_user_answers with sessionId %s to wait for the submit."
         % (reason, quote(interview.title), url, quote(interview.id))
