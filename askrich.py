@@ -9258,10 +9258,10 @@ class LegacyCall(ToolCall):
 
         request_id = self.transport.request("elicitation/create", params, on_response)
         self.log.event("elicitation-request", about=interview, interview=interview.id, request=request_id,
-                              elicitation=params.get("elicitationId"))
+                       elicitation=params.get("elicitationId"))
         with interview.waiter(self.cancellation) as waiter:
-            outcome = waiter.wait(answered=lambda: bool(responses))
-        in_app = outcome == "settled" and (interview.settled_result() or {}).get("via") == "app"
+            outcome = waiter.wait(answered=answered.is_set)
+        in_app = outcome == "settled" and interview.settled_result()["via"] == "app"
         if in_app:
             # Our form in the host's dialog submitted, and answers the dialog next: its answer
             # closes the dialog as the host expects, rather than our cancellation.
