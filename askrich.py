@@ -2738,13 +2738,15 @@ class InterviewSnapshot:
     that settle ends nothing changes it (appends, uploads and new tasks wait for its outcome),
     so the result and the archive are built from it without the interview's lock."""
 
-    __slots__ = ("interview", "interview_id", "spec", "options", "created", "task_ids", "uploads", "delivered")
+    __slots__ = ("interview", "interview_id", "spec", "options", "agent", "created", "task_ids", "uploads",
+                 "delivered")
 
     def __init__(self, interview, spec: dict, created: float, task_ids: list, uploads,
                  delivered: bool) -> None:
         self.interview = interview  # what the settle's log events are about; not read from
         self.interview_id = interview.id
         self.options = interview.options  # never changes
+        self.agent = interview.agent  # never changes
         self.spec = spec
         self.created = created
         self.task_ids = task_ids
@@ -3542,7 +3544,7 @@ class SessionHub:
         record = {key: value for key, value in result.items() if key != "summary"}
         record["interview"] = spec
         # What the history lists beside the title: who asked, and in which project.
-        record["agent"], record["project"] = snapshot.interview.agent, working_folder()
+        record["agent"], record["project"] = snapshot.agent, working_folder()
         if snapshot.task_ids:  # what a later process needs to answer tasks/get for them
             record["tasks"] = dict(self.archive.owner, ids=snapshot.task_ids)
         if snapshot.options.get("kind") == PERMISSION:
