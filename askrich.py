@@ -2909,10 +2909,10 @@ class FormPresence:
                     "createdAt": self.created, "lastSign": self._last_sign, "given": dict(self._given)}
 
     def resume(self, created: float, last_sign: float, given: dict) -> None:
-        """Go on from an earlier server's away_record(): the same clock, the same answers."""
+        """Go on from an earlier server's away_record(): the same clock, the same answers
+        (`given`: question id -> {answer, via}, as record_answers holds them)."""
         with self._lock:
-            self.created, self._last_sign = created, last_sign
-            self._given = {qid: {"answer": entry["answer"], "via": entry.get("via")} for qid, entry in given.items()}
+            self.created, self._last_sign, self._given = created, last_sign, given
 
 
 class Interview(FormPresence):
@@ -6475,7 +6475,7 @@ class AwayPolicy:
             # On disk whenever its clock moves, gone once settled: a server started after this
             # one ends goes on from there (Runtime.resume_away).
             for interview in save:
-                archive.record_away(dict(interview.away_record(), policy=interview.away[0]))
+                archive.record_away(interview.away_record())
             for interview_id in gone:
                 archive.forget_away(interview_id)
             for interview, seconds in warn:
@@ -10684,17 +10684,6 @@ def ask_here(arguments: dict, open_it: bool, finish, agent=None, timeout=None, c
         signals.release()
 
 
-# -- Claude Code's own questions: a PreToolUse hook on AskUserQuestion -------------------------
-#
-# Claude Code runs `askrich.py hook ask-user-question` before its built-in AskUserQuestion
-# shows anything, with the call as JSON on stdin. The same questions go to the form (and so to
-# the door, the inbox and the notices); the person's answers go back as the hook output that
-# Claude Code 2.1.328 takes as the person's own answers: it then shows no dialog, and the model
-# gets an ordinary AskUserQuestion result. Whatever goes wrong on our side ends with exit 0 and
-# no output, which leaves Claude Code to ask in its terminal as if the hook were not there (exit
-# 2 would block the tool instead). tests/README.md ("Claude Code's own questions") has the
-# shapes as seen in a real session.
-
 def run_inbox(open_it: bool) -> int:
     """inbox: open the inbox that some ask-user-rich holds, after it proved it knows the key;
     with no holder, hold it here until Ctrl-C. Never sends the key to a port held by another
@@ -10765,7 +10754,12 @@ def _show_inbox(url: str, open_it: bool, config: Config, log) -> None:
                          % (os.path.join(config.log_dir, INBOX_REDIRECT_FILE), error.strerror or error))
         return
     # The inbox command's own log lines stay in server.log.
-    opened, why = open_browser(way_in, config, log if log is not None else Log(config.log_dir, echo=False))
+    own_log = Log(config.log_dir, echo=False) if log is None else None
+    try:
+        opened, why = open_browser(way_in, config, log if own_log is None else own_log)
+    finally:
+        if own_log is not None:  # its server.log and its own descriptor onto stderr
+            own_log.close()
     if not opened:
         sys.stderr.write("Could not open the browser (%s).\n" % why)
 
@@ -11001,6 +10995,17 @@ def inbox_redirect_file(log_dir: str, url: str) -> str:
 # agent's own terminal asks as if the hook were not there.
 
 
+# -- Claude Code's own questions: a PreToolUse hook on AskUserQuestion -------------------------
+#
+# Claude Code runs `askrich.py hook ask-user-question` before its built-in AskUserQuestion
+# shows anything, with the call as JSON on stdin. The same questions go to the form (and so to
+# the door, the inbox and the notices); the person's answers go back as the hook output that
+# Claude Code 2.1.328 takes as the person's own answers: it then shows no dialog, and the model
+# gets an ordinary AskUserQuestion result. Whatever goes wrong on our side ends with exit 0 and
+# no output, which leaves Claude Code to ask in its terminal as if the hook were not there (exit
+# 2 would block the tool instead). tests/README.md ("Claude Code's own questions") has the
+# shapes as seen in a real session.
+
 HOOK_TOOL = "AskUserQuestion"
 HOOK_AGENT = "Claude Code"
 # The hook answers only while this file is in the log directory: the plugin ships the hook,
@@ -11032,7 +11037,6 @@ HOOK_OPEN_ANSWERS = {
     "needs-info": "(the person needs more information before deciding; see the notes)",
     "unanswered": "(not answered)",
 }
-HOOK_USAGE = "hook ask-user-question [--timeout SECONDS | --enable | --disable]"
 # The note on an answer the person's away policy took, where the model reads the person's notes.
 HOOK_AWAY_NOTE = ("Nobody answered within %s: the person's away policy took this recommendation; "
                   "the person did not choose it.")
@@ -11173,28 +11177,36 @@ def hook_is_on(config: "Config", switch: str = HOOK_SWITCH) -> bool:
 
 
 class HookKind:
-    """One of the hooks `askrich.py hook NAME` serves: its switch file, its usage, what it
-    does with the input (`answer(source, timeout)`: the output to print, or None when there is
-    none or it printed it itself, the moment it had it), and what it says."""
+    """One of the hooks `askrich.py hook NAME` serves: its switch file, what it does with the
+    input (`answer(source, timeout)`: the output to print, or None when there is none or it
+    printed it itself, the moment it had it), and what it says: when it cannot answer
+    (`fallback`), when it is switched on or off, and in the doctor's report (`title`: it is
+    on, `doing` that; off, `not_doing`)."""
 
-    def __init__(self, switch, usage, answer, fallback, on_words, off_words) -> None:
-        self.switch, self.usage, self.answer = switch, usage, answer
-        self.fallback, self.on_words, self.off_words = fallback, on_words, off_words
+    def __init__(self, name, switch, answer, fallback, on_words, off_words, title, doing, not_doing) -> None:
+        self.name, self.switch, self.answer, self.fallback = name, switch, answer, fallback
+        self.usage = "hook %s [--timeout SECONDS | --enable | --disable]" % name
+        self.on_words, self.off_words = on_words, off_words
+        self.title, self.doing, self.not_doing = title, doing, not_doing
 
 
 def hook_kinds() -> dict:
-    return {
-        "ask-user-question": HookKind(
-            HOOK_SWITCH, HOOK_USAGE, answer_ask_user_question, "Claude Code asks in the terminal",
+    kinds = (
+        HookKind(
+            "ask-user-question", HOOK_SWITCH, answer_ask_user_question, "Claude Code asks in the terminal",
             "Claude Code's questions (AskUserQuestion) now open in ask-user-rich's form, in every "
             "session with the ask-user-rich plugin (or the hook in your settings).\n",
-            "Claude Code's questions (AskUserQuestion) are asked in its terminal again.\n"),
-        "permission-request": HookKind(
-            PERMISSION_SWITCH, PERMISSION_USAGE, answer_permission_request, "the terminal decides",
+            "Claude Code's questions (AskUserQuestion) are asked in its terminal again.\n",
+            "AskUserQuestion hook", "Claude Code's own questions open in the form",
+            "Claude Code asks its own questions in its terminal"),
+        HookKind(
+            "permission-request", PERMISSION_SWITCH, answer_permission_request, "the terminal decides",
             "Permission asks (may I run this?) now open in ask-user-rich's form as well as in the "
             "terminal, in every session with the ask-user-rich plugin (or the hook in your settings).\n",
-            "Permission asks are answered in the terminal only again.\n"),
-    }
+            "Permission asks are answered in the terminal only again.\n",
+            "Permission hook", "permission asks open in the form too", "permission asks wait in the terminal only"),
+    )
+    return {kind.name: kind for kind in kinds}
 
 
 def run_hook(args: list) -> int:
@@ -11203,7 +11215,7 @@ def run_hook(args: list) -> int:
     config, _ = Config.from_env()
     hook = hook_kinds().get(args[0]) if args else None
     if hook is None:
-        return usage_error("the hooks are: %s; %s" % (HOOK_USAGE, PERMISSION_USAGE))
+        return usage_error("the hooks are: %s" % "; ".join(kind.usage for kind in hook_kinds().values()))
     flags = args[1:]
     if flags in (["--enable"], ["--disable"]):
         return switch_hook(config, hook, flags[0] == "--enable")
@@ -11284,6 +11296,23 @@ def say_goodbye(interview: Interview, patience: float) -> None:
     interview.wait_until(check)
 
 
+def hand_back(runtime: Runtime, interview: Interview, answers: dict, why: str, margin: float, event: str,
+              answered_there: bool = False) -> bool:
+    """A hook's wait ended with no answer from the form (`why`: its timeout, a stop, or the
+    terminal `answered_there`): settle the interview with `answers`, so that the form says where
+    the ask went, and serve it until the page heard that. False when a submit came first: its
+    result stands."""
+    handed_back = why == "timeout" and not answered_there
+    if runtime.hub.settle_without_form(interview, answers, CANCELLED, "terminal" if answered_there else "browser",
+                                       handed_back=handed_back, answered_there=answered_there) is None:
+        return False
+    runtime.log.event(event, about=interview, interview=interview.id, why="answered-there" if answered_there else why)
+    # Stopped by the client (Esc, its own limit: SIGTERM), the goodbye fits in what a stop may take.
+    stopped = why != "timeout" and not answered_there
+    say_goodbye(interview, min(HOOK_STOPPED_GOODBYE_SECONDS if stopped else HOOK_GOODBYE_SECONDS, margin / 2))
+    return True
+
+
 def answer_ask_user_question(source: str, timeout: int):
     """The hook output for one PreToolUse call, or None to let Claude Code ask itself."""
     payload = parse_json(source)
@@ -11302,13 +11331,7 @@ def answer_ask_user_question(source: str, timeout: int):
     def finish(runtime, interview, result, why) -> int:
         if result is None:  # the form says where the questions went, before the process ends
             unanswered_all = {question["id"]: unanswered() for question in interview.spec["questions"]}
-            if runtime.hub.settle_without_form(interview, unanswered_all, CANCELLED, "browser",
-                                               handed_back=why == "timeout") is not None:
-                runtime.log.event("hook-gave-up", about=interview, interview=interview.id, why=why)
-                # Stopped by Claude Code (Esc, its own limit: SIGTERM), the goodbye fits in
-                # what a stop may take.
-                patience = HOOK_GOODBYE_SECONDS if why == "timeout" else HOOK_STOPPED_GOODBYE_SECONDS
-                say_goodbye(interview, min(patience, margin / 2))
+            if hand_back(runtime, interview, unanswered_all, why, margin, "hook-gave-up"):
                 return 0
             result = interview.settled_result()  # a submit that came as the wait ended
         outcome["answer"] = ask_user_question_answer(tool_input, result)
@@ -11330,7 +11353,6 @@ def answer_ask_user_question(source: str, timeout: int):
 # tests/README.md ("Permission asks") has the shapes as seen in real sessions.
 
 PERMISSION_SWITCH = "hook-permission-request.on"
-PERMISSION_USAGE = "hook permission-request [--timeout SECONDS | --enable | --disable]"
 # A tool input larger than this (JSON characters) is not shown: the terminal asks.
 PERMISSION_INPUT_MAX = 256 * 1024
 PERMISSION_FOLD_LINES = 40  # a new file's first lines shown; the rest folded
@@ -11618,16 +11640,8 @@ def answer_permission_request(source: str, timeout: int) -> None:
         if watch is not None:
             watch.stop()
         if result is None:
-            closed = {PERMISSION: unanswered()}
-            there = bool(heard.get("terminal"))
-            if runtime.hub.settle_without_form(interview, closed, CANCELLED, "terminal" if there else "browser",
-                                               handed_back=not there and why == "timeout",
-                                               answered_there=there) is not None:
-                runtime.log.event("permission-left-to-terminal", about=interview, interview=interview.id,
-                                  why="answered-there" if there else why)
-                stopped = why == "cancelled" and not there  # by a signal: the goodbye fits in a stop
-                say_goodbye(interview, min(HOOK_STOPPED_GOODBYE_SECONDS if stopped else HOOK_GOODBYE_SECONDS,
-                                           margin / 2))
+            if hand_back(runtime, interview, {PERMISSION: unanswered()}, why, margin, "permission-left-to-terminal",
+                         answered_there=bool(heard.get("terminal"))):
                 return 0
             result = interview.settled_result()  # a submit that came as the wait ended
         decision = permission_choice(internal["permission"], result)
@@ -11680,9 +11694,8 @@ def run_doctor(environ=None, facts=None, out=None) -> int:
     if config.port:
         line("fixed port %d: %s" % (config.port, _doctor_port(config.host, config.port)))
     line(_doctor_inbox(config))
-    for text in _doctor_door(config) + _doctor_notices(config, env) + [_doctor_hook(config),
-                                                                       _doctor_permission_hook(config),
-                                                                       _doctor_away(config)]:
+    hooks = [_doctor_hook(config, hook) for hook in hook_kinds().values()]
+    for text in _doctor_door(config) + _doctor_notices(config, env) + hooks + [_doctor_away(config)]:
         line(text)
     problem = _doctor_self_test(config, line)
     if problem is not None:
@@ -11867,22 +11880,11 @@ def _doctor_away(config: Config) -> str:
             % (config.away, what, minutes_text(config.away_after), ENV_AWAY_AFTER))
 
 
-def _doctor_hook(config: Config) -> str:
-    if hook_is_on(config):
-        return ("AskUserQuestion hook: on (%s): Claude Code's own questions open in the form where the "
-                "hook is configured (the plugin ships it); off with: askrich.py hook ask-user-question "
-                "--disable" % hook_switch_path(config))
-    return ("AskUserQuestion hook: off: Claude Code asks its own questions in its terminal; on with: "
-            "askrich.py hook ask-user-question --enable")
-
-
-def _doctor_permission_hook(config: Config) -> str:
-    if hook_is_on(config, PERMISSION_SWITCH):
-        return ("Permission hook: on (%s): permission asks open in the form too where the hook is "
-                "configured (the plugin ships it); off with: askrich.py hook permission-request --disable"
-                % hook_switch_path(config, PERMISSION_SWITCH))
-    return ("Permission hook: off: permission asks wait in the terminal only; on with: "
-            "askrich.py hook permission-request --enable")
+def _doctor_hook(config: Config, hook: HookKind) -> str:
+    if hook_is_on(config, hook.switch):
+        return ("%s: on (%s): %s where the hook is configured (the plugin ships it); off with: askrich.py hook "
+                "%s --disable" % (hook.title, hook_switch_path(config, hook.switch), hook.doing, hook.name))
+    return "%s: off: %s; on with: askrich.py hook %s --enable" % (hook.title, hook.not_doing, hook.name)
 
 
 def _doctor_port(host: str, port: int) -> str:
