@@ -1601,17 +1601,17 @@ def compact_json(value) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def fit_result(result: dict, spec: dict) -> dict:
-    """What the agent receives: the result as it is while both its JSON and its text blocks
-    stay within COMPACT_ABOVE_CHARS, else the compact form (the archive keeps every field)."""
-    full = {key: value for key, value in result.items() if key != "summary"}
-    return result if fits_whole(result, pretty_result_json(full)) else compact_result(result, spec)
-
-
-def fits_whole(result: dict, pretty: str) -> bool:
-    """Whether `result`, whose JSON without the summary is `pretty`, goes to the agent whole."""
-    return (len(compact_json(result)) <= COMPACT_ABOVE_CHARS
-            and len(result["summary"]) + len(pretty) <= COMPACT_ABOVE_CHARS)
+def fit_result(result: dict, spec: dict) -> tuple:
+    """(what the agent receives, the text of its JSON without the summary): the result as it
+    is while both its JSON and its text blocks stay within COMPACT_ABOVE_CHARS, readable;
+    else the compact form, on one line (the archive keeps every field); a compact one stays
+    so. The readable JSON is written once: the measure is the text sent."""
+    if not result.get("compact"):
+        text = pretty_result_json({key: value for key, value in result.items() if key != "summary"})
+        if len(compact_json(result)) <= COMPACT_ABOVE_CHARS and len(result["summary"]) + len(text) <= COMPACT_ABOVE_CHARS:
+            return result, text
+        result = compact_result(result, spec)
+    return result, compact_json({key: value for key, value in result.items() if key != "summary"})
 
 
 def compact_result(result: dict, spec: dict) -> dict:
@@ -1811,7 +1811,7 @@ def permission_choice(asked: dict, result: dict):
 
 def permission_record(asked: dict, result: dict, via: str, now: float) -> dict:
     """The archive's `permission` field: what was asked, what was decided, where and when."""
-    choice = permission_choice(asked, result) if via != "terminal" else None
+    choice = permission_choice(asked, result)  # None for a cancelled ask: the terminal decides
     chosen = (choice or {}).get("updatedPermissions") or [None]
     return {"tool": asked["tool"], "input": asked["input"],
             "decision": choice["behavior"] if choice else "terminal", "suggestion": chosen[0],
@@ -2759,13 +2759,15 @@ class InterviewSnapshot:
     that settle ends nothing changes it (appends, uploads and new tasks wait for its outcome),
     so the result and the archive are built from it without the interview's lock."""
 
-    __slots__ = ("interview", "interview_id", "spec", "options", "created", "task_ids", "uploads", "delivered")
+    __slots__ = ("interview", "interview_id", "spec", "options", "agent", "created", "task_ids", "uploads",
+                 "delivered")
 
     def __init__(self, interview, spec: dict, created: float, task_ids: list, uploads,
                  delivered: bool) -> None:
         self.interview = interview  # what the settle's log events are about; not read from
         self.interview_id = interview.id
         self.options = interview.options  # never changes
+        self.agent = interview.agent  # never changes
         self.spec = spec
         self.created = created
         self.task_ids = task_ids
@@ -2850,9 +2852,8 @@ class FormPresence:
         """A page loaded; `seen`: where it cannot load unseen (the app, in the conversation)."""
         with self._lock:
             self._page_views += 1
-            self._sightings += seen
             if seen:
-                self._last_sign = time.time()
+                self._sighted()
             self._changed.notify_all()
         self._on_change(self)
 
@@ -2863,12 +2864,16 @@ class FormPresence:
             self._in_view[page] = in_view
             for stale in list(self._in_view)[:-PAGES_REMEMBERED]:  # the pages heard from longest ago
                 del self._in_view[stale]
-            self._sightings += came
             if came:
-                self._last_sign = time.time()
+                self._sighted()
             self._changed.notify_all()
         self._on_change(self)
         return came
+
+    def _sighted(self) -> None:
+        """The person saw the form: a sighting, and a sign of them. Call with the lock held."""
+        self._sightings += 1
+        self._last_sign = time.time()
 
     def record_stream(self, delta: int) -> None:
         """An event stream opened (+1) or closed (-1): the inbox looks more often while a
@@ -3017,8 +3022,8 @@ class Interview(FormPresence):
             return self._result
 
     def status(self) -> tuple:
-        """(state, a call is waiting, version, handed back), read together: what the form's
-        state says (state_json)."""
+        """(state, a call is waiting, version, handed back, answered in the terminal), read
+        together: what the form's state says (state_json)."""
         with self._lock:
             return self._status()
 
@@ -3560,7 +3565,7 @@ class SessionHub:
         record = {key: value for key, value in result.items() if key != "summary"}
         record["interview"] = spec
         # What the history lists beside the title: who asked, and in which project.
-        record["agent"], record["project"] = snapshot.interview.agent, working_folder()
+        record["agent"], record["project"] = snapshot.agent, working_folder()
         if snapshot.task_ids:  # what a later process needs to answer tasks/get for them
             record["tasks"] = dict(self.archive.owner, ids=snapshot.task_ids)
         if snapshot.options.get("kind") == PERMISSION:
@@ -4267,16 +4272,27 @@ def api_interview(request, params: dict):
     return interview
 
 
+def request_host(request) -> tuple:
+    """(the Host header, lower-cased; its name; its port as written, "" when none)."""
+    header = request.headers.get("Host", "").strip().lower()
+    name = host_name(header)
+    return header, name, header[len(name):].lstrip(":")
+
+
+def names_public_url(header: str, public_url) -> bool:
+    """Whether a Host header names the public URL: its host and its port, since a tunnel's
+    public URL may be another port of this very host (`ssh -L 9000:localhost:47615`)."""
+    return bool(public_url) and header == public_url.split("://", 1)[1].rstrip("/").lower()
+
+
 def request_via(request) -> str:
     """Where a form's request came from, by the Host it names (the front door forwards it
-    unchanged): the public URL's host -> "public", the inbox's port (the door) -> "door",
-    else the form's own port -> "browser"."""
-    host = request.headers.get("Host", "").strip().lower()
-    name = host_name(host)
+    unchanged): the public URL -> "public", the inbox's port (the door) -> "door", else the
+    form's own port -> "browser"."""
+    header, _, port = request_host(request)
     config = request.runtime.config
-    if config.public_url and name == host_name(config.public_url.split("://", 1)[1]):
+    if names_public_url(header, config.public_url):
         return "public"
-    port = host[len(name) + 1:]
     if config.inbox_port and port.isdigit() and int(port) == config.inbox_port:
         return "door"
     return "browser"
@@ -4488,13 +4504,11 @@ def proved_origin(request) -> str:
     used; the door's port (or the public URL) only while the door is ours, for a question
     the door passed on (its Host is the page's). HttpRefusal 403 for any other: a program
     that holds some port and passes questions on learns nothing it can show."""
-    header = request.headers.get("Host", "").strip().lower()
-    name = host_name(header)
-    given = header[len(name):].lstrip(":")
+    header, name, given = request_host(request)
     port = request.server.server_address[1]
     public = request.runtime.config.public_url
     inbox = request.runtime.inbox
-    if public and header == public.split("://", 1)[1].rstrip("/").lower():
+    if names_public_url(header, public):
         # The person's tunnel to the door (`ssh -L 9000:localhost:47615` included).
         if getattr(request.server, "inbox", None) is not None or inbox.door_is_ours():
             return public
@@ -8375,8 +8389,6 @@ class Runtime:
         self.notices.observe(interview)
         if self.away is not None:
             self.away.observe(interview)
-        if self.away is not None:
-            self.away.observe(interview)
 
     def base_url(self) -> str:
         """Start the form server on first need; its base URL (this process's own, which the
@@ -9006,10 +9018,7 @@ def shown_in_host_result(interview: Interview, url: str) -> dict:
         "sessionId %s; or call it now to wait for the submit."
         % (APP_SHOWN_REASON, quote(interview.title), url, quote(interview.id))
     )
-    structured = {"status": "awaiting", "sessionId": interview.id, "url": url,
-                  "reason": APP_SHOWN_REASON, "summary": text}
-    return {"content": [{"type": "text", "text": text}], "structuredContent": structured,
-            "_meta": {APP_META: app_meta(interview)}}
+    return dict(awaiting_result(interview, url, APP_SHOWN_REASON, text), _meta={APP_META: app_meta(interview)})
 
 
 def app_meta(interview: Interview) -> dict:
@@ -9024,15 +9033,8 @@ def error_result(text: str) -> dict:
 def answers_result(result: dict, spec: dict) -> dict:
     """A settled interview as the agent receives it: fitted to its context here, where the
     result leaves for the agent, and nowhere else (the form, the archive and the command line
-    keep the whole result); the summary, then the JSON without it (one line when compact).
-    The readable JSON is written once: fit_result's measure is the text sent."""
-    full = {key: value for key, value in result.items() if key != "summary"}
-    text = pretty_result_json(full)
-    if not fits_whole(result, text):
-        result = compact_result(result, spec)
-        full = {key: value for key, value in result.items() if key != "summary"}
-    if result.get("compact"):
-        text = compact_json(full)
+    keep the whole result); the summary, then the JSON without it (fit_result)."""
+    result, text = fit_result(result, spec)
     return {
         "content": [
             {"type": "text", "text": result["summary"]},
@@ -9042,8 +9044,10 @@ def answers_result(result: dict, spec: dict) -> dict:
     }
 
 
-def awaiting_result(interview: Interview, url: str, reason: str) -> dict:
-    text = (
+def awaiting_result(interview: Interview, url: str, reason: str, text=None) -> dict:
+    """A pending interview's result: its link and why the call returned before the answers;
+    `text`, what the agent reads, says to show the link unless given."""
+    text = text or (
         "%s\nThe interview %s is waiting at:\n%s\n\nShow this link to the user, then call "
         "await_user_answers with sessionId %s to wait for the submit."
         % (reason, quote(interview.title), url, quote(interview.id))
@@ -9265,10 +9269,10 @@ class LegacyCall(ToolCall):
 
         request_id = self.transport.request("elicitation/create", params, on_response)
         self.log.event("elicitation-request", about=interview, interview=interview.id, request=request_id,
-                              elicitation=params.get("elicitationId"))
+                       elicitation=params.get("elicitationId"))
         with interview.waiter(self.cancellation) as waiter:
-            outcome = waiter.wait(answered=lambda: bool(responses))
-        in_app = outcome == "settled" and (interview.settled_result() or {}).get("via") == "app"
+            outcome = waiter.wait(answered=answered.is_set)
+        in_app = outcome == "settled" and interview.settled_result()["via"] == "app"
         if in_app:
             # Our form in the host's dialog submitted, and answers the dialog next: its answer
             # closes the dialog as the host expects, rather than our cancellation.
