@@ -1601,17 +1601,17 @@ def compact_json(value) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def fit_result(result: dict, spec: dict) -> dict:
-    """What the agent receives: the result as it is while both its JSON and its text blocks
-    stay within COMPACT_ABOVE_CHARS, else the compact form (the archive keeps every field)."""
-    full = {key: value for key, value in result.items() if key != "summary"}
-    return result if fits_whole(result, pretty_result_json(full)) else compact_result(result, spec)
-
-
-def fits_whole(result: dict, pretty: str) -> bool:
-    """Whether `result`, whose JSON without the summary is `pretty`, goes to the agent whole."""
-    return (len(compact_json(result)) <= COMPACT_ABOVE_CHARS
-            and len(result["summary"]) + len(pretty) <= COMPACT_ABOVE_CHARS)
+def fit_result(result: dict, spec: dict) -> tuple:
+    """(what the agent receives, the text of its JSON without the summary): the result as it
+    is while both its JSON and its text blocks stay within COMPACT_ABOVE_CHARS, readable;
+    else the compact form, on one line (the archive keeps every field); a compact one stays
+    so. The readable JSON is written once: the measure is the text sent."""
+    if not result.get("compact"):
+        text = pretty_result_json({key: value for key, value in result.items() if key != "summary"})
+        if len(compact_json(result)) <= COMPACT_ABOVE_CHARS and len(result["summary"]) + len(text) <= COMPACT_ABOVE_CHARS:
+            return result, text
+        result = compact_result(result, spec)
+    return result, compact_json({key: value for key, value in result.items() if key != "summary"})
 
 
 def compact_result(result: dict, spec: dict) -> dict:
@@ -1811,7 +1811,7 @@ def permission_choice(asked: dict, result: dict):
 
 def permission_record(asked: dict, result: dict, via: str, now: float) -> dict:
     """The archive's `permission` field: what was asked, what was decided, where and when."""
-    choice = permission_choice(asked, result) if via != "terminal" else None
+    choice = permission_choice(asked, result)  # None for a cancelled ask: the terminal decides
     chosen = (choice or {}).get("updatedPermissions") or [None]
     return {"tool": asked["tool"], "input": asked["input"],
             "decision": choice["behavior"] if choice else "terminal", "suggestion": chosen[0],
@@ -1871,8 +1871,12 @@ class StderrLines:
         self.descriptor = None  # our own descriptor onto stderr, when it is a real one
         self.socket = None
         self.limit = None  # bytes a line may take to be written whole in one write
-        self.count_lock = threading.Lock()  # guards `dropped` only, never held while writing
+        # Guards `dropped`, `writers` and `closed`, never held while writing: close() leaves our
+        # descriptor open until the last write under way has ended, so that no line ever goes to
+        # a descriptor number the process has since reused for another file.
+        self.count_lock = threading.Lock()
         self.dropped = 0
+        self.writers = 0
         self.closed = False
         try:
             self._open(stream.fileno())
@@ -1917,25 +1921,42 @@ class StderrLines:
             pass
 
     def _send(self, data: bytes) -> None:
-        if self.closed:
-            return
-        if self.socket is not None:
-            import socket
+        with self.count_lock:
+            if self.closed:
+                return
+            self.writers += 1
+        try:
+            if self.socket is not None:
+                import socket
 
-            self.socket.send(data, socket.MSG_DONTWAIT)
-        elif self.descriptor is not None:
-            os.write(self.descriptor, data)
-        else:
-            self.stream.write(data.decode("utf-8"))
-            self.stream.flush()
+                self.socket.send(data, socket.MSG_DONTWAIT)
+            elif self.descriptor is not None:
+                os.write(self.descriptor, data)
+            else:
+                self.stream.write(data.decode("utf-8"))
+                self.stream.flush()
+        finally:
+            with self.count_lock:
+                self.writers -= 1
+                last = self.closed and self.writers == 0
+            if last:
+                self._release()
 
     def close(self) -> None:
-        self.closed = True
+        with self.count_lock:
+            if self.closed:
+                return
+            self.closed = True
+            idle = self.writers == 0
+        if idle:
+            self._release()
+
+    def _release(self) -> None:
+        """Close what is ours (not the stream's own descriptor), once no write is under way."""
         if self.socket is not None:
             self.socket.close()
-        elif self.descriptor is not None and self.limit is not None:  # ours, not the stream's own
+        elif self.descriptor is not None and self.limit is not None:
             os.close(self.descriptor)
-        self.socket = self.descriptor = None
 
 
 class Log:
@@ -2738,13 +2759,15 @@ class InterviewSnapshot:
     that settle ends nothing changes it (appends, uploads and new tasks wait for its outcome),
     so the result and the archive are built from it without the interview's lock."""
 
-    __slots__ = ("interview", "interview_id", "spec", "options", "created", "task_ids", "uploads", "delivered")
+    __slots__ = ("interview", "interview_id", "spec", "options", "agent", "created", "task_ids", "uploads",
+                 "delivered")
 
     def __init__(self, interview, spec: dict, created: float, task_ids: list, uploads,
                  delivered: bool) -> None:
         self.interview = interview  # what the settle's log events are about; not read from
         self.interview_id = interview.id
         self.options = interview.options  # never changes
+        self.agent = interview.agent  # never changes
         self.spec = spec
         self.created = created
         self.task_ids = task_ids
@@ -2829,9 +2852,8 @@ class FormPresence:
         """A page loaded; `seen`: where it cannot load unseen (the app, in the conversation)."""
         with self._lock:
             self._page_views += 1
-            self._sightings += seen
             if seen:
-                self._last_sign = time.time()
+                self._sighted()
             self._changed.notify_all()
         self._on_change(self)
 
@@ -2842,12 +2864,16 @@ class FormPresence:
             self._in_view[page] = in_view
             for stale in list(self._in_view)[:-PAGES_REMEMBERED]:  # the pages heard from longest ago
                 del self._in_view[stale]
-            self._sightings += came
             if came:
-                self._last_sign = time.time()
+                self._sighted()
             self._changed.notify_all()
         self._on_change(self)
         return came
+
+    def _sighted(self) -> None:
+        """The person saw the form: a sighting, and a sign of them. Call with the lock held."""
+        self._sightings += 1
+        self._last_sign = time.time()
 
     def record_stream(self, delta: int) -> None:
         """An event stream opened (+1) or closed (-1): the inbox looks more often while a
@@ -2904,10 +2930,10 @@ class FormPresence:
                     "createdAt": self.created, "lastSign": self._last_sign, "given": dict(self._given)}
 
     def resume(self, created: float, last_sign: float, given: dict) -> None:
-        """Go on from an earlier server's away_record(): the same clock, the same answers."""
+        """Go on from an earlier server's away_record(): the same clock, the same answers
+        (`given`: question id -> {answer, via}, as record_answers holds them)."""
         with self._lock:
-            self.created, self._last_sign = created, last_sign
-            self._given = {qid: {"answer": entry["answer"], "via": entry.get("via")} for qid, entry in given.items()}
+            self.created, self._last_sign, self._given = created, last_sign, given
 
 
 class Interview(FormPresence):
@@ -2996,8 +3022,8 @@ class Interview(FormPresence):
             return self._result
 
     def status(self) -> tuple:
-        """(state, a call is waiting, version, handed back), read together: what the form's
-        state says (state_json)."""
+        """(state, a call is waiting, version, handed back, answered in the terminal), read
+        together: what the form's state says (state_json)."""
         with self._lock:
             return self._status()
 
@@ -3539,7 +3565,7 @@ class SessionHub:
         record = {key: value for key, value in result.items() if key != "summary"}
         record["interview"] = spec
         # What the history lists beside the title: who asked, and in which project.
-        record["agent"], record["project"] = snapshot.interview.agent, working_folder()
+        record["agent"], record["project"] = snapshot.agent, working_folder()
         if snapshot.task_ids:  # what a later process needs to answer tasks/get for them
             record["tasks"] = dict(self.archive.owner, ids=snapshot.task_ids)
         if snapshot.options.get("kind") == PERMISSION:
@@ -4246,16 +4272,27 @@ def api_interview(request, params: dict):
     return interview
 
 
+def request_host(request) -> tuple:
+    """(the Host header, lower-cased; its name; its port as written, "" when none)."""
+    header = request.headers.get("Host", "").strip().lower()
+    name = host_name(header)
+    return header, name, header[len(name):].lstrip(":")
+
+
+def names_public_url(header: str, public_url) -> bool:
+    """Whether a Host header names the public URL: its host and its port, since a tunnel's
+    public URL may be another port of this very host (`ssh -L 9000:localhost:47615`)."""
+    return bool(public_url) and header == public_url.split("://", 1)[1].rstrip("/").lower()
+
+
 def request_via(request) -> str:
     """Where a form's request came from, by the Host it names (the front door forwards it
-    unchanged): the public URL's host -> "public", the inbox's port (the door) -> "door",
-    else the form's own port -> "browser"."""
-    host = request.headers.get("Host", "").strip().lower()
-    name = host_name(host)
+    unchanged): the public URL -> "public", the inbox's port (the door) -> "door", else the
+    form's own port -> "browser"."""
+    header, _, port = request_host(request)
     config = request.runtime.config
-    if config.public_url and name == host_name(config.public_url.split("://", 1)[1]):
+    if names_public_url(header, config.public_url):
         return "public"
-    port = host[len(name) + 1:]
     if config.inbox_port and port.isdigit() and int(port) == config.inbox_port:
         return "door"
     return "browser"
@@ -4467,13 +4504,11 @@ def proved_origin(request) -> str:
     used; the door's port (or the public URL) only while the door is ours, for a question
     the door passed on (its Host is the page's). HttpRefusal 403 for any other: a program
     that holds some port and passes questions on learns nothing it can show."""
-    header = request.headers.get("Host", "").strip().lower()
-    name = host_name(header)
-    given = header[len(name):].lstrip(":")
+    header, name, given = request_host(request)
     port = request.server.server_address[1]
     public = request.runtime.config.public_url
     inbox = request.runtime.inbox
-    if public and header == public.split("://", 1)[1].rstrip("/").lower():
+    if names_public_url(header, public):
         # The person's tunnel to the door (`ssh -L 9000:localhost:47615` included).
         if getattr(request.server, "inbox", None) is not None or inbox.door_is_ours():
             return public
@@ -6461,7 +6496,7 @@ class AwayPolicy:
             # On disk whenever its clock moves, gone once settled: a server started after this
             # one ends goes on from there (Runtime.resume_away).
             for interview in save:
-                archive.record_away(dict(interview.away_record(), policy=interview.away[0]))
+                archive.record_away(interview.away_record())
             for interview_id in gone:
                 archive.forget_away(interview_id)
             for interview, seconds in warn:
@@ -6590,12 +6625,22 @@ def retire_inbox_key(log_dir: str) -> None:
         pass
 
 
+def own_temporary(path: str) -> str:
+    """The temporary name this thread writes `path` under, and nothing there yet: two runtimes
+    of one process (tests) may write it at once, each on its own thread; a file under the name
+    is a crashed process's, whose pid this one now has."""
+    temporary = "%s.%d.%d.tmp" % (path, os.getpid(), threading.get_ident())
+    try:
+        os.unlink(temporary)
+    except FileNotFoundError:
+        pass
+    return temporary
+
+
 def _make_inbox_key(path: str, key: str) -> None:
     """Write the key whole under a temporary name, then link it into place: of two processes
     making it at once, one wins and both read the winner's key."""
     data = key.encode("ascii") + b"\n"
-    # Two runtimes of one process (tests) may make it at once: each thread has its own name.
-    temporary = "%s.%d.%d.tmp" % (path, os.getpid(), threading.get_ident())
 
     def link(temporary: str) -> None:
         try:
@@ -6611,18 +6656,16 @@ def _make_inbox_key(path: str, key: str) -> None:
                 pass
 
     try:
+        temporary = own_temporary(path)
         try:
-            os.unlink(temporary)  # a crashed process's, whose pid this one now has
-        except FileNotFoundError:
-            pass
-        write_whole(temporary, lambda handle: handle.write(data), link)
+            write_whole(temporary, lambda handle: handle.write(data), link)
+        finally:
+            try:
+                os.unlink(temporary)  # linked, it has two names
+            except OSError:
+                pass
     except OSError as error:
         raise InboxUnavailable("%s cannot be written: %s" % (path, error.strerror or error)) from None
-    finally:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
 
 
 def inbox_pass(key: str, kind: str, seconds: float) -> str:
@@ -6896,12 +6939,12 @@ def route_inbox_page(request, params: dict):
     return route_asset(request, {"name": "inbox.html"})
 
 
-def route_inbox_json(request, params: dict):
-    return json_reply(200, inbox_from(request, params).fresh_listing())
+def inbox_listing(inbox, request, params: dict):
+    return json_reply(200, inbox.fresh_listing())
 
 
-def route_inbox_events(request, params: dict):
-    return InboxStream(inbox_from(request, params))
+def inbox_events(inbox, request, params: dict):
+    return InboxStream(inbox)
 
 
 def route_inbox_prove(request, params: dict):
@@ -6921,28 +6964,32 @@ def route_inbox_prove(request, params: dict):
     return json_reply(200, proved)
 
 
-def inbox_by_session(request):
-    """(the inbox, the session's nonce) for a valid session in the request's
-    X-Ask-User-Rich-Session header, or a 404, as for a wrong key. The page holds the session
-    in its tab and sends it only after the server proved the key for the page's origin: never
-    a cookie, which a browser sends to every port of localhost."""
+def inbox_by_session(request, params: dict):
+    """The inbox, for a valid session in the request's X-Ask-User-Rich-Session header, or a
+    404, as for a wrong key. The page holds the session in its tab and sends it only after the
+    server proved the key for the page's origin: never a cookie, which a browser sends to every
+    port of localhost."""
     inbox = request.server.inbox
     given = request.headers.get(INBOX_SESSION_HEADER, "")
-    session = None if inbox.key is None else inbox_pass_nonce(inbox.key, "session", given)
-    if session is None:
+    if inbox.key is None or inbox_pass_nonce(inbox.key, "session", given) is None:
         raise HttpRefusal(404, "not found")
-    return inbox, session
+    return inbox
+
+
+def opened_by(find, answer):
+    """The route for one of the inbox's answers, `answer(inbox, request, params)`, once `find`
+    found the inbox: inbox_from (the key in the path) or inbox_by_session (the page's header).
+    Each answer has one route of each kind."""
+    return lambda request, params: answer(find(request, params), request, params)
 
 
 def route_inbox_enter(request, params: dict):
     """A form's ticket, exchanged once (whichever process of ours redeems it) for a session
     and the verifier the page checks later proofs with; the page keeps both in its tab."""
-    inbox = request.server.inbox
-    session = inbox.redeem(params["ticket"])
-    if session is None:
+    entered = request.server.inbox.redeem(params["ticket"])
+    if entered is None:
         raise HttpRefusal(404, "not found")
-    nonce = inbox_pass_nonce(inbox.key, "session", session)
-    return json_reply(200, {"session": session, "verifier": page_verifier(inbox.key, nonce)})
+    return json_reply(200, entered)
 
 
 def route_inbox_session_page(request, params: dict):
@@ -6951,27 +6998,11 @@ def route_inbox_session_page(request, params: dict):
     return route_asset(request, {"name": "inbox.html"})
 
 
-def route_inbox_session_json(request, params: dict):
-    return json_reply(200, inbox_by_session(request)[0].fresh_listing())
-
-
-def route_inbox_session_events(request, params: dict):
-    return InboxStream(inbox_by_session(request)[0])
-
-
-def inbox_share(inbox):
+def inbox_share(inbox, request, params: dict):
     url = inbox.share_url()
     if url is None:
         raise HttpRefusal(404, "not found")
     return json_reply(200, {"url": url})
-
-
-def route_inbox_share(request, params: dict):
-    return inbox_share(inbox_from(request, params))
-
-
-def route_inbox_session_share(request, params: dict):
-    return inbox_share(inbox_by_session(request)[0])
 
 
 # -- the history: what was decided, from the answer archive ---------------------------------
@@ -7054,7 +7085,7 @@ def history_answers(archive: Archive, interview_id: str):
     return view
 
 
-def route_history(inbox, request):
+def inbox_history(inbox, request, params: dict):
     try:
         limit = min(HISTORY_LIMIT, max(1, int(query_value(request, "limit") or HISTORY_LIMIT)))
     except ValueError:
@@ -7062,27 +7093,11 @@ def route_history(inbox, request):
     return json_reply(200, {"history": read_history(inbox.runtime.archive, query_value(request, "q"), limit)})
 
 
-def route_history_entry(inbox, params: dict):
+def inbox_history_entry(inbox, request, params: dict):
     view = history_answers(inbox.runtime.archive, params["id"])
     if view is None:
         raise HttpRefusal(404, "not found")
     return json_reply(200, view)
-
-
-def route_inbox_history(request, params: dict):
-    return route_history(inbox_from(request, params), request)
-
-
-def route_inbox_session_history(request, params: dict):
-    return route_history(inbox_by_session(request)[0], request)
-
-
-def route_inbox_history_entry(request, params: dict):
-    return route_history_entry(inbox_from(request, params), params)
-
-
-def route_inbox_session_history_entry(request, params: dict):
-    return route_history_entry(inbox_by_session(request)[0], params)
 
 
 # -- the front door: every form of every process, through the inbox's port ------------------
@@ -7554,21 +7569,21 @@ def _forward_failed(request, forward: Forward, status: int, error) -> None:
 
 INBOX_ROUTES = (
     ("GET", "/inbox", route_inbox_session_page),
-    ("GET", "/inbox/listing", route_inbox_session_json),
-    ("GET", "/inbox/events", route_inbox_session_events),
-    ("GET", "/inbox/share", route_inbox_session_share),
-    ("GET", "/inbox/history", route_inbox_session_history),
-    ("GET", "/inbox/history/<id>", route_inbox_session_history_entry),
+    ("GET", "/inbox/listing", opened_by(inbox_by_session, inbox_listing)),
+    ("GET", "/inbox/events", opened_by(inbox_by_session, inbox_events)),
+    ("GET", "/inbox/share", opened_by(inbox_by_session, inbox_share)),
+    ("GET", "/inbox/history", opened_by(inbox_by_session, inbox_history)),
+    ("GET", "/inbox/history/<id>", opened_by(inbox_by_session, inbox_history_entry)),
     ("GET", "/inbox/enter/<ticket>", route_inbox_session_page),
     ("POST", "/inbox/enter/<ticket>", route_inbox_enter),
     ("GET", "/inbox/<key>", route_inbox_page),
     ("GET", "/assets/<name*>", route_asset),
     ("GET", "/api/inbox/prove", route_inbox_prove),
-    ("GET", "/api/inbox/<key>", route_inbox_json),
-    ("GET", "/api/inbox/<key>/events", route_inbox_events),
-    ("GET", "/api/inbox/<key>/share", route_inbox_share),
-    ("GET", "/api/inbox/<key>/history", route_inbox_history),
-    ("GET", "/api/inbox/<key>/history/<id>", route_inbox_history_entry),
+    ("GET", "/api/inbox/<key>", opened_by(inbox_from, inbox_listing)),
+    ("GET", "/api/inbox/<key>/events", opened_by(inbox_from, inbox_events)),
+    ("GET", "/api/inbox/<key>/share", opened_by(inbox_from, inbox_share)),
+    ("GET", "/api/inbox/<key>/history", opened_by(inbox_from, inbox_history)),
+    ("GET", "/api/inbox/<key>/history/<id>", opened_by(inbox_from, inbox_history_entry)),
 ) + tuple(  # the front door: each form route, forwarded; the assets are the holder's own
     (method, pattern, door_prove if pattern == "/api/prove" else door_route(method, pattern, route))
     for method, pattern, route in ROUTES if pattern != "/assets/<name*>"
@@ -7777,7 +7792,8 @@ class InboxKeyRing:
         """No other live process of ours has an entry in the registry (pending or readable
         forms, or a door URL or inbox session handed out). Whatever holds the port does not
         count: a program that is not ours there never keeps the key alive."""
-        return not self.registry.scan()[1]
+        with self.scan_lock:  # the registry's cache: two scans at once would both prune it
+            return not self.registry.scan()[1]
 
     def _refresh_key(self) -> bool:
         """Read the key again when the file was replaced or retired under us (two processes
@@ -7812,12 +7828,16 @@ class InboxKeyRing:
         return "%s/inbox/enter/%s" % (self.door_base(), inbox_pass(self.key, "ticket", INBOX_TICKET_SECONDS))
 
     def redeem(self, ticket: str):
-        """A session for a valid ticket not used before by any process of ours, or None."""
-        nonce = None if self.key is None else inbox_pass_nonce(self.key, "ticket", ticket)
+        """{session, verifier} for a valid ticket not used before by any process of ours, or
+        None: a session and the page's verifier for it (page_verifier), under one key even if
+        another process replaces it meanwhile."""
+        key = self.key
+        nonce = None if key is None else inbox_pass_nonce(key, "ticket", ticket)
         if nonce is None or not use_ticket_once(self.registry.folder, ticket.partition(".")[0], nonce):
             return None
         self._handing_out()
-        return inbox_pass(self.key, "session", INBOX_SESSION_SECONDS)
+        session = inbox_pass(key, "session", INBOX_SESSION_SECONDS)
+        return {"session": session, "verifier": page_verifier(key, inbox_pass_nonce(key, "session", session))}
 
 
 # -- holding the door's port --------------------------------------------------------------
@@ -7854,9 +7874,8 @@ class DoorHolding:
     def _handing_out(self) -> None:
         with self.changed:
             if not self.handed_out:
-                self.handed_out = self.dirty = True  # the entry says this process lives on
-                self._start_worker()
-                self.changed.notify_all()
+                self.handed_out = True  # the entry says this process lives on
+                self._entry_changed()
 
     def _open_door(self) -> bool:
         """A form's first URL: our registry file names it, and, the first time, the port is
@@ -7914,9 +7933,8 @@ class DoorHolding:
         if self.server is None:
             return False
         with self.changed:
-            self.hold = self.dirty = True  # the entry says this process lives on
-            self._start_worker()
-            self.changed.notify_all()
+            self.hold = True  # the entry says this process lives on
+            self._entry_changed()
         return True
 
     def _try_to_hold(self, probe: bool) -> bool:
@@ -7991,7 +8009,7 @@ class InboxListing:
         with self.lock:
             others = sum(len(entry["interviews"]) for entry in self.others)
             others += len(self.pending) - (1 if interview.id in self.pending else 0)
-            ours = self.key is not None and (self.server is not None or (self.holder == "ours" and self._proof_fresh()))
+            ours = self.key is not None and self.door_is_ours()
             return {"waiting": others, "url": "/api/s/%s/inbox" % interview.token if ours else None}
 
     def listing(self) -> dict:
@@ -8129,9 +8147,14 @@ class InboxWorker:
             elif self.pending.pop(interview.id, None) is None:
                 return
             self.forms[interview.id] = interview  # settled, it stays readable for a while
-            self.dirty = True
-            self._start_worker()
-            self.changed.notify_all()
+            self._entry_changed()
+
+    def _entry_changed(self) -> None:
+        """The registry entry is to be written again: the worker runs, and looks now (call with
+        the lock held)."""
+        self.dirty = True
+        self._start_worker()
+        self.changed.notify_all()
 
     def _start_worker(self) -> None:
         """Call with the lock held."""
@@ -8364,8 +8387,6 @@ class Runtime:
     def _observe(self, interview: Interview) -> None:
         self.inbox.observe(interview)
         self.notices.observe(interview)
-        if self.away is not None:
-            self.away.observe(interview)
         if self.away is not None:
             self.away.observe(interview)
 
@@ -8997,10 +9018,7 @@ def shown_in_host_result(interview: Interview, url: str) -> dict:
         "sessionId %s; or call it now to wait for the submit."
         % (APP_SHOWN_REASON, quote(interview.title), url, quote(interview.id))
     )
-    structured = {"status": "awaiting", "sessionId": interview.id, "url": url,
-                  "reason": APP_SHOWN_REASON, "summary": text}
-    return {"content": [{"type": "text", "text": text}], "structuredContent": structured,
-            "_meta": {APP_META: app_meta(interview)}}
+    return dict(awaiting_result(interview, url, APP_SHOWN_REASON, text), _meta={APP_META: app_meta(interview)})
 
 
 def app_meta(interview: Interview) -> dict:
@@ -9015,15 +9033,8 @@ def error_result(text: str) -> dict:
 def answers_result(result: dict, spec: dict) -> dict:
     """A settled interview as the agent receives it: fitted to its context here, where the
     result leaves for the agent, and nowhere else (the form, the archive and the command line
-    keep the whole result); the summary, then the JSON without it (one line when compact).
-    The readable JSON is written once: fit_result's measure is the text sent."""
-    full = {key: value for key, value in result.items() if key != "summary"}
-    text = pretty_result_json(full)
-    if not fits_whole(result, text):
-        result = compact_result(result, spec)
-        full = {key: value for key, value in result.items() if key != "summary"}
-    if result.get("compact"):
-        text = compact_json(full)
+    keep the whole result); the summary, then the JSON without it (fit_result)."""
+    result, text = fit_result(result, spec)
     return {
         "content": [
             {"type": "text", "text": result["summary"]},
@@ -9033,8 +9044,10 @@ def answers_result(result: dict, spec: dict) -> dict:
     }
 
 
-def awaiting_result(interview: Interview, url: str, reason: str) -> dict:
-    text = (
+def awaiting_result(interview: Interview, url: str, reason: str, text=None) -> dict:
+    """A pending interview's result: its link and why the call returned before the answers;
+    `text`, what the agent reads, says to show the link unless given."""
+    text = text or (
         "%s\nThe interview %s is waiting at:\n%s\n\nShow this link to the user, then call "
         "await_user_answers with sessionId %s to wait for the submit."
         % (reason, quote(interview.title), url, quote(interview.id))
@@ -9256,10 +9269,10 @@ class LegacyCall(ToolCall):
 
         request_id = self.transport.request("elicitation/create", params, on_response)
         self.log.event("elicitation-request", about=interview, interview=interview.id, request=request_id,
-                              elicitation=params.get("elicitationId"))
+                       elicitation=params.get("elicitationId"))
         with interview.waiter(self.cancellation) as waiter:
-            outcome = waiter.wait(answered=lambda: bool(responses))
-        in_app = outcome == "settled" and (interview.settled_result() or {}).get("via") == "app"
+            outcome = waiter.wait(answered=answered.is_set)
+        in_app = outcome == "settled" and interview.settled_result()["via"] == "app"
         if in_app:
             # Our form in the host's dialog submitted, and answers the dialog next: its answer
             # closes the dialog as the host expects, rather than our cancellation.
@@ -10680,17 +10693,6 @@ def ask_here(arguments: dict, open_it: bool, finish, agent=None, timeout=None, c
         signals.release()
 
 
-# -- Claude Code's own questions: a PreToolUse hook on AskUserQuestion -------------------------
-#
-# Claude Code runs `askrich.py hook ask-user-question` before its built-in AskUserQuestion
-# shows anything, with the call as JSON on stdin. The same questions go to the form (and so to
-# the door, the inbox and the notices); the person's answers go back as the hook output that
-# Claude Code 2.1.328 takes as the person's own answers: it then shows no dialog, and the model
-# gets an ordinary AskUserQuestion result. Whatever goes wrong on our side ends with exit 0 and
-# no output, which leaves Claude Code to ask in its terminal as if the hook were not there (exit
-# 2 would block the tool instead). tests/README.md ("Claude Code's own questions") has the
-# shapes as seen in a real session.
-
 def run_inbox(open_it: bool) -> int:
     """inbox: open the inbox that some ask-user-rich holds, after it proved it knows the key;
     with no holder, hold it here until Ctrl-C. Never sends the key to a port held by another
@@ -10761,7 +10763,12 @@ def _show_inbox(url: str, open_it: bool, config: Config, log) -> None:
                          % (os.path.join(config.log_dir, INBOX_REDIRECT_FILE), error.strerror or error))
         return
     # The inbox command's own log lines stay in server.log.
-    opened, why = open_browser(way_in, config, log if log is not None else Log(config.log_dir, echo=False))
+    own_log = Log(config.log_dir, echo=False) if log is None else None
+    try:
+        opened, why = open_browser(way_in, config, log if own_log is None else own_log)
+    finally:
+        if own_log is not None:  # its server.log and its own descriptor onto stderr
+            own_log.close()
     if not opened:
         sys.stderr.write("Could not open the browser (%s).\n" % why)
 
@@ -10975,13 +10982,7 @@ def inbox_redirect_file(log_dir: str, url: str) -> str:
     page = ('<!doctype html><meta charset="utf-8"><meta name="referrer" content="no-referrer">'
             '<meta http-equiv="refresh" content="0;url=%s"><title>ask-user-rich inbox</title>'
             '<a href="%s">ask-user-rich inbox</a>\n' % (html.escape(url), html.escape(url)))
-    # Two runtimes of one process (tests) may make it at once: each thread has its own name.
-    temporary = "%s.%d.%d.tmp" % (path, os.getpid(), threading.get_ident())
-    try:
-        os.unlink(temporary)
-    except FileNotFoundError:
-        pass
-    write_whole(temporary, lambda handle: handle.write(page.encode("utf-8")),
+    write_whole(own_temporary(path), lambda handle: handle.write(page.encode("utf-8")),
                 lambda temporary: os.replace(temporary, path))
     return pathlib.Path(path).resolve().as_uri()
 
@@ -10996,6 +10997,17 @@ def inbox_redirect_file(log_dir: str, url: str) -> str:
 # the person turns it on, and anything that goes wrong on our side prints nothing, so that the
 # agent's own terminal asks as if the hook were not there.
 
+
+# -- Claude Code's own questions: a PreToolUse hook on AskUserQuestion -------------------------
+#
+# Claude Code runs `askrich.py hook ask-user-question` before its built-in AskUserQuestion
+# shows anything, with the call as JSON on stdin. The same questions go to the form (and so to
+# the door, the inbox and the notices); the person's answers go back as the hook output that
+# Claude Code 2.1.328 takes as the person's own answers: it then shows no dialog, and the model
+# gets an ordinary AskUserQuestion result. Whatever goes wrong on our side ends with exit 0 and
+# no output, which leaves Claude Code to ask in its terminal as if the hook were not there (exit
+# 2 would block the tool instead). tests/README.md ("Claude Code's own questions") has the
+# shapes as seen in a real session.
 
 HOOK_TOOL = "AskUserQuestion"
 HOOK_AGENT = "Claude Code"
@@ -11028,7 +11040,6 @@ HOOK_OPEN_ANSWERS = {
     "needs-info": "(the person needs more information before deciding; see the notes)",
     "unanswered": "(not answered)",
 }
-HOOK_USAGE = "hook ask-user-question [--timeout SECONDS | --enable | --disable]"
 # The note on an answer the person's away policy took, where the model reads the person's notes.
 HOOK_AWAY_NOTE = ("Nobody answered within %s: the person's away policy took this recommendation; "
                   "the person did not choose it.")
@@ -11169,28 +11180,36 @@ def hook_is_on(config: "Config", switch: str = HOOK_SWITCH) -> bool:
 
 
 class HookKind:
-    """One of the hooks `askrich.py hook NAME` serves: its switch file, its usage, what it
-    does with the input (`answer(source, timeout)`: the output to print, or None when there is
-    none or it printed it itself, the moment it had it), and what it says."""
+    """One of the hooks `askrich.py hook NAME` serves: its switch file, what it does with the
+    input (`answer(source, timeout)`: the output to print, or None when there is none or it
+    printed it itself, the moment it had it), and what it says: when it cannot answer
+    (`fallback`), when it is switched on or off, and in the doctor's report (`title`: it is
+    on, `doing` that; off, `not_doing`)."""
 
-    def __init__(self, switch, usage, answer, fallback, on_words, off_words) -> None:
-        self.switch, self.usage, self.answer = switch, usage, answer
-        self.fallback, self.on_words, self.off_words = fallback, on_words, off_words
+    def __init__(self, name, switch, answer, fallback, on_words, off_words, title, doing, not_doing) -> None:
+        self.name, self.switch, self.answer, self.fallback = name, switch, answer, fallback
+        self.usage = "hook %s [--timeout SECONDS | --enable | --disable]" % name
+        self.on_words, self.off_words = on_words, off_words
+        self.title, self.doing, self.not_doing = title, doing, not_doing
 
 
 def hook_kinds() -> dict:
-    return {
-        "ask-user-question": HookKind(
-            HOOK_SWITCH, HOOK_USAGE, answer_ask_user_question, "Claude Code asks in the terminal",
+    kinds = (
+        HookKind(
+            "ask-user-question", HOOK_SWITCH, answer_ask_user_question, "Claude Code asks in the terminal",
             "Claude Code's questions (AskUserQuestion) now open in ask-user-rich's form, in every "
             "session with the ask-user-rich plugin (or the hook in your settings).\n",
-            "Claude Code's questions (AskUserQuestion) are asked in its terminal again.\n"),
-        "permission-request": HookKind(
-            PERMISSION_SWITCH, PERMISSION_USAGE, answer_permission_request, "the terminal decides",
+            "Claude Code's questions (AskUserQuestion) are asked in its terminal again.\n",
+            "AskUserQuestion hook", "Claude Code's own questions open in the form",
+            "Claude Code asks its own questions in its terminal"),
+        HookKind(
+            "permission-request", PERMISSION_SWITCH, answer_permission_request, "the terminal decides",
             "Permission asks (may I run this?) now open in ask-user-rich's form as well as in the "
             "terminal, in every session with the ask-user-rich plugin (or the hook in your settings).\n",
-            "Permission asks are answered in the terminal only again.\n"),
-    }
+            "Permission asks are answered in the terminal only again.\n",
+            "Permission hook", "permission asks open in the form too", "permission asks wait in the terminal only"),
+    )
+    return {kind.name: kind for kind in kinds}
 
 
 def run_hook(args: list) -> int:
@@ -11199,7 +11218,7 @@ def run_hook(args: list) -> int:
     config, _ = Config.from_env()
     hook = hook_kinds().get(args[0]) if args else None
     if hook is None:
-        return usage_error("the hooks are: %s; %s" % (HOOK_USAGE, PERMISSION_USAGE))
+        return usage_error("the hooks are: %s" % "; ".join(kind.usage for kind in hook_kinds().values()))
     flags = args[1:]
     if flags in (["--enable"], ["--disable"]):
         return switch_hook(config, hook, flags[0] == "--enable")
@@ -11280,6 +11299,23 @@ def say_goodbye(interview: Interview, patience: float) -> None:
     interview.wait_until(check)
 
 
+def hand_back(runtime: Runtime, interview: Interview, answers: dict, why: str, margin: float, event: str,
+              answered_there: bool = False) -> bool:
+    """A hook's wait ended with no answer from the form (`why`: its timeout, a stop, or the
+    terminal `answered_there`): settle the interview with `answers`, so that the form says where
+    the ask went, and serve it until the page heard that. False when a submit came first: its
+    result stands."""
+    handed_back = why == "timeout" and not answered_there
+    if runtime.hub.settle_without_form(interview, answers, CANCELLED, "terminal" if answered_there else "browser",
+                                       handed_back=handed_back, answered_there=answered_there) is None:
+        return False
+    runtime.log.event(event, about=interview, interview=interview.id, why="answered-there" if answered_there else why)
+    # Stopped by the client (Esc, its own limit: SIGTERM), the goodbye fits in what a stop may take.
+    stopped = why != "timeout" and not answered_there
+    say_goodbye(interview, min(HOOK_STOPPED_GOODBYE_SECONDS if stopped else HOOK_GOODBYE_SECONDS, margin / 2))
+    return True
+
+
 def answer_ask_user_question(source: str, timeout: int):
     """The hook output for one PreToolUse call, or None to let Claude Code ask itself."""
     payload = parse_json(source)
@@ -11298,13 +11334,7 @@ def answer_ask_user_question(source: str, timeout: int):
     def finish(runtime, interview, result, why) -> int:
         if result is None:  # the form says where the questions went, before the process ends
             unanswered_all = {question["id"]: unanswered() for question in interview.spec["questions"]}
-            if runtime.hub.settle_without_form(interview, unanswered_all, CANCELLED, "browser",
-                                               handed_back=why == "timeout") is not None:
-                runtime.log.event("hook-gave-up", about=interview, interview=interview.id, why=why)
-                # Stopped by Claude Code (Esc, its own limit: SIGTERM), the goodbye fits in
-                # what a stop may take.
-                patience = HOOK_GOODBYE_SECONDS if why == "timeout" else HOOK_STOPPED_GOODBYE_SECONDS
-                say_goodbye(interview, min(patience, margin / 2))
+            if hand_back(runtime, interview, unanswered_all, why, margin, "hook-gave-up"):
                 return 0
             result = interview.settled_result()  # a submit that came as the wait ended
         outcome["answer"] = ask_user_question_answer(tool_input, result)
@@ -11326,7 +11356,6 @@ def answer_ask_user_question(source: str, timeout: int):
 # tests/README.md ("Permission asks") has the shapes as seen in real sessions.
 
 PERMISSION_SWITCH = "hook-permission-request.on"
-PERMISSION_USAGE = "hook permission-request [--timeout SECONDS | --enable | --disable]"
 # A tool input larger than this (JSON characters) is not shown: the terminal asks.
 PERMISSION_INPUT_MAX = 256 * 1024
 PERMISSION_FOLD_LINES = 40  # a new file's first lines shown; the rest folded
@@ -11614,16 +11643,8 @@ def answer_permission_request(source: str, timeout: int) -> None:
         if watch is not None:
             watch.stop()
         if result is None:
-            closed = {PERMISSION: unanswered()}
-            there = bool(heard.get("terminal"))
-            if runtime.hub.settle_without_form(interview, closed, CANCELLED, "terminal" if there else "browser",
-                                               handed_back=not there and why == "timeout",
-                                               answered_there=there) is not None:
-                runtime.log.event("permission-left-to-terminal", about=interview, interview=interview.id,
-                                  why="answered-there" if there else why)
-                stopped = why == "cancelled" and not there  # by a signal: the goodbye fits in a stop
-                say_goodbye(interview, min(HOOK_STOPPED_GOODBYE_SECONDS if stopped else HOOK_GOODBYE_SECONDS,
-                                           margin / 2))
+            if hand_back(runtime, interview, {PERMISSION: unanswered()}, why, margin, "permission-left-to-terminal",
+                         answered_there=bool(heard.get("terminal"))):
                 return 0
             result = interview.settled_result()  # a submit that came as the wait ended
         decision = permission_choice(internal["permission"], result)
@@ -11676,9 +11697,8 @@ def run_doctor(environ=None, facts=None, out=None) -> int:
     if config.port:
         line("fixed port %d: %s" % (config.port, _doctor_port(config.host, config.port)))
     line(_doctor_inbox(config))
-    for text in _doctor_door(config) + _doctor_notices(config, env) + [_doctor_hook(config),
-                                                                       _doctor_permission_hook(config),
-                                                                       _doctor_away(config)]:
+    hooks = [_doctor_hook(config, hook) for hook in hook_kinds().values()]
+    for text in _doctor_door(config) + _doctor_notices(config, env) + hooks + [_doctor_away(config)]:
         line(text)
     problem = _doctor_self_test(config, line)
     if problem is not None:
@@ -11863,22 +11883,11 @@ def _doctor_away(config: Config) -> str:
             % (config.away, what, minutes_text(config.away_after), ENV_AWAY_AFTER))
 
 
-def _doctor_hook(config: Config) -> str:
-    if hook_is_on(config):
-        return ("AskUserQuestion hook: on (%s): Claude Code's own questions open in the form where the "
-                "hook is configured (the plugin ships it); off with: askrich.py hook ask-user-question "
-                "--disable" % hook_switch_path(config))
-    return ("AskUserQuestion hook: off: Claude Code asks its own questions in its terminal; on with: "
-            "askrich.py hook ask-user-question --enable")
-
-
-def _doctor_permission_hook(config: Config) -> str:
-    if hook_is_on(config, PERMISSION_SWITCH):
-        return ("Permission hook: on (%s): permission asks open in the form too where the hook is "
-                "configured (the plugin ships it); off with: askrich.py hook permission-request --disable"
-                % hook_switch_path(config, PERMISSION_SWITCH))
-    return ("Permission hook: off: permission asks wait in the terminal only; on with: "
-            "askrich.py hook permission-request --enable")
+def _doctor_hook(config: Config, hook: HookKind) -> str:
+    if hook_is_on(config, hook.switch):
+        return ("%s: on (%s): %s where the hook is configured (the plugin ships it); off with: askrich.py hook "
+                "%s --disable" % (hook.title, hook_switch_path(config, hook.switch), hook.doing, hook.name))
+    return "%s: off: %s; on with: askrich.py hook %s --enable" % (hook.title, hook.not_doing, hook.name)
 
 
 def _doctor_port(host: str, port: int) -> str:

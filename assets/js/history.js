@@ -8,7 +8,7 @@ import { $, clone, setPhrases, announce } from "./dom.js";
 
 const SEARCH_DELAY_MS = 250;
 
-let context = null; // {key, agentLabel, folderName, headers: what each request carries}, from inbox.js
+let context = null; // {key, agentLabel, folderName, ask: fetch() as the inbox's own requests}, from inbox.js
 let searchTimer = null;
 let asked = 0; // the latest listing asked for: an older answer arriving late is dropped
 
@@ -24,7 +24,6 @@ export function showHistory(given) {
 
 function bind() {
   $("#view-waiting").addEventListener("click", () => select(false));
-  $("#view-answered").addEventListener("click", () => select(true));
   $("#history-search").addEventListener("input", () => {
     clearTimeout(searchTimer);
     searchTimer = setTimeout(list, SEARCH_DELAY_MS);
@@ -49,7 +48,7 @@ function select(answered) {
 }
 
 async function fetchJson(url) {
-  const r = await fetch(url, { cache: "no-store", credentials: "omit", headers: context.headers() });
+  const r = await context.ask(url);
   if (!r.ok) throw new Error(`HTTP ${r.status}`);
   return r.json();
 }

@@ -169,7 +169,10 @@ function lost(on) {
 let verifier = null;
 let session = "";
 
-const sessionHeaders = () => (key || !session ? {} : { [SESSION_HEADER]: session });
+// A request to the inbox: with the session header on a page a ticket opened, never a cookie.
+const ask = (url, init) => fetch(url, {
+  cache: "no-store", credentials: "omit", headers: key || !session ? {} : { [SESSION_HEADER]: session }, ...init,
+});
 
 function shown(listing) {
   lost(false);
@@ -181,7 +184,7 @@ function shown(listing) {
 // The events stream read with fetch() (EventSource sends no header), one `inbox` event at a
 // time, until it ends.
 async function readStream() {
-  const r = await fetch(STREAM, { cache: "no-store", credentials: "omit", headers: sessionHeaders() });
+  const r = await ask(STREAM);
   if (!r.ok || !r.body) throw new Error(`the inbox answered ${r.status}`);
   const reader = r.body.getReader();
   const decoder = new TextDecoder();
@@ -241,7 +244,7 @@ async function enter() {
   if (ticket) {
     let body = null;
     try {
-      const r = await fetch(`/inbox/enter/${ticket}`, { method: "POST", cache: "no-store", credentials: "omit" });
+      const r = await ask(`/inbox/enter/${ticket}`, { method: "POST" });
       body = r.ok ? await r.json() : null;
     } catch { /* told below */ }
     history.replaceState(null, "", "/inbox");
@@ -269,13 +272,12 @@ function bind() {
   $("#btn-theme").addEventListener("click", () => { theme = nextTheme(theme); });
   // The Answered view (history.js) loads only once asked for.
   $("#view-answered").addEventListener("click", () => {
-    import("./history.js").then((view) => view.showHistory({ key, agentLabel, folderName, headers: sessionHeaders }));
+    import("./history.js").then((view) => view.showHistory({ key, agentLabel, folderName, ask }));
   });
   // The inbox on another device: a one-time way in, fresh for each showing (a QR code lives on
   // screen longer than a ticket's minute would allow if it were made with the listing).
   $("#btn-share").addEventListener("click", async () => {
-    const r = await fetch(key ? `/api/inbox/${key}/share` : "/inbox/share",
-      { cache: "no-store", credentials: "omit", headers: sessionHeaders() }).catch(() => null);
+    const r = await ask(key ? `/api/inbox/${key}/share` : "/inbox/share").catch(() => null);
     const body = r && r.ok ? await r.json().catch(() => null) : null;
     if (body && typeof body.url === "string") showShare(body.url, t("share.inboxText"));
   });

@@ -214,6 +214,11 @@ def test_a_submit_through_the_door_or_the_public_url_says_so():
     assert askrich.request_via(Request("localhost:47615", inbox_port=47615)) == "door"
     assert askrich.request_via(Request("box.example.ts.net", inbox_port=47615,
                                        public_url="https://box.example.ts.net")) == "public"
+    # A tunnel to another port of this host: only that port is the public URL.
+    tunnel = dict(inbox_port=47615, public_url="http://localhost:9000")
+    assert askrich.request_via(Request("localhost:9000", **tunnel)) == "public"
+    assert askrich.request_via(Request("localhost:4000", **tunnel)) == "browser"
+    assert askrich.request_via(Request("localhost:47615", **tunnel)) == "door"
 
 
 def test_a_restarted_server_keeps_the_clock_and_the_persons_answers(tmp_path):

@@ -9,6 +9,8 @@ import subprocess
 import sys
 import threading
 
+import pytest
+
 import askrich
 from helpers.support import MODULE, WAIT, api_url, http_request, interview, quiet_runtime, submit, wait_for_result
 
@@ -168,3 +170,14 @@ def test_the_demo_uses_every_feature():
     assert any(o["preview"] for o in options) and any(o["description"] for o in options)
     assert any(o["textInput"] and o["textInput"]["required"] for o in options)
     assert all(q["rationale"] for q in questions if q["recommended"] and q["kind"] == "rank")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors through /proc")
+def test_opening_the_inbox_from_the_command_leaves_no_descriptor_open(tmp_path, capsys):
+    # The command may run many times in one process (tests, a host driving main()): the log it
+    # opens only to record the opener's outcome is closed again.
+    config = askrich.Config(log_dir=str(tmp_path), open_browser=False)
+    before = set(os.listdir("/proc/self/fd"))
+    askrich._show_inbox("http://127.0.0.1:9/inbox/KEY", True, config, None)
+    assert set(os.listdir("/proc/self/fd")) == before
+    assert "Could not open the browser" in capsys.readouterr().err

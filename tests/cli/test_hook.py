@@ -156,10 +156,10 @@ def test_off_until_enabled_and_off_again_and_doctor_says_which(tmp_path, monkeyp
     assert "now open in ask-user-rich's form" in capsys.readouterr().out
     assert os.path.isfile(tmp_path / askrich.HOOK_SWITCH)
     config = askrich.Config(log_dir=str(tmp_path))
-    assert askrich._doctor_hook(config).startswith("AskUserQuestion hook: on")
+    assert askrich._doctor_hook(config, askrich.hook_kinds()["ask-user-question"]).startswith("AskUserQuestion hook: on")
     assert run_main(["--disable"], "", monkeypatch, tmp_path) == 0
     assert "asked in its terminal again" in capsys.readouterr().out
-    assert askrich._doctor_hook(config).startswith("AskUserQuestion hook: off")
+    assert askrich._doctor_hook(config, askrich.hook_kinds()["ask-user-question"]).startswith("AskUserQuestion hook: off")
 
 
 @pytest.mark.parametrize("stdin_text", [

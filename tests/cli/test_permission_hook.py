@@ -148,13 +148,13 @@ def test_off_until_enabled_and_doctor_says_which(tmp_path, monkeypatch, capsys):
     assert run_main([], json.dumps(request()), monkeypatch, tmp_path) == 0
     assert capsys.readouterr().out == ""
     config = askrich.Config(log_dir=str(tmp_path))
-    assert askrich._doctor_permission_hook(config).startswith("Permission hook: off")
+    assert askrich._doctor_hook(config, askrich.hook_kinds()["permission-request"]).startswith("Permission hook: off")
     assert run_main(["--enable"], "", monkeypatch, tmp_path) == 0
     assert "Permission asks (may I run this?) now open in ask-user-rich's form" in capsys.readouterr().out
-    assert askrich._doctor_permission_hook(config).startswith("Permission hook: on")
+    assert askrich._doctor_hook(config, askrich.hook_kinds()["permission-request"]).startswith("Permission hook: on")
     assert not askrich.hook_is_on(config)  # the AskUserQuestion hook is another switch
     assert run_main(["--disable"], "", monkeypatch, tmp_path) == 0
-    assert askrich._doctor_permission_hook(config).startswith("Permission hook: off")
+    assert askrich._doctor_hook(config, askrich.hook_kinds()["permission-request"]).startswith("Permission hook: off")
 
 
 @pytest.mark.parametrize("stdin_text", [

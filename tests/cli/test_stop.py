@@ -227,6 +227,41 @@ def test_a_signal_while_the_log_is_being_written_on_the_main_thread_never_deadlo
     log.close()
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="our own stderr descriptor is Linux's")
+def test_closing_the_log_while_a_line_is_being_written_keeps_its_descriptor_until_the_write_ends(monkeypatch):
+    read_end, write_end = os.pipe()
+    stream = os.fdopen(write_end, "w")
+    lines = askrich.StderrLines(stream)
+    ours = lines.descriptor
+    writing, release = threading.Event(), threading.Event()
+    real_write = os.write
+
+    def slow_write(descriptor, data):
+        if descriptor == ours:
+            writing.set()
+            release.wait(WAIT)
+        return real_write(descriptor, data)
+
+    monkeypatch.setattr(os, "write", slow_write)
+    writer = threading.Thread(target=lines.say, args=("a line\n",))
+    writer.start()
+    try:
+        assert writing.wait(WAIT)
+        lines.close()
+        # The number is not given back while the write uses it: the process could reuse it
+        # for another file (an answer's archive) and the line would land there.
+        os.fstat(ours)
+    finally:
+        release.set()
+        writer.join(WAIT)
+    with pytest.raises(OSError):
+        os.fstat(ours)
+    assert os.read(read_end, 100) == b"a line\n"
+    lines.say("after the close\n")  # dropped, not written anywhere
+    stream.close()
+    os.close(read_end)
+
+
 def test_a_stop_that_hangs_ends_at_the_last_resort_with_the_commands_code(tmp_path):
     hung = ("import sys, threading\nsys.path.insert(0, %r)\nimport askrich\n"
             "askrich.StopSignals(lambda: None, askrich.Log(%r), code=3)\n"

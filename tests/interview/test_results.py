@@ -155,7 +155,7 @@ def test_a_100_question_result_stays_well_under_100_kb():
     spec, _ = askrich.validate_interview(interview(*questions))
     result = settle(interview(*questions), raw)
     tool_result = askrich.answers_result(result, spec)
-    sent = askrich.fit_result(result, spec)
+    sent, _ = askrich.fit_result(result, spec)
     assert json.loads(tool_result["content"][1]["text"]) == {
         key: value for key, value in sent.items() if key != "summary"
     }

@@ -52,7 +52,7 @@ def settle(args, raw, general_notes=None, archive_path="/tmp/answers/x.json"):
     full = askrich.build_result(
         spec, answers, general_notes, interview_id="0123456789ab", status="submitted",
         via="browser", submitted_at=1764494497.25, duration_seconds=65, archive_path=archive_path)
-    return spec, full, askrich.fit_result(full, spec)
+    return spec, full, askrich.fit_result(full, spec)[0]
 
 
 def result_schema():

@@ -51,6 +51,6 @@ def test_no_smaller_inline_size_covers_the_largest_result_within_the_limits():
     answers = askrich.check_submission(spec, {"answers": raw})["answers"]
     result = askrich.fit_result(askrich.build_result(
         spec, answers, "g" * 20000, interview_id="0123456789ab", status="submitted", via="browser",
-        submitted_at=0.0, duration_seconds=1, archive_path="/x.json"), spec)
+        submitted_at=0.0, duration_seconds=1, archive_path="/x.json"), spec)[0]
     assert result["compact"] is True
     assert len(json.dumps(result, ensure_ascii=False, separators=(",", ":"))) > 500000
