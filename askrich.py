@@ -5523,25 +5523,42 @@ def open_browser(url: str, config: Config, log: Log, facts=None):
 #
 # Form elicitation takes a flat object of strings, enums and arrays of enums: one field per
 # question, plus "<id>__other" for a free-text Other. No notes, no defer, no previews.
+#
+# A host that renders our app in its elicitation dialog shows the whole form, and only falls
+# back to its own form of the schema where the app cannot run. Then a rank question is a text
+# field of the options in order, and an option's text field (textInput) a field
+# "<id>__<option id>": a ranking and option texts are not lost, they are typed.
 
 ELICITATION_OTHER_SUFFIX = "__other"
 
 
-def elicitation_unfit(questions: list):
-    """Why these questions cannot be one flat native form; None when they can."""
-    ids = {question["id"] for question in questions}
+def elicitation_unfit(questions: list, app: bool = False):
+    """Why these questions cannot be one native form (one the app renders, when `app`); None
+    when they can."""
+    names = {question["id"] for question in questions}
     for question in questions:
-        if question["kind"] == "rank":
+        if question["kind"] == "rank" and not app:
             return "question %s is a rank question" % quote(question["id"])
         for option in question["options"]:
-            if option["textInput"] is not None:
+            if option["textInput"] is None:
+                continue
+            if not app:
                 return "option %s of question %s has a text field (textInput)" % (
                     quote(option["id"]), quote(question["id"]))
+            field = option_text_field(question, option)
+            if field in names:
+                return "field %s, the text of option %s of question %s, is also a question id" % (
+                    quote(field), quote(option["id"]), quote(question["id"]))
+            names.add(field)
         other = question["id"] + ELICITATION_OTHER_SUFFIX
-        if question["options"] and question["allowOther"] and other in ids:
+        if question["options"] and question["allowOther"] and other in names:
             return "question id %s is also the name of the Other field of %s" % (
                 quote(other), quote(question["id"]))
     return None
+
+
+def option_text_field(question: dict, option: dict) -> str:
+    return "%s__%s" % (question["id"], option["id"])
 
 
 def elicitation_message(spec: dict, questions: list) -> str:
@@ -5555,7 +5572,8 @@ def elicitation_message(spec: dict, questions: list) -> str:
 
 def elicitation_schema(questions: list) -> dict:
     """The requestedSchema: single select a titled `oneOf` with the recommendation as its
-    default, multi select an array with titled `items.anyOf`, free text a string."""
+    default, multi select an array with titled `items.anyOf`, free text a string, a ranking a
+    string of the options in order."""
     properties = {}
     for question in questions:
         recommended = question["recommended"]
@@ -5565,6 +5583,12 @@ def elicitation_schema(questions: list) -> dict:
             for option in question["options"]
         ]
         field = {"type": "string", "title": question["header"], "maxLength": FREE_TEXT_MAX}
+        if question["kind"] == "rank":
+            field["description"] = _ranking_description(question)
+            if recommended:
+                field["default"] = ", ".join(recommended)
+            properties[question["id"]] = field
+            continue
         if choices and question["multiSelect"]:
             field = {"type": "array", "title": question["header"], "items": {"anyOf": choices}}
             if recommended:
@@ -5578,6 +5602,15 @@ def elicitation_schema(questions: list) -> dict:
         if description:
             field["description"] = description
         properties[question["id"]] = field
+        for option in question["options"]:
+            if option["textInput"] is not None:
+                properties[option_text_field(question, option)] = {
+                    "type": "string",
+                    "title": "%s: %s" % (question["header"], option["label"]),
+                    "description": option["textInput"]["placeholder"]
+                    or "Your text for this option, if you choose it.",
+                    "maxLength": FREE_TEXT_MAX,
+                }
         if choices and question["allowOther"]:
             properties[question["id"] + ELICITATION_OTHER_SUFFIX] = {
                 "type": "string",
@@ -5586,6 +5619,13 @@ def elicitation_schema(questions: list) -> dict:
                 "maxLength": FREE_TEXT_MAX,
             }
     return {"type": "object", "properties": properties}
+
+
+def _ranking_description(question: dict) -> str:
+    lines = [_elicitation_description(question)] if _elicitation_description(question) else []
+    lines.append("Every option, most preferred first, separated by commas (numbers or names):")
+    lines += ["%d. %s" % (number, option["label"]) for number, option in enumerate(question["options"], 1)]
+    return "\n".join(lines)
 
 
 def _elicitation_description(question: dict) -> str:
@@ -5605,36 +5645,101 @@ def answers_from_elicitation(questions: list, content):
     for question in questions:
         qid = question["id"]
         asked.add(qid)
-        value = content.get(qid)
-        option_ids = [option["id"] for option in question["options"]]
-        selected, other = [], None
-        if not option_ids:
-            other, bad = _elicited_text(value)
-            ignored += ["%s=%s" % (qid, bad)] if bad else []
+        if question["kind"] == "rank":
+            answers[qid] = _elicited_ranking(question, content.get(qid), ignored)
+            continue
+        if question["options"]:
+            selected, other, texts = _elicited_choice(question, content, asked, ignored)
         else:
-            values = value if isinstance(value, list) else [] if value in (None, "") else [value]
-            kept = []
-            for entry in values:
-                if isinstance(entry, str) and entry in option_ids:
-                    if entry not in kept:
-                        kept.append(entry)
-                else:
-                    ignored.append("%s=%s" % (qid, describe(entry)))
-            if not question["multiSelect"] and len(kept) > 1:
-                ignored += ["%s=%s" % (qid, quote(entry)) for entry in kept[1:]]
-                kept = kept[:1]
-            selected = [oid for oid in option_ids if oid in kept]
-            if question["allowOther"]:
-                asked.add(qid + ELICITATION_OTHER_SUFFIX)
-                other, bad = _elicited_text(content.get(qid + ELICITATION_OTHER_SUFFIX))
-                ignored += ["%s%s=%s" % (qid, ELICITATION_OTHER_SUFFIX, bad)] if bad else []
+            selected, texts = [], {}
+            other, bad = _elicited_text(content.get(qid))
+            ignored += ["%s=%s" % (qid, bad)] if bad else []
         if selected or other:
-            answers[qid] = {"status": "answered", "selected": selected, "optionTexts": {},
+            answers[qid] = {"status": "answered", "selected": selected, "optionTexts": texts,
                             "other": other, "ranked": None, "notes": None}
         else:
             answers[qid] = unanswered()
     ignored += ["%s (not asked)" % quote(key) for key in content if key not in asked]
     return answers, ignored
+
+
+def _elicited_choice(question: dict, content: dict, asked: set, ignored: list) -> tuple:
+    """(selected option ids, Other text, option texts) of a question with options."""
+    qid = question["id"]
+    value = content.get(qid)
+    option_ids = [option["id"] for option in question["options"]]
+    values = value if isinstance(value, list) else [] if value in (None, "") else [value]
+    kept = []
+    for entry in values:
+        if isinstance(entry, str) and entry in option_ids:
+            if entry not in kept:
+                kept.append(entry)
+        else:
+            ignored.append("%s=%s" % (qid, describe(entry)))
+    if not question["multiSelect"] and len(kept) > 1:
+        ignored += ["%s=%s" % (qid, quote(entry)) for entry in kept[1:]]
+        kept = kept[:1]
+    selected = [oid for oid in option_ids if oid in kept]
+    texts = _elicited_option_texts(question, selected, content, asked, ignored)
+    other = None
+    if question["allowOther"]:
+        asked.add(qid + ELICITATION_OTHER_SUFFIX)
+        other, bad = _elicited_text(content.get(qid + ELICITATION_OTHER_SUFFIX))
+        ignored += ["%s%s=%s" % (qid, ELICITATION_OTHER_SUFFIX, bad)] if bad else []
+    return selected, other, texts
+
+
+def _elicited_option_texts(question: dict, selected: list, content: dict, asked: set, ignored: list) -> dict:
+    """The texts typed for the chosen options that have a text field; a text for an option not
+    chosen is reported, not kept."""
+    texts = {}
+    for option in question["options"]:
+        if option["textInput"] is None:
+            continue
+        name = option_text_field(question, option)
+        asked.add(name)
+        text, bad = _elicited_text(content.get(name))
+        if bad:
+            ignored.append("%s=%s" % (name, bad))
+        if text is None:
+            continue
+        if option["id"] in selected:
+            texts[option["id"]] = text
+        else:
+            ignored.append("%s (option %s not chosen)" % (name, quote(option["id"])))
+    return texts
+
+
+def _elicited_ranking(question: dict, value, ignored: list) -> dict:
+    """A ranking typed as the options in order: ids, labels (any case) or numbers from 1. One
+    that does not name every option exactly once is reported and left unanswered: an order
+    cannot be guessed."""
+    text, bad = _elicited_text(value)
+    if bad:
+        ignored.append("%s=%s" % (question["id"], bad))
+    if not text:
+        return unanswered()
+    options = question["options"]
+    by_label = {option["label"].strip().casefold(): option["id"] for option in options}
+    ids = {option["id"] for option in options}
+    ranked, parts = [], text
+    for separator in ";>\n":
+        parts = parts.replace(separator, ",")
+    for entry in filter(None, (part.strip() for part in parts.split(","))):
+        bare = entry.rstrip(".").strip()  # "1." as a numbered list writes it
+        if entry in ids:
+            ranked.append(entry)
+        elif bare.casefold() in by_label:
+            ranked.append(by_label[bare.casefold()])
+        elif bare.isdigit() and 1 <= int(bare) <= len(options):
+            ranked.append(options[int(bare) - 1]["id"])
+        else:
+            ranked.append(None)
+    if None in ranked or len(ranked) != len(ids) or set(ranked) != ids:
+        ignored.append("%s=%s (a ranking names every option once)" % (question["id"], quote(cut(text, 200))))
+        return unanswered()
+    return {"status": "answered", "selected": [], "optionTexts": {}, "other": None,
+            "ranked": ranked, "notes": None}
 
 
 def _elicited_text(value):
@@ -8770,7 +8875,7 @@ MAX_RESULT_SIZE_CHARS = 500000
 DELIVERY_MEANINGS = {
     "browser": "open the form and wait",
     "link": "return the URL at once (then call await_user_answers)",
-    "elicitation": "the client's own form for small flat interviews (no rank, no textInput); falls back to browser",
+    "elicitation": "the client's own form for small flat interviews (no rank, no textInput; any interview in a host that shows this form in its dialog); falls back to browser",
 }
 
 
@@ -10055,10 +10160,11 @@ class InterviewTools:
         the client declared no form elicitation, the interview is not flat, or the client
         failed the request: the caller then delivers by browser."""
         questions = interview.spec["questions"]
+        in_app = call.renders_app_elicitation()
         if "form" not in call.elicitation_modes():
             unfit = "the client declared no form elicitation"
         else:
-            unfit = elicitation_unfit(questions)
+            unfit = elicitation_unfit(questions, app=in_app)
         if unfit is not None:
             self.log.event("elicitation-fallback", about=interview, interview=interview.id, why=unfit)
             return False, None
@@ -10067,7 +10173,7 @@ class InterviewTools:
             "message": elicitation_message(interview.spec, questions),
             "requestedSchema": elicitation_schema(questions),
         }
-        if call.renders_app_elicitation():
+        if in_app:
             # The host shows our form in its dialog (notes, attachments and all), and its own
             # form of the schema where the app cannot run. The app submits through form_submit,
             # then answers the dialog; the first settle wins, as with the browser form.
@@ -11698,7 +11804,7 @@ def run_doctor(environ=None, facts=None, out=None) -> int:
         line("fixed port %d: %s" % (config.port, _doctor_port(config.host, config.port)))
     line(_doctor_inbox(config))
     hooks = [_doctor_hook(config, hook) for hook in hook_kinds().values()]
-    for text in _doctor_door(config) + _doctor_notices(config, env) + hooks + [_doctor_away(config)]:
+    for text in _doctor_door(config) + _doctor_notices(config, env) + hooks + [_doctor_away(config), _doctor_app(config)]:
         line(text)
     problem = _doctor_self_test(config, line)
     if problem is not None:
@@ -11881,6 +11987,13 @@ def _doctor_away(config: Config) -> str:
     what = "the recommendations are taken" if config.away == "recommended" else "the interview is declined"
     return ("away policy: %s: %s after %s without a sign of you (%s); never for a permission ask"
             % (config.away, what, minutes_text(config.away_after), ENV_AWAY_AFTER))
+
+
+def _doctor_app(config: Config) -> str:
+    if not config.app_fallback:
+        return ("form in an app host: the browser gets it at once as well (%s=0)" % ENV_APP_FALLBACK)
+    return ("form in an app host: if the host shows no form within %ds of the call, the browser gets it (%s)"
+            % (config.app_fallback, ENV_APP_FALLBACK))
 
 
 def _doctor_hook(config: Config, hook: HookKind) -> str:

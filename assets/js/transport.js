@@ -315,22 +315,37 @@ export async function submitted(answers, summary, message) {
 }
 
 // The answers as the server's flat schema (§6) has them: a single select's option id, a multi
-// select's ids, and `<id>__other` for text of one's own. The server keeps the answers the form
+// select's ids, `<id>__other` for text of one's own, `<id>__<option id>` for an option's own
+// text, and a ranking as its option ids in order. The server keeps the answers the form
 // submitted; this is what the host checks against the schema it was given.
 function elicitationContent(schema, answers) {
   const content = {};
   for (const [name, field] of Object.entries((schema && schema.properties) || {})) {
-    const other = name.endsWith("__other");
-    const answer = answers[other ? name.slice(0, -7) : name] || {};
-    if (other) {
-      if (typeof answer.other === "string" && answer.other) content[name] = answer.other;
-    } else if (field.type === "array") {
-      content[name] = answer.selected || [];
-    } else if (field.oneOf) {
-      if (answer.selected && answer.selected.length) content[name] = answer.selected[0];
-    } else if (typeof answer.other === "string" && answer.other) {
-      content[name] = answer.other; // a question without options: the person's own words
+    const answer = answers[name];
+    if (answer) {
+      if (field.type === "array") content[name] = answer.selected || [];
+      else if (field.oneOf) {
+        if (answer.selected && answer.selected.length) content[name] = answer.selected[0];
+      } else if (Array.isArray(answer.ranked) && answer.ranked.length) {
+        content[name] = answer.ranked.join(", ");
+      } else if (typeof answer.other === "string" && answer.other) {
+        content[name] = answer.other; // a question without options: the person's own words
+      }
+      continue;
     }
+    const text = ownText(name, answers);
+    if (text) content[name] = text;
   }
   return content;
+}
+
+// The text a `<question id>__other` or `<question id>__<option id>` field holds, if any.
+function ownText(name, answers) {
+  for (const [qid, answer] of Object.entries(answers)) {
+    if (!answer || !name.startsWith(qid + "__")) continue;
+    const rest = name.slice(qid.length + 2);
+    const text = rest === "other" ? answer.other : (answer.optionTexts || {})[rest];
+    if (typeof text === "string" && text) return text;
+  }
+  return "";
 }

@@ -213,14 +213,30 @@ def test_an_app_rendered_elicitation_is_answered_in_inspectors_dialog(browser, r
         pages.close()
 
 
+# The whole form in the host's dialog: a ranking and an option's own text too, which the flat
+# schema alone (the host's own fallback form) could only hold as typed text.
+DIALOG_SPEC = {"title": "Release plan", "delivery": "elicitation", "questions": SPEC["questions"] + [
+    {"id": "order", "header": "Which first?", "kind": "rank", "options": [
+        {"id": "api", "label": "The API"}, {"id": "docs", "label": "The docs"}, {"id": "ui", "label": "The UI"}]},
+    {"id": "why", "header": "Why now?", "options": [
+        {"id": "asked", "label": "Users asked"},
+        {"id": "else", "label": "Something else", "textInput": {"placeholder": "What?"}}]},
+]}
+
+
 def answer_in_the_dialog(page, inspector):
-    open_app(page, dict(SPEC, delivery="elicitation"))
+    open_app(page, DIALOG_SPEC)
     dialog = page.locator('[data-testid="app-elicitation"]')
     dialog.wait_for()
     frame = dialog.frame_locator("iframe").first.frame_locator("iframe").first
     frame.locator("body.ready").wait_for(state="attached")
     session_id = inspector.session_of("form-elicitation")
+    frame.locator("#btn-view").click()  # every question on one page
     frame.locator('li.opt[data-opt="pg"] input.opt-input').click()
+    frame.locator('.rank-row[data-opt="api"]').click()
+    frame.locator('.rank-row[data-opt="api"]').press("Shift+ArrowDown")
+    frame.locator('li.opt[data-opt="else"] input.opt-input').click()
+    frame.locator('li.opt[data-opt="else"] .opt-text-input').fill("A deadline")
     frame.locator("body").press("End")
     frame.locator("#general-notes").fill("Answered in the dialog")
     frame.locator("#btn-submit").click()
@@ -231,3 +247,5 @@ def answer_in_the_dialog(page, inspector):
     result = await_answers(page, session_id)  # the archive's answers, as the call returned them
     assert (result["status"], result["via"]) == ("submitted", "app"), result["text"][-2000:]
     assert "Answered in the dialog" in result["text"]
+    assert re.search(r'"ranked": \[\s*"docs",\s*"api",\s*"ui"\s*\]', result["text"]), result["text"][-3000:]
+    assert re.search(r'"optionTexts": \{\s*"else": "A deadline"\s*\}', result["text"]), result["text"][-3000:]

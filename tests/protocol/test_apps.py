@@ -398,6 +398,29 @@ def test_an_app_rendered_elicitation_names_the_form_and_the_app_answers_in_it(tm
         client.close()
 
 
+def test_a_ranking_and_an_options_text_go_to_the_app_in_the_dialog_and_the_hosts_own_form(tmp_path):
+    """The app shows them in the host's dialog; a host that cannot run the app shows its own
+    form of the schema, where the ranking and the option's text are typed, and still count."""
+    from test_elicitation import RANKED, WITH_TEXT, Wire, call_ask
+
+    client = Wire(tmp_path, APP_ELICITATION)
+    try:
+        request = call_ask(client, {"title": "Release plan", "delivery": "elicitation", "questions": [RANKED, WITH_TEXT]})
+        params = request["params"]
+        assert params["_meta"]["ui"] == {"resourceUri": URI}
+        fields = params["requestedSchema"]["properties"]
+        assert fields["order"]["type"] == "string" and "1. The API\n2. The docs\n3. The UI" in fields["order"]["description"]
+        assert fields["why__else"]["type"] == "string"
+        client.send({"jsonrpc": "2.0", "id": request["id"], "result": {"action": "accept", "content": {
+            "order": "2, 3, 1", "why": "else", "why__else": "A deadline"}}})
+        result = client.receive_until(lambda m: m.get("id") == 1)["result"]["structuredContent"]
+        order, why = result["answers"]
+        assert (result["status"], result["via"]) == ("submitted", "elicitation")
+        assert (order["ranked"], why["selected"], why["optionTexts"]) == (["docs", "ui", "api"], ["else"], {"else": "A deadline"})
+    finally:
+        client.close()
+
+
 def test_a_client_without_app_elicitation_gets_the_plain_form_elicitation(tmp_path):
     from helpers.delivery_support import FLAT_INTERVIEW
     from test_elicitation import Wire, call_ask
@@ -473,3 +496,20 @@ def test_the_fallback_delay_is_read_from_the_environment():
     assert (config.app_fallback, warnings) == (3, [])
     config, warnings = askrich.Config.from_env({"ASK_USER_RICH_APP_FALLBACK": "soon"})
     assert config.app_fallback == 15 and "ASK_USER_RICH_APP_FALLBACK" in warnings[0]
+
+
+@pytest.mark.parametrize("value, said", [
+    (None, "if the host shows no form within 15s of the call, the browser gets it (ASK_USER_RICH_APP_FALLBACK)"),
+    ("40", "within 40s of the call"),
+    ("0", "the browser gets it at once as well (ASK_USER_RICH_APP_FALLBACK=0)"),
+])
+def test_doctor_says_when_the_browser_takes_over_from_an_app_host(tmp_path, value, said):
+    import io
+    from helpers.delivery_support import linux_facts
+
+    env = {"ASK_USER_RICH_LOG_DIR": str(tmp_path / "logs"), "ASK_USER_RICH_INBOX_PORT": "0"}
+    if value is not None:
+        env["ASK_USER_RICH_APP_FALLBACK"] = value
+    out = io.StringIO()
+    askrich.run_doctor(environ=env, facts=linux_facts(), out=out)
+    assert "form in an app host: " in out.getvalue() and said in out.getvalue()

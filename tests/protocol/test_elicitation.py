@@ -475,3 +475,83 @@ def test_any_content_for_any_flat_interview_gives_valid_answers(arguments, data)
     result = askrich.build_result(spec, answers, None, interview_id="0" * 12, status="submitted",
                                   via="elicitation", submitted_at=0.0, duration_seconds=1.0)
     assert result["counts"]["answered"] == sum(a["status"] == "answered" for a in answers.values())
+
+
+@given(valid_interviews(delivery="elicitation"), st.data())
+def test_any_content_for_any_interview_the_app_renders_gives_valid_answers(arguments, data):
+    """A host that renders the app in its dialog may still show its own form of the schema:
+    whatever that form sends, a ranking and option texts included, reads as answers a web
+    submit could give."""
+    spec, _ = askrich.validate_interview(arguments)
+    questions = spec["questions"]
+    if askrich.elicitation_unfit(questions, app=True) is not None:
+        return  # a name clash between a question id and a derived field: the browser then
+    properties = askrich.elicitation_schema(questions)["properties"]
+    ids = [option["id"] for question in questions for option in question["options"]] or ["x"]
+    value = st.one_of(json_values(6), st.sampled_from(ids), st.lists(st.sampled_from(ids), max_size=4),
+                      st.lists(st.sampled_from(ids), max_size=6).map(", ".join))
+    content = data.draw(st.dictionaries(st.one_of(st.sampled_from(list(properties)), st.text(max_size=8)),
+                                        value, max_size=len(properties) + 2))
+    answers, ignored = askrich.answers_from_elicitation(questions, content)
+    for question in questions:
+        answer = answers[question["id"]]
+        option_ids = [option["id"] for option in question["options"]]
+        if question["kind"] == "rank":
+            assert answer["ranked"] is None or sorted(answer["ranked"]) == sorted(option_ids)
+            assert (answer["status"] == "answered") == (answer["ranked"] is not None)
+            continue
+        assert set(answer["optionTexts"]) <= set(answer["selected"])
+        assert all(option["textInput"] is not None for option in question["options"]
+                   if option["id"] in answer["optionTexts"])
+    result = askrich.build_result(spec, answers, None, interview_id="0" * 12, status="submitted",
+                                  via="elicitation", submitted_at=0.0, duration_seconds=1.0)
+    assert result["counts"]["answered"] == sum(a["status"] == "answered" for a in answers.values())
+
+
+RANKED = {"id": "order", "header": "Which first?", "kind": "rank", "options": [
+    {"id": "api", "label": "The API"}, {"id": "docs", "label": "The docs"}, {"id": "ui", "label": "The UI"}]}
+WITH_TEXT = {"id": "why", "header": "Why now?", "options": [
+    {"id": "asked", "label": "Users asked"},
+    {"id": "else", "label": "Something else", "textInput": {"placeholder": "What?"}}]}
+
+
+@pytest.mark.parametrize("typed, ranked", [
+    ("docs, api, ui", ["docs", "api", "ui"]),  # the ids, as the app sends them
+    ("2. > 1. > 3.", ["docs", "api", "ui"]),  # the numbers the field's description lists
+    ("the ui; THE API; The docs", ["ui", "api", "docs"]),  # the labels, any case
+    ("docs\napi\nui", ["docs", "api", "ui"]),
+])
+def test_a_ranking_typed_in_the_hosts_own_form_reads_as_the_order(typed, ranked):
+    spec, _ = askrich.validate_interview({"title": "t", "questions": [RANKED]})
+    answers, ignored = askrich.answers_from_elicitation(spec["questions"], {"order": typed})
+    assert (answers["order"]["ranked"], ignored) == (ranked, [])
+
+
+@pytest.mark.parametrize("typed", ["docs, api", "docs, docs, ui", "docs, api, ui, 4", "first the docs"])
+def test_a_ranking_that_does_not_name_every_option_once_is_reported_not_guessed(typed):
+    spec, _ = askrich.validate_interview({"title": "t", "questions": [RANKED]})
+    answers, ignored = askrich.answers_from_elicitation(spec["questions"], {"order": typed})
+    assert answers["order"]["status"] == "unanswered"
+    assert ignored == ['order=%s (a ranking names every option once)' % json.dumps(typed)]
+
+
+def test_an_options_text_is_kept_only_when_the_option_is_chosen():
+    spec, _ = askrich.validate_interview({"title": "t", "questions": [WITH_TEXT]})
+    questions = spec["questions"]
+    schema = askrich.elicitation_schema(questions)["properties"]
+    assert schema["why__else"] == {"type": "string", "title": "Why now?: Something else", "description": "What?",
+                                   "maxLength": askrich.FREE_TEXT_MAX}
+    answers, ignored = askrich.answers_from_elicitation(questions, {"why": "else", "why__else": "A deadline"})
+    assert (answers["why"]["selected"], answers["why"]["optionTexts"], ignored) == (["else"], {"else": "A deadline"}, [])
+    answers, ignored = askrich.answers_from_elicitation(questions, {"why": "asked", "why__else": "A deadline"})
+    assert (answers["why"]["selected"], answers["why"]["optionTexts"]) == (["asked"], {})
+    assert ignored == ['why__else (option "else" not chosen)']
+
+
+def test_only_the_app_takes_a_ranking_or_an_options_text_into_the_dialog():
+    spec, _ = askrich.validate_interview({"title": "t", "questions": [RANKED, WITH_TEXT]})
+    questions = spec["questions"]
+    assert "rank question" in askrich.elicitation_unfit(questions)
+    assert askrich.elicitation_unfit(questions, app=True) is None
+    clash, _ = askrich.validate_interview({"title": "t", "questions": [WITH_TEXT, dict(RANKED, id="why__else")]})
+    assert "is also a question id" in askrich.elicitation_unfit(clash["questions"], app=True)
