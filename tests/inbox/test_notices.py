@@ -785,6 +785,8 @@ def test_a_real_server_tells_the_person_of_a_link_and_the_form_in_view_stops_it(
         seen = {"page": "p", "visibility": "visible", "focus": True}
         assert http_request(api_url(url, "visibility"), "POST", seen).status == 204
         server.log.wait_for("notices-stopped", "why=viewed")
+        # The sighting stops the notices before its own line is logged: both lines, in either order.
+        server.log.wait_for("page-visibility", "sighting=yes")
         assert server.log.count("page-view") == 1 and server.log.count("page-visibility", "sighting=yes") == 1
     finally:
         server.close()
