@@ -7031,10 +7031,8 @@ def inbox_from(request, params: dict):
     import hmac
 
     inbox = request.server.inbox
-    given = params.get("key", "")
-    if inbox.key is None or not hmac.compare_digest(
-        inbox.key.encode("ascii"), given.encode("utf-8", "surrogatepass")
-    ):
+    given, key = params.get("key", ""), inbox.current_key()
+    if key is None or not hmac.compare_digest(key.encode("ascii"), given.encode("utf-8", "surrogatepass")):
         raise HttpRefusal(404, "not found")
     return inbox
 
@@ -7057,7 +7055,7 @@ def route_inbox_prove(request, params: dict):
     not a secret), `pageProof` for the page that session opened; each for the origin this
     listener answers at (origin_proof)."""
     nonce = request_nonce(request)
-    key = request.server.inbox.key
+    key = request.server.inbox.current_key()
     origin = proved_origin(request)
     # `door`: this holder also serves every process's forms, with the assets of this version.
     proved = {"proof": origin_proof(key, nonce, origin), "origin": origin, "door": __version__}
@@ -7075,8 +7073,8 @@ def inbox_by_session(request, params: dict):
     server proved the key for the page's origin: never a cookie, which a browser sends to every
     port of localhost."""
     inbox = request.server.inbox
-    given = request.headers.get(INBOX_SESSION_HEADER, "")
-    if inbox.key is None or inbox_pass_nonce(inbox.key, "session", given) is None:
+    given, key = request.headers.get(INBOX_SESSION_HEADER, ""), inbox.current_key()
+    if key is None or inbox_pass_nonce(key, "session", given) is None:
         raise HttpRefusal(404, "not found")
     return inbox
 
@@ -7900,6 +7898,17 @@ class InboxKeyRing:
         with self.scan_lock:  # the registry's cache: two scans at once would both prune it
             return not self.registry.scan()[1]
 
+    def current_key(self):
+        """The key as its file holds it now, for making or checking a ticket, a session or a
+        proof: one stat, and a read when another process replaced it since (two that start at
+        once may each retire the other's). None before this process has loaded one."""
+        if self.key is not None:
+            try:
+                self._refresh_key()
+            except InboxUnavailable:
+                pass  # the file went bad: the key in hand serves until the worker gives up
+        return self.key
+
     def _refresh_key(self) -> bool:
         """Read the key again when the file was replaced or retired under us (two processes
         that started at once may each have made one; the last one to finish retires it); whether
@@ -7930,13 +7939,13 @@ class InboxKeyRing:
         """A one-time way into the inbox (a ticket the inbox exchanges for a session), at the
         door's origin."""
         self._handing_out()
-        return "%s/inbox/enter/%s" % (self.door_base(), inbox_pass(self.key, "ticket", INBOX_TICKET_SECONDS))
+        return "%s/inbox/enter/%s" % (self.door_base(), inbox_pass(self.current_key(), "ticket", INBOX_TICKET_SECONDS))
 
     def redeem(self, ticket: str):
         """{session, verifier} for a valid ticket not used before by any process of ours, or
         None: a session and the page's verifier for it (page_verifier), under one key even if
         another process replaces it meanwhile."""
-        key = self.key
+        key = self.current_key()
         nonce = None if key is None else inbox_pass_nonce(key, "ticket", ticket)
         if nonce is None or not use_ticket_once(self.registry.folder, ticket.partition(".")[0], nonce):
             return None

@@ -154,6 +154,31 @@ def test_a_ticket_is_redeemed_once_whichever_process_redeems_it(tmp_path):
         first.close()
 
 
+def test_a_key_another_process_replaced_is_used_at_once_for_tickets_sessions_and_the_key_route(tmp_path):
+    """Two processes that start at once may each retire the other's key; whichever key the file
+    holds is the one every ticket, session and key link is made and checked with, from the next
+    request on, not from the worker's next look (5 s later)."""
+    port = free_port()
+    logs = tmp_path / "logs"
+    rt, log = runtime(logs, inbox_port=port)
+    try:
+        rt.open_interview(interview(delivery="link"))
+        log.wait_for("inbox-holding")
+        old = read_key(logs)
+        askrich.retire_inbox_key(str(logs))  # as the other process does when it finds nobody else
+        new = askrich.load_inbox_key(str(logs))
+        assert new != old
+        ticket = rt.inbox.ticket_url().rsplit("/", 1)[1]
+        assert askrich.inbox_pass_nonce(new, "ticket", ticket) is not None  # made with the new key
+        session = rt.inbox.redeem(ticket)["session"]
+        base = "http://localhost:%d" % port
+        assert http_request(base + "/inbox/listing", headers={"X-Ask-User-Rich-Session": session}).status == 200
+        assert http_request("%s/api/inbox/%s" % (base, new)).status == 200
+        assert http_request("%s/api/inbox/%s" % (base, old)).status == 404
+    finally:
+        rt.close()
+
+
 # Listens on the port it is given as another user and reports what each connection sent.
 LISTENER = r"""
 import json, socket, sys

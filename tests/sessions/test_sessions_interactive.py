@@ -163,12 +163,22 @@ class Session:
 
 
 def _poll_intervals(session):
-    """Seconds between the tasks/get requests, from our server's log (times in ms)."""
+    """Seconds between the tasks/get requests, from our server's log (times in ms, dated: a
+    session may run across midnight)."""
+    import calendar
+
     times = []
-    for stamp in re.findall(r"^\S+T(\d\d):(\d\d):(\d\d\.\d+)Z \d+ request method=tasks/get ", session.log(), re.M):
-        hours, minutes, seconds = stamp
-        times.append(int(hours) * 3600 + int(minutes) * 60 + float(seconds))
+    for day, clock in re.findall(r"^(\d{4}-\d\d-\d\d)T(\d\d:\d\d:\d\d\.\d+)Z \d+ request method=tasks/get ",
+                                 session.log(), re.M):
+        whole, _, fraction = clock.partition(".")
+        times.append(calendar.timegm(time.strptime("%sT%s" % (day, whole), "%Y-%m-%dT%H:%M:%S")) + float("0." + fraction))
     return [round(b - a, 2) for a, b in zip(times, times[1:])]
+
+
+def _last_turn(body) -> str:
+    """The last user turn of a request to the model, as JSON: what it got from the tools. Claude
+    Code may put a note of its own after it (at midnight, "The date has changed")."""
+    return json.dumps([message for message in body["messages"] if message.get("role") == "user"][-1])
 
 
 def _median(values):
@@ -222,7 +232,7 @@ def _task_session(tmp_path, answer, label):
           " (median of %s); status line: %s" % (label, latency, _median(polls), polls, status_line))
     assert call.answer.arguments == ARGS
     # The model got the answers, note included, as the task's result (structuredContent as JSON).
-    received = json.dumps(after.body["messages"][-1])
+    received = _last_turn(after.body)
     assert "<task-notification>" in received and task_id in received, received[:2000]
     assert '\\"selected\\":[\\"my\\"]' in received and NOTE in received and "archivePath" in received
     # The finished task says what happened, not that it is still waiting: its last tasks/get
@@ -323,10 +333,10 @@ def test_a_call_without_tasks_moves_to_the_background_and_its_answers_still_reac
               BACKGROUND_MS, latency, moved.arrived - call.arrived, view[view.index("Status:"):view.index("Runtime:")].strip()))
     # Without tasks, the call never declared the extension and never became one.
     assert requests and "io.modelcontextprotocol/tasks" not in json.dumps(requests)
-    background_note = json.dumps(moved.body["messages"][-1])
+    background_note = _last_turn(moved.body)
     assert "is still running after %ds" % (BACKGROUND_MS // 1000) in background_note, background_note
     assert inline and background and tapped
-    received = json.dumps(after.body["messages"][-1])
+    received = _last_turn(after.body)
     assert "<task-notification>" in received and "<status>completed</status>" in received, received[:2000]
     assert '\\"selected\\":[\\"my\\"]' in received and NOTE in received and "archivePath" in received
     assert "(ask-user-rich/ask_user_rich) completed." in done
