@@ -2383,6 +2383,8 @@ class Archive:
             raise
         if record.get("tasks"):
             self._forget_tasks(record["interviewId"])  # the archive names them now
+        # Settled: no later server takes it over. Gone before any waiter hears of the result.
+        self.forget_away(record["interviewId"])
         return path
 
     def find(self, interview_id: str) -> dict | None:
