@@ -7514,7 +7514,14 @@ def _forward_once(request, forward: Forward, sent: tuple, keep: bool, reuse: boo
         owner, reused = inbox.owners.take(forward.port, reuse)
     except OSError as error:
         raise _OwnerFailed(502, error) from None
-    reusable = False
+    kept = []
+
+    def read_whole() -> None:
+        # Back for the next request before the page has the answer's last bytes: the page's
+        # next request may come at once, and would otherwise find no kept connection.
+        kept.append(owner)
+        inbox.owners.give_back(forward.port, owner)
+
     try:
         owner.settimeout(inbox.answer_seconds)
         if body is not None:
@@ -7523,15 +7530,13 @@ def _forward_once(request, forward: Forward, sent: tuple, keep: bool, reuse: boo
                 owner.shutdown(socket.SHUT_WR)  # cut short: the owner sees the same short body
         else:
             _pass_body(request, owner, head, length)
-        status, reusable = _relay_answer(request, owner, inbox.answer_seconds, keep)
+        status = _relay_answer(request, owner, inbox.answer_seconds, keep and read_whole)
     except OSError as error:
         status = 504 if isinstance(error, socket.timeout) else 502
         if not reused:
             raise _OwnerFailed(status, error) from None
     finally:
-        if reusable:
-            inbox.owners.give_back(forward.port, owner)
-        else:
+        if not kept:
             owner.close()
     return status, reused
 
@@ -7570,16 +7575,17 @@ def _kept_answer_head(head: bytes):
     return b"\r\n".join(shown), length, kept and length is not None
 
 
-def _relay_answer(request, owner, patience: float, keep: bool):
-    """Copy the owner's answer to the page as it comes. (None once done, or the status to
-    answer instead (502, 504) when the owner said nothing at all; whether the connection can
-    carry the next request: with `keep`, once the whole of an answer of known length has
-    come.) An answer of known length is read straight (it is not long in coming); one without
-    (an events stream) is relayed while the page is watched too."""
+def _relay_answer(request, owner, patience: float, read_whole):
+    """Copy the owner's answer to the page as it comes: None once done, or the status to
+    answer instead (502, 504) when the owner said nothing at all. `read_whole` (None when the
+    door does not keep the connection) is called once the whole of an answer of known length
+    has come: the connection can then carry the next request. An answer of known length is
+    read straight (it is not long in coming); one without (an events stream) is relayed while
+    the page is watched too."""
     import socket
 
-    if not keep:
-        return _relay_stream(request, owner, patience, False), False
+    if not read_whole:
+        return _relay_stream(request, owner, patience, False)
     pending = b""
     try:
         while True:
@@ -7587,7 +7593,7 @@ def _relay_answer(request, owner, patience: float, keep: bool):
             if not chunk:
                 if pending:  # an answer without a whole head: passed on as it came
                     _send_to_page(request, pending)
-                return (None if pending else 502), False
+                return None if pending else 502
             pending += chunk
             end = pending.find(b"\r\n\r\n")
             if end >= 0 or len(pending) > ATTACHMENT_CHUNK_BYTES:
@@ -7596,33 +7602,37 @@ def _relay_answer(request, owner, patience: float, keep: bool):
         shown = [head + pending[end:] if end >= 0 else pending]
         if not kept:  # a stream, or an owner that ends the connection: as it comes
             if not _send_to_page(request, shown[0]):
-                return None, False
-            return _relay_stream(request, owner, patience, True), False
+                return None
+            return _relay_stream(request, owner, patience, True)
         left = length + 4 - (len(pending) - end)  # the blank line after the head, then the body
-        return None, _relay_body(request, owner, shown, left, length)
+        _relay_body(request, owner, shown, left, length, read_whole)
+        return None
     except socket.timeout:
-        return (None if pending else 504), False
+        return None if pending else 504
     except OSError:
-        return (None if pending else 502), False
+        return None if pending else 502
 
 
-def _relay_body(request, owner, shown: list, left: int, length: int) -> bool:
-    """The rest of an answer of known length (`left` bytes after `shown`) to the page; whether
-    all of it came and went, so that the connection can carry the next request."""
+def _relay_body(request, owner, shown: list, left: int, length: int, read_whole) -> None:
+    """The rest of an answer of known length (`left` bytes after `shown`) to the page, and
+    read_whole() once all of it came from the owner and nothing more (the connection can then
+    carry the next request), before the page gets the last of it."""
     owner.settimeout(DOOR_IDLE_SECONDS)
     while left > 0:
         chunk = owner.recv(min(ATTACHMENT_CHUNK_BYTES, left))
         if not chunk:
             _send_to_page(request, b"".join(shown))
-            return False
+            return
         left -= len(chunk)
         shown.append(chunk)
         # A small answer goes to the page in one write, head and body, as one packet.
-        if length > ATTACHMENT_CHUNK_BYTES:
+        if length > ATTACHMENT_CHUNK_BYTES and left > 0:
             if not _send_to_page(request, b"".join(shown)):
-                return False
+                return
             shown = []
-    return _send_to_page(request, b"".join(shown)) and left == 0
+    if left == 0:
+        read_whole()
+    _send_to_page(request, b"".join(shown))
 
 
 def _relay_stream(request, owner, patience: float, started: bool):

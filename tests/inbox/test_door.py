@@ -320,6 +320,31 @@ def test_the_door_keeps_its_connection_to_an_owner_and_goes_anew_when_the_owner_
     owner.socket.close()
 
 
+def test_a_kept_connection_is_back_for_the_next_request_before_the_page_has_the_answer(door, tmp_path, monkeypatch):
+    """A page sends its next request as soon as it has an answer: by then the connection to
+    the owner must be free again, or the door opens another one (a slow machine showed it)."""
+    runtime, mine, agent, port = door
+    owner = KeepingOwner()
+    token = "L" * 24
+    entry = {"pid": os.getppid(), "startedAt": "", "agent": None, "project": "", "interviews": [],
+             "port": owner.port, "forms": [askrich.token_digest(token)]}
+    planted = tmp_path / "logs" / "inbox" / ("%d.json" % os.getppid())
+    planted.write_text(json.dumps(entry))
+    planted.chmod(0o600)
+    free_when_written = []
+    real = askrich._send_to_page
+
+    def sending(request, chunk):
+        free_when_written.append(len(runtime.inbox.owners.idle.get(owner.port, [])))
+        return real(request, chunk)
+
+    monkeypatch.setattr(askrich, "_send_to_page", sending)
+    for number in (1, 2):
+        assert http_request("http://localhost:%d/api/s/%s/state" % (port, token)).json() == {"request": number}
+    assert free_when_written == [1, 1] and owner.connections == 1
+    owner.socket.close()
+
+
 def test_a_kept_connection_gets_a_whole_body_and_a_refusal_does_not_leave_half_of_one(door):
     """Our owners read a kept request's body whole before any route: what a refusal leaves
     unread is never taken for the next request on the kept connection."""
