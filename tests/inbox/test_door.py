@@ -70,6 +70,16 @@ def door(tmp_path):
     runtime.close()
 
 
+def plant_owner(tmp_path, port: int, token: str, **more) -> None:
+    """A registry entry of a live process of ours (the test's parent) that serves `token` on
+    `port`, written as our own registry files are (0600), or it is not read."""
+    entry = dict({"pid": os.getppid(), "startedAt": "", "agent": None, "project": "", "interviews": [],
+                  "port": port, "forms": [askrich.token_digest(token)]}, **more)
+    planted = tmp_path / "logs" / "inbox" / ("%d.json" % os.getppid())
+    planted.write_text(json.dumps(entry))
+    planted.chmod(0o600)
+
+
 def test_two_processes_forms_through_one_port_with_their_own_answers_headers_and_streams(door):
     runtime, mine, agent, port = door
     other = agent("codex", "Theirs")
@@ -221,11 +231,7 @@ def test_a_dead_owner_is_a_502_and_a_stopped_one_a_504_never_a_hung_door(door, t
     # A registry entry of a live process of ours whose port nobody listens on any more.
     closed = free_port()
     token = "Z" * 24
-    entry = {"pid": os.getppid(), "startedAt": "", "agent": None, "project": "", "interviews": [],
-             "port": closed, "forms": [askrich.token_digest(token)]}
-    planted = tmp_path / "logs" / "inbox" / ("%d.json" % os.getppid())
-    planted.write_text(json.dumps(entry))
-    planted.chmod(0o600)  # as our own registry files are, or it is not read
+    plant_owner(tmp_path, closed, token)
     page = http_request("http://localhost:%d/s/%s" % (port, token))
     assert page.status == 502 and page.headers["Content-Type"].startswith("text/plain")
     assert b"does not answer" in page.body
@@ -298,11 +304,7 @@ def test_the_door_keeps_its_connection_to_an_owner_and_goes_anew_when_the_owner_
     runtime, mine, agent, port = door
     owner = KeepingOwner()
     token = "K" * 24
-    entry = {"pid": os.getppid(), "startedAt": "", "agent": None, "project": "", "interviews": [],
-             "port": owner.port, "forms": [askrich.token_digest(token)]}
-    planted = tmp_path / "logs" / "inbox" / ("%d.json" % os.getppid())
-    planted.write_text(json.dumps(entry))
-    planted.chmod(0o600)
+    plant_owner(tmp_path, owner.port, token)
     state = "http://localhost:%d/api/s/%s/state" % (port, token)
     answers = [http_request(state) for _ in range(3)]
     # One connection carried all three; the page never sees the door's own Connection header.
@@ -326,11 +328,7 @@ def test_a_kept_connection_is_back_for_the_next_request_before_the_page_has_the_
     runtime, mine, agent, port = door
     owner = KeepingOwner()
     token = "L" * 24
-    entry = {"pid": os.getppid(), "startedAt": "", "agent": None, "project": "", "interviews": [],
-             "port": owner.port, "forms": [askrich.token_digest(token)]}
-    planted = tmp_path / "logs" / "inbox" / ("%d.json" % os.getppid())
-    planted.write_text(json.dumps(entry))
-    planted.chmod(0o600)
+    plant_owner(tmp_path, owner.port, token)
     free_when_written = []
     real = askrich._send_to_page
 
@@ -450,11 +448,7 @@ def test_the_inbox_links_a_form_of_another_version_at_its_own_port(door, tmp_pat
     row = {"interviewId": "0123456789ab", "title": "Older", "url": "http://localhost:4999/s/" + token,
            "questions": 1, "answered": 0, "followUpsUnseen": 0, "createdAt": "2026-01-01T00:00:00Z",
            "waiting": True}
-    entry = {"pid": os.getppid(), "startedAt": "", "agent": None, "project": "", "interviews": [row],
-             "port": 4999, "forms": [askrich.token_digest(token)], "version": "0.0.1"}
-    planted = tmp_path / "logs" / "inbox" / ("%d.json" % os.getppid())
-    planted.write_text(json.dumps(entry))
-    planted.chmod(0o600)
+    plant_owner(tmp_path, 4999, token, interviews=[row], version="0.0.1")
     urls = {item["title"]: item["url"] for item in runtime.inbox.fresh_listing()["interviews"]}
     assert urls["Older"] == row["url"]
     assert urls["Same version"] == other.url and other.url.startswith("http://localhost:%d/s/" % port)
