@@ -221,6 +221,18 @@ def test_a_submit_through_the_door_or_the_public_url_says_so():
     assert askrich.request_via(Request("localhost:47615", **tunnel)) == "door"
 
 
+def test_the_away_record_is_gone_once_the_result_is_archived(tmp_path):
+    """Before any waiter hears of the result: a server started at that moment must not find a
+    settled interview's record and take it over."""
+    logs = tmp_path / "logs"
+    archive = askrich.Archive(str(logs), askrich.Log(str(logs)))
+    archive.record_away({"interviewId": "0123456789ab", "spec": {}, "createdAt": 0, "lastSign": 0, "given": {}})
+    record = logs / "away" / "0123456789ab.json"
+    assert record.exists()
+    archive.save({"interviewId": "0123456789ab", "submittedAt": "2026-12-07T00:00:00.000Z", "answers": []})
+    assert not record.exists()
+
+
 def test_a_restarted_server_keeps_the_clock_and_the_persons_answers(tmp_path):
     first = away_server(tmp_path, "recommended", after="0.1")  # 6 s
     try:
