@@ -5624,7 +5624,8 @@ def elicitation_schema(questions: list) -> dict:
 
 
 def _ranking_description(question: dict) -> str:
-    lines = [_elicitation_description(question)] if _elicitation_description(question) else []
+    described = _elicitation_description(question)
+    lines = [described] if described else []
     lines.append("Every option, most preferred first, separated by commas (numbers or names):")
     lines += ["%d. %s" % (number, option["label"]) for number, option in enumerate(question["options"], 1)]
     return "\n".join(lines)
