@@ -2165,6 +2165,14 @@ def sync_directory(folder: str) -> None:
         os.close(descriptor)
 
 
+def _unlink_quietly(path: str) -> None:
+    """Remove a file that may already be gone (what it held no longer matters)."""
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
 def folder_refusal(path: str):
     """Why an existing folder may not hold the user's files, or None when it may. On POSIX it
     must be a real folder (not a symlink) of this user that group and others cannot write."""
@@ -5126,9 +5134,11 @@ def progress_counts(payload):
 
 def stop_serving(server, patience: float | None = 2.0) -> None:
     """End a serve_forever loop now. shutdown() alone waits until the loop next wakes, up to
-    its poll interval, and a client that sends SIGINT sends SIGTERM 100 ms later; a connection
-    to the listening socket wakes the loop at once, and it stops without serving it. Returns
-    once the loop stopped, or after `patience` seconds (None: only once it stopped)."""
+    its poll interval, and a client that sends SIGINT sends SIGTERM 100 ms later. On Linux the
+    listening socket, shut down, wakes the loop at once (a connection would not do on the door's
+    port, which the kernel may give to any process of ours that holds it); elsewhere a
+    connection to it does, and the loop stops without serving it. Returns once the loop
+    stopped, or after `patience` seconds (None: only once it stopped)."""
     import socket
 
     host, port = server.server_address[:2]
@@ -5136,6 +5146,12 @@ def stop_serving(server, patience: float | None = 2.0) -> None:
     stopping = threading.Thread(target=server.shutdown, name="ask-user-rich-http-stop", daemon=True)
     stopping.start()
     deadline = None if patience is None else time.monotonic() + patience
+    if sys.platform.startswith("linux"):
+        try:
+            server.socket.shutdown(socket.SHUT_RD)
+            stopping.join(patience)
+        except OSError:
+            pass
     while stopping.is_alive() and (deadline is None or time.monotonic() < deadline):
         try:
             socket.create_connection((host, port), timeout=0.5).close()
@@ -6885,12 +6901,15 @@ class InboxRegistry:
     With a `log`, the entry's coming and going and each file removed on sight are logged: what
     another process, or a test, can wait on instead of watching the folder."""
 
-    def __init__(self, log_dir: str, log: Log | None = None) -> None:
+    def __init__(self, log_dir: str, log: Log | None = None, door_port: int = 0) -> None:
         self.log = log
         self.folder = os.path.join(log_dir, "inbox")
+        self.index_folder = os.path.join(self.folder, "forms")
+        self.door_port = door_port
         self.pid = os.getpid()
         self.path = os.path.join(self.folder, "%d.json" % self.pid)
         self.written = False
+        self.indexed = frozenset()  # the token digests the form index names this process for
         self.cache: dict = {}  # file name -> ((mtime_ns, size), entry or None)
 
     def write(self, entry: dict) -> None:
@@ -6907,11 +6926,13 @@ class InboxRegistry:
                         lambda temporary: os.replace(temporary, self.path))
         except OSError as error:
             raise InboxWriteFailed("%s cannot be written: %s" % (self.path, error.strerror or error)) from None
+        self._index(frozenset(entry["forms"]))
         if not self.written:
             self.written = True
             self._note("inbox-listed", entry=os.path.basename(self.path))
 
     def remove(self) -> None:
+        self._index(frozenset())
         if not self.written:
             return
         self.written = False
@@ -6920,6 +6941,61 @@ class InboxRegistry:
         except OSError:
             pass
         self._note("inbox-unlisted", entry=os.path.basename(self.path))
+
+    def handoff_path(self, pid: int) -> str:
+        """Where process `pid` takes the door's connections for its forms (DoorHandoff). Named
+        by the door's port too: another port on the same log folder is another door."""
+        return os.path.join(self.folder, "%d-%d.door" % (pid, self.door_port))
+
+    def _index(self, forms: frozenset) -> None:
+        """The form index, <inbox>/forms/<digest>: a link whose target is this process's pid,
+        one for each form its entry names, made before the form's URL goes out. Any process
+        of ours then finds a new form's owner with one readlink, without reading every entry.
+        A link that cannot be made costs only that: the entry still names the form."""
+        if forms == self.indexed:
+            return
+        made = set(self.indexed & forms)
+        if forms - made:
+            try:
+                os.mkdir(self.index_folder, 0o700)
+            except FileExistsError:
+                pass
+            except OSError:
+                forms = made
+        for digest in forms - made:
+            link = os.path.join(self.index_folder, digest)
+            for _ in range(2):
+                try:
+                    os.symlink(str(self.pid), link)
+                    made.add(digest)
+                    break
+                except FileExistsError:  # left by a process that had this pid before
+                    _unlink_quietly(link)
+                except OSError:
+                    break
+        for digest in self.indexed - forms:
+            _unlink_quietly(os.path.join(self.index_folder, digest))
+        self.indexed = frozenset(made)
+
+    def form_owner(self, digest: str):
+        """The pid of another process of ours that the form index names for `digest`, or None."""
+        try:
+            target = os.readlink(os.path.join(self.index_folder, digest))
+        except OSError:
+            return None
+        return int(target) if target.isdigit() and int(target) != self.pid else None
+
+    def _drop_leftovers(self, pid: int, entry) -> None:
+        """What a process that is gone left besides its entry: its links in the form index and
+        its end of the door's handoff."""
+        for digest in entry["forms"] if entry is not None else ():
+            link = os.path.join(self.index_folder, digest)
+            try:
+                if os.readlink(link) == str(pid):
+                    os.unlink(link)
+            except OSError:
+                pass
+        _unlink_quietly(self.handoff_path(pid))
 
     def _note(self, event: str, **fields) -> None:
         if self.log is not None:
@@ -6939,6 +7015,9 @@ class InboxRegistry:
         for name, pid in self._names():
             path = os.path.join(self.folder, name)
             if not pid_alive(pid):
+                if not name.startswith("."):
+                    cached = self.cache.get(name)
+                    self._drop_leftovers(pid, cached[1] if cached is not None else self._read(path, pid))
                 try:
                     os.unlink(path)
                     self._note("inbox-entry-dropped", pid=pid, reason="its process is gone")
@@ -7683,6 +7762,171 @@ def _forward_failed(request, forward: Forward, status: int, error) -> None:
         pass
 
 
+# -- handing a page's connection to its owner ------------------------------------------------
+#
+# Every process of ours holds the door, so the kernel gives a page's connection to the form's
+# owner one time in as many processes. Rather than parse the request and relay it (a second
+# parse, a second connection, every byte copied twice), the process that got it reads the
+# request line without taking it off the connection, finds the owner in the form index (one
+# readlink) and passes the connection itself (SCM_RIGHTS) to the owner's datagram socket in our
+# private registry folder, where no other user can bind or send. The owner serves it from the
+# first byte as if it had accepted it. Anything else, and any connection that cannot be passed
+# now (a stopped or gone owner, a path too long for a socket address), is served here and
+# relayed as above.
+
+DOOR_PEEK_BYTES = 2048  # what is looked at for the request line, left on the connection
+HANDOFF_MARK = b"c"  # a datagram's bytes: the descriptor is what it carries
+HANDOFF_DRAIN_SECONDS = 1.0  # at most, for the connections passed before the end
+UNIX_ADDRESS_MAX = 107  # bytes of a socket's path (sun_path less its final zero)
+# An owner in these states would hold the page without a word: the relay answers 504 instead.
+OWNER_UNFIT_STATES = frozenset((b"T", b"t", b"Z", b"X", b"x"))
+
+
+def can_hand_over(folder: str) -> bool:
+    """Linux, where every process of ours holds the door, and a registry folder whose sockets'
+    paths fit an address."""
+    import socket
+
+    return (DOOR_SHARED and hasattr(socket, "AF_UNIX") and hasattr(socket, "SCM_RIGHTS")
+            and len(os.fsencode(os.path.join(folder, "%d-65535.door" % (2 ** 22)))) <= UNIX_ADDRESS_MAX)
+
+
+def page_form_digest(head: bytes):
+    """The token digest of the form a request line names (/s/<token>, /api/s/<token>/...),
+    from the bytes a connection begins with; None for anything else, or a line not yet whole."""
+    line, found, _ = head.partition(b"\r\n")
+    parts = line.split(b" ")
+    if not found or len(parts) != 3 or not parts[2].startswith(b"HTTP/1."):
+        return None
+    path = parts[1].split(b"?", 1)[0]
+    for prefix in (b"/s/", b"/api/s/"):
+        if path.startswith(prefix):
+            token = path[len(prefix):].split(b"/", 1)[0].decode("ascii", "replace")
+            return token_digest(token) if is_token_shaped(token) else None
+    return None
+
+
+def hand_over(server, connection, wait: bool):
+    """Pass a page's connection to the process that owns the form it asks for; True once that
+    process has it (this one then closes its own descriptor and nothing else). False, with
+    nothing taken off the connection, when it is this process's to serve; without `wait`, None
+    when the request line has not come yet."""
+    import socket
+
+    inbox = server.inbox
+    if inbox.handoff is None:
+        return False
+    try:
+        if wait:
+            connection.settimeout(HTTP_IDLE_TIMEOUT_SECONDS)
+            head = connection.recv(DOOR_PEEK_BYTES, socket.MSG_PEEK)
+        else:
+            head = connection.recv(DOOR_PEEK_BYTES, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except BlockingIOError:
+        return None
+    except OSError:
+        return False
+    digest = page_form_digest(head)
+    if digest is None:
+        return None if not wait and b"\r\n" not in head else False
+    pid = inbox.registry.form_owner(digest)  # None for this process's own forms
+    fields = proc_stat(pid) if pid is not None else None
+    if not fields or fields[0] in OWNER_UNFIT_STATES:
+        return False
+    descriptor = (socket.SOL_SOCKET, socket.SCM_RIGHTS, connection.fileno().to_bytes(4, sys.byteorder))
+    try:
+        # Never waits: an owner whose queue is full gets the request relayed instead.
+        inbox.handoff.sender.sendmsg([HANDOFF_MARK], [descriptor], socket.MSG_DONTWAIT,
+                                     inbox.registry.handoff_path(pid))
+    except OSError:
+        return False
+    return True
+
+
+class DoorHandoff:
+    """A process's end of the handoff while it holds the door: a datagram socket at
+    <inbox>/<pid>-<door port>.door, and one thread that serves each connection passed to it on
+    its door server of that family, as if it had accepted it; and the socket it passes pages'
+    connections on."""
+
+    def __init__(self, path: str, listener: LoopbackListener) -> None:
+        import socket
+
+        self.path, self.listener = path, listener
+        self.sender = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        try:
+            try:
+                os.unlink(path)  # a crashed process's, whose pid this one now has
+            except FileNotFoundError:
+                pass
+            self.socket.bind(path)
+        except OSError:
+            self.socket.close()
+            self.sender.close()
+            raise
+        self.thread = threading.Thread(target=self._serve, name="ask-user-rich-door-handoff", daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        import socket
+
+        room = socket.CMSG_SPACE(4 * 4)
+        while True:
+            try:
+                read, extra, flags, _ = self.socket.recvmsg(len(HANDOFF_MARK), room)
+            except OSError:
+                return
+            if not read and not extra:
+                return  # shut down by close(), once every connection sent before is served
+            descriptors = []
+            for level, kind, data in extra:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                    descriptors += [int.from_bytes(data[at:at + 4], sys.byteorder) for at in range(0, len(data) - 3, 4)]
+            if len(descriptors) == 1 and not flags & socket.MSG_CTRUNC:
+                self._serve_connection(descriptors.pop())
+            for descriptor in descriptors:
+                os.close(descriptor)
+
+    def _serve_connection(self, descriptor: int) -> None:
+        """Only a connection a page made to the door's port is served: whatever else came is
+        closed."""
+        import socket
+
+        try:
+            connection = socket.socket(fileno=descriptor)
+        except OSError:
+            os.close(descriptor)
+            return
+        server = next((one for one in self.listener.servers if one.address_family == connection.family), None)
+        try:
+            if server is None or connection.type != socket.SOCK_STREAM or connection.getsockname()[1] != self.listener.port:
+                raise OSError("not a connection to the door")
+            peer = connection.getpeername()
+        except OSError:
+            connection.close()
+            return
+        server.stays.add(connection)
+        server.process_request(connection, peer)
+
+    def close(self) -> None:
+        """Called before the door's servers stop: no process finds this socket once its path
+        is gone, and each connection already passed to it is served before this returns."""
+        import socket
+
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+        try:
+            self.socket.shutdown(socket.SHUT_RDWR)  # what is queued is still read, then nothing
+        except OSError:
+            pass
+        self.thread.join(HANDOFF_DRAIN_SECONDS)
+        self.socket.close()
+        self.sender.close()
+
+
 INBOX_ROUTES = (
     ("GET", "/inbox", route_inbox_session_page),
     ("GET", "/inbox/listing", opened_by(inbox_by_session, inbox_listing)),
@@ -7718,9 +7962,40 @@ def _build_inbox_server_class():
 
         def __init__(self, inbox, address, family=socket.AF_INET):
             self.inbox = inbox
+            # Connections served here whatever form they ask for: passed here by another
+            # process of ours, or looked at already.
+            self.stays = set()
+            self.handed_over = set()  # connections this process passed to their owner
             super().__init__(inbox.runtime, address, family)
             self.allowed_hosts, self.allowed_origins = allowed_hosts(self.server_address[1],
                                                                      public_url=inbox.runtime.config.public_url)
+
+        def process_request(self, request, client_address):
+            # The request line is most often there by the time the connection is accepted:
+            # a connection for another process's form is then passed on with no thread here.
+            handed = None if request in self.stays else hand_over(self, request, wait=False)
+            if handed:
+                self.handed_over.add(request)
+                self.shutdown_request(request)
+                return
+            if handed is False:
+                self.stays.add(request)
+            super().process_request(request, client_address)
+
+        def finish_request(self, request, client_address):
+            if request in self.stays or not hand_over(self, request, wait=True):
+                super().finish_request(request, client_address)
+            else:
+                self.handed_over.add(request)
+
+        def shutdown_request(self, request):
+            self.stays.discard(request)
+            if request in self.handed_over:
+                # The owner serves the connection now: only this process's descriptor closes.
+                self.handed_over.discard(request)
+                request.close()
+                return
+            super().shutdown_request(request)
 
         def server_bind(self):
             if os.name == "nt" and hasattr(socket, "SO_EXCLUSIVEADDRUSE"):
@@ -8089,19 +8364,34 @@ class DoorHolding:
                 self.log.event("inbox-port-taken", "warning", port=self.port, error=str(error),
                                detail="held by a program that is not ask-user-rich; forms work as before")
             return True
+        handoff = self._take_handoffs(server)
         with self.changed:
-            self.server = server
+            self.server, self.handoff = server, handoff
             self.holder, self.holder_door = "ours", True
         # serve_forever wakes every poll_interval only to see whether it should stop; _release
         # wakes it with a connection instead, so it need not look often.
         server.start("ask-user-rich-inbox-http", INBOX_RETRY_SECONDS)
-        self.log.event("inbox-holding", port=self.port)
+        self.log.event("inbox-holding", port=self.port, handoff="yes" if handoff is not None else "no")
         return True
+
+    def _take_handoffs(self, server):
+        """This process's end of the handoff (DoorHandoff), or None where pages' connections
+        are relayed instead."""
+        if not can_hand_over(self.registry.folder):
+            return None
+        try:
+            return DoorHandoff(self.registry.handoff_path(os.getpid()), server)
+        except OSError as error:
+            self.log.event("door-handoff-unavailable", "warning", error=str(error))
+            return None
 
     def _release(self) -> None:
         with self.changed:
             server, self.server = self.server, None
+            handoff, self.handoff = self.handoff, None
             self.changed.notify_all()  # the pages' streams end
+        if handoff is not None:  # first: every connection passed here is served
+            handoff.close()
         if server is not None:
             server.stop(patience=None)  # before the sockets close under the loops
             server.close()
@@ -8453,7 +8743,7 @@ class Inbox(InboxWorker, InboxListing, DoorHolding, InboxKeyRing):
         # A door URL or an inbox way in went out: the port is held until this process exits, so
         # that following it later never reaches a program that took the port meanwhile.
         self.handed_out = False
-        self.registry = InboxRegistry(runtime.config.log_dir, runtime.log)
+        self.registry = InboxRegistry(runtime.config.log_dir, runtime.log, self.port)
         self.project = working_folder()
         self.started_at = iso_utc(time.time())
         self.lock = threading.Lock()
@@ -8473,6 +8763,7 @@ class Inbox(InboxWorker, InboxListing, DoorHolding, InboxKeyRing):
         self.key_stamp = None  # inbox_key_stamp() when the key was read
         self.unavailable = None  # why the inbox cannot be kept here, once found
         self.server = None  # a LoopbackListener while this process holds the port
+        self.handoff = None  # DoorHandoff: this process's end, while it holds the port
         self.holder = None  # None: unknown; "ours", "foreign" or "free" as last probed
         self.holder_door = False  # that holder serves the front door (an older one does not)
         self.probed = float("-inf")  # when it was probed last

@@ -152,17 +152,18 @@ def _load_builder(tree):
 
 
 def test_archive_is_small(pyz):
-    # 372 KiB for the whole product: the server, the form and the inbox page, eleven languages,
+    # 376 KiB for the whole product: the server, the form and the inbox page, eleven languages,
     # the vendored marked, DOMPurify and QR code library. It was 200 KiB before the inbox and the
     # durability work, under 256 KiB before the front door, the notices, the MCP App's transport
     # and the AskUserQuestion hook (306 KB together), under 320 KiB before the permission hook
     # (15 KB, its words in eleven languages included), under 344 KiB before the away policy
     # and the history (17 KB, their words in eleven languages included), and under 368 KiB
     # before rankings and option texts in a host's elicitation dialog (1.7 KB; the translations
-    # shipped without indentation gave 0.8 KB back); the budget moved with them, and still
-    # catches anything that lands in the archive by mistake (a screenshot is 40-200 KB).
+    # shipped without indentation gave 0.8 KB back), under 372 KiB before the door passed pages'
+    # connections to their owners (3.5 KB); the budget moved with them, and still catches
+    # anything that lands in the archive by mistake (a screenshot is 40-200 KB).
     size = os.path.getsize(pyz)
-    assert size < 372 * 1024, "askrich.pyz is %d bytes" % size
+    assert size < 376 * 1024, "askrich.pyz is %d bytes" % size
 
 
 def test_source_date_epoch_sets_every_timestamp_and_nothing_else(tmp_path, tree, pyz):

@@ -545,3 +545,154 @@ def test_every_url_the_agent_and_the_person_see_is_the_doors(tmp_path):
     finally:
         peer.close()
         runtime.close()
+
+
+# -- handing a page's connection to its owner --------------------------------------------------
+
+
+def landing_here(runtime, port: int, raw: bytes, before: bool):
+    """A page's connection to the door's port taken by this process's door server: the kernel
+    gives each new connection to one of the sockets that share the port, so a listener of the
+    test's own shares it too (as ours do) until one lands there, and the door server takes
+    that one as if it had accepted it. `raw` is written on it before the server sees it
+    (`before`: the request line is there at once) or after; the answer is read to its end."""
+    from form.test_hardening_http import Response, read_all
+    import select
+
+    with socket.socket() as shared:
+        shared.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        shared.bind(("127.0.0.1", port))
+        shared.listen(8)
+        for _ in range(500):
+            page = socket.create_connection(("127.0.0.1", port), timeout=WAIT)
+            if select.select([shared], [], [], 0.05)[0]:
+                accepted, address = shared.accept()
+                break
+            page.close()  # it went to one of the processes: an empty connection, nothing asked
+        else:
+            raise AssertionError("no connection reached the test's share of the door")
+    server = next(one for one in runtime.inbox.server.servers if one.address_family == socket.AF_INET)
+    with page:
+        if before:
+            page.sendall(raw)
+            time.sleep(0.05)  # on its way through loopback: the request line is there when the server looks
+        server.process_request(accepted, address)
+        if not before:
+            page.sendall(raw)
+        return Response(read_all(page))
+
+
+@pytest.fixture
+def passed_on(monkeypatch):
+    """How this process handled each page's connection: passed to the owner, or relayed."""
+    seen = {"handed": [], "relayed": []}
+    hand_over, forward = askrich.hand_over, askrich.forward_to_owner
+
+    def counted_hand_over(server, connection, wait):
+        handed = hand_over(server, connection, wait)
+        if handed:
+            seen["handed"].append("accepted" if not wait else "thread")
+        return handed
+
+    def counted_forward(request, how):
+        seen["relayed"].append(request.path)
+        return forward(request, how)
+
+    monkeypatch.setattr(askrich, "hand_over", counted_hand_over)
+    monkeypatch.setattr(askrich, "forward_to_owner", counted_forward)
+    return seen
+
+
+def test_a_page_connection_for_another_process_is_passed_to_the_owner_which_answers_on_it(door, passed_on):
+    """The page, its state and its submit (body and all) reach the owner on the page's own
+    connection, whether the request line was there when the connection was accepted or came
+    after: this process only looks at it, passes it on and relays nothing."""
+    from form.test_hardening_http import build
+
+    runtime, mine, agent, port = door
+    other = agent("codex", "Theirs")
+    token = other.url.rsplit("/", 1)[1]
+    host = [("Host", "localhost:%d" % port)]
+    page = landing_here(runtime, port, build("GET", "/s/%s" % token, host), before=True)
+    assert page.status == 200 and b"/assets/js/main.js" in page.body
+    state = landing_here(runtime, port, build("GET", "/api/s/%s" % token, host), before=True)
+    assert state.status == 200 and json.loads(state.body)["spec"]["title"] == "Theirs"
+    waiting = other.server.request("tools/call", {"name": "await_user_answers", "arguments": {"sessionId": other.session}})
+    body = json.dumps({"answers": {"q1": {"status": "answer", "selected": ["b"]}}}).encode()
+    sent = landing_here(runtime, port, build("POST", "/api/s/%s/submit" % token, host + [
+        ("Content-Type", "application/json"), ("Origin", "http://localhost:%d" % port)], body), before=False)
+    assert sent.status == 200 and json.loads(sent.body)["delivered"] is True
+    result = other.server.response(waiting)["result"]["structuredContent"]
+    assert result["answers"][0]["selected"] == ["b"] and result["answers"][0]["via"] == "door"
+    assert passed_on == {"handed": ["accepted", "accepted", "thread"], "relayed": []}
+    # This process's own form, and anything that is not a form, it serves itself.
+    own = landing_here(runtime, port, build("GET", "/api/s/%s" % mine.token, host), before=True)
+    assert own.status == 200 and json.loads(own.body)["spec"]["title"] == "Mine"
+    assert landing_here(runtime, port, build("GET", "/assets/js/main.js", host), before=False).status == 200
+    assert passed_on["handed"] == ["accepted", "accepted", "thread"]
+
+
+def test_a_stopped_owner_is_passed_no_connection_and_the_page_gets_the_relays_504(door, passed_on):
+    from form.test_hardening_http import build
+
+    runtime, mine, agent, port = door
+    other = agent("codex", "Stopped")
+    token = other.url.rsplit("/", 1)[1]
+    runtime.inbox.answer_seconds = 0.5
+    os.kill(other.pid, signal.SIGSTOP)
+    try:
+        slow = landing_here(runtime, port, build("GET", "/api/s/%s/state" % token, [("Host", "localhost:%d" % port)]),
+                            before=True)
+        assert slow.status == 504 and json.loads(slow.body)["code"] == "owner-timeout"
+    finally:
+        os.kill(other.pid, signal.SIGCONT)
+    assert passed_on == {"handed": [], "relayed": ["/api/s/%s/state" % token]}
+
+
+def test_the_form_index_names_each_form_s_owner_and_what_a_gone_process_left_is_removed(door, tmp_path):
+    runtime, mine, agent, port = door
+    folder = tmp_path / "logs" / "inbox"
+    other = agent("codex", "Alive")
+    # The link is there before the URL went out; each process's own end of the handoff too.
+    theirs = folder / "forms" / askrich.token_digest(other.url.rsplit("/", 1)[1])
+    assert os.readlink(str(theirs)) == str(other.pid)
+    assert os.readlink(str(folder / "forms" / askrich.token_digest(mine.token))) == str(os.getpid())
+    alive = folder / ("%d-%d.door" % (other.pid, port))
+    assert alive.is_socket() and (folder / ("%d-%d.door" % (os.getpid(), port))).is_socket()
+    assert oct((folder / "forms").stat().st_mode & 0o777) == "0o700"
+    # A process killed with its form pending: its entry, its link and its socket stay behind
+    # until another process of ours sees it is gone.
+    gone = 2 ** 22 + 7  # past any pid the kernel hands out
+    digest = "ab" * 32
+    entry = {"pid": gone, "startedAt": "", "agent": None, "project": "", "interviews": [], "port": free_port(),
+             "forms": [digest]}
+    os.symlink(str(gone), str(folder / "forms" / digest))
+    (folder / ("%d-%d.door" % (gone, port))).write_bytes(b"")
+    # The entry last: a scan by this process's worker may come at any moment.
+    (folder / ("%d.json" % gone)).write_text(json.dumps(entry))
+    (folder / ("%d.json" % gone)).chmod(0o600)
+    runtime.inbox._scan(force=True)
+    assert not (folder / ("%d.json" % gone)).exists()
+    assert not os.path.lexists(str(folder / "forms" / digest))
+    assert not (folder / ("%d-%d.door" % (gone, port))).exists()
+    assert os.path.lexists(str(theirs)) and alive.exists()
+    # A process that ends removes its own.
+    other.close()
+    assert not os.path.lexists(str(theirs)) and not alive.exists()
+
+
+def test_a_holder_stops_serving_at_once_without_knocking_on_the_shared_port(door, monkeypatch):
+    """A connection to the door's port, which would wake the serving loop, goes to any process
+    that shares the port, seldom the one stopping (with fifty processes, each exit took a second
+    of knocking): the loop is woken by its own listening socket, shut down, instead."""
+    runtime, mine, agent, port = door
+    agent("codex", "Stays")
+    listener = runtime.inbox.server
+    knocks = []
+    real = socket.create_connection
+    monkeypatch.setattr(socket, "create_connection", lambda *args, **kwargs: knocks.append(args) or real(*args, **kwargs))
+    runtime.inbox._release()
+    assert knocks == [] and not any(thread.is_alive() for thread in listener.threads)
+    monkeypatch.undo()
+    # The other process still holds the door.
+    assert http_request("http://localhost:%d/assets/js/main.js" % port).status == 200
