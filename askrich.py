@@ -7813,8 +7813,8 @@ def hand_over(server, connection, wait: bool):
     when the request line has not come yet."""
     import socket
 
-    inbox = server.inbox
-    if inbox.handoff is None:
+    inbox, handoff = server.inbox, server.inbox.handoff  # the inbox may let it go meanwhile
+    if handoff is None:
         return False
     try:
         if wait:
@@ -7836,8 +7836,7 @@ def hand_over(server, connection, wait: bool):
     descriptor = (socket.SOL_SOCKET, socket.SCM_RIGHTS, connection.fileno().to_bytes(4, sys.byteorder))
     try:
         # Never waits: an owner whose queue is full gets the request relayed instead.
-        inbox.handoff.sender.sendmsg([HANDOFF_MARK], [descriptor], socket.MSG_DONTWAIT,
-                                     inbox.registry.handoff_path(pid))
+        handoff.sender.sendmsg([HANDOFF_MARK], [descriptor], socket.MSG_DONTWAIT, inbox.registry.handoff_path(pid))
     except OSError:
         return False
     return True
@@ -7856,10 +7855,7 @@ class DoorHandoff:
         self.sender = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         try:
-            try:
-                os.unlink(path)  # a crashed process's, whose pid this one now has
-            except FileNotFoundError:
-                pass
+            _unlink_quietly(path)  # a crashed process's, whose pid this one now has
             self.socket.bind(path)
         except OSError:
             self.socket.close()
@@ -7914,10 +7910,7 @@ class DoorHandoff:
         is gone, and each connection already passed to it is served before this returns."""
         import socket
 
-        try:
-            os.unlink(self.path)
-        except OSError:
-            pass
+        _unlink_quietly(self.path)
         try:
             self.socket.shutdown(socket.SHUT_RDWR)  # what is queued is still read, then nothing
         except OSError:
@@ -8369,7 +8362,7 @@ class DoorHolding:
             self.server, self.handoff = server, handoff
             self.holder, self.holder_door = "ours", True
         # serve_forever wakes every poll_interval only to see whether it should stop; _release
-        # wakes it with a connection instead, so it need not look often.
+        # wakes it at once instead (stop_serving), so it need not look often.
         server.start("ask-user-rich-inbox-http", INBOX_RETRY_SECONDS)
         self.log.event("inbox-holding", port=self.port, handoff="yes" if handoff is not None else "no")
         return True

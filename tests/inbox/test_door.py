@@ -575,7 +575,7 @@ def landing_here(runtime, port: int, raw: bytes, before: bool):
     with page:
         if before:
             page.sendall(raw)
-            time.sleep(0.05)  # on its way through loopback: the request line is there when the server looks
+            accepted.recv(1, socket.MSG_PEEK)  # arrived: the request line is there when the server looks
         server.process_request(accepted, address)
         if not before:
             page.sendall(raw)
