@@ -6936,10 +6936,7 @@ class InboxRegistry:
         if not self.written:
             return
         self.written = False
-        try:
-            os.unlink(self.path)
-        except OSError:
-            pass
+        _unlink_quietly(self.path)
         self._note("inbox-unlisted", entry=os.path.basename(self.path))
 
     def handoff_path(self, pid: int) -> str:
@@ -7958,7 +7955,6 @@ def _build_inbox_server_class():
             # Connections served here whatever form they ask for: passed here by another
             # process of ours, or looked at already.
             self.stays = set()
-            self.handed_over = set()  # connections this process passed to their owner
             super().__init__(inbox.runtime, address, family)
             self.allowed_hosts, self.allowed_origins = allowed_hosts(self.server_address[1],
                                                                      public_url=inbox.runtime.config.public_url)
@@ -7968,8 +7964,7 @@ def _build_inbox_server_class():
             # a connection for another process's form is then passed on with no thread here.
             handed = None if request in self.stays else hand_over(self, request, wait=False)
             if handed:
-                self.handed_over.add(request)
-                self.shutdown_request(request)
+                request.close()  # the owner serves it now: only this process's descriptor goes
                 return
             if handed is False:
                 self.stays.add(request)
@@ -7979,15 +7974,12 @@ def _build_inbox_server_class():
             if request in self.stays or not hand_over(self, request, wait=True):
                 super().finish_request(request, client_address)
             else:
-                self.handed_over.add(request)
+                # Closed before shutdown_request, whose shutdown of the connection (which
+                # would end it for the owner too) then fails quietly on a closed socket.
+                request.close()
 
         def shutdown_request(self, request):
             self.stays.discard(request)
-            if request in self.handed_over:
-                # The owner serves the connection now: only this process's descriptor closes.
-                self.handed_over.discard(request)
-                request.close()
-                return
             super().shutdown_request(request)
 
         def server_bind(self):
@@ -8357,7 +8349,7 @@ class DoorHolding:
                 self.log.event("inbox-port-taken", "warning", port=self.port, error=str(error),
                                detail="held by a program that is not ask-user-rich; forms work as before")
             return True
-        handoff = self._take_handoffs(server)
+        handoff = self._open_handoff(server)
         with self.changed:
             self.server, self.handoff = server, handoff
             self.holder, self.holder_door = "ours", True
@@ -8367,7 +8359,7 @@ class DoorHolding:
         self.log.event("inbox-holding", port=self.port, handoff="yes" if handoff is not None else "no")
         return True
 
-    def _take_handoffs(self, server):
+    def _open_handoff(self, server):
         """This process's end of the handoff (DoorHandoff), or None where pages' connections
         are relayed instead."""
         if not can_hand_over(self.registry.folder):
