@@ -20,7 +20,7 @@ import threading
 import time
 
 import pytest
-from playwright.sync_api import expect
+from playwright.sync_api import Error as PlaywrightError, expect
 
 from formkit import ROOT
 
@@ -121,7 +121,18 @@ def inspector_page(browser, inspector):
     page.problems = []
     page.on("console", lambda message: message.type == "error" and page.problems.append(message.text))
     page.goto(inspector.url)
-    page.get_by_role("switch").first.click(force=True)  # "Connect or disconnect"
+    # Mantine hides the switch's input itself (hence force), yet lays it out. Inspector draws its
+    # sidebar again as its settings come in: on a busy machine the switch found first could be
+    # gone, or not laid out yet, by the time it was clicked (a click that failed toggled nothing).
+    switch = page.get_by_role("switch").first  # "Connect or disconnect"
+    for attempt in range(3):
+        switch.wait_for(state="visible")
+        try:
+            switch.click(force=True)
+            break
+        except PlaywrightError:
+            if attempt == 2:
+                raise
     try:
         page.get_by_text("Connected", exact=True).wait_for()
         yield page
